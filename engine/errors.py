@@ -1,0 +1,63 @@
+"""The engine's exception types.
+
+Caffe stops the process with ``CHECK`` failures; the engine raises one of these
+instead, with a message that carries Caffe's own text (so scripts and the
+conformance checks can match it) plus where the problem is: the file and line,
+the layer, or the blob.
+"""
+
+
+class CaffeError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class ParseError(CaffeError):
+    """A prototxt, caffemodel or binaryproto could not be read.
+
+    ``path``, ``line`` and ``column`` (1-based; ``None`` when unknown) say where.
+    """
+
+    def __init__(self, message, path=None, line=None, column=None):
+        self.path, self.line, self.column = path, line, column
+        where = path or "<string>"
+        if line is not None:
+            where += ":%d" % line
+            if column is not None:
+                where += ":%d" % column
+        super().__init__("%s: %s" % (where, message))
+        self.detail = message
+
+
+class NetError(CaffeError):
+    """The net is inconsistent (Init would CHECK-fail in Caffe).
+
+    ``layer`` and ``blob`` name the culprit when known.
+    """
+
+    def __init__(self, message, layer=None, blob=None):
+        self.layer, self.blob = layer, blob
+        super().__init__(message)
+
+
+class LayerError(NetError):
+    """A layer rejected its parameters or bottom shapes."""
+
+
+class UnknownLayerTypeError(LayerError):
+    """No layer of that type is registered."""
+
+
+class ShapeError(LayerError):
+    """Blob shapes do not fit (Reshape, CopyTrainedLayersFrom, ...)."""
+
+
+class SolverError(CaffeError):
+    """A solver could not be built or stepped."""
+
+
+class DeviceError(CaffeError):
+    """The GPU was asked for and is not usable, or ran out of memory."""
+
+
+class PythonLayerRefused(LayerError):
+    """A Python layer was found while Python layers are disallowed."""

@@ -1,0 +1,58 @@
+"""Shared pytest set-up: the repo root on sys.path, markers, ../shared location."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SHARED = Path(os.environ.get("CAFFE_SHARED", ROOT.parent / "shared"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs CuPy and a CUDA device (skipped without)")
+    config.addinivalue_line("markers", "browser: drives headless Chromium (dash.testing)")
+    config.addinivalue_line("markers", "shared: needs ../shared (Caffe's reference material)")
+
+
+def _gpu_ok():
+    from engine import backend
+    return backend.gpu_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = None
+    skip_shared = None
+    for item in items:
+        if "gpu" in item.keywords:
+            if skip_gpu is None:
+                skip_gpu = False if _gpu_ok() else pytest.mark.skip(reason="no CuPy/CUDA device")
+            if skip_gpu:
+                item.add_marker(skip_gpu)
+        if "shared" in item.keywords and not SHARED.is_dir():
+            if skip_shared is None:
+                skip_shared = pytest.mark.skip(reason="../shared (Caffe's reference nets and golden "
+                                                      "records) is not beside the repo")
+            item.add_marker(skip_shared)
+
+
+@pytest.fixture
+def shared_dir():
+    if not SHARED.is_dir():
+        pytest.skip("../shared (Caffe's reference material) is not beside the repo")
+    return SHARED
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def mode(request):
+    """Run a test in CPU mode and, where a GPU is present, in GPU mode."""
+    from engine import backend
+    if request.param == "gpu":
+        backend.set_mode_gpu()
+    else:
+        backend.set_mode_cpu()
+    yield request.param
+    backend.set_mode_cpu()
