@@ -1,0 +1,1 @@
+"""The Caffe protobuf schema (caffe.proto) and its generated Python module."""
