@@ -8,9 +8,10 @@ a backward pass reads the very arrays Caffe's reads (``bottom_data`` is the
 top data when the layer runs in place, and ``bottom_diff`` is the top diff).
 
 Numbers follow Caffe's float arithmetic: parameters are held in the layer's
-dtype, and where Caffe's C++ silently computes in double (Sigmoid's
-``0.5 * tanh(0.5 * x) + 0.5``, BNLL's ``log(1. + exp(x))``) the result is
-rounded from a double (or equally accurate) computation.
+dtype; ``exp``/``log`` of float data are evaluated in double and rounded once,
+which is what glibc's correctly rounded ``expf``/``logf`` (Caffe's CPU build)
+return; and where Caffe's C++ silently computes in double (Sigmoid's
+``0.5 * tanh(0.5 * x) + 0.5``, BNLL's ``log(1. + exp(x))``), so does this.
 """
 import functools
 import math
@@ -19,7 +20,7 @@ import numpy as np
 
 from .. import backend
 from ..blob import Blob
-from .base import Layer, NeuronLayer  # noqa: F401
+from .base import NeuronLayer
 from .registry import register_layer
 
 
@@ -40,6 +41,21 @@ def _fmt(x):
     """A float as glog's ``<<`` prints it (six significant digits)."""
     from ..log import num
     return num(x)
+
+
+def _libm(xp, name, a, out):
+    """out = name(a) (``exp`` or ``log``), rounded once to out's dtype.
+
+    For float32 this equals glibc's correctly rounded expf/logf, which Caffe's
+    CPU layers call; NumPy's own float32 loops may be an ulp off.
+    """
+    fn = getattr(xp, name)
+    if out.dtype == np.float64:
+        return fn(a, out=out)
+    if xp is np:
+        return fn(a, out=out, dtype=np.float64)
+    out[...] = fn(a.astype(np.float64))
+    return out
 
 
 def _sigmoid_into(xp, x, out):
@@ -103,32 +119,35 @@ class BNLLLayer(_Neuron):
 
     @_quiet
     def forward(self, bottom, top):
-        # x > 0 ? x + log(1 + exp(-x)) : log(1 + exp(x)), i.e.
-        # max(x, 0) + log1p(exp(-|x|)); log1p keeps what Caffe's double
-        # "log(1. + exp(x))" keeps for very negative x.
+        # Caffe: x > 0 ? x + log(1. + exp(-x)) : log(1. + exp(x)), i.e.
+        # max(x, 0) + log(1. + exp(-|x|)): exp in Dtype, the rest in double
+        # (so exp(-|x|) below double's epsilon adds nothing, as in Caffe).
         xp = self.xp
         x = bottom[0].get_data()
-        t = xp.abs(x)
-        xp.negative(t, out=t)
-        xp.exp(t, out=t)
-        xp.log1p(t, out=t)
-        out = top[0].mut_data()
-        xp.maximum(x, 0, out=out)
-        out += t
+        e = xp.abs(x)
+        xp.negative(e, out=e)
+        _libm(xp, "exp", e, e)
+        t = e.astype(np.float64, copy=False)
+        t += 1.0
+        xp.log(t, out=t)
+        t += xp.maximum(x, 0)
+        top[0].mut_data()[...] = t
 
     @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
+        # top_diff * expval / (expval + 1.), expval = exp(min(x, 50)) in
+        # Dtype; the product in Dtype, the division in double.
         xp = self.xp
         x = bottom[0].get_data()
-        top_diff = top[0].get_diff()
         e = xp.minimum(x, self.scalar(_BNLL_THRESHOLD))
-        xp.exp(e, out=e)
-        bd = bottom[0].mut_diff()
-        xp.multiply(top_diff, e, out=bd)
-        e += 1
-        bd /= e
+        _libm(xp, "exp", e, e)
+        num = xp.multiply(top[0].get_diff(), e).astype(np.float64, copy=False)
+        den = e.astype(np.float64, copy=False)
+        den += 1.0
+        num /= den
+        bottom[0].mut_diff()[...] = num
 
 
 # ----------------------------------------------------------------------- Clip
@@ -242,7 +261,7 @@ class ELULayer(_Neuron):
         xp = self.xp
         x = bottom[0].get_data()
         t = xp.minimum(x, 0)
-        xp.exp(t, out=t)
+        _libm(xp, "exp", t, t)
         t -= 1
         t *= self.alpha
         out = top[0].mut_data()
@@ -306,10 +325,10 @@ class ExpLayer(_Neuron):
         x = bottom[0].get_data()
         out = top[0].mut_data()
         if self.inner_scale == 1:
-            xp.exp(x, out=out)
+            _libm(xp, "exp", x, out)
         else:
             xp.multiply(x, self.inner_scale, out=out)
-            xp.exp(out, out=out)
+            _libm(xp, "exp", out, out)
         if self.outer_scale != 1:
             out *= self.outer_scale
 
@@ -364,10 +383,10 @@ class LogLayer(_Neuron):
         x = bottom[0].get_data()
         out = top[0].mut_data()
         if self.input_scale == 1 and self.input_shift == 0:
-            xp.log(x, out=out)
+            _libm(xp, "log", x, out)
         else:
             self._affine_into(x, out)
-            xp.log(out, out=out)
+            _libm(xp, "log", out, out)
         if self.base_scale != 1:
             out *= self.base_scale
 
@@ -535,7 +554,21 @@ class PReLULayer(_Neuron):
             t = xp.multiply(top_diff, x)
             t *= xp.less_equal(x, 0)
             sd = self.blobs[0].mut_diff()
-            if self.channel_shared:
+            if xp is np:
+                # Caffe's CPU loop adds term by term (channel c: n = 0, 1, ...
+                # over its spatial positions) onto the diff; a cumulative sum
+                # in the same order gives the same float result.
+                outer, channels, dim = shape3
+                rows = 1 if self.channel_shared else channels
+                seq = np.empty((rows, 1 + t.size // rows), dtype=t.dtype)
+                seq[:, 0] = sd.reshape(rows)
+                if self.channel_shared:
+                    seq[0, 1:] = t.reshape(-1)
+                else:
+                    seq[:, 1:] = t.transpose(1, 0, 2).reshape(channels, outer * dim)
+                np.cumsum(seq, axis=1, out=seq)
+                sd[...] = seq[:, -1].reshape(sd.shape)
+            elif self.channel_shared:
                 sd += t.sum()
             else:
                 sd += t.sum(axis=(0, 2))
@@ -601,13 +634,15 @@ class SigmoidLayer(_Neuron):
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
-        # top_diff * y * (1 - y), from the top data.
+        # top_diff * y * (1. - y), from the top data: the first product in
+        # Dtype, the second (by a double) in double.
         xp = self.xp
         y = top[0].get_data()
-        one_minus = xp.subtract(1, y)
-        bd = bottom[0].mut_diff()
-        xp.multiply(top[0].get_diff(), y, out=bd)
-        bd *= one_minus
+        one_minus = y.astype(np.float64)
+        xp.subtract(1.0, one_minus, out=one_minus)
+        f = xp.multiply(top[0].get_diff(), y).astype(np.float64, copy=False)
+        f *= one_minus
+        bottom[0].mut_diff()[...] = f
 
 
 # ---------------------------------------------------------------------- Swish
@@ -639,15 +674,17 @@ class SwishLayer(_Neuron):
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
-        # top_diff * (beta * y + s * (1 - beta * y))
+        # top_diff * (beta * y + s * (1. - beta * y)): beta * y in Dtype,
+        # the rest in double (Caffe's "1." promotes it).
         xp = self.xp
         y = top[0].get_data()
         s = self.sigmoid_output.get_data()
-        by = xp.multiply(y, self.beta)
-        f = xp.subtract(1, by)
+        by = xp.multiply(y, self.beta).astype(np.float64, copy=False)
+        f = xp.subtract(1.0, by)
         f *= s
         f += by
-        xp.multiply(top[0].get_diff(), f, out=bottom[0].mut_diff())
+        f *= top[0].get_diff()
+        bottom[0].mut_diff()[...] = f
 
 
 # ----------------------------------------------------------------------- TanH

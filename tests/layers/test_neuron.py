@@ -349,17 +349,33 @@ def test_bnll_gradient(mode, bottom):
 
 
 def test_bnll_extremes():
-    x = np.array([[-200.0, -30.0, 0.0, 30.0, 10000.0]])
+    # Caffe: x > 0 ? x + log(1. + exp(-x)) : log(1. + exp(x)) with a float
+    # exp and a double log: exp(x) under double's epsilon adds nothing.
+    x = np.array([[-200.0, -40.0, -30.0, 0.0, 30.0, 10000.0]])
     layer, b, t = forward('type: "BNLL"', x, dtype=np.float32)
     y = t.data
-    assert np.isfinite(y).all()
-    assert y[0, 0] == 0 or y[0, 0] < 1e-80
-    np.testing.assert_allclose(y[0, 1], np.exp(-30.0), rtol=1e-6)
-    np.testing.assert_allclose(y[0, 2], np.log(2.0), rtol=1e-6)
-    assert y[0, 4] == 10000.0
-    dx = run_backward(layer, b, t, np.ones((1, 5)))
+    x32 = x.astype(np.float32)
+    e = np.exp(-np.abs(x32).astype(np.float64)).astype(np.float32).astype(np.float64)
+    expect = (np.maximum(x32, 0) + np.log(1.0 + e)).astype(np.float32)
+    np.testing.assert_array_equal(y, expect)
+    assert y[0, 0] == 0 and y[0, 1] == 0 and y[0, 2] > 0
+    np.testing.assert_allclose(y[0, 2], np.exp(-30.0), rtol=1e-2)
+    np.testing.assert_allclose(y[0, 3], np.log(2.0), rtol=1e-7)
+    assert y[0, 5] == 10000.0
+    dx = run_backward(layer, b, t, np.ones((1, 6)))
     assert np.isfinite(dx).all()
-    np.testing.assert_allclose(dx[0], [0.0, np.exp(-30.0), 0.5, 1.0, 1.0], rtol=1e-6, atol=1e-40)
+    np.testing.assert_allclose(dx[0], [0.0, np.exp(-40.0), np.exp(-30.0), 0.5, 1.0, 1.0],
+                               rtol=1e-6, atol=1e-40)
+
+
+def test_exp_log_float32_round_once(mode):
+    # exp/log of float data are correctly rounded (glibc's expf/logf).
+    x = gaussian_blob((1000,), std=3.0).data.astype(np.float32)
+    _, _, t = forward('type: "Exp"', x, dtype=np.float32)
+    np.testing.assert_array_equal(t.data, np.exp(x.astype(np.float64)).astype(np.float32))
+    ax = np.abs(x) + np.float32(1e-3)
+    _, _, t = forward('type: "Log"', ax, dtype=np.float32)
+    np.testing.assert_array_equal(t.data, np.log(ax.astype(np.float64)).astype(np.float32))
 
 
 # ------------------------------------------------------------------ Clip
@@ -545,6 +561,25 @@ def test_prelu_param_diff_accumulates(x):
     np.testing.assert_allclose(once, expect, rtol=1e-12)
     run_backward(layer, b, t, dy)
     np.testing.assert_allclose(layer.blobs[0].diff, 2 * once, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_prelu_param_diff_float32_order(shared):
+    # Caffe's CPU loop: slope_diff[c] += top_diff[i] * x[i] * (x[i] <= 0), in
+    # index order and in float; the engine's CPU result is the same float.
+    text = 'type: "PReLU" prelu_param { channel_shared: %s }' % ("true" if shared else "false")
+    x = gaussian_blob((3, 4, 5, 6)).data.astype(np.float32)
+    dy = gaussian_blob((3, 4, 5, 6), seed=8).data.astype(np.float32)
+    layer, b, t = forward(text, x, dtype=np.float32)
+    layer.blobs[0].diff[...] = np.float32(0.125)
+    t.diff[...] = dy
+    layer.Backward([t], [True], [b])
+    acc = np.full(1 if shared else 4, np.float32(0.125), dtype=np.float32)
+    xf, df = x.reshape(-1), dy.reshape(-1)
+    for i in range(x.size):
+        c = 0 if shared else (i // 30) % 4
+        acc[c] = np.float32(acc[c] + np.float32(df[i] * xf[i]) * np.float32(xf[i] <= 0))
+    np.testing.assert_array_equal(layer.blobs[0].diff.reshape(-1), acc)
 
 
 def test_prelu_two_axes(mode):
