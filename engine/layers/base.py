@@ -121,18 +121,22 @@ class Layer:
 
     # ---------------------------------------------------------------- Forward/Backward
     def Forward(self, bottom, top):
-        self.reshape(bottom, top)
-        self.forward(bottom, top)
-        loss = self.dtype.type(0)
-        for i, t in enumerate(top):
-            if self.loss(i):
-                d = t.get_data().reshape(-1)
-                w = t.get_diff().reshape(-1)
-                loss += self.dtype.type(self.xp.dot(d, w))
+        # NaN and Inf travel through layers silently, as in Caffe; the debug
+        # records and health checks report them.
+        with np.errstate(all="ignore"):
+            self.reshape(bottom, top)
+            self.forward(bottom, top)
+            loss = self.dtype.type(0)
+            for i, t in enumerate(top):
+                if self.loss(i):
+                    d = t.get_data().reshape(-1)
+                    w = t.get_diff().reshape(-1)
+                    loss += self.dtype.type(self.xp.dot(d, w))
         return loss
 
     def Backward(self, top, propagate_down, bottom):
-        self.backward(top, list(propagate_down), bottom)
+        with np.errstate(all="ignore"):
+            self.backward(top, list(propagate_down), bottom)
 
     # ---------------------------------------------------------------- loss
     def loss(self, top_index):
