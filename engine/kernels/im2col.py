@@ -6,6 +6,10 @@ Caffe's column buffer) and columns ``(n, o_0, o_1, ...)``, so one GEMM per
 group covers the whole batch.  Element ``(c, k, n, o)`` is
 ``x[n, c, o*stride - pad + k*dilation]`` or 0 outside the image.
 
+On the CPU the columns may instead be ordered ``(o_0, o_1, ..., n)``
+(``batch_last``): the batch then sits innermost, so the copies and adds below
+run over long contiguous stretches even for small images or strides > 1.
+
 CPU: a strided view of the zero-padded batch, copied once (im2col), and one
 vectorised add per kernel offset (col2im, accumulating in Caffe's order).
 GPU: CUDA kernels for 2-D; other ranks run the same array code on CuPy.
@@ -37,54 +41,87 @@ def _padded_extent(S, kernel, pad, stride, dilation, O):
     ext = []
     for s, k, p, st, d, o in zip(S, kernel, pad, stride, dilation, O):
         need = (o - 1) * st + d * (k - 1) + 1 if o > 0 else 0
-        ext.append(max(s + 2 * p, need + 0, p + s))
+        ext.append(max(s + 2 * p, need, p + s))
     return tuple(ext)
 
 
-def _window_view(xp, x, kernel, pad, stride, dilation, O):
-    """(C, *K, nb, *O) view of ``x`` (nb, C, *S), zero-padded when needed."""
+def _buffer(xp, work, shape, dtype):
+    """An array of ``shape`` backed by ``work`` (a flat scratch array) when it is big enough."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if work is not None and work.size >= n and work.dtype == dtype and _xp(work) is xp:
+        return work[:n].reshape(shape)
+    return xp.empty(shape, dtype=dtype)
+
+
+def _window_view(xp, x, kernel, pad, stride, dilation, O, batch_last):
+    """Strided window view of ``x`` (nb, C, *S), zero-padded when needed:
+    (C, *K, nb, *O), or (C, *K, *O, nb) when ``batch_last``."""
     nb, C = x.shape[:2]
-    S = x.shape[2:]
+    S = tuple(x.shape[2:])
     P = _padded_extent(S, kernel, pad, stride, dilation, O)
-    if any(pad) or P != tuple(S):
-        xt = xp.zeros((C, nb) + P, dtype=x.dtype)
-        inner = tuple(slice(p, p + s) for p, s in zip(pad, S))
-        xt[(slice(None), slice(None)) + inner] = x.swapaxes(0, 1)
+    nd = len(S)
+    inner = tuple(slice(p, p + s) for p, s in zip(pad, S))
+    if batch_last:
+        src = xp.moveaxis(x, 0, -1)                       # (C, *S, nb)
+        if any(pad) or P != S:
+            xt = xp.zeros((C,) + P + (nb,), dtype=x.dtype)
+            xt[(slice(None),) + inner + (slice(None),)] = src
+        else:
+            xt = xp.ascontiguousarray(src)
+        st = xt.strides
+        sp, sn = st[1:1 + nd], st[-1]
+        shape = (C,) + tuple(kernel) + tuple(O) + (nb,)
+        strides = ((st[0],) + tuple(d * s for d, s in zip(dilation, sp))
+                   + tuple(t * s for t, s in zip(stride, sp)) + (sn,))
     else:
-        xt = x.swapaxes(0, 1)
-    st = xt.strides
-    sp = st[2:]
-    shape = (C,) + tuple(kernel) + (nb,) + tuple(O)
-    strides = ((st[0],) + tuple(d * s for d, s in zip(dilation, sp)) + (st[1],)
-               + tuple(t * s for t, s in zip(stride, sp)))
+        if any(pad) or P != S:
+            xt = xp.zeros((C, nb) + P, dtype=x.dtype)
+            xt[(slice(None), slice(None)) + inner] = x.swapaxes(0, 1)
+        else:
+            xt = x.swapaxes(0, 1)
+        st = xt.strides
+        sp = st[2:]
+        shape = (C,) + tuple(kernel) + (nb,) + tuple(O)
+        strides = ((st[0],) + tuple(d * s for d, s in zip(dilation, sp)) + (st[1],)
+                   + tuple(t * s for t, s in zip(stride, sp)))
     return _as_strided(xp, xt, shape, strides)
 
 
-def im2col_generic(x, kernel, pad, stride, dilation, O, out=None):
+def im2col_generic(x, kernel, pad, stride, dilation, O, out=None, batch_last=False):
     xp = _xp(x)
     nb, C = x.shape[:2]
-    view = _window_view(xp, x, kernel, pad, stride, dilation, O)
+    view = _window_view(xp, x, kernel, pad, stride, dilation, O, batch_last)
     K = int(np.prod(kernel, dtype=np.int64))
     P = int(np.prod(O, dtype=np.int64))
-    if out is None:
-        out = xp.empty((C * K, nb * P), dtype=x.dtype)
+    out = _buffer(xp, out, (C * K, nb * P), x.dtype)
     out.reshape(view.shape)[...] = view
     return out
 
 
-def col2im_generic(cols, nb, C, S, kernel, pad, stride, dilation, O):
-    """(C*K, nb*P) -> (nb, C, *S) view (summing overlapping windows)."""
+def col2im_generic(cols, nb, C, S, kernel, pad, stride, dilation, O, work=None, batch_last=False):
+    """(C*K, nb*P) -> (nb, C, *S) view, summing every window's columns back.
+
+    For each image element the contributions are added in kernel-offset order,
+    as Caffe's col2im_cpu adds them."""
     xp = _xp(cols)
     P = _padded_extent(S, kernel, pad, stride, dilation, O)
-    acc = xp.zeros((C, nb) + P, dtype=cols.dtype)
-    cv = cols.reshape((C,) + tuple(kernel) + (nb,) + tuple(O))
-    head = (slice(None), slice(None))
+    if batch_last:
+        acc = _buffer(xp, work, (C,) + P + (nb,), cols.dtype)
+        cv = cols.reshape((C,) + tuple(kernel) + tuple(O) + (nb,))
+        head, tail = (slice(None),), (slice(None),)
+    else:
+        acc = _buffer(xp, work, (C, nb) + P, cols.dtype)
+        cv = cols.reshape((C,) + tuple(kernel) + (nb,) + tuple(O))
+        head, tail = (slice(None), slice(None)), ()
+    acc[...] = 0
     if all(o > 0 for o in O):
         for kidx in itertools.product(*[range(k) for k in kernel]):
             sl = tuple(slice(k * d, k * d + (o - 1) * s + 1, s)
                        for k, d, o, s in zip(kidx, dilation, O, stride))
-            acc[head + sl] += cv[(slice(None),) + kidx]
+            acc[head + sl + tail] += cv[(slice(None),) + kidx]
     inner = tuple(slice(p, p + s) for p, s in zip(pad, S))
+    if batch_last:
+        return xp.moveaxis(acc[head + inner + tail], -1, 0)
     return acc[head + inner].swapaxes(0, 1)
 
 
@@ -165,8 +202,7 @@ def _im2col_gpu(x, kernel, pad, stride, dilation, O, out=None):
     x = cupy.ascontiguousarray(x)
     K = kernel[0] * kernel[1]
     P = O[0] * O[1]
-    if out is None:
-        out = cupy.empty((C * K, nb * P), dtype=x.dtype)
+    out = _buffer(cupy, out, (C * K, nb * P), x.dtype)
     total = C * nb * P
     k = raw_kernel("im2col_batch", _IM2COL_SRC, x.dtype)
     launch(k, total, (_I(total), x) + _geom_args(nb, C, x.shape[2:], kernel, pad, stride,
@@ -186,20 +222,28 @@ def _col2im_gpu(cols, nb, C, S, kernel, pad, stride, dilation, O):
 
 
 # ------------------------------------------------------------------ public
-def im2col(x, kernel, pad, stride, dilation, O, out=None):
-    """Column matrix (C*prod(kernel), nb*prod(O)) of the batch ``x`` (nb, C, *S)."""
-    if is_gpu(x) and len(kernel) == 2 and x.size < 2 ** 31 and \
-            x.shape[1] * x.shape[0] * int(np.prod(O)) * int(np.prod(kernel)) < 2 ** 31:
-        return _im2col_gpu(x, tuple(kernel), tuple(pad), tuple(stride), tuple(dilation),
-                           tuple(O), out)
-    return im2col_generic(x, tuple(kernel), tuple(pad), tuple(stride), tuple(dilation),
-                          tuple(O), out)
+def _gpu_2d(a, kernel, n_elems):
+    return is_gpu(a) and len(kernel) == 2 and n_elems < 2 ** 31
 
 
-def col2im(cols, nb, C, S, kernel, pad, stride, dilation, O):
-    """The batch (nb, C, *S) whose im2col is summed back from ``cols``."""
-    if is_gpu(cols) and len(kernel) == 2 and cols.size < 2 ** 31 and nb * C * int(np.prod(S)) < 2 ** 31:
-        return _col2im_gpu(cols, nb, C, tuple(S), tuple(kernel), tuple(pad), tuple(stride),
-                           tuple(dilation), tuple(O))
-    return col2im_generic(cols, nb, C, tuple(S), tuple(kernel), tuple(pad), tuple(stride),
-                          tuple(dilation), tuple(O))
+def im2col(x, kernel, pad, stride, dilation, O, out=None, batch_last=False):
+    """Column matrix (C*prod(kernel), nb*prod(O)) of the batch ``x`` (nb, C, *S).
+
+    Columns are ordered (n, o...) or, with ``batch_last`` (CPU only), (o..., n).
+    ``out`` may be a flat scratch array to write into when it is big enough."""
+    kernel, pad, stride, dilation, O = (tuple(int(v) for v in t)
+                                        for t in (kernel, pad, stride, dilation, O))
+    n = x.shape[0] * x.shape[1] * int(np.prod(O, dtype=np.int64)) * int(np.prod(kernel, dtype=np.int64))
+    if _gpu_2d(x, kernel, max(n, x.size)) and not batch_last:
+        return _im2col_gpu(x, kernel, pad, stride, dilation, O, out)
+    return im2col_generic(x, kernel, pad, stride, dilation, O, out, batch_last)
+
+
+def col2im(cols, nb, C, S, kernel, pad, stride, dilation, O, work=None, batch_last=False):
+    """The batch (nb, C, *S) whose im2col is summed back from ``cols`` (a view
+    into ``work`` when a scratch array is given and big enough)."""
+    kernel, pad, stride, dilation, O, S = (tuple(int(v) for v in t)
+                                           for t in (kernel, pad, stride, dilation, O, S))
+    if _gpu_2d(cols, kernel, max(cols.size, nb * C * int(np.prod(S, dtype=np.int64)))) and not batch_last:
+        return _col2im_gpu(cols, nb, C, S, kernel, pad, stride, dilation, O)
+    return col2im_generic(cols, nb, C, S, kernel, pad, stride, dilation, O, work, batch_last)

@@ -23,6 +23,11 @@ from .base import Layer
 from .registry import register_layer
 
 COL_BUFFER_LIMIT = 1 << 24  # elements per column-buffer chunk (64 MiB of float32)
+# CPU column layout: "auto" puts the batch innermost when the column side's last
+# dim is at most BATCH_LAST_MAX_WIDTH (short rows copy in tiny pieces otherwise),
+# else (n, o...); "batch_last" / "standard" force one (tests cover both).
+CPU_COL_LAYOUT = "auto"
+BATCH_LAST_MAX_WIDTH = 16
 
 
 def _cdiv(a, b):
@@ -199,7 +204,26 @@ class BaseConvolutionLayer(Layer):
         return (self.kernel_shape, self.pad, self.stride, self.dilation,
                 self.bottom_spatial, tuple(self.output_shape))
 
-    def _to_cols(self, img):
+    def _work(self, name, count, dtype):
+        """A flat scratch array kept across calls (Caffe's col_buffer_), grown on demand."""
+        xp = self.xp
+        ws = self.__dict__.setdefault("_workspace", {})
+        a = ws.get(name)
+        if a is None or a.size < count or a.dtype != dtype or backend.xp_of(a) is not xp:
+            a = xp.empty(max(int(count), 1), dtype=dtype)
+            ws[name] = a
+        return a
+
+    def _batch_last(self, nb):
+        """Column layout: batch innermost (CPU) when the column side's rows are short,
+        where the (n, o...) layout would copy and add in tiny pieces."""
+        if self.on_gpu or nb == 1 or self.is_1x1 or not self.num_spatial_axes:
+            return False
+        if CPU_COL_LAYOUT != "auto":
+            return CPU_COL_LAYOUT == "batch_last"
+        return self._geom()[5][-1] <= BATCH_LAST_MAX_WIDTH
+
+    def _to_cols(self, img, bl):
         """img (nb, C_img, *S_img) -> columns (C_img*K, nb*P_col)."""
         kernel, pad, stride, dilation, S, O = self._geom()
         nb, c = img.shape[:2]
@@ -207,29 +231,56 @@ class BaseConvolutionLayer(Layer):
             flat = img.reshape(nb, c, -1)
             if nb == 1:
                 return flat[0]
-            return flat.swapaxes(0, 1).reshape(c, -1)
-        return _im2col.im2col(img, kernel, pad, stride, dilation, O)
+            out = self._work("cols", flat.size, flat.dtype)[:flat.size].reshape(c, nb, -1)
+            out[...] = flat.swapaxes(0, 1)
+            return out.reshape(c, -1)
+        K = int(np.prod(kernel, dtype=np.int64))
+        P = int(np.prod(O, dtype=np.int64))
+        work = self._work("cols", c * K * nb * P, img.dtype)
+        return _im2col.im2col(img, kernel, pad, stride, dilation, O, out=work, batch_last=bl)
 
-    def _from_cols(self, cols, nb, c):
+    def _from_cols(self, cols, nb, c, bl):
         """columns (C_img*K, nb*P_col) -> img (nb, C_img, *S_img) (summing overlaps)."""
         kernel, pad, stride, dilation, S, O = self._geom()
         if self.is_1x1:
             return cols.reshape((c, nb) + tuple(S)).swapaxes(0, 1)
-        return _im2col.col2im(cols, nb, c, S, kernel, pad, stride, dilation, O)
+        work = None
+        if not self.on_gpu:
+            ext = _im2col._padded_extent(S, kernel, pad, stride, dilation, O)
+            work = self._work("col2im", c * nb * int(np.prod(ext, dtype=np.int64)), cols.dtype)
+        return _im2col.col2im(cols, nb, c, S, kernel, pad, stride, dilation, O, work=work,
+                              batch_last=bl)
 
-    @staticmethod
-    def _batch_to_rows(xp, a, g):
-        """(nb, C, P) -> (G, C/G, nb*P) contiguous."""
+    def _batch_to_rows(self, a, bl):
+        """(nb, C, P) -> (G, C/G, nb*P) contiguous (columns (p, n) when ``bl``)."""
         nb, c, p = a.shape
+        g = self.group
         if nb == 1:
             return a.reshape(g, c // g, p)
-        return xp.ascontiguousarray(a.swapaxes(0, 1)).reshape(g, c // g, nb * p)
+        out = self._work("rows", a.size, a.dtype)[:a.size]
+        if bl:
+            out.reshape(c, p, nb)[...] = a.transpose(1, 2, 0)
+        else:
+            out.reshape(c, nb, p)[...] = a.swapaxes(0, 1)
+        return out.reshape(g, c // g, nb * p)
 
     @staticmethod
-    def _rows_to_batch(a, nb):
+    def _rows_to_batch(a, nb, bl):
         """(G, C/G, nb*P) -> (nb, C, P) view."""
         g, cg, np_ = a.shape
+        if bl:
+            return a.reshape(g * cg, np_ // nb, nb).transpose(2, 0, 1)
         return a.reshape(g * cg, nb, np_ // nb).swapaxes(0, 1)
+
+    def _gemm(self, name, a, b, accumulate_into=None):
+        """Batched (over groups) a @ b into a reused buffer (or added to ``accumulate_into``)."""
+        xp = self.xp
+        shape = a.shape[:-1] + b.shape[-1:]
+        out = self._work(name, int(np.prod(shape)), a.dtype)[:int(np.prod(shape))].reshape(shape)
+        xp.matmul(a, b, out=out)
+        if accumulate_into is not None:
+            accumulate_into += out
+        return out
 
     def _bias_add(self, y):
         """y (nb, num_output, P) += bias."""
@@ -257,7 +308,6 @@ class ConvolutionLayer(BaseConvolutionLayer):
         return out
 
     def forward(self, bottom, top):
-        xp = self.xp
         g = self.group
         W3 = self._weights3(self.blobs[0].get_data())
         C, O = self.channels, self.num_output
@@ -268,18 +318,16 @@ class ConvolutionLayer(BaseConvolutionLayer):
             y = t.mut_data().reshape(self.num, O, P)
             for n0, n1 in _chunks(self.num, per_image):
                 nb = n1 - n0
-                cols = self._to_cols(x[n0:n1]).reshape(g, self.kernel_dim, nb * P)
+                bl = self._batch_last(nb)
+                cols = self._to_cols(x[n0:n1], bl).reshape(g, self.kernel_dim, nb * P)
+                ys = y[n0:n1]
                 if nb == 1:
-                    xp.matmul(W3, cols, out=y[n0].reshape(g, O // g, P))
-                    ys = y[n0:n1]
+                    self.xp.matmul(W3, cols, out=y[n0].reshape(g, O // g, P))
                 else:
-                    out = xp.matmul(W3, cols)
-                    ys = y[n0:n1]
-                    ys[...] = self._rows_to_batch(out, nb)
+                    ys[...] = self._rows_to_batch(self._gemm("out", W3, cols), nb, bl)
                 self._bias_add(ys)
 
     def backward(self, top, propagate_down, bottom):
-        xp = self.xp
         g = self.group
         C, O = self.channels, self.num_output
         P = int(np.prod(self.output_shape, dtype=np.int64))
@@ -297,13 +345,14 @@ class ConvolutionLayer(BaseConvolutionLayer):
             dx = b.mut_diff().reshape((self.num, C) + self.bottom_spatial) if pd else None
             for n0, n1 in _chunks(self.num, per_image):
                 nb = n1 - n0
-                dyr = self._batch_to_rows(xp, dy[n0:n1], g)          # (G, O/G, nb*P)
+                bl = self._batch_last(nb)
+                dyr = self._batch_to_rows(dy[n0:n1], bl)             # (G, O/G, nb*P)
                 if need_w:
-                    cols = self._to_cols(x[n0:n1]).reshape(g, self.kernel_dim, nb * P)
-                    dW3 += xp.matmul(dyr, cols.swapaxes(1, 2))
+                    cols = self._to_cols(x[n0:n1], bl).reshape(g, self.kernel_dim, nb * P)
+                    self._gemm("dw", dyr, cols.swapaxes(1, 2), accumulate_into=dW3)
                 if pd:
-                    dcols = xp.matmul(W3.swapaxes(1, 2), dyr)        # (G, kdim, nb*P)
-                    dx[n0:n1] = self._from_cols(dcols.reshape(g * self.kernel_dim, nb * P), nb, C)
+                    dcols = self._gemm("dcols", W3.swapaxes(1, 2), dyr)  # (G, kdim, nb*P)
+                    dx[n0:n1] = self._from_cols(dcols.reshape(g * self.kernel_dim, nb * P), nb, C, bl)
 
 
 @register_layer
@@ -319,7 +368,6 @@ class DeconvolutionLayer(BaseConvolutionLayer):
         return out
 
     def forward(self, bottom, top):
-        xp = self.xp
         g = self.group
         C, O = self.channels, self.num_output
         W3 = self._weights3(self.blobs[0].get_data())             # (G, C/G, kdim)
@@ -330,14 +378,14 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             y = t.mut_data().reshape((self.num, O) + tuple(self.output_shape))
             for n0, n1 in _chunks(self.num, per_image):
                 nb = n1 - n0
-                xr = self._batch_to_rows(xp, x[n0:n1], g)            # (G, C/G, nb*Pin)
-                cols = xp.matmul(W3.swapaxes(1, 2), xr)             # (G, kdim, nb*Pin)
+                bl = self._batch_last(nb)
+                xr = self._batch_to_rows(x[n0:n1], bl)               # (G, C/G, nb*Pin)
+                cols = self._gemm("cols_t", W3.swapaxes(1, 2), xr)  # (G, kdim, nb*Pin)
                 ys = y[n0:n1]
-                ys[...] = self._from_cols(cols.reshape(g * self.kernel_dim, nb * Pin), nb, O)
+                ys[...] = self._from_cols(cols.reshape(g * self.kernel_dim, nb * Pin), nb, O, bl)
                 self._bias_add(ys.reshape(nb, O, -1))
 
     def backward(self, top, propagate_down, bottom):
-        xp = self.xp
         g = self.group
         C, O = self.channels, self.num_output
         Pin = int(np.prod(self.bottom_spatial, dtype=np.int64))
@@ -355,13 +403,14 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             dx = b.mut_diff().reshape(self.num, C, Pin) if pd else None
             for n0, n1 in _chunks(self.num, per_image):
                 nb = n1 - n0
-                cols = self._to_cols(dy[n0:n1]).reshape(g, self.kernel_dim, nb * Pin)
+                bl = self._batch_last(nb)
+                cols = self._to_cols(dy[n0:n1], bl).reshape(g, self.kernel_dim, nb * Pin)
                 if need_w:
-                    xr = self._batch_to_rows(xp, x[n0:n1], g)
-                    dW3 += xp.matmul(xr, cols.swapaxes(1, 2))
+                    xr = self._batch_to_rows(x[n0:n1], bl)
+                    self._gemm("dw", xr, cols.swapaxes(1, 2), accumulate_into=dW3)
                 if pd:
-                    dxr = xp.matmul(W3, cols)                      # (G, C/G, nb*Pin)
-                    dx[n0:n1] = self._rows_to_batch(dxr, nb)
+                    dxr = self._gemm("dx", W3, cols)                # (G, C/G, nb*Pin)
+                    dx[n0:n1] = self._rows_to_batch(dxr, nb, bl)
 
 
 # ====================================================================== im2col

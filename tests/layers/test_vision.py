@@ -173,6 +173,14 @@ DECONV = ('type: "Deconvolution" convolution_param { %s weight_filler { type: "g
           'bias_filler { type: "gaussian" } }')
 
 
+@pytest.fixture(params=["batch_last", "standard"])
+def col_layout(request, monkeypatch):
+    """Run a convolution test with each CPU column layout."""
+    from engine.layers import vision
+    monkeypatch.setattr(vision, "CPU_COL_LAYOUT", request.param)
+    return request.param
+
+
 # ====================================================================== convolution
 def test_conv_setup_shapes():
     # test_convolution_layer.cpp TestSetup
@@ -199,7 +207,7 @@ def test_conv_setup_shapes():
     ("kernel_size: 1 num_output: 5", (3, 4, 3, 5), (1, 1), (0, 0), (1, 1), 1, True),
     ("kernel_size: 1 num_output: 4 group: 2", (1, 4, 3, 3), (1, 1), (0, 0), (1, 1), 2, True),
 ])
-def test_conv_forward_matches_reference(mode, params, shape, stride, pad, dil, group, bias):
+def test_conv_forward_matches_reference(mode, col_layout, params, shape, stride, pad, dil, group, bias):
     x = gaussian_blob(shape)
     layer = make_layer(CONV % params)
     top = run(layer, [x])
@@ -220,7 +228,7 @@ def test_conv_float32_matches_reference(mode):
     np.testing.assert_allclose(top[0].data, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_conv_3d_forward(mode):
+def test_conv_3d_forward(mode, col_layout):
     # TestSimple3DConvolution-like: 3 spatial axes, N-D im2col path.
     x = gaussian_blob((2, 3, 5, 4, 3))
     layer = make_layer(CONV % "kernel_size: 3 stride: 2 pad: 1 num_output: 4")
@@ -268,14 +276,14 @@ def test_conv_sobel_separable():
     np.testing.assert_allclose(t_full[0].data, t_sep[0].data, atol=1e-10)
 
 
-def test_conv_gradient():
+def test_conv_gradient(col_layout):
     # TestGradient: GradientChecker(1e-2, 1e-3), exhaustive, two bottoms.
     layer = make_layer(CONV % "kernel_size: 3 stride: 2 num_output: 2")
     bottoms = [gaussian_blob((2, 3, 5, 4)), gaussian_blob((2, 3, 5, 4), seed=3)]
     GradientChecker(1e-2, 1e-3).check_gradient_exhaustive(layer, bottoms, empty_blobs(2))
 
 
-def test_conv_gradient_group_dilation_pad():
+def test_conv_gradient_group_dilation_pad(col_layout):
     layer = make_layer(CONV % "kernel_size: 2 stride: 1 pad: 1 dilation: 2 num_output: 2 group: 2")
     GradientChecker(1e-2, 1e-3).check_gradient_exhaustive(layer, [gaussian_blob((1, 4, 3, 3))],
                                                           empty_blobs(1))
@@ -350,7 +358,7 @@ def test_conv_errors():
         layer.Forward([gaussian_blob((2, 3, 5, 5))], top)
 
 
-def test_conv_large_batch_is_chunked(monkeypatch):
+def test_conv_large_batch_is_chunked(monkeypatch, col_layout):
     from engine.layers import vision
     x = gaussian_blob((5, 2, 4, 4))
     layer = make_layer(CONV % "kernel_size: 3 pad: 1 num_output: 3")
@@ -395,7 +403,7 @@ def test_deconv_setup_shapes():
      (1, 2), (0, 1), (1, 1), 1),
     ("kernel_size: 1 num_output: 2", (2, 3, 2, 3), (1, 1), (0, 0), (1, 1), 1),
 ])
-def test_deconv_forward_matches_reference(mode, params, shape, stride, pad, dil, group):
+def test_deconv_forward_matches_reference(mode, col_layout, params, shape, stride, pad, dil, group):
     x = gaussian_blob(shape)
     layer = make_layer(DECONV % params)
     top = run(layer, [x])
@@ -404,7 +412,7 @@ def test_deconv_forward_matches_reference(mode, params, shape, stride, pad, dil,
     np.testing.assert_allclose(top[0].data, ref, rtol=1e-10, atol=1e-10)
 
 
-def test_deconv_3d_forward(mode):
+def test_deconv_3d_forward(mode, col_layout):
     x = gaussian_blob((1, 2, 3, 2, 3))
     layer = make_layer(DECONV % "kernel_size: 2 stride: 2 pad: 1 num_output: 2")
     top = run(layer, [x])
@@ -419,7 +427,7 @@ def test_deconv_gradient():
     GradientChecker(1e-2, 1e-3).check_gradient_exhaustive(layer, bottoms, empty_blobs(2))
 
 
-def test_deconv_gradient_stride_pad():
+def test_deconv_gradient_stride_pad(col_layout):
     layer = make_layer(DECONV % "kernel_size: 3 stride: 2 pad: 1 num_output: 2 group: 2")
     GradientChecker(1e-2, 1e-3).check_gradient_exhaustive(layer, [gaussian_blob((1, 2, 2, 2))],
                                                           empty_blobs(1))
