@@ -22,9 +22,8 @@ import weakref
 import numpy as np
 
 from .. import backend
-from ..blob import Blob
-from ..data_transformer import (DataTransformer, ImageError, datum_to_image, decode_image,
-                                read_image, resize_linear, resolve_path)
+from ..data_transformer import (DataTransformer, ImageError, decode_image, read_image,
+                                resize_linear, resolve_path)
 from ..errors import LayerError, ShapeError
 from ..fillers import fill
 from ..log import layer_log
@@ -926,10 +925,9 @@ class _WindowLoader:
         top[...] = 0
         scale = self.dtype.type(self.scale)
         mean = self.mean
-        mean_off = mean_w = mean_h = 0
+        mean_off = 0
         if mean is not None:
-            mean_h, mean_w = mean.shape[1], mean.shape[2]
-            mean_off = (mean_w - crop) // 2
+            mean_off = (mean.shape[2] - crop) // 2
         num_fg = int(float(n) * self.fg_fraction)
         num_samples = (n - num_fg, num_fg)
         item = 0

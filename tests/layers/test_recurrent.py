@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from engine import backend, caffe_pb2
+from engine import backend
 from engine.blob import Blob
 from engine.errors import LayerError
 from engine.gradient_check import GradientChecker
@@ -23,26 +23,6 @@ def _bottoms(T, N, seed=1701):
     cont = Blob((T, N), dtype=np.float64)
     static = uniform_blob((N, 2, 3, 4), -1.0, 1.0, seed=seed + 1)
     return x, cont, static
-
-
-def _net_honours_propagate_down_true():
-    """net.cpp AppendBottom: an explicit ``propagate_down: true`` makes the bottom need backward
-    even when its blob does not (the unrolled nets rely on it for the x input)."""
-    from google.protobuf import text_format
-    from engine.net import Net
-    p = caffe_pb2.NetParameter()
-    text_format.Merge('layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }'
-                      'layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" propagate_down: true '
-                      '  inner_product_param { num_output: 2 } }'
-                      'layer { name: "loss" type: "Reduction" bottom: "y" top: "l" loss_weight: 1 }', p)
-    net = Net.from_param(p, phase=caffe_pb2.TEST)
-    return bool(net.bottom_need_backward[1][0])
-
-
-needs_propagate_down = pytest.mark.xfail(
-    condition="not _net_honours_propagate_down_true()", strict=False,
-    reason="engine.net must set bottom_need_backward from an explicit propagate_down: true "
-           "(net.cpp AppendBottom), or the unrolled net never backpropagates to x")
 
 
 # --------------------------------------------------------------------------- LSTMUnit
@@ -225,7 +205,6 @@ def test_gradient_params(kind):
     GradientChecker(1e-2, 1e-3).check_gradient_exhaustive(layer, [x, cont], empty_blobs(1), -2)
 
 
-@needs_propagate_down
 @pytest.mark.parametrize("kind", ["RNN", "LSTM"])
 def test_gradient_nonzero_cont_buffer_size_2(kind):
     """TestGradientNonZeroContBufferSize2: T=2, N=2, cont = i > 2."""
@@ -235,7 +214,6 @@ def test_gradient_nonzero_cont_buffer_size_2(kind):
     GradientChecker(1e-2, 1e-3).check_gradient_exhaustive(layer, [x, cont], empty_blobs(1), 0)
 
 
-@needs_propagate_down
 @pytest.mark.parametrize("kind", ["RNN", "LSTM"])
 def test_gradient_static_input(kind):
     """TestGradientNonZeroContBufferSize2WithStaticInput (all tops at once)."""
@@ -247,7 +225,6 @@ def test_gradient_static_input(kind):
     checker.check_gradient(layer, [x, cont, static], empty_blobs(1), 2)
 
 
-@needs_propagate_down
 def test_lstm_gradient_expose_hidden():
     """Gradients reach x through the output h; the exposed h_T/c_T tops carry no gradient
     back (Caffe does not backpropagate across batches), so only top 0 is the objective."""
