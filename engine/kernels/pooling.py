@@ -39,6 +39,32 @@ def _win(a, g, i, j):
     return a[:, :, i:i + (g.PH - 1) * g.sh + 1:g.sh, j:j + (g.PW - 1) * g.sw + 1:g.sw]
 
 
+class _Phases:
+    """Window offsets of a padded batch read from its stride phases.
+
+    With stride s, offset (i, j) of every window lies in the phase plane
+    a[..., i % s_h :: s_h, j % s_w :: s_w], shifted by (i // s_h, j // s_w).
+    Copying each phase once makes every offset a slice with contiguous rows,
+    which the elementwise passes run over much faster than stride-s gathers."""
+
+    def __init__(self, a, g):
+        self.a, self.g, self.cache = a, g, {}
+
+    def phase(self, ri, rj):
+        p = self.cache.get((ri, rj))
+        if p is None:
+            p = np.ascontiguousarray(self.a[:, :, ri::self.g.sh, rj::self.g.sw])
+            self.cache[(ri, rj)] = p
+        return p
+
+    def win(self, i, j):
+        g = self.g
+        if g.sh == 1 and g.sw == 1:
+            return self.a[:, :, i:i + g.PH, j:j + g.PW]
+        qi, qj = i // g.sh, j // g.sw
+        return self.phase(i % g.sh, j % g.sw)[:, :, qi:qi + g.PH, qj:qj + g.PW]
+
+
 def ave_pool_size(g):
     """(PH, PW) divisors: the window clipped to the padded image (Caffe's pool_size)."""
     hs = np.arange(g.PH) * g.sh - g.ph
@@ -49,27 +75,53 @@ def ave_pool_size(g):
 
 
 # ------------------------------------------------------------------ CPU twins
+def _is_global(g):
+    return (g.PH == 1 and g.PW == 1 and g.kh == g.H and g.kw == g.W and g.ph == 0 and g.pw == 0)
+
+
+def _score_dtype(K):
+    return np.uint8 if K < 256 else (np.uint16 if K < 65536 else np.uint32)
+
+
 def _max_fwd_cpu(x, g, top, mask):
-    """Max and first argmax: the max by ``maximum`` over the offsets, then the first
-    offset (row-major) equal to it.  NaNs, maxima <= -FLT_MAX and empty windows take
-    the exact scan below, which mirrors Caffe's loop (strict ``>`` from -FLT_MAX)."""
+    """Max and first argmax: the max by ``maximum`` over the kernel offsets, then
+    the first offset (row-major) holding it.  NaNs, maxima <= -FLT_MAX and empty
+    windows take the exact scan below, which mirrors Caffe's loop (strict ``>``
+    from -FLT_MAX)."""
+    if _is_global(g) and g.H * g.W > 0:
+        flat = x.reshape(g.N, g.C, -1)
+        top[..., 0, 0] = flat.max(axis=-1)
+        if top.min() > -FLT_MAX:
+            mask[..., 0, 0] = flat.argmax(axis=-1)      # first occurrence, as Caffe
+            return
     a = _padded(x, g, -np.inf)
+    ph = _Phases(a, g)
     for i in range(g.kh):
         for j in range(g.kw):
-            v = _win(a, g, i, j)
+            v = ph.win(i, j)
             if i == 0 and j == 0:
                 np.copyto(top, v)
             else:
                 np.maximum(top, v, out=top)
     if not top.min() > -FLT_MAX:
         return _max_fwd_scan(a, g, top, mask)
+    # score = max over offsets t of (K - t) where the window value equals the max:
+    # the first such t wins; branch-free passes instead of masked copies.
+    K = g.kh * g.kw
+    sdt = _score_dtype(K)
+    score = np.zeros(top.shape, dtype=sdt)
+    tmp = np.empty(top.shape, dtype=sdt)
     eq = np.empty(top.shape, dtype=bool)
-    buf = np.empty(top.shape, dtype=top.dtype)
-    for i in reversed(range(g.kh)):
-        for j in reversed(range(g.kw)):
-            np.copyto(buf, _win(a, g, i, j))
-            np.equal(buf, top, out=eq)
-            np.copyto(mask, np.int32(i * g.W + j), where=eq)
+    lut = np.zeros(K + 1, dtype=np.int32)
+    t = 0
+    for i in range(g.kh):
+        for j in range(g.kw):
+            np.equal(ph.win(i, j), top, out=eq)
+            np.multiply(eq, sdt(K - t), out=tmp)
+            np.maximum(score, tmp, out=score)
+            lut[K - t] = i * g.W + j
+            t += 1
+    np.take(lut, score, out=mask)
     hs = np.arange(g.PH, dtype=np.int32) * np.int32(g.sh) - np.int32(g.ph)
     ws = np.arange(g.PW, dtype=np.int32) * np.int32(g.sw) - np.int32(g.pw)
     mask += hs[:, None] * np.int32(g.W) + ws[None, :]
@@ -111,11 +163,16 @@ def _max_bwd_cpu(dtop, mask, g, dx):
 
 
 def _ave_fwd_cpu(x, g, top):
-    a = _padded(x, g, 0)
+    if _is_global(g) and g.H * g.W > 0:
+        # One window over the whole plane: a running sum in row-major order, as Caffe adds.
+        sums = np.cumsum(x.reshape(g.N, g.C, -1), axis=-1)[..., -1]
+        np.divide(sums, x.dtype.type(g.H * g.W), out=top[..., 0, 0])
+        return
+    ph = _Phases(_padded(x, g, 0), g)
     acc = np.zeros(top.shape, dtype=x.dtype)
     for i in range(g.kh):
         for j in range(g.kw):
-            acc += _win(a, g, i, j)
+            acc += ph.win(i, j)
     size = ave_pool_size(g).astype(x.dtype)
     np.divide(acc, size, out=top)
 
@@ -126,13 +183,23 @@ def _ave_bwd_cpu(dtop, g, dx):
     grad = dtop / ave_pool_size(g).astype(dtop.dtype)
     if Hp == g.H and Wp == g.W:
         acc = dx
-        acc[...] = 0
     else:
-        acc = np.zeros((g.N, g.C, Hp, Wp), dtype=dtop.dtype)
-    # Reverse offset order = Caffe's (ph, pw) ascending order for each bottom element.
+        acc = np.empty((g.N, g.C, Hp, Wp), dtype=dtop.dtype)
+    # Accumulate per stride phase (contiguous rows), in reverse offset order: that
+    # is Caffe's (ph, pw) ascending order for each bottom element.
+    phases = {}
     for i in reversed(range(g.kh)):
         for j in reversed(range(g.kw)):
-            _win(acc, g, i, j)[...] += grad
+            key = (i % g.sh, j % g.sw)
+            p = phases.get(key)
+            if p is None:
+                p = phases[key] = np.zeros(acc[:, :, key[0]::g.sh, key[1]::g.sw].shape, dtype=acc.dtype)
+            qi, qj = i // g.sh, j // g.sw
+            p[:, :, qi:qi + g.PH, qj:qj + g.PW] += grad
+    if len(phases) < g.sh * g.sw:
+        acc[...] = 0
+    for (ri, rj), p in phases.items():
+        acc[:, :, ri::g.sh, rj::g.sw] = p
     if acc is not dx:
         dx[...] = acc[:, :, g.ph:g.ph + g.H, g.pw:g.pw + g.W]
 

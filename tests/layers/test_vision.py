@@ -515,6 +515,21 @@ def test_pool_max_nan_and_neg_inf_follow_caffe():
     assert top[0].data[0, 0, 0, 1] == -np.finfo(np.float32).max and top[1].data[0, 0, 0, 1] == -1
 
 
+def test_pool_max_global_nan_and_large_kernel(mode):
+    x = gaussian_blob((2, 2, 3, 4))
+    x.data[0, 1, 0, 0] = np.nan
+    top = run(make_layer(POOL % "global_pooling: true pool: MAX"), [x], ntop=2)
+    ref, mask = ref_pool(x.data, 3, 4, 1, 1, 0, 0, "MAX")
+    np.testing.assert_array_equal(top[0].data, ref)
+    np.testing.assert_array_equal(top[1].data, mask)
+    # More than 255 kernel offsets (wider argmax bookkeeping).
+    y = gaussian_blob((1, 2, 20, 19))
+    top = run(make_layer(POOL % "kernel_size: 17 stride: 2 pool: MAX"), [y], ntop=2)
+    ref, mask = ref_pool(y.data, 17, 17, 2, 2, 0, 0, "MAX")
+    np.testing.assert_array_equal(top[0].data, ref)
+    np.testing.assert_array_equal(top[1].data, mask)
+
+
 def test_pool_ceil_and_floor_rounding(mode):
     x = gaussian_blob((1, 2, 6, 6))
     top = run(make_layer(POOL % "kernel_size: 3 stride: 2 pool: MAX"), [x])
