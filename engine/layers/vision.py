@@ -10,6 +10,7 @@ column buffer would grow past ``COL_BUFFER_LIMIT`` elements.  Parameter
 gradients accumulate into the param diffs, as Caffe's do.
 """
 import math
+import threading
 
 import numpy as np
 
@@ -28,6 +29,9 @@ COL_BUFFER_LIMIT = 1 << 24  # elements per column-buffer chunk (64 MiB of float3
 # else (n, o...); "batch_last" / "standard" force one (tests cover both).
 CPU_COL_LAYOUT = "auto"
 BATCH_LAST_MAX_WIDTH = 16
+
+
+_WORKSPACE = threading.local()
 
 
 def _cdiv(a, b):
@@ -205,13 +209,18 @@ class BaseConvolutionLayer(Layer):
                 self.bottom_spatial, tuple(self.output_shape))
 
     def _work(self, name, count, dtype):
-        """A flat scratch array kept across calls (Caffe's col_buffer_), grown on demand."""
+        """A flat scratch array kept across calls (Caffe's col_buffer_), grown on demand.
+
+        The scratch is per thread and shared by every convolution layer (layers run one
+        at a time and copy their results out), so it is as big as the largest need."""
         xp = self.xp
-        ws = self.__dict__.setdefault("_workspace", {})
-        a = ws.get(name)
-        if a is None or a.size < count or a.dtype != dtype or backend.xp_of(a) is not xp:
+        ws = _WORKSPACE.__dict__.setdefault("arrays", {})
+        key = (name, xp.__name__, np.dtype(dtype).str)
+        a = ws.get(key)
+        if a is None or a.size < count:
+            ws[key] = None
             a = xp.empty(max(int(count), 1), dtype=dtype)
-            ws[name] = a
+            ws[key] = a
         return a
 
     def _batch_last(self, nb):
