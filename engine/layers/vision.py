@@ -794,6 +794,10 @@ class SPPLayer(Layer):
             raise self.error(_check_failed("bottom_w_ > 0", b.width, 0,
                                            "Input dimensions cannot be zero."))
         self.pyramid_height = int(self.layer_param.spp_param.pyramid_height)
+        if self.pyramid_height < 1:
+            # Caffe builds a Concat layer over no bottoms, which rejects it.
+            raise self.error("Concat Layer takes at least 1 bottom blob(s) as input. "
+                             "(SPP pyramid_height must be at least 1, got %d)" % self.pyramid_height)
         self._shape = None
         self.pool_layers = []
         self.split_blobs = [Blob(dtype=self.dtype) for _ in range(self.pyramid_height)]

@@ -731,8 +731,12 @@ def test_spp_setup():
     assert top[0].shape == (2, 3 * (1 + 4 + 16))
     top = run(make_layer(SPP % "pyramid_height: 3"), [gaussian_blob((10, 3, 7, 7))])
     assert top[0].shape == (10, 63)
-    top = run(make_layer(SPP % "pyramid_height: 1"), [gaussian_blob((2, 3, 9, 8))])
-    assert top[0].shape == (2, 3, 1, 1)
+    x = gaussian_blob((2, 3, 9, 8))
+    top = run(make_layer(SPP % "pyramid_height: 1"), [x])
+    assert top[0].shape == (2, 3, 1, 1)        # a lone pooling layer: no flatten
+    np.testing.assert_allclose(top[0].data[:, :, 0, 0], x.data.max(axis=(2, 3)))
+    with pytest.raises(LayerError, match="pyramid_height must be at least 1"):
+        make_layer(SPP % "pyramid_height: 0").SetUp([x], empty_blobs(1))
 
 
 def _spp_ref(x, height, method):
