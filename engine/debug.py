@@ -17,6 +17,7 @@ from typing import List, Optional
 import numpy as np
 
 from . import backend
+from .blob import caffe_asum
 
 HIST_BINS = 32
 SCHEMA_VERSION = 1
@@ -76,6 +77,8 @@ def array_stats(a, bins=HIST_BINS):
         ])
         s = backend.to_host(summary)
         asum, mn, mx, tot, sq, zeros, nans, infs = (float(v) for v in s)
+        if xp is np and x.dtype == np.float32:
+            asum = caffe_asum(x)   # Caffe's accumulation order, for its debug_info number
         nans, infs = int(nans), int(infs)
         if nans or infs:
             finite = x[~(nan_mask | inf_mask)]

@@ -153,7 +153,7 @@ class Net:
         rec = self.init_record
         self.phase = in_param.state.phase
         filtered, rec.filtered = filter_net(in_param)
-        log.info("Initializing net from parameters: \n%s", text_format.MessageToString(filtered))
+        log.info("Initializing net from parameters: \n%s", text_format.MessageToString(filtered).rstrip("\n"))
         param, rec.splits = insert_splits(filtered)
         self.param = param
         self.name = param.name
@@ -221,7 +221,6 @@ class Net:
                 while num_top < needed:
                     self._append_top(param, layer_id, num_top, None, None)
                     num_top += 1
-            log.info("Setting up %s", lp.name)
             try:
                 layer.SetUp(self._bottom_vecs[layer_id], self._top_vecs[layer_id])
             except CaffeError as e:
@@ -229,6 +228,7 @@ class Net:
                     e.layer = lp.name
                     e.args = ("%s (layer '%s', type %s)" % (e, lp.name, lp.type),)
                 raise
+            log.info("Setting up %s", lp.name)   # master logs it after SetUp
             for top_id, top in enumerate(self._top_vecs[layer_id]):
                 bid = self._top_id_vecs[layer_id][top_id]
                 if len(self._blob_loss_weights) <= bid:
@@ -364,10 +364,12 @@ class Net:
         self._bottom_vecs[layer_id].append(self._blobs[bid])
         self._bottom_id_vecs[layer_id].append(bid)
         available.discard(blob_name)
-        propagate_down = True
+        # Master's rule: an explicit propagate_down decides, either way (the
+        # recurrent layers' unrolled nets rely on propagate_down: true).
+        need = self._blob_need_backward[bid]
         if len(lp.propagate_down) > 0:
-            propagate_down = bool(lp.propagate_down[bottom_id])
-        self._bottom_need_backward[layer_id].append(self._blob_need_backward[bid] and propagate_down)
+            need = bool(lp.propagate_down[bottom_id])
+        self._bottom_need_backward[layer_id].append(need)
         return bid
 
     def _append_param(self, param, layer_id, param_id):
@@ -662,6 +664,7 @@ class Net:
         for i, src_layer in enumerate(other.layers):
             lname = other._layer_names[i]
             if lname not in self._layer_names_index:
+                log.info("Ignoring source layer %s", lname)
                 continue
             target_blobs = self._layers[self._layer_names.index(lname)].blobs
             if len(target_blobs) != len(src_layer.blobs):
