@@ -97,13 +97,18 @@ class GradientChecker:
     def check_gradient_exhaustive(self, layer, bottom, top, check_bottom=-1):
         layer.SetUp(bottom, top)
         assert top, "Exhaustive mode requires at least one top blob."
-        for i, t in enumerate(top):
-            for j in range(t.count):
+        # Caffe re-reads each top's count every step (a Filter top can shrink).
+        for i in range(len(top)):
+            j = 0
+            while j < top[i].count:
                 self.check_single(layer, bottom, top, check_bottom, i, j)
+                j += 1
 
     def check_gradient_eltwise(self, layer, bottom, top):
         layer.SetUp(bottom, top)
         assert top, "Eltwise mode requires at least one top blob."
-        for i, t in enumerate(top):
-            for j in range(t.count):
+        for i in range(len(top)):
+            j = 0
+            while j < top[i].count:
                 self.check_single(layer, bottom, top, -1, i, j, element_wise=True)
+                j += 1
