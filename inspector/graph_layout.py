@@ -1,0 +1,321 @@
+"""Layered (Sugiyama-style) layout of a DAG, with networkx, in Python.
+
+1. Ranks: the longest path from the sources (a layer sits one rank below its
+   latest input); sources other than the first-rank ones are pulled down to
+   just above their first consumer so they do not drag long edges.
+2. Edges that span several ranks get dummy nodes, one per rank crossed.
+3. Crossing reduction: barycenter sweeps, alternately downwards (order a rank
+   by the mean position of its predecessors) and upwards (successors), keeping
+   the ordering with the fewest crossings.
+4. X coordinates: each node is pulled towards the mean x of its neighbours, and
+   the order is kept with at least one unit between neighbours (an isotonic
+   regression per rank), a few passes down and up.
+
+Everything is pure: :func:`layered_layout` takes node ids and edges and
+returns a :class:`Layout`; results are cached per structure
+(:func:`cached_layout`).  ``count_crossings`` is exposed for tests.
+"""
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
+
+import networkx as nx
+
+DUMMY = "~"   # prefix of dummy node ids
+
+
+@dataclass(frozen=True)
+class Layout:
+    positions: Dict[str, Tuple[float, float]]   # real nodes: (x, y); y = -rank
+    ranks: Dict[str, int]                      # real and dummy nodes
+    order: Tuple[Tuple[str, ...], ...]         # per rank, left to right (dummies included)
+    edge_points: Dict[Tuple[str, str], Tuple[Tuple[float, float], ...]]  # polyline per edge
+    crossings: int                             # after crossing reduction
+    crossings_initial: int                     # with the input order
+    width: float
+    height: int
+
+
+# ------------------------------------------------------------------ ranks
+def assign_ranks(graph):
+    """{node: rank} by the longest path from the sources; later sources are
+    placed one rank above their first consumer."""
+    rank = {}
+    for n in nx.topological_sort(graph):
+        preds = list(graph.predecessors(n))
+        rank[n] = max(rank[p] + 1 for p in preds) if preds else 0
+    for n in graph.nodes:
+        if graph.in_degree(n) == 0 and graph.out_degree(n) > 0:
+            rank[n] = max(0, min(rank[s] for s in graph.successors(n)) - 1)
+    return rank
+
+
+def _with_dummies(graph, rank):
+    """A copy where every edge spans one rank; and the chain of each long edge."""
+    g = nx.DiGraph()
+    for n in graph.nodes:
+        g.add_node(n)
+    chains = {}
+    k = 0
+    for u, v in graph.edges:
+        span = rank[v] - rank[u]
+        if span <= 1:
+            g.add_edge(u, v)
+            chains[(u, v)] = (u, v)
+            continue
+        prev = u
+        chain = [u]
+        for r in range(rank[u] + 1, rank[v]):
+            d = "%s%d" % (DUMMY, k)
+            k += 1
+            rank[d] = r
+            g.add_node(d)
+            g.add_edge(prev, d)
+            chain.append(d)
+            prev = d
+        g.add_edge(prev, v)
+        chain.append(v)
+        chains[(u, v)] = tuple(chain)
+    return g, chains
+
+
+# ------------------------------------------------------------------ crossings
+def _inversions(seq):
+    """Number of pairs i < j with seq[i] > seq[j] (Fenwick tree)."""
+    if len(seq) < 2:
+        return 0
+    values = sorted(set(seq))
+    index = {v: i + 1 for i, v in enumerate(values)}
+    tree = [0] * (len(values) + 1)
+    inv = 0
+    seen = 0
+    for x in seq:
+        i = index[x]
+        # count seen elements <= x
+        le = 0
+        j = i
+        while j > 0:
+            le += tree[j]
+            j -= j & -j
+        inv += seen - le
+        j = i
+        while j < len(tree):
+            tree[j] += 1
+            j += j & -j
+        seen += 1
+    return inv
+
+
+def crossings_between(upper, lower, edges):
+    """Crossings between two adjacent ranks given their orders and the edges
+    (u in ``upper``, v in ``lower``)."""
+    pu = {n: i for i, n in enumerate(upper)}
+    pl = {n: i for i, n in enumerate(lower)}
+    pairs = sorted((pu[u], pl[v]) for u, v in edges if u in pu and v in pl)
+    return _inversions([b for _a, b in pairs])
+
+
+def count_crossings(order, graph):
+    """Total crossings of a ranked order (every edge between adjacent ranks)."""
+    total = 0
+    for r in range(len(order) - 1):
+        upper, lower = order[r], order[r + 1]
+        pu = set(upper)
+        pl = set(lower)
+        es = [(u, v) for u in upper for v in graph.successors(u) if v in pl]
+        if es and pu:
+            total += crossings_between(upper, lower, es)
+    return total
+
+
+# ------------------------------------------------------------------ ordering
+def _sweep(order, graph, down):
+    ranks = range(1, len(order)) if down else range(len(order) - 2, -1, -1)
+    new = [list(r) for r in order]
+    for r in ranks:
+        ref = new[r - 1] if down else new[r + 1]
+        pos = {n: i for i, n in enumerate(ref)}
+        keyed = []
+        for i, n in enumerate(new[r]):
+            nbrs = graph.predecessors(n) if down else graph.successors(n)
+            ps = [pos[m] for m in nbrs if m in pos]
+            bary = sum(ps) / len(ps) if ps else None
+            keyed.append([bary, i, n])
+        # nodes without neighbours keep their slot: give them their own index scaled
+        scale = (len(ref) - 1) / max(len(new[r]) - 1, 1) if ref else 1.0
+        for k in keyed:
+            if k[0] is None:
+                k[0] = k[1] * scale
+        keyed.sort(key=lambda k: (k[0], k[1]))
+        new[r] = [k[2] for k in keyed]
+    return new
+
+
+def reduce_crossings(order, graph, max_iter=12):
+    """Barycenter sweeps (down, up, ...) keeping the best order; returns
+    (order, crossings)."""
+    best = [list(r) for r in order]
+    best_c = count_crossings(best, graph)
+    cur = best
+    stale = 0
+    for it in range(max_iter):
+        if best_c == 0:
+            break
+        cur = _sweep(cur, graph, down=(it % 2 == 0))
+        c = count_crossings(cur, graph)
+        if c < best_c:
+            best, best_c = [list(r) for r in cur], c
+            stale = 0
+        else:
+            stale += 1
+            if stale >= 4:
+                break
+    return best, best_c
+
+
+# ------------------------------------------------------------------ coordinates
+def _isotonic(y):
+    """Least-squares non-decreasing fit of ``y`` (pool adjacent violators)."""
+    blocks = []   # [sum, count]
+    for v in y:
+        blocks.append([v, 1])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            s, c = blocks.pop()
+            blocks[-1][0] += s
+            blocks[-1][1] += c
+    out = []
+    for s, c in blocks:
+        out.extend([s / c] * c)
+    return out
+
+
+def _place(desired, gaps):
+    """x for the nodes of a rank: as near ``desired`` as possible, in order,
+    node k at least ``gaps[k-1]`` right of node k-1 (least squares)."""
+    offsets = [0.0]
+    for g in gaps:
+        offsets.append(offsets[-1] + g)
+    y = [d - o for d, o in zip(desired, offsets)]
+    z = _isotonic(y)
+    return [zi + o for zi, o in zip(z, offsets)]
+
+
+def assign_x(order, graph, passes=4, widths=None, dummy_width=1.0):
+    """x per node: ``widths[n]`` is the room node n needs to its right (its
+    box and label) before the next node of its rank; 1 by default."""
+    def width(n):
+        if n.startswith(DUMMY):
+            return dummy_width
+        return widths.get(n, 1.0) if widths else 1.0
+
+    x = {}
+    for row in order:
+        pos = 0.0
+        for n in row:
+            x[n] = pos
+            pos += width(n)
+        for n in row:
+            x[n] -= pos / 2.0
+    for p in range(passes):
+        down = p % 2 == 0
+        rows = order if down else list(reversed(order))
+        for row in rows:
+            desired = []
+            for n in row:
+                nb = list(graph.predecessors(n)) + list(graph.successors(n))
+                desired.append(sum(x[m] for m in nb) / len(nb) if nb else x[n])
+            for n, v in zip(row, _place(desired, [width(m) for m in row[:-1]])):
+                x[n] = v
+    return x
+
+
+# ------------------------------------------------------------------ public
+def _drop_cycles(graph):
+    g = graph.copy()
+    while True:
+        try:
+            cyc = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            return g
+        g.remove_edge(*cyc[-1][:2])
+
+
+def layered_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], sweeps=12,
+                   widths=None) -> Layout:
+    """Lay out a DAG top to bottom.  ``nodes`` in their preferred initial order
+    (e.g. the net's layer order); ``edges`` as (source, target) node ids;
+    ``widths``: {node: room it needs to its right} (default 1 each)."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(nodes)
+    graph.add_edges_from((u, v) for u, v in edges if u != v)
+    if not nx.is_directed_acyclic_graph(graph):
+        graph = _drop_cycles(graph)
+    rank = assign_ranks(graph)
+    g, chains = _with_dummies(graph, rank)
+    height = (max(rank.values()) + 1) if rank else 0
+    buckets = [[] for _ in range(height)]
+    # initial order: the given node order, dummies after their chain's source
+    seen = set()
+    first_pos = {n: i for i, n in enumerate(nodes)}
+    for n in nodes:
+        if n in rank and n not in seen:
+            buckets[rank[n]].append(n)
+            seen.add(n)
+    for (u, v), chain in chains.items():
+        for d in chain[1:-1]:
+            buckets[rank[d]].append(d)
+    # dummies: place them by their source's initial position
+    dsrc = {d: chain[0] for chain in chains.values() for d in chain[1:-1]}
+    for r in range(height):
+        buckets[r].sort(key=lambda n: first_pos[n] if n in first_pos else first_pos.get(dsrc.get(n), 0) + 0.5)
+    initial = count_crossings(buckets, g)
+    order, c = reduce_crossings(buckets, g, max_iter=sweeps)
+    dw = min(widths.values()) if widths else 1.0
+    x = assign_x(order, g, widths=widths, dummy_width=dw)
+    positions = {n: (x[n], -float(rank[n])) for n in graph.nodes}
+    points = {}
+    for (u, v), chain in chains.items():
+        points[(u, v)] = tuple((x[n], -float(rank[n])) for n in chain)
+    xs = [p[0] for p in positions.values()] or [0.0]
+    right = max((p[0] + (widths.get(n, 1.0) if widths else 1.0) for n, p in positions.items()), default=0.0)
+    return Layout(positions, dict(rank), tuple(tuple(r) for r in order), points, c, initial,
+                  right - min(xs), height)
+
+
+class _LRU:
+    def __init__(self, size):
+        self.size = size
+        self.data = OrderedDict()
+
+    def get(self, key):
+        if key in self.data:
+            self.data.move_to_end(key)
+            return self.data[key]
+        return None
+
+    def put(self, key, value):
+        self.data[key] = value
+        self.data.move_to_end(key)
+        while len(self.data) > self.size:
+            self.data.popitem(last=False)
+
+
+_CACHE = _LRU(32)
+
+
+def cached_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widths=None) -> Layout:
+    """:func:`layered_layout`, cached per (nodes, edges, widths) structure."""
+    key = (tuple(nodes), tuple(edges), tuple(sorted(widths.items())) if widths else None)
+    hit = _CACHE.get(key)
+    if hit is None:
+        hit = layered_layout(nodes, edges, widths=widths)
+        _CACHE.put(key, hit)
+    return hit
+
+
+def cache_clear():
+    _CACHE.data.clear()
+
+
+def cache_info():
+    return len(_CACHE.data)

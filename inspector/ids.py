@@ -1,0 +1,98 @@
+"""Component ids of the inspector page, one constant each.
+
+Every layout builder and callback refers to components through these names,
+so an id is spelled in exactly one place.
+"""
+
+# ---------------------------------------------------------------- stores (ids and cursors only)
+SESSION = "session-id"            # the server-side session's id
+NET_VERSION = "net-version"       # bumped by the server when a net is (re)loaded
+RUN_VERSION = "run-version"       # bumped by the server after every run / input change
+SELECTION = "selection"           # {"kind": "layer"|"blob", "name": str}
+
+# ---------------------------------------------------------------- page chrome
+ERROR_BANNER = "error-banner"
+ERROR_TEXT = "error-text"
+ERROR_DISMISS = "error-dismiss"
+
+# ---------------------------------------------------------------- loading
+EXAMPLE = "example-select"
+MODEL_PATH = "model-path"
+MODEL_PATH_OPEN = "model-path-open"
+UPLOAD_MODEL = "upload-model"
+UPLOAD_WEIGHTS = "upload-weights"
+UPLOAD_SOLVER = "upload-solver"
+UPLOAD_MEAN = "upload-mean"
+PHASE = "phase"
+LEVEL = "level"
+STAGES = "stages"
+DEVICE = "device"
+LOAD_STATUS = "load-status"
+LOAD_ERROR = "load-error"
+
+# ---------------------------------------------------------------- graph
+GRAPH = "net-graph"
+COLOUR_BY = "colour-by"
+BLOB_MODE = "blob-mode"
+GRAPH_OPTIONS = "graph-options"   # checklist: fold splits / fold in-place / labels
+IMAGE_FORMAT = "image-format"
+
+# ---------------------------------------------------------------- stepping
+START = "range-start"
+END = "range-end"
+SET_START = "set-start-from-selection"
+SET_END = "set-end-from-selection"
+FORWARD = "btn-forward"
+BACKWARD = "btn-backward"
+STEP_FORWARD = "btn-step-forward"
+STEP_BACKWARD = "btn-step-backward"
+RUN_TO = "btn-run-to-selected"
+FORWARD_BACKWARD = "btn-forward-backward"
+RESET = "btn-reset"
+SOLVER_STEP = "btn-solver-step"
+RUN_MESSAGE = "run-message"
+NAN_ALERT = "nan-alert"
+NAN_TEXT = "nan-text"
+NAN_SELECT = "nan-select"
+
+# ---------------------------------------------------------------- inputs
+INPUT_KIND = "input-kind"
+INPUT_VALUE = "input-value"
+INPUT_SEED = "input-seed"
+LABEL_CLASSES = "label-classes"
+UPLOAD_NPY = "upload-npy"
+UPLOAD_IMAGE = "upload-image"
+INPUT_FILE_STATUS = "input-file-status"
+PRE_RESIZE = "pre-resize"
+PRE_CROP = "pre-crop"
+PRE_CHANNEL_SWAP = "pre-channel-swap"
+PRE_RAW_SCALE = "pre-raw-scale"
+PRE_MEAN = "pre-mean"
+APPLY_INPUTS = "btn-apply-inputs"
+
+# ---------------------------------------------------------------- details
+TABS = "side-tabs"
+DETAILS = "details"
+BLOB_VIEW = "blob-view"
+BLOB_WHICH = "blob-which"
+FMAP_ITEM = "fmap-item"
+FMAP_PAGE = "fmap-page"
+HISTOGRAM = "blob-histogram"
+FEATURE_MAPS = "feature-maps"
+VALUE_SLICE = "value-slice"
+VALUE_TABLE = "value-table"
+
+# ---------------------------------------------------------------- findings
+TRANSCRIPT_FILTER = "transcript-filter"
+TRANSCRIPT = "transcript"
+DEBUG_LINES = "debug-lines"
+FILTERED_TABLE = "filtered-table"
+SPLITS_TABLE = "splits-table"
+SHARED_TABLE = "shared-table"
+MEMORY_CHART = "memory-chart"
+TIME_CHART = "time-chart"
+
+# ---------------------------------------------------------------- export
+REPORT_FORMAT = "report-format"
+REPORT_BUTTON = "btn-report"
+DOWNLOAD = "download"

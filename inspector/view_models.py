@@ -1,0 +1,561 @@
+"""NetGraph + debug records → what the graph figure shows.  Pure.
+
+- :func:`display_graph`: the nodes and edges to draw, given the view options
+  (blobs as edges or as nodes, splits shown or folded, in-place chains folded
+  into their producer, ghosts of filtered layers).
+- :func:`layer_metrics`: per-layer numbers from the latest records (mean
+  |data|, mean |diff|, NaN/Inf, time).
+- :func:`graph_view`: positions (from a Layout) + colours + states + hover
+  text for every node and edge, ready for :mod:`inspector.figures`.
+"""
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from . import layer_meta
+from .run_state import FRESH, NA, NOT_RUN, STALE
+
+# ------------------------------------------------------------------ options
+COLOUR_MODES = (
+    ("category", "layer category"),
+    ("backward", "needs backward"),
+    ("data", "mean |data| of tops"),
+    ("diff", "mean |diff| (gradient)"),
+    ("nonfinite", "NaN / Inf"),
+    ("time", "time (ms)"),
+    ("memory", "memory (bytes)"),
+    ("flops", "FLOPs"),
+    ("state", "ran / stale"),
+)
+COLOUR_KEYS = tuple(k for k, _ in COLOUR_MODES)
+
+
+@dataclass(frozen=True)
+class DisplayOptions:
+    blobs_as_nodes: bool = False
+    fold_splits: bool = True
+    fold_inplace: bool = False
+    show_ghosts: bool = True
+    labels: bool = True
+
+
+# ------------------------------------------------------------------ display graph
+@dataclass(frozen=True)
+class DNode:
+    id: str
+    kind: str                      # "layer", "blob", "ghost", "output"
+    name: str                      # layer name / blob name / ghost name
+    label: str
+    layers: Tuple[int, ...] = ()   # layer indices shown by this node (folded chains: several)
+    blob_id: int = -1
+    ghost: int = -1
+    category: str = "other"
+    sort_key: float = 0.0
+
+
+@dataclass(frozen=True)
+class DEdge:
+    src: str
+    dst: str
+    kind: str                      # "data" or "ghost"
+    blob: str
+    blob_id: int = -1
+    src_layer: int = -1            # the layer that wrote the blob (-1: none / ghost)
+    shape: Tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class DisplayGraph:
+    nodes: Tuple[DNode, ...]
+    edges: Tuple[DEdge, ...]
+    node_of_layer: Dict[int, str]
+
+    def layout_input(self):
+        """(node ids in preferred order, (src, dst) pairs, {node: width}) for
+        graph_layout; widths in x units of about one label character."""
+        nodes = tuple(n.id for n in sorted(self.nodes, key=lambda n: n.sort_key))
+        seen = []
+        s = set()
+        for e in self.edges:
+            k = (e.src, e.dst)
+            if k not in s:
+                s.add(k)
+                seen.append(k)
+        widths = {n.id: node_width(n) for n in self.nodes}
+        return nodes, tuple(seen), widths
+
+
+CHAR = 1.0          # x units per label character
+BOX = 4.0           # x units for a node's marker and the gap after its label
+
+
+def node_width(node):
+    return BOX + CHAR * len(node.label)
+
+
+def _shape_text(shape):
+    return "×".join(str(d) for d in shape) if shape else "scalar"
+
+
+def display_graph(graph, opts=DisplayOptions()):
+    """The nodes and edges to draw for ``graph`` under ``opts``."""
+    layers = graph.layers
+    n = len(layers)
+    # in-place chains: fold a layer whose tops are all in place into its producer
+    src_of = {}
+    for e in graph.edges:
+        src_of.setdefault((e.dst, e.dst_bottom), e.src)
+    node_of = {}
+    members = {}
+    for l in layers:
+        if opts.fold_splits and l.is_split:
+            continue
+        nid = "L%d" % l.index
+        if opts.fold_inplace and l.tops and all(l.in_place):
+            p = src_of.get((l.index, 0), -1)
+            while p >= 0 and opts.fold_splits and layers[p].is_split:
+                p = src_of.get((p, 0), -1)
+            if p >= 0 and p in node_of:
+                nid = node_of[p]
+        node_of[l.index] = nid
+        members.setdefault(nid, []).append(l.index)
+
+    def resolve(src, blob):
+        """Follow folded splits up to the real producer; returns (layer, blob name)."""
+        while src >= 0 and opts.fold_splits and layers[src].is_split:
+            b = layers[src].split_blob or blob
+            src, blob = src_of.get((src, 0), -1), b
+        return src, blob
+
+    nodes = {}
+    for nid, idx in members.items():
+        first = layers[idx[0]]
+        label = first.name if len(idx) == 1 else "%s (+%d)" % (first.name, len(idx) - 1)
+        nodes[nid] = DNode(nid, "layer", first.name, label, tuple(idx), category=first.category,
+                           sort_key=float(idx[0]))
+    edges = []
+    blob_nodes = {}
+
+    def blob_node(blob_id, name, writer, shape):
+        bid = "B%d@%d" % (blob_id, writer)
+        if bid not in blob_nodes:
+            blob_nodes[bid] = DNode(bid, "blob", name, "%s %s" % (name, _shape_text(shape)),
+                                    blob_id=blob_id, category="blob", sort_key=writer + 0.5)
+        return bid
+
+    for e in graph.edges:
+        if e.dst not in node_of:
+            continue        # a folded split: its consumers are wired to its source
+        src, blob = resolve(e.src, e.blob)
+        dst_id = node_of[e.dst]
+        blob_id = graph.blob(blob).id if graph.has_blob(blob) else e.blob_id
+        shape = graph.blobs[blob_id].shape if 0 <= blob_id < len(graph.blobs) else e.shape
+        if src < 0:
+            src_id = "I%d" % blob_id
+            if src_id not in nodes:
+                nodes[src_id] = DNode(src_id, "blob", blob, "%s %s" % (blob, _shape_text(shape)),
+                                      blob_id=blob_id, category="blob", sort_key=-1.0)
+        else:
+            src_id = node_of[src]
+        if src_id == dst_id:
+            continue        # inside a folded chain
+        if opts.blobs_as_nodes and src >= 0:
+            mid = blob_node(blob_id, blob, src, shape)
+            edges.append(DEdge(src_id, mid, "data", blob, blob_id, src, shape))
+            edges.append(DEdge(mid, dst_id, "data", blob, blob_id, src, shape))
+        else:
+            edges.append(DEdge(src_id, dst_id, "data", blob, blob_id, src, shape))
+    # net outputs: a small terminal node each
+    for name in graph.outputs:
+        b = graph.blob(name)
+        if not b.writers:
+            continue
+        w = b.writers[-1]
+        if w not in node_of:
+            continue
+        if opts.blobs_as_nodes:
+            bid = blob_node(b.id, name, w, b.shape)
+            edges.append(DEdge(node_of[w], bid, "data", name, b.id, w, b.shape))
+        else:
+            oid = "O%d" % b.id
+            nodes[oid] = DNode(oid, "output", name, name, blob_id=b.id, category="blob",
+                               sort_key=w + 0.6)
+            edges.append(DEdge(node_of[w], oid, "data", name, b.id, w, b.shape))
+    nodes.update(blob_nodes)
+    # ghosts of filtered-out layers
+    if opts.show_ghosts and graph.ghosts:
+        first_after = []
+        src_idx = [(l.source_index, l.index) for l in layers if l.source_index >= 0]
+        for k, g in enumerate(graph.ghosts):
+            after = [li for si, li in src_idx if si > g.index]
+            key = (after[0] - 0.4) if after else n + 0.5
+            gid = "G%d" % k
+            nodes[gid] = DNode(gid, "ghost", g.name, g.name, ghost=k, category=g.category,
+                               sort_key=key)
+            first_after.append(key)
+        for ge in graph.ghost_edges:
+            if ge.src_kind == "ghost":
+                src_id = "G%d" % ge.src
+            else:
+                src_id = node_of.get(ge.src)
+                if src_id is None:
+                    continue
+            edges.append(DEdge(src_id, "G%d" % ge.dst, "ghost", ge.blob))
+    return DisplayGraph(tuple(nodes.values()), tuple(edges), node_of)
+
+
+# ------------------------------------------------------------------ metrics
+@dataclass(frozen=True)
+class LayerMetric:
+    data: Optional[float] = None        # mean |data| over the tops (latest forward)
+    diff: Optional[float] = None        # mean |diff| over the bottoms (or params), latest backward
+    nonfinite: bool = False
+    nonfinite_where: str = ""
+    fwd_ms: Optional[float] = None
+    bwd_ms: Optional[float] = None
+    loss: Optional[float] = None
+
+    @property
+    def time_ms(self):
+        if self.fwd_ms is None and self.bwd_ms is None:
+            return None
+        return (self.fwd_ms or 0.0) + (self.bwd_ms or 0.0)
+
+
+def _mean(vals):
+    vals = [v for v in vals if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _nonfinite_where(rec):
+    for b in rec.blobs:
+        for which in ("data", "diff"):
+            s = getattr(b, which)
+            if s is not None and not s.finite:
+                return "%s %s %s" % (b.role, b.name, which)
+    return ""
+
+
+def layer_metrics(graph, latest):
+    """{layer index: LayerMetric} from ``latest`` = Recorder.latest_layer_records()."""
+    out = {}
+    for l in graph.layers:
+        f = latest.get((l.index, "forward"))
+        b = latest.get((l.index, "backward"))
+        data = diff = None
+        nonfinite = False
+        where = ""
+        if f is not None:
+            data = _mean([x.data.asum_mean for x in f.blobs if x.role == "top" and x.data is not None])
+            if f.nonfinite:
+                nonfinite, where = True, "forward: " + _nonfinite_where(f)
+        if b is not None:
+            diffs = [x.diff.asum_mean for x in b.blobs
+                     if x.role == "bottom" and x.diff is not None
+                     and x.index < len(l.bottom_need_backward) and l.bottom_need_backward[x.index]]
+            if not diffs:
+                diffs = [x.diff.asum_mean for x in b.blobs if x.role == "param" and x.diff is not None]
+            diff = _mean(diffs)
+            if b.nonfinite and not nonfinite:
+                nonfinite, where = True, "backward: " + _nonfinite_where(b)
+        out[l.index] = LayerMetric(data, diff, nonfinite, where,
+                                   f.time_ms if f is not None else None,
+                                   b.time_ms if b is not None else None,
+                                   f.loss if f is not None else None)
+    return out
+
+
+def layer_memory(layer):
+    """Bytes a layer adds: its new tops (data and diff) and the params it owns
+    (data and diff)."""
+    return 2 * layer.top_bytes + 2 * layer.param_bytes
+
+
+# ------------------------------------------------------------------ the view of the graph
+STATE_COLOURS = {FRESH: "#2ca02c", STALE: "#ff7f0e", NOT_RUN: "#c7c7c7", NA: "#c7c7c7"}
+GHOST_COLOUR = "#dddddd"
+BLOB_COLOUR = "#ffffff"
+NONFINITE_COLOUR = "#d62728"
+FINITE_COLOUR = "#2ca02c"
+NO_DATA_COLOUR = "#e0e0e0"
+
+
+@dataclass(frozen=True)
+class NodeView:
+    id: str
+    kind: str
+    name: str
+    x: float
+    y: float
+    label: str
+    fill: str                  # the colour
+    value: Optional[float]     # the numeric value behind the colour (numeric modes)
+    line: str                  # outline colour: the run state
+    line_width: float
+    state: str
+    hover: str
+    selected: bool = False
+
+
+@dataclass(frozen=True)
+class EdgeView:
+    points: Tuple[Tuple[float, float], ...]
+    kind: str                  # "data" / "ghost"
+    state: str
+    blob: str
+    label: str
+    hover: str
+    selected: bool = False
+
+
+@dataclass(frozen=True)
+class ColourScale:
+    title: str
+    lo: float
+    hi: float
+    log: bool
+
+
+@dataclass(frozen=True)
+class GraphView:
+    nodes: Tuple[NodeView, ...]
+    edges: Tuple[EdgeView, ...]
+    legend: Tuple[Tuple[str, str], ...]         # (label, colour) for categorical colourings
+    scale: Optional[ColourScale]
+    colour_by: str
+    title: str
+    height: int
+    width: float
+    labels: bool
+    uirevision: str
+
+
+_SCALE = ("#440154", "#3b528b", "#21918c", "#5ec962", "#fde725")   # viridis: low → high
+
+
+def _interp(c1, c2, t):
+    a = [int(c1[i:i + 2], 16) for i in (1, 3, 5)]
+    b = [int(c2[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#%02x%02x%02x" % tuple(int(round(x + (y - x) * t)) for x, y in zip(a, b))
+
+
+def _percentile(sorted_vals, q):
+    if not sorted_vals:
+        return None
+    k = (len(sorted_vals) - 1) * q
+    i = int(math.floor(k))
+    j = min(i + 1, len(sorted_vals) - 1)
+    return sorted_vals[i] + (sorted_vals[j] - sorted_vals[i]) * (k - i)
+
+
+def value_range(values, q=0.05):
+    """(lo, hi, log) of a colour scale for ``values``: the 5th to 95th
+    percentile (so one outlier does not wash the rest out), on a log scale when
+    the positive values span more than two decades."""
+    vals = sorted(v for v in values if v is not None and math.isfinite(v))
+    if not vals:
+        return 0.0, 1.0, False
+    pos = [v for v in vals if v > 0]
+    log = len(pos) == len(vals) and pos[-1] / max(pos[0], 1e-30) > 100
+    if log:
+        logs = [math.log10(v) for v in pos]
+        lo, hi = 10 ** _percentile(logs, q), 10 ** _percentile(logs, 1 - q)
+    else:
+        lo, hi = _percentile(vals, q), _percentile(vals, 1 - q)
+    if hi <= lo:
+        lo, hi = vals[0], vals[-1]
+    return lo, hi, log
+
+
+def scale_colour(value, lo, hi, log=True, palette=_SCALE):
+    """A hex colour for ``value`` on a light → dark scale over [lo, hi]."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return NO_DATA_COLOUR
+    if log:
+        value, lo, hi = (math.log10(max(v, 1e-30)) for v in (value, lo, hi))
+    t = 0.0 if hi <= lo else min(max((value - lo) / (hi - lo), 0.0), 1.0)
+    k = t * (len(palette) - 1)
+    i = min(int(k), len(palette) - 2)
+    return _interp(palette[i], palette[i + 1], k - i)
+
+
+def _node_value(node, mode, graph, metrics, analysis):
+    ls = [graph.layers[i] for i in node.layers]
+    if not ls:
+        return None
+    if mode == "data":
+        return metrics.get(ls[-1].index, LayerMetric()).data
+    if mode == "diff":
+        return metrics.get(ls[0].index, LayerMetric()).diff
+    if mode == "time":
+        ts = [metrics.get(l.index, LayerMetric()).time_ms for l in ls]
+        ts = [t for t in ts if t is not None]
+        return sum(ts) if ts else None
+    if mode == "memory":
+        return float(sum(layer_memory(l) for l in ls))
+    if mode == "flops":
+        fs = [(analysis.get(l.name) or {}).get("flops") for l in ls]
+        fs = [f for f in fs if f is not None]
+        return sum(fs) if fs else None
+    return None
+
+
+def _fmt(v, unit=""):
+    if v is None:
+        return "—"
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if abs(v) >= 1e9:
+        return "%.3g G%s" % (v / 1e9, unit)
+    if abs(v) >= 1e6:
+        return "%.3g M%s" % (v / 1e6, unit)
+    if abs(v) >= 1e3:
+        return "%.3g k%s" % (v / 1e3, unit)
+    return "%.4g%s" % (v, (" " + unit) if unit else "")
+
+
+def format_bytes(n):
+    if n is None:
+        return "—"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
+        n /= 1024.0
+    return str(n)
+
+
+def _layer_hover(graph, idx, metrics, analysis, states):
+    lines = []
+    for i in idx:
+        l = graph.layers[i]
+        m = metrics.get(i, LayerMetric())
+        st = states[i] if states else (NOT_RUN, NOT_RUN)
+        lines.append("<b>%s</b> (%s)" % (l.name, l.type))
+        lines.append("tops: %s" % ", ".join("%s %s" % (t, _shape_text(graph.blobs[b].shape))
+                                            for t, b in zip(l.tops, l.top_ids)) if l.tops else "tops: —")
+        lines.append("backward: %s — %s" % ("yes" if l.need_backward else "no", l.backward_reason))
+        lines.append("forward: %s · backward: %s" % st)
+        if m.data is not None:
+            lines.append("mean |data| %s" % _fmt(m.data))
+        if m.diff is not None:
+            lines.append("mean |diff| %s" % _fmt(m.diff))
+        if m.time_ms is not None:
+            lines.append("time %.3f ms" % m.time_ms)
+        if m.nonfinite:
+            lines.append("<b>NaN/Inf</b> in %s" % m.nonfinite_where)
+        fl = (analysis.get(l.name) or {}).get("flops")
+        if fl is not None:
+            lines.append("FLOPs %s" % _fmt(fl))
+    return "<br>".join(lines)
+
+
+def graph_view(graph, display, layout, metrics=None, states=None, colour_by="category",
+               selection=None, analysis=None, blob_states=None, labels=True):
+    """Everything the figure draws.  ``states``: run_state.layer_states();
+    ``blob_states``: run_state.blob_states(); ``selection``: {"kind", "name"}."""
+    metrics = metrics or {}
+    analysis = analysis or {}
+    blob_states = blob_states or {}
+    if colour_by not in COLOUR_KEYS:
+        colour_by = "category"
+    sel_kind = (selection or {}).get("kind")
+    sel_name = (selection or {}).get("name")
+    numeric = colour_by in ("data", "diff", "time", "memory", "flops")
+    values = {}
+    if numeric:
+        for node in display.nodes:
+            if node.kind == "layer":
+                v = _node_value(node, colour_by, graph, metrics, analysis)
+                if v is not None and math.isfinite(v):
+                    values[node.id] = v
+    lo, hi, log = value_range(list(values.values()))
+
+    nodes = []
+    for node in display.nodes:
+        x, y = layout.positions.get(node.id, (0.0, 0.0))
+        value = values.get(node.id)
+        state = NOT_RUN
+        if node.kind == "layer":
+            fwd, bwd = states[node.layers[-1]] if states else (NOT_RUN, NOT_RUN)
+            state = fwd
+            if colour_by == "category":
+                fill = layer_meta.category_colour(node.category)
+            elif colour_by == "backward":
+                fill = "#59a14f" if any(graph.layers[i].need_backward for i in node.layers) else "#bab0ac"
+            elif colour_by == "nonfinite":
+                ms = [metrics.get(i) for i in node.layers]
+                if any(m is not None and m.nonfinite for m in ms):
+                    fill = NONFINITE_COLOUR
+                elif any(m is not None and (m.data is not None or m.diff is not None) for m in ms):
+                    fill = FINITE_COLOUR
+                else:
+                    fill = NO_DATA_COLOUR
+            elif colour_by == "state":
+                fill = STATE_COLOURS[fwd]
+            else:
+                fill = scale_colour(value, lo, hi, log) if value is not None else NO_DATA_COLOUR
+            hover = _layer_hover(graph, node.layers, metrics, analysis, states)
+            selected = sel_kind == "layer" and sel_name in [graph.layers[i].name for i in node.layers]
+        elif node.kind == "ghost":
+            g = graph.ghosts[node.ghost]
+            fill = GHOST_COLOUR
+            hover = "<b>%s</b> (%s) — filtered out<br>%s rule %d {%s}<br>%s" % (
+                g.name, g.type, g.rule_kind, g.rule_index, g.rule, g.reason)
+            selected = sel_kind == "ghost" and sel_name == g.name
+            state = NA
+        else:
+            fill = BLOB_COLOUR
+            state = blob_states.get(node.blob_id, NOT_RUN)
+            b = graph.blobs[node.blob_id] if node.blob_id >= 0 else None
+            hover = "<b>%s</b> %s<br>%s" % (node.name, _shape_text(b.shape) if b else "",
+                                            "data: %s" % state)
+            selected = sel_kind == "blob" and sel_name == node.name
+        line = STATE_COLOURS.get(state, "#888888") if node.kind != "ghost" else "#aaaaaa"
+        width = 3.0 if state in (FRESH, STALE) else 1.0
+        nodes.append(NodeView(node.id, node.kind, node.name, x, y, node.label, fill, value, line, width,
+                              state, hover, selected))
+
+    edges = []
+    for e in display.edges:
+        pts = layout.edge_points.get((e.src, e.dst))
+        if pts is None:
+            a = layout.positions.get(e.src, (0.0, 0.0))
+            b = layout.positions.get(e.dst, (0.0, 0.0))
+            pts = (a, b)
+        if e.kind == "ghost":
+            state = NA
+        else:
+            state = states[e.src_layer][0] if states and e.src_layer >= 0 else NOT_RUN
+        if e.kind != "data":
+            label = e.blob
+        elif e.src_layer >= 0 and graph.layers[e.src_layer].name == e.blob:
+            label = _shape_text(e.shape)      # named after its producer: the shape says more
+        else:
+            label = "%s %s" % (e.blob, _shape_text(e.shape))
+        hover = "blob <b>%s</b> %s<br>data: %s" % (e.blob, _shape_text(e.shape), state) \
+            if e.kind == "data" else "%s (filtered-out path)" % e.blob
+        edges.append(EdgeView(tuple(pts), e.kind, state, e.blob, label, hover,
+                              sel_kind == "blob" and sel_name == e.blob))
+
+    legend = ()
+    scale = None
+    if colour_by == "category":
+        cats = []
+        for node in display.nodes:
+            if node.kind == "layer" and node.category not in cats:
+                cats.append(node.category)
+        legend = tuple((layer_meta.CATEGORIES[c][1], layer_meta.category_colour(c)) for c in cats)
+    elif colour_by == "backward":
+        legend = (("needs backward", "#59a14f"), ("no backward", "#bab0ac"))
+    elif colour_by == "nonfinite":
+        legend = (("NaN/Inf", NONFINITE_COLOUR), ("finite", FINITE_COLOUR), ("no record", NO_DATA_COLOUR))
+    elif colour_by == "state":
+        legend = (("ran (fresh)", STATE_COLOURS[FRESH]), ("stale", STATE_COLOURS[STALE]),
+                  ("not run", STATE_COLOURS[NOT_RUN]))
+    elif values:
+        scale = ColourScale(dict(COLOUR_MODES)[colour_by], lo, hi, log)
+    title = "%s — %s%s%s" % (graph.name or "net", graph.phase_name,
+                             (" level %d" % graph.level) if graph.level else "",
+                             (" stages %s" % ",".join(graph.stages)) if graph.stages else "")
+    return GraphView(tuple(nodes), tuple(edges), legend, scale, colour_by, title, layout.height,
+                     layout.width, labels, graph.key)
