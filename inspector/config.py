@@ -1,0 +1,42 @@
+"""The inspector's settings (from the command line or a test)."""
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Tuple
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# label -> (path relative to the repo, phase, stages, level)
+BUNDLED_EXAMPLES = (
+    ("LeNet (digits) — train/test", "examples/lenet/lenet_train_test.prototxt", "TRAIN"),
+    ("Siamese — shared weights, stages, level", "examples/shared_stages/siamese_stages.prototxt", "TRAIN"),
+    ("Tiny ResNet — splits, in-place BN/Scale/ReLU", "examples/resnet_tiny/resnet_tiny.prototxt", "TRAIN"),
+)
+
+
+@dataclass
+class InspectorConfig:
+    model: Optional[str] = None               # prototxt given on the command line
+    weights: Optional[str] = None
+    solver: Optional[str] = None
+    phase: str = "TRAIN"
+    stages: Tuple[str, ...] = ()
+    level: int = 0
+    gpu: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8050
+    model_root: str = field(default_factory=os.getcwd)
+    allow_python_layers: bool = False
+    max_upload_bytes: int = 256 * 2 ** 20     # per file
+    max_sessions: int = 8
+    idle_seconds: float = 3600.0
+    title: str = "Caffe Inspector"
+
+    def examples(self):
+        """[(label, absolute path, phase)] of the bundled examples that exist."""
+        out = []
+        for label, rel, phase in BUNDLED_EXAMPLES:
+            p = REPO_ROOT / rel
+            if p.is_file():
+                out.append((label, str(p), phase))
+        return out

@@ -1,0 +1,151 @@
+"""Where nets come from: paths under the model root, uploads, and building a
+:class:`sessions.Loaded` from a :class:`sessions.ModelSpec`.
+
+- :func:`resolve_model_path` refuses any path that escapes ``--model-root``
+  (``..``, absolute paths elsewhere, symlinks pointing out).
+- :func:`save_upload` decodes a ``dcc.Upload`` data URL into the session's
+  upload folder, refusing files over the size limit.
+- :func:`build` reads the prototxt, builds the Net (or the solver and its
+  net), loads weights and the mean file, attaches a Recorder.  Python layers
+  are refused unless the server allows them.
+- :func:`load_error` turns any failure into a :class:`sessions.LoadError`
+  (file, line, column, layer, blob).
+"""
+import base64
+import binascii
+import os
+import re
+
+import numpy as np
+
+from . import adapters
+from .model import build_graph
+from .run_state import RunLog
+from .sessions import LoadError, Loaded
+
+
+class PathRefused(ValueError):
+    """A path outside the model root, or an upload that is not acceptable."""
+
+
+def resolve_model_path(path, root):
+    """The real path of ``path`` (relative to ``root`` unless absolute) if it
+    lies inside ``root``; raises PathRefused otherwise."""
+    if not path or not str(path).strip():
+        raise PathRefused("no path given")
+    root_real = os.path.realpath(root)
+    p = str(path).strip()
+    full = p if os.path.isabs(p) else os.path.join(root_real, p)
+    real = os.path.realpath(full)
+    if os.path.commonpath([root_real, real]) != root_real:
+        raise PathRefused("%s is outside the model root %s" % (p, root_real))
+    if not os.path.exists(real):
+        raise PathRefused("%s does not exist (under the model root %s)" % (p, root_real))
+    if not os.path.isfile(real):
+        raise PathRefused("%s is not a file" % p)
+    return real
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_filename(name):
+    base = os.path.basename(str(name or "upload")).strip() or "upload"
+    base = _SAFE.sub("_", base).lstrip(".") or "upload"
+    return base[:120]
+
+
+def decode_upload(contents, max_bytes):
+    """The bytes of a dcc.Upload ``contents`` data URL (size-checked)."""
+    if not contents or "," not in contents:
+        raise PathRefused("empty upload")
+    header, b64 = contents.split(",", 1)
+    # base64 is 4/3 the size: refuse before decoding anything too large
+    if len(b64) * 3 // 4 > max_bytes + 3:
+        raise PathRefused("upload larger than the limit of %d bytes" % max_bytes)
+    try:
+        data = base64.b64decode(b64, validate=False)
+    except (binascii.Error, ValueError) as e:
+        raise PathRefused("upload is not valid base64: %s" % e) from None
+    if len(data) > max_bytes:
+        raise PathRefused("upload of %d bytes is larger than the limit of %d bytes" % (len(data), max_bytes))
+    return data
+
+
+def save_upload(session, kind, filename, contents, max_bytes):
+    """Save an upload of ``kind`` (model, weights, solver, mean, npy, image) into
+    the session's folder; returns the path."""
+    data = decode_upload(contents, max_bytes)
+    folder = os.path.join(session.upload_dir, kind)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, safe_filename(filename))
+    with open(path, "wb") as f:
+        f.write(data)
+    session.uploads[kind] = path
+    session.upload_names[kind] = os.path.basename(str(filename or path))
+    return path
+
+
+# ------------------------------------------------------------------ errors
+def load_error(exc, default_path=None):
+    """A LoadError describing ``exc`` (ParseError: file:line:col; NetError:
+    layer/blob)."""
+    from engine.errors import ParseError
+    msg = getattr(exc, "detail", None) if isinstance(exc, ParseError) else None
+    err = LoadError(message=str(msg or exc) or type(exc).__name__, kind=type(exc).__name__)
+    if isinstance(exc, ParseError):
+        err.path, err.line, err.column = exc.path or default_path, exc.line, exc.column
+    else:
+        err.path = default_path
+    err.layer = getattr(exc, "layer", None)
+    err.blob = getattr(exc, "blob", None)
+    if isinstance(exc, PathRefused):
+        err.path = None
+    return err
+
+
+# ------------------------------------------------------------------ building
+def _read_mean(path):
+    from engine import io as eio
+    bp = eio.read_blobproto(path)
+    arr = np.asarray(eio.blobproto_to_array(bp), dtype=np.float32)
+    while arr.ndim > 3 and arr.shape[0] == 1:
+        arr = arr[0]
+    return arr
+
+
+def build(spec, allow_python=False, device="CPU"):
+    """A Loaded net for ``spec`` (raises on any failure)."""
+    import engine
+    from engine import backend
+    from engine.debug import Recorder
+    from engine.upgrade import read_net_params
+    if not spec.model:
+        raise PathRefused("no model file")
+    phase, level, stages = spec.state()
+    with backend.using_mode(device):
+        source = read_net_params(spec.model)
+        solver = None
+        note = ""
+        if spec.solver:
+            if phase != 0:
+                note = "the solver steps the TRAIN net: switch the phase to TRAIN to use it"
+            elif not adapters.solver_available():
+                note = "engine.solvers is not available"
+            else:
+                solver = adapters.build_solver(spec.solver, spec.model, spec.state(),
+                                               allow_python=allow_python, weights=spec.weights)
+        if solver is not None:
+            net = solver.net
+        else:
+            net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None,
+                             allow_python=allow_python)
+            if spec.weights:
+                net.copy_from(spec.weights)
+        graph = build_graph(net, source)
+        recorder = Recorder(net, stats=True, sentinel=False)
+        inputs = tuple(l.index for l in graph.layers if l.type == "Input")
+        mean = _read_mean(spec.mean) if spec.mean else None
+    return Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
+                  spec=spec, source_param=source, solver=solver, solver_note=note,
+                  analysis=adapters.layer_analysis(net), mean=mean)

@@ -1,0 +1,217 @@
+"""Server-side sessions: everything a browser tab works on, kept on the server.
+
+The page's ``dcc.Store`` holds only the session id.  A :class:`Session` holds
+the loaded net (a :class:`Loaded`: Net, NetGraph, Recorder, RunLog, solver),
+the model spec it came from, the uploaded files, the input settings, the
+stepping cursors and the last load error.  When a load fails, ``loaded`` keeps
+the last good net, so the page stays usable beside the error.
+
+:class:`SessionStore` is bounded (``max_sessions``: least recently used goes
+first) and evicts sessions idle for ``idle_seconds``.  Each session has its
+own lock; callbacks work on a session inside ``with store.use(sid) as s:``.
+"""
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+_SID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def new_session_id():
+    return uuid.uuid4().hex
+
+
+def valid_session_id(sid):
+    return isinstance(sid, str) and bool(_SID.match(sid))
+
+
+@dataclass
+class ModelSpec:
+    """Where a net comes from and the NetState to build it in."""
+    model: Optional[str] = None         # prototxt path
+    weights: Optional[str] = None       # caffemodel / h5 path
+    solver: Optional[str] = None        # solver prototxt path
+    mean: Optional[str] = None          # mean binaryproto path
+    phase: str = "TRAIN"
+    level: int = 0
+    stages: Tuple[str, ...] = ()
+    label: str = ""                     # how the page names it (example name, file name)
+    uploaded: bool = False              # came from the browser (Python layers refused)
+
+    def state(self):
+        return (0 if self.phase == "TRAIN" else 1, int(self.level), tuple(self.stages))
+
+
+@dataclass
+class LoadError:
+    """A failed load, for the page: the message and where."""
+    message: str
+    kind: str = ""
+    path: Optional[str] = None
+    line: Optional[int] = None
+    column: Optional[int] = None
+    layer: Optional[str] = None
+    blob: Optional[str] = None
+
+    @property
+    def where(self):
+        if self.path is None:
+            return ""
+        s = self.path
+        if self.line is not None:
+            s += ":%d" % self.line
+            if self.column is not None:
+                s += ":%d" % self.column
+        return s
+
+
+@dataclass
+class Loaded:
+    """A net that built, with everything derived from it."""
+    net: Any
+    graph: Any
+    recorder: Any
+    runlog: Any
+    spec: ModelSpec
+    source_param: Any = None
+    solver: Any = None
+    solver_note: str = ""
+    analysis: Dict[str, dict] = field(default_factory=dict)
+    mean: Any = None                    # mean array (C x H x W) from the mean file
+    cache: Dict[Any, Any] = field(default_factory=dict, repr=False)   # display graphs and layouts
+
+
+@dataclass
+class Session:
+    id: str
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    created: float = 0.0
+    last_used: float = 0.0
+    loaded: Optional[Loaded] = None
+    error: Optional[LoadError] = None
+    spec: ModelSpec = field(default_factory=ModelSpec)
+    device: str = "CPU"
+    net_version: int = 0
+    run_version: int = 0
+    cursor_forward: int = 0             # next layer "step" runs forward
+    cursor_backward: int = -1           # next layer "step back" runs backward (-1: the last)
+    message: str = ""
+    uploads: Dict[str, str] = field(default_factory=dict)   # kind -> saved path
+    upload_names: Dict[str, str] = field(default_factory=dict)
+    input_settings: Dict[str, Any] = field(default_factory=dict)
+    _dir: Optional[str] = field(default=None, repr=False)
+
+    @property
+    def upload_dir(self):
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="inspector-%s-" % self.id[:8])
+        return self._dir
+
+    def close(self):
+        if self.loaded is not None and self.loaded.recorder is not None:
+            try:
+                self.loaded.recorder.detach()
+            except Exception:
+                pass
+        self.loaded = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+class SessionStore:
+    """Sessions by id, bounded and evicted when idle."""
+
+    def __init__(self, max_sessions=8, idle_seconds=3600.0, clock=time.monotonic):
+        self.max_sessions = int(max_sessions)
+        self.idle_seconds = float(idle_seconds)
+        self.clock = clock
+        self._sessions = OrderedDict()
+        self._lock = threading.Lock()
+        self.evicted = 0
+
+    def __len__(self):
+        return len(self._sessions)
+
+    def __contains__(self, sid):
+        return sid in self._sessions
+
+    def ids(self):
+        return list(self._sessions)
+
+    def _evict_locked(self, keep=None):
+        now = self.clock()
+        gone = []
+        for sid, s in list(self._sessions.items()):
+            if sid != keep and now - s.last_used > self.idle_seconds:
+                gone.append(self._sessions.pop(sid))
+        while len(self._sessions) > self.max_sessions:
+            sid = next(iter(self._sessions))
+            if sid == keep:
+                self._sessions.move_to_end(sid)
+                sid = next(iter(self._sessions))
+                if sid == keep:
+                    break
+            gone.append(self._sessions.pop(sid))
+        return gone
+
+    def evict_idle(self):
+        with self._lock:
+            gone = self._evict_locked()
+        self._close(gone)
+        return len(gone)
+
+    def _close(self, sessions):
+        for s in sessions:
+            self.evicted += 1
+            # close under the session's lock so a running callback finishes first
+            with s.lock:
+                s.close()
+
+    def get_or_create(self, sid=None):
+        """(session, created): the session ``sid``, or a new one (under ``sid``
+        when it is a well-formed id that is not known, e.g. after eviction)."""
+        with self._lock:
+            now = self.clock()
+            s = self._sessions.get(sid) if sid else None
+            created = False
+            if s is None:
+                if not valid_session_id(sid):
+                    sid = new_session_id()
+                s = Session(id=sid, created=now, last_used=now)
+                self._sessions[sid] = s
+                created = True
+            s.last_used = now
+            self._sessions.move_to_end(sid)
+            gone = self._evict_locked(keep=sid)
+        self._close(gone)
+        return s, created
+
+    def get(self, sid):
+        with self._lock:
+            s = self._sessions.get(sid)
+            if s is not None:
+                s.last_used = self.clock()
+                self._sessions.move_to_end(sid)
+            return s
+
+    @contextmanager
+    def use(self, sid):
+        """Hold the session's lock for a callback; creates it when unknown."""
+        s, _created = self.get_or_create(sid)
+        with s.lock:
+            yield s
+            s.last_used = self.clock()
+
+    def drop(self, sid):
+        with self._lock:
+            s = self._sessions.pop(sid, None)
+        if s is not None:
+            self._close([s])
