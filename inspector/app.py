@@ -1,0 +1,49 @@
+"""``create_app(config)``: the Dash app of the inspector."""
+import logging
+
+from dash import Dash
+
+from . import adapters
+from .callbacks import AppContext, register_all
+from .callbacks.common import error_text
+from .config import REPO_ROOT, InspectorConfig
+from .layout import page
+from .sessions import SessionStore, new_session_id
+
+log = logging.getLogger("inspector")
+
+
+def create_app(config=None, store=None):
+    """The Dash app for ``config`` (an InspectorConfig).  Sessions live in
+    ``store`` (a new SessionStore by default)."""
+    config = config or InspectorConfig()
+    store = store or SessionStore(config.max_sessions, config.idle_seconds)
+    ctx = AppContext(config=config, store=store, examples=config.examples())
+    dash_app = Dash(__name__, title=config.title, assets_folder=str(REPO_ROOT / "assets"),
+                    suppress_callback_exceptions=False, on_error=_last_resort)
+    gpu = adapters.gpu_available()
+    solver_ok = adapters.solver_available()
+
+    def serve_layout():
+        store.evict_idle()
+        return page(config, new_session_id(), ctx.examples, gpu, solver_ok)
+
+    dash_app.layout = serve_layout
+    # uploads travel base64-encoded inside the callback's JSON
+    dash_app.server.config["MAX_CONTENT_LENGTH"] = int(config.max_upload_bytes * 1.4) + 2 ** 20
+    register_all(dash_app, ctx)
+    dash_app.inspector = ctx
+    return dash_app
+
+
+def _last_resort(exc):
+    """Dash's on_error: a callback error that escaped the guards goes to the banner."""
+    from dash import set_props
+    from . import ids
+    log.error("unguarded callback error: %s", exc, exc_info=exc)
+    try:
+        set_props(ids.ERROR_TEXT, {"children": error_text(exc)})
+        set_props(ids.ERROR_BANNER, {"style": {"display": "flex"}})
+    except Exception:
+        pass
+    return None

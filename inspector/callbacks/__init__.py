@@ -1,0 +1,10 @@
+"""Callbacks, one module per feature."""
+from . import details, export, findings, graph, load, stepping
+from .common import AppContext
+
+MODULES = (load, graph, details, stepping, findings, export)
+
+
+def register_all(dash_app, app: AppContext):
+    for m in MODULES:
+        m.register(dash_app, app)

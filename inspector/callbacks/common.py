@@ -1,0 +1,76 @@
+"""What every callback module shares: the app context, the error guard and
+the trigger helper.
+
+Callbacks are thin: each registered Dash callback unpacks its arguments, calls
+a plain function of its module (tested without Dash) and packs the result.
+:func:`guarded` makes a failing callback show its error in the page's banner
+(type and message, never a traceback; the traceback goes to the server log)
+and leave its outputs as they were, so the session goes on.
+"""
+import logging
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, List
+
+from dash import ctx, no_update, set_props
+from dash.exceptions import PreventUpdate
+
+from .. import ids
+
+log = logging.getLogger("inspector")
+
+
+@dataclass
+class AppContext:
+    config: Any            # InspectorConfig
+    store: Any             # SessionStore
+    examples: List[tuple]  # [(label, path, phase)]
+
+
+def error_text(exc):
+    """What the page says about an exception: its type and message."""
+    msg = str(exc).strip() or "(no message)"
+    name = type(exc).__name__
+    return "%s: %s" % (name, msg)
+
+
+def show_error(exc, what=""):
+    text = error_text(exc)
+    if what:
+        text = "%s failed — %s" % (what, text)
+    set_props(ids.ERROR_TEXT, {"children": text})
+    set_props(ids.ERROR_BANNER, {"style": {"display": "flex"}})
+
+
+def guarded(n_outputs, what=""):
+    """Decorator: on an exception, show it in the banner and update nothing."""
+    def deco(fn):
+        @wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except PreventUpdate:
+                raise
+            except Exception as exc:   # noqa: BLE001 - the page must live on
+                log.exception("callback %s failed", fn.__name__)
+                try:
+                    show_error(exc, what or fn.__name__.replace("_", " "))
+                except Exception:      # outside a callback context (tests)
+                    pass
+                return no_update if n_outputs == 1 else tuple([no_update] * n_outputs)
+        return wrapper
+    return deco
+
+
+def triggered():
+    """The id of the component that fired the current callback (None at load)."""
+    t = ctx.triggered_id
+    return t if isinstance(t, str) else None
+
+
+def triggered_all():
+    """The ids of every input that fired the current callback (empty at load)."""
+    try:
+        return {v for v in ctx.triggered_prop_ids.values() if isinstance(v, str)}
+    except Exception:
+        return set()

@@ -1,0 +1,69 @@
+"""Details of the selected layer, ghost or blob; the blob's histogram,
+feature maps and a value table."""
+from dash import Input, Output, State, no_update
+
+from .. import figures, ids, inputs, presenter
+from ..layout.side_panels import (blob_details_children, ghost_details_children, layer_details_children,
+                                  value_table)
+from .common import guarded
+
+HIDDEN = {"display": "none"}
+SHOWN = {"display": "block"}
+
+
+def details(app, sid, selection):
+    """(children, blob view style) for the selection."""
+    with app.store.use(sid) as s:
+        ld = s.loaded
+        if ld is None or not selection:
+            return "Click a layer or a blob in the graph.", HIDDEN
+        kind, name = selection.get("kind"), selection.get("name")
+        g = ld.graph
+        if kind == "layer" and g.has_layer(name):
+            d, filt = presenter.layer_panel(ld, name)
+            return layer_details_children(d, filt), HIDDEN
+        if kind == "ghost":
+            from ..panel_models import ghost_details
+            d = ghost_details(g, name)
+            if d is not None:
+                return ghost_details_children(d), HIDDEN
+        if kind == "blob" and g.has_blob(name):
+            return blob_details_children(presenter.blob_panel(ld, name)), SHOWN
+        return "%s %r is not in this net." % (kind or "item", name), HIDDEN
+
+
+def blob_view(app, sid, selection, which, item, page, index_text):
+    with app.store.use(sid) as s:
+        ld = s.loaded
+        if ld is None or not selection or selection.get("kind") != "blob" or \
+                not ld.graph.has_blob(selection.get("name")):
+            return no_update, no_update, no_update
+        try:
+            index = inputs.parse_ints(index_text)
+        except ValueError:
+            index = ()
+        hist, fmap, (rows, idx, full) = presenter.blob_figures(ld, selection["name"], which or "data",
+                                                               item or 0, page or 0, index)
+        return hist, fmap, value_table(rows, idx, full)
+
+
+def register(dash_app, app):
+    @dash_app.callback(
+        Output(ids.DETAILS, "children"), Output(ids.BLOB_VIEW, "style"),
+        Input(ids.SELECTION, "data"), Input(ids.NET_VERSION, "data"), Input(ids.RUN_VERSION, "data"),
+        State(ids.SESSION, "data"))
+    @guarded(2, "showing details")
+    def details_cb(selection, _nv, _rv, sid):
+        return details(app, sid, selection)
+
+    @dash_app.callback(
+        Output(ids.HISTOGRAM, "figure"), Output(ids.FEATURE_MAPS, "figure"), Output(ids.VALUE_TABLE, "children"),
+        Input(ids.SELECTION, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.BLOB_WHICH, "value"),
+        Input(ids.FMAP_ITEM, "value"), Input(ids.FMAP_PAGE, "value"), Input(ids.VALUE_SLICE, "value"),
+        State(ids.SESSION, "data"))
+    @guarded(3, "showing the blob")
+    def blob_cb(selection, _rv, which, item, page, index_text, sid):
+        return blob_view(app, sid, selection, which, item, page, index_text)
+
+
+EMPTY = figures.empty_figure()

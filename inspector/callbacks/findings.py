@@ -1,0 +1,69 @@
+"""Findings: filtered layers, splits, shared params, memory and time charts,
+the Init transcript, debug_info lines, and the NaN/Inf alert."""
+from dash import Input, Output, State, html, no_update
+
+from .. import ids, presenter
+from ..layout.common import table
+from .common import guarded
+
+HIDDEN = {"display": "none"}
+
+
+def findings(app, sid, transcript_filter):
+    with app.store.use(sid) as s:
+        if s.loaded is None:
+            return (no_update,) * 7
+        f = presenter.findings(s.loaded, transcript_filter)
+    return (table(f["filtered"], empty="no layer was filtered out"),
+            table(f["splits"], empty="no split was inserted"),
+            table(f["shared"], empty="no param is shared"),
+            f["memory"], f["time"],
+            "\n".join(f["transcript"]) or "(no lines)",
+            "\n".join(f["debug"]) or "(run forward or backward to see Caffe's debug_info lines)")
+
+
+def nan_alert(app, sid):
+    """(alert style, text) — shown while the records hold a NaN/Inf."""
+    with app.store.use(sid) as s:
+        a = presenter.nan_alert(s.loaded)
+    if a is None:
+        return HIDDEN, ""
+    return {"display": "flex"}, "First NaN/Inf at layer %s — %s" % (a["layer"], a["message"])
+
+
+def nan_selection(app, sid):
+    with app.store.use(sid) as s:
+        a = presenter.nan_alert(s.loaded)
+    return {"kind": "layer", "name": a["layer"]} if a else None
+
+
+def register(dash_app, app):
+    @dash_app.callback(
+        Output(ids.FILTERED_TABLE, "children"), Output(ids.SPLITS_TABLE, "children"),
+        Output(ids.SHARED_TABLE, "children"), Output(ids.MEMORY_CHART, "figure"), Output(ids.TIME_CHART, "figure"),
+        Output(ids.TRANSCRIPT, "children"), Output(ids.DEBUG_LINES, "children"),
+        Input(ids.NET_VERSION, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.TRANSCRIPT_FILTER, "value"),
+        Input(ids.TABS, "value"), State(ids.SESSION, "data"))
+    @guarded(7, "building the findings")
+    def findings_cb(_nv, _rv, text, tab, sid):
+        if tab != "findings":
+            return (no_update,) * 7
+        return findings(app, sid, text)
+
+    @dash_app.callback(
+        Output(ids.NAN_ALERT, "style"), Output(ids.NAN_TEXT, "children"),
+        Input(ids.NET_VERSION, "data"), Input(ids.RUN_VERSION, "data"), State(ids.SESSION, "data"))
+    @guarded(2, "checking for NaN")
+    def nan_cb(_nv, _rv, sid):
+        return nan_alert(app, sid)
+
+    @dash_app.callback(
+        Output(ids.SELECTION, "data", allow_duplicate=True), Output(ids.TABS, "value", allow_duplicate=True),
+        Input(ids.NAN_SELECT, "n_clicks"), State(ids.SESSION, "data"), prevent_initial_call=True)
+    @guarded(2, "selecting the NaN layer")
+    def nan_select_cb(_n, sid):
+        sel = nan_selection(app, sid)
+        return (sel, "details") if sel else (no_update, no_update)
+
+
+__all__ = ["register", "findings", "nan_alert", "nan_selection", "html"]

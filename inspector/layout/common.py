@@ -1,0 +1,41 @@
+"""Small component builders shared by the panels (view data → Dash components)."""
+from dash import dcc, html
+
+
+def kv_table(rows, cls="kv"):
+    """A two-column table of (key, value) pairs."""
+    return html.Table([html.Tbody([html.Tr([html.Th(k), html.Td(v)]) for k, v in rows])], className=cls)
+
+
+def table(rows, columns=None, cls="grid", empty="none"):
+    """A table of dict rows (columns: their keys, in order)."""
+    if not rows:
+        return html.Div(empty, className="muted")
+    columns = columns or list(rows[0].keys())
+    head = html.Thead(html.Tr([html.Th(c) for c in columns]))
+    body = html.Tbody([html.Tr([html.Td(_cell(r.get(c, ""))) for c in columns]) for r in rows])
+    return html.Table([head, body], className=cls)
+
+
+def _cell(v):
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return v
+
+
+def section(title, *children, cls="section"):
+    return html.Div([html.H4(title)] + list(children), className=cls)
+
+
+def button(id_, label, title=None, cls="btn"):
+    return html.Button(label, id=id_, n_clicks=0, title=title or label, className=cls)
+
+
+def upload(id_, label, accept=None, max_size=-1):
+    return dcc.Upload(html.Div(label, className="upload-label"), id=id_, accept=accept,
+                      max_size=max_size, multiple=False, className="upload")
+
+
+def field(label, control, cls="field", title=None):
+    """A control with its label on the left."""
+    return html.Label([html.Span(label, className="field-label"), control], className=cls, title=title)

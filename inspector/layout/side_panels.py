@@ -1,0 +1,129 @@
+"""The side tabs (details, inputs, findings) and the builders that turn panel
+view data into components."""
+from dash import dcc, html
+
+from .. import figures, ids
+from .common import field, kv_table, section, table, upload
+
+
+def details_tab():
+    return html.Div([
+        html.Div("Click a layer or a blob in the graph.", id=ids.DETAILS, className="details"),
+        html.Div([
+            html.Div([
+                field("Show", dcc.RadioItems(["data", "diff"], "data", id=ids.BLOB_WHICH, inline=True)),
+                field("Batch item", dcc.Input(id=ids.FMAP_ITEM, type="number", value=0, min=0, step=1,
+                                              className="num-input")),
+                field("Channel page", dcc.Input(id=ids.FMAP_PAGE, type="number", value=0, min=0, step=1,
+                                                className="num-input")),
+            ], className="inline"),
+            dcc.Graph(id=ids.HISTOGRAM, config={"displaylogo": False}, className="small-graph"),
+            dcc.Graph(id=ids.FEATURE_MAPS, config={"displaylogo": False}),
+            field("Values at index (leading axes, e.g. 0,3)", dcc.Input(id=ids.VALUE_SLICE, type="text",
+                                                                         value="0", debounce=True)),
+            html.Div(id=ids.VALUE_TABLE, className="value-table"),
+        ], id=ids.BLOB_VIEW, style={"display": "none"}),
+    ])
+
+
+def inputs_tab(limit):
+    return html.Div([
+        field("Fill inputs with", dcc.RadioItems(
+            [{"label": "random", "value": "random"}, {"label": "constant", "value": "constant"},
+             {"label": ".npy file", "value": "npy"}, {"label": "image", "value": "image"}],
+            "random", id=ids.INPUT_KIND, inline=True)),
+        html.Div([
+            field("Value / std", dcc.Input(id=ids.INPUT_VALUE, type="number", value=1.0, className="num-input")),
+            field("Seed", dcc.Input(id=ids.INPUT_SEED, type="number", value=0, step=1, className="num-input")),
+            field("Label classes", dcc.Input(id=ids.LABEL_CLASSES, type="number", min=1, step=1,
+                                             placeholder="auto", className="num-input")),
+        ], className="inline"),
+        html.Div([upload(ids.UPLOAD_NPY, ".npy", ".npy", limit), upload(ids.UPLOAD_IMAGE, "image",
+                                                                         "image/*", limit)],
+                 className="uploads"),
+        html.Div(id=ids.INPUT_FILE_STATUS, className="muted"),
+        section("Image preprocessing (caffe.io.Transformer)",
+                html.Div([
+                    field("Resize to (then centre-crop)", dcc.Input(id=ids.PRE_RESIZE, type="number", min=1,
+                                                                    placeholder="blob size",
+                                                                    className="num-input")),
+                    dcc.Checklist([{"label": "centre crop", "value": "crop"}], ["crop"], id=ids.PRE_CROP,
+                                  inline=True),
+                    field("Channel swap", dcc.Input(id=ids.PRE_CHANNEL_SWAP, type="text", value="2,1,0",
+                                                    className="short-input")),
+                    field("Raw scale", dcc.Input(id=ids.PRE_RAW_SCALE, type="number", value=255,
+                                                 className="num-input")),
+                    field("Mean (per channel; empty: mean file)", dcc.Input(id=ids.PRE_MEAN, type="text",
+                                                                            value="", className="short-input")),
+                ], className="inline wrap")),
+        html.Button("Apply inputs", id=ids.APPLY_INPUTS, n_clicks=0, className="btn primary"),
+    ], className="inputs-tab")
+
+
+def findings_tab():
+    return html.Div([
+        section("Filtered-out layers (NetState rules)", html.Div(id=ids.FILTERED_TABLE)),
+        section("Inserted splits", html.Div(id=ids.SPLITS_TABLE)),
+        section("Shared params", html.Div(id=ids.SHARED_TABLE)),
+        section("Memory", dcc.Graph(id=ids.MEMORY_CHART, config={"displaylogo": False})),
+        section("Time", dcc.Graph(id=ids.TIME_CHART, config={"displaylogo": False})),
+        section("Init transcript",
+                dcc.Input(id=ids.TRANSCRIPT_FILTER, type="text", placeholder="filter lines…",
+                          debounce=True, className="path-input"),
+                html.Pre(id=ids.TRANSCRIPT, className="log")),
+        section("debug_info (from the records)", html.Pre(id=ids.DEBUG_LINES, className="log")),
+    ], className="findings")
+
+
+def side_panel(limit):
+    return html.Div(dcc.Tabs([
+        dcc.Tab(details_tab(), label="Details", value="details"),
+        dcc.Tab(inputs_tab(limit), label="Inputs", value="inputs"),
+        dcc.Tab(findings_tab(), label="Findings", value="findings"),
+    ], id=ids.TABS, value="details"), className="side-col")
+
+
+# ------------------------------------------------------------------ view data → components
+def layer_details_children(d, filter_fig=None):
+    parts = [html.H3(d["title"], className="details-title"), kv_table(d["summary"])]
+    parts.append(section("Bottoms", table(d["bottoms"], ["name", "shape", "need_backward"])))
+    parts.append(section("Tops", table(d["tops"], ["name", "shape", "in_place", "loss_weight"])))
+    if d["params"]:
+        parts.append(section("Params", table(d["params"], ["name", "shape", "count", "lr_mult", "decay_mult",
+                                                           "learns", "sharing"])))
+    if d["settings"]:
+        parts.append(section("Settings (with defaults)", table(d["settings"], ["param", "setting", "value", "set"],
+                                                               cls="grid settings")))
+    parts.append(section("As written", html.Pre(d["written"], className="log written")))
+    if filter_fig is not None:
+        parts.append(section("Filters", dcc.Graph(figure=filter_fig, config={"displaylogo": False})))
+    return html.Div(parts, className="layer-details")
+
+
+def blob_details_children(d):
+    parts = [html.H3(d["title"], className="details-title"), kv_table(d["summary"])]
+    cols = []
+    if d["data"]:
+        cols.append(html.Div([html.H4("data"), kv_table(d["data"])], className="half"))
+    if d["diff"]:
+        cols.append(html.Div([html.H4("diff"), kv_table(d["diff"])], className="half"))
+    if cols:
+        parts.append(html.Div(cols, className="inline top"))
+    return html.Div(parts, className="blob-details")
+
+
+def ghost_details_children(d):
+    return html.Div([html.H3(d["title"] + " (filtered out)", className="details-title"),
+                     kv_table(d["summary"])], className="ghost-details")
+
+
+def value_table(rows, index, full):
+    head = html.Div("values at [%s] — showing %d×%d of %s" % (
+        ", ".join(str(i) for i in index) + (", …" if index else "…"), len(rows), len(rows[0]) if rows else 0,
+        "×".join(str(d) for d in full)), className="muted")
+    return html.Div([head, html.Table(html.Tbody([html.Tr([html.Td(v) for v in r]) for r in rows]),
+                                      className="grid values")])
+
+
+def empty_graph(message=""):
+    return figures.empty_figure(message)
