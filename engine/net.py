@@ -143,11 +143,21 @@ class Net:
         from .splits import insert_splits
         self.init_record = rec = InitRecord()
         handler = _Capture(rec.transcript)
+        # Record the transcript even when INFO is not enabled for the user; then
+        # keep those records away from the user's handlers.
+        saved = (log.level, log.propagate)
+        quiet = not log.isEnabledFor(logging.INFO)
+        if quiet:
+            log.setLevel(logging.INFO)
+            log.propagate = False
         log.addHandler(handler)
         try:
             self._init(in_param, filter_net, insert_splits)
         finally:
             log.removeHandler(handler)
+            if quiet:
+                log.setLevel(saved[0])
+                log.propagate = saved[1]
 
     def _init(self, in_param, filter_net, insert_splits):
         rec = self.init_record
