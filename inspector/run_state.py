@@ -76,17 +76,22 @@ def layer_states(graph, log):
     srcs = [[] for _ in range(n)]
     for e in graph.edges:
         srcs[e.dst].append(e.src)
+    inputs = set(log.input_layers)
+
+    def ftime(i):   # Input layers hold whatever was set (zeros at first): never "not run"
+        return log.forward.get(i, 0 if i in inputs else None)
+
     for layer in graph.layers:
         i = layer.index
-        t = log.forward.get(i)
+        t = ftime(i)
         if t is None:
             continue
-        ok = t >= in_time and (not layer.params or t >= log.param_time)
+        ok = (t >= in_time or i in inputs) and (not layer.params or t >= log.param_time)
         if ok:
             for p in srcs[i]:
                 if p < 0:
                     continue
-                tp = log.forward.get(p)
+                tp = ftime(p)
                 if fwd[p] != FRESH or tp is None or tp > t:
                     ok = False
                     break

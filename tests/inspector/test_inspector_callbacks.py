@@ -1,0 +1,219 @@
+"""The callbacks as plain functions (no browser): load, graph, details,
+stepping, findings, export; and the app and its command line."""
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from inspector import create_app, ids
+from inspector.callbacks import details, export, findings, graph, load, stepping
+from inspector.callbacks.common import guarded
+from inspector.sessions import new_session_id
+
+from conftest import ROOT, data_url
+
+
+@pytest.fixture
+def sid(app_ctx):
+    s = new_session_id()
+    load.handle_load(app_ctx, s, None)
+    return s
+
+
+def _session(app_ctx, sid):
+    return app_ctx.store.get(sid)
+
+
+def test_initial_load_and_examples(app_ctx, sid):
+    s = _session(app_ctx, sid)
+    assert s.loaded.graph.name == "LeNetDigits" and s.net_version == 1 and s.error is None
+    v, err, s, stages = load.handle_load(app_ctx, sid, ids.EXAMPLE, example=app_ctx.examples[1][1])
+    assert v == 2 and s.loaded.graph.name == "SiameseStages" and set(stages) == {"no-norm", "deploy"}
+    v, err, s, _ = load.handle_load(app_ctx, sid, ids.STAGES, phase="TEST", level=1, stages=["deploy"])
+    assert v == 3 and s.loaded.graph.has_layer("probe") and s.loaded.graph.has_layer("deploy_prob")
+    assert s.loaded.graph.phase_name == "TEST"
+
+
+def test_open_path_under_root_and_refuse_escape(app_ctx, sid):
+    v, err, s, _ = load.handle_load(app_ctx, sid, ids.MODEL_PATH_OPEN,
+                                    path="examples/resnet_tiny/resnet_tiny.prototxt")
+    assert err is None and s.loaded.graph.name == "TinyResNet"
+    good = s.loaded
+    v, err, s, _ = load.handle_load(app_ctx, sid, ids.MODEL_PATH_OPEN, path="../../etc/passwd")
+    assert "outside the model root" in err.message and s.loaded is good
+
+
+def test_uploads_weights_and_mean(app_ctx, sid, tmp_path):
+    s = _session(app_ctx, sid)
+    s.loaded.net.save(str(tmp_path / "w.caffemodel"))
+    w = s.loaded.net.params["conv1"][0].data.copy()
+    load.handle_load(app_ctx, sid, ids.EXAMPLE, example=app_ctx.examples[0][1])     # fresh random weights
+    v, err, s, _ = load.handle_load(app_ctx, sid, ids.UPLOAD_WEIGHTS,
+                                    upload=(data_url((tmp_path / "w.caffemodel").read_bytes()), "w.caffemodel"))
+    assert err is None, err
+    assert np.array_equal(s.loaded.net.params["conv1"][0].data, w)
+    from engine import io as eio
+    eio.write_binary(str(tmp_path / "m.binaryproto"), eio.array_to_blobproto(np.ones((1, 1, 28, 28), np.float32)))
+    v, err, s, _ = load.handle_load(app_ctx, sid, ids.UPLOAD_MEAN,
+                                    upload=(data_url((tmp_path / "m.binaryproto").read_bytes()), "m.binaryproto"))
+    assert err is None and s.loaded.mean.shape == (1, 28, 28) and s.loaded.spec.weights
+
+
+def test_graph_render_and_selection(app_ctx, sid):
+    fig = graph.render(app_ctx, sid, "category", "edges", ["fold_splits", "labels", "ghosts"], None)
+    assert isinstance(fig, go.Figure)
+    fig2 = graph.render(app_ctx, sid, "data", "nodes", [], {"kind": "layer", "name": "conv1"})
+    assert any(t.name == "blobs" for t in fig2.data)
+    patch = graph.selection_patch(app_ctx, sid, "edges", ["ghosts"], {"kind": "layer", "name": "pool1"})
+    assert patch is not None
+    click = {"points": [{"customdata": ["layer", "conv1"]}]}
+    assert graph.selection_from_click(click) == {"kind": "layer", "name": "conv1"}
+    assert graph.selection_from_click({"points": [{}]}) is None
+
+
+def test_details(app_ctx, sid):
+    children, style = details.details(app_ctx, sid, {"kind": "layer", "name": "conv1"})
+    assert style["display"] == "none" and "Convolution" in str(children)
+    children, style = details.details(app_ctx, sid, {"kind": "blob", "name": "conv1"})
+    assert style["display"] == "block" and "64×20×24×24" in str(children)
+    children, _ = details.details(app_ctx, sid, {"kind": "ghost", "name": "accuracy"})
+    assert "filtered out" in str(children)
+    children, _ = details.details(app_ctx, sid, {"kind": "layer", "name": "nope"})
+    assert "not in this net" in children
+    hist, fmap, table = details.blob_view(app_ctx, sid, {"kind": "blob", "name": "conv1"}, "data", 0, 0, "0,3")
+    assert hist.data[0].type == "bar" and fmap.data[0].type == "heatmap" and "values at [0, 3" in str(table)
+    hist, fmap, table = details.blob_view(app_ctx, sid, {"kind": "blob", "name": "loss"}, "diff", 0, 0, "")
+    assert fmap.layout.annotations                       # a scalar: no maps
+
+
+def test_stepping_actions(app_ctx, sid):
+    v0 = _session(app_ctx, sid).run_version
+    v, msg = stepping.act(app_ctx, sid, ids.FORWARD, "conv1", "ip1")
+    assert "ForwardFromTo(1, 5)" in msg and v > v0
+    v, msg = stepping.act(app_ctx, sid, ids.FORWARD, "ip1", "conv1")
+    assert msg.startswith("⚠") and "start <= end" in msg
+    v, msg = stepping.act(app_ctx, sid, ids.STEP_FORWARD)
+    assert "ForwardFromTo(6, 6)" in msg
+    v, msg = stepping.act(app_ctx, sid, ids.RUN_TO, selection={"kind": "layer", "name": "loss"})
+    assert "ForwardFromTo(7, 8)" in msg
+    v, msg = stepping.act(app_ctx, sid, ids.RUN_TO, selection=None)
+    assert "select a layer" in msg
+    v, msg = stepping.act(app_ctx, sid, ids.BACKWARD, "conv1", "loss")
+    assert "BackwardFromTo(8, 1)" in msg
+    v, msg = stepping.act(app_ctx, sid, ids.STEP_BACKWARD)
+    assert "BackwardFromTo(0, 0)" in msg and "needs no backward" in msg
+    v, msg = stepping.act(app_ctx, sid, ids.FORWARD_BACKWARD)
+    assert "loss" in msg
+    v, msg = stepping.act(app_ctx, sid, ids.RESET)
+    s = _session(app_ctx, sid)
+    assert "reset" in msg and not s.loaded.recorder.steps
+    assert float(s.loaded.net.blobs["conv1"].data.std()) == 0.0
+    assert float(s.loaded.net.blobs["loss"].diff) == 1.0          # the loss weight is back
+    v, msg = stepping.act(app_ctx, sid, ids.APPLY_INPUTS,
+                          settings=stepping.input_settings("constant", 2.0, 0, None, None, ["crop"], "2,1,0",
+                                                           255, ""))
+    assert "constant 2" in msg and (s.loaded.net.blobs["data"].data == 2).all()
+    v, msg = stepping.act(app_ctx, sid, ids.SOLVER_STEP)
+    assert msg.startswith("⚠")
+
+
+def test_device_switch_refused_without_gpu(app_ctx, sid):
+    from inspector import adapters
+    if adapters.gpu_available():
+        pytest.skip("a GPU is present")
+    v, msg = stepping.act(app_ctx, sid, ids.DEVICE, device="GPU")
+    assert "no GPU" in msg and _session(app_ctx, sid).device == "CPU"
+
+
+def test_layer_failure_mid_range_keeps_session(app_ctx, sid):
+    s = _session(app_ctx, sid)
+    s.loaded.net.blobs["label"].data[...] = 99          # labels out of range: SoftmaxWithLoss may complain
+    v, msg = stepping.act(app_ctx, sid, ids.FORWARD, "digits", "loss")
+    v2, msg2 = stepping.act(app_ctx, sid, ids.STEP_FORWARD)
+    assert msg2                                           # the session still answers
+
+
+def test_range_options(app_ctx, sid):
+    opts, first, last, solver = stepping.range_options(app_ctx, sid)
+    assert opts[1] == {"label": "1 conv1", "value": "conv1"} and first == "digits" and last == "loss"
+    assert solver is False
+
+
+def test_solver_iteration(app_ctx, sid):
+    from inspector import adapters
+    if not adapters.solver_available():
+        pytest.skip("engine.solvers is not available")
+    solver = ROOT / "examples" / "lenet" / "lenet_solver.prototxt"
+    v, err, s, _ = load.handle_load(app_ctx, sid, ids.UPLOAD_SOLVER,
+                                    upload=(data_url(solver.read_text()), "lenet_solver.prototxt"))
+    assert err is None, err and err.message
+    assert s.loaded.solver is not None
+    w0 = s.loaded.net.params["conv1"][0].data.copy()
+    v, msg = stepping.act(app_ctx, sid, ids.SOLVER_STEP)
+    assert "solver iteration 1" in msg, msg
+    assert not np.array_equal(w0, s.loaded.net.params["conv1"][0].data)
+    from inspector.run_state import STALE, layer_states
+    st = layer_states(s.loaded.graph, s.loaded.runlog)
+    assert st[s.loaded.graph.layer("conv1").index][0] == STALE      # params changed after the update
+
+
+def test_findings_and_nan(app_ctx, overflow_net):
+    sid = new_session_id()
+    app_ctx.config.model = str(overflow_net)
+    load.handle_load(app_ctx, sid, None)
+    out = findings.findings(app_ctx, sid, "")
+    assert len(out) == 7 and "Network initialization done" in out[5]
+    style, text = findings.nan_alert(app_ctx, sid)
+    assert style == {"display": "none"}
+    stepping.act(app_ctx, sid, ids.FORWARD_BACKWARD)
+    style, text = findings.nan_alert(app_ctx, sid)
+    assert style["display"] == "flex" and "exp1" in text
+    assert findings.nan_selection(app_ctx, sid) == {"kind": "layer", "name": "exp1"}
+    out = findings.findings(app_ctx, sid, "")
+    assert "[Forward] Layer exp1, top blob e1 data: inf" in out[6]
+
+
+def test_export_report(app_ctx, sid):
+    stepping.act(app_ctx, sid, ids.FORWARD_BACKWARD)
+    data = export.report(app_ctx, sid, "json")
+    assert data["filename"].endswith(".json")
+    doc = json.loads(data["content"])
+    assert doc
+    text = data["content"]
+    assert "conv1" in text
+
+
+def test_guarded_returns_no_update_on_error():
+    from dash import no_update
+
+    @guarded(2)
+    def boom():
+        raise RuntimeError("nope")
+
+    assert boom() == (no_update, no_update)
+
+
+def test_create_app_and_layout():
+    from inspector.config import InspectorConfig
+    app = create_app(InspectorConfig(model_root=str(ROOT)))
+    page = app.layout()
+    text = str(page)
+    for i in (ids.GRAPH, ids.SESSION, ids.FORWARD, ids.UPLOAD_MODEL, ids.NAN_ALERT):
+        assert i in text
+    assert len(app.callback_map) >= 12
+    # two page loads: two sessions
+    assert app.layout().children[0].data != app.layout().children[0].data
+
+
+def test_command_line():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("inspector_main", ROOT / "app.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    cfg = m.config_from_args(m.parse_args(["net.prototxt", "--weights", "w", "--stage", "a", "--stage", "b",
+                                           "--level", "2", "--phase", "TEST", "--model-root", "/tmp",
+                                           "--allow-python-layers"]))
+    assert (cfg.model, cfg.weights, cfg.stages, cfg.level, cfg.phase) == ("net.prototxt", "w", ("a", "b"), 2, "TEST")
+    assert cfg.host == "127.0.0.1" and cfg.model_root == "/tmp" and cfg.allow_python_layers
+    assert m.config_from_args(m.parse_args(["deploy.prototxt"])).phase == "TEST"

@@ -1,0 +1,96 @@
+"""loading: the model root, uploads, errors, Python layers."""
+import os
+
+import pytest
+
+from inspector import loading
+from inspector.sessions import ModelSpec, Session
+
+from conftest import LENET, data_url
+
+PY_NET = """
+name: "Py"
+layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 1 dim: 2 } } }
+layer { name: "py" type: "Python" bottom: "data" top: "out"
+        python_param { module: "os" layer: "system" } }
+"""
+
+
+def test_paths_inside_the_root_are_resolved(tmp_path):
+    (tmp_path / "m").mkdir()
+    f = tmp_path / "m" / "net.prototxt"
+    f.write_text("name: 'x'")
+    assert loading.resolve_model_path("m/net.prototxt", str(tmp_path)) == str(f.resolve())
+    assert loading.resolve_model_path(str(f), str(tmp_path)) == str(f.resolve())
+
+
+@pytest.mark.parametrize("path", ["../outside.prototxt", "/etc/passwd", "m/../../outside.prototxt"])
+def test_paths_escaping_the_root_are_refused(tmp_path, path):
+    root = tmp_path / "root"
+    (root / "m").mkdir(parents=True)
+    (tmp_path / "outside.prototxt").write_text("name: 'x'")
+    with pytest.raises(loading.PathRefused, match="outside the model root"):
+        loading.resolve_model_path(path, str(root))
+
+
+def test_symlinks_out_of_the_root_are_refused(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "secret.prototxt").write_text("name: 'x'")
+    os.symlink(tmp_path / "secret.prototxt", root / "link.prototxt")
+    with pytest.raises(loading.PathRefused):
+        loading.resolve_model_path("link.prototxt", str(root))
+
+
+def test_missing_and_directories(tmp_path):
+    with pytest.raises(loading.PathRefused, match="does not exist"):
+        loading.resolve_model_path("nope.prototxt", str(tmp_path))
+    (tmp_path / "d").mkdir()
+    with pytest.raises(loading.PathRefused, match="not a file"):
+        loading.resolve_model_path("d", str(tmp_path))
+    with pytest.raises(loading.PathRefused):
+        loading.resolve_model_path("  ", str(tmp_path))
+
+
+def test_uploads_are_size_limited_and_named_safely(tmp_path):
+    s = Session(id="u" * 32)
+    try:
+        p = loading.save_upload(s, "model", "../../evil name.prototxt", data_url("abc"), 100)
+        assert os.path.dirname(os.path.dirname(p)) == s.upload_dir
+        assert os.path.basename(p) == "evil_name.prototxt" and open(p).read() == "abc"
+        assert s.uploads["model"] == p
+        with pytest.raises(loading.PathRefused, match="limit"):
+            loading.save_upload(s, "model", "big.prototxt", data_url("x" * 1000), 100)
+        with pytest.raises(loading.PathRefused):
+            loading.decode_upload("not a data url", 100)
+    finally:
+        s.close()
+
+
+def test_load_error_from_parse_and_net_errors(broken_net, tmp_path):
+    with pytest.raises(Exception) as ei:
+        loading.build(ModelSpec(model=str(broken_net)))
+    err = loading.load_error(ei.value, str(broken_net))
+    assert (err.line, err.column) == (14, 1) and err.where.endswith("broken.prototxt:14:1")
+    bad = tmp_path / "bad.prototxt"
+    bad.write_text('layer { name: "a" type: "ReLU" bottom: "nothing" top: "a" }')
+    with pytest.raises(Exception) as ei:
+        loading.build(ModelSpec(model=str(bad)))
+    err = loading.load_error(ei.value, str(bad))
+    assert err.layer == "a" and err.blob == "nothing" and "Unknown bottom blob" in err.message
+
+
+def test_python_layers_refused_unless_allowed(tmp_path):
+    p = tmp_path / "py.prototxt"
+    p.write_text(PY_NET)
+    with pytest.raises(Exception) as ei:
+        loading.build(ModelSpec(model=str(p)), allow_python=False)
+    assert type(ei.value).__name__ == "PythonLayerRefused"
+    assert loading.load_error(ei.value).layer == "py"
+
+
+def test_build_records_the_init_transcript():
+    ld = loading.build(ModelSpec(model=str(LENET)))
+    msgs = [m for _l, m in ld.graph.transcript]
+    assert any("Network initialization done" in m for m in msgs)
+    assert ld.recorder in ld.net.debug_observers

@@ -1,0 +1,179 @@
+"""view_models and run_state: what the graph shows, from graph + records."""
+import numpy as np
+import pytest
+
+from inspector import graph_layout as gl, presenter, run_state as rs, runner, view_models as vm
+from inspector.sessions import Session
+
+from conftest import LENET, RESNET_TINY, SIAMESE, build_loaded
+
+
+def session_for(ld, c="s"):
+    s = Session(id=c * 32, loaded=ld)
+    runner.apply_inputs(s)
+    return s
+
+
+def _ids_of(display, kind):
+    return [n for n in display.nodes if n.kind == kind]
+
+
+def test_display_graph_layers_ghosts_outputs(lenet):
+    d = vm.display_graph(lenet.graph, vm.DisplayOptions())
+    layers = _ids_of(d, "layer")
+    assert len(layers) == len(lenet.graph.layers)
+    assert {n.name for n in _ids_of(d, "ghost")} == {"digits", "accuracy"}
+    assert {n.name for n in _ids_of(d, "output")} == {"loss"}
+    d2 = vm.display_graph(lenet.graph, vm.DisplayOptions(show_ghosts=False))
+    assert not _ids_of(d2, "ghost") and not [e for e in d2.edges if e.kind == "ghost"]
+
+
+def test_fold_splits_wires_producer_to_consumers():
+    ld = build_loaded(RESNET_TINY)
+    g = ld.graph
+    shown = vm.display_graph(g, vm.DisplayOptions(fold_splits=False))
+    folded = vm.display_graph(g, vm.DisplayOptions(fold_splits=True))
+    n_splits = sum(l.is_split for l in g.layers)
+    assert n_splits > 0
+    assert len(_ids_of(shown, "layer")) - len(_ids_of(folded, "layer")) == n_splits
+    split_names = {l.name for l in g.layers if l.is_split}
+    assert not split_names & {n.name for n in _ids_of(folded, "layer")}
+    # every folded edge names a real (unsplit) blob
+    split_tops = {t for s in g.splits for t in s.tops}
+    assert not {e.blob for e in folded.edges if e.kind == "data"} & split_tops
+    nodes, edges, _w = folded.layout_input()
+    lay = gl.layered_layout(nodes, edges)
+    assert set(lay.positions) == {n.id for n in folded.nodes}
+
+
+def test_fold_inplace_merges_chain_into_producer():
+    ld = build_loaded(RESNET_TINY)
+    d = vm.display_graph(ld.graph, vm.DisplayOptions(fold_inplace=True))
+    stem = [n for n in d.nodes if n.name == "stem"][0]
+    names = [ld.graph.layers[i].name for i in stem.layers]
+    assert names == ["stem", "stem_bn", "stem_scale", "stem_relu"]
+    assert stem.label == "stem (+3)"
+    assert d.node_of_layer[ld.graph.layer("stem_relu").index] == stem.id
+
+
+def test_blobs_as_nodes(lenet):
+    d = vm.display_graph(lenet.graph, vm.DisplayOptions(blobs_as_nodes=True, show_ghosts=False))
+    blobs = _ids_of(d, "blob")
+    # ip1 is written twice (ip1, then relu1 in place): two versions
+    assert sorted(n.name for n in blobs if n.name == "ip1") == ["ip1", "ip1"]
+    for e in d.edges:
+        kinds = {n.id: n.kind for n in d.nodes}
+        assert "blob" in (kinds[e.src], kinds[e.dst])
+
+
+def _view(ld, colour_by, **kw):
+    return presenter.graph_view(ld, colour_by, vm.DisplayOptions(), **kw)
+
+
+def test_colour_by_category_and_legend(lenet):
+    v = _view(lenet, "category")
+    conv = [n for n in v.nodes if n.name == "conv1" and n.kind == "layer"][0]
+    assert conv.fill == "#f28e2b"
+    assert ("convolution", "#f28e2b") in v.legend and v.scale is None
+
+
+def test_recolour_after_forward(lenet):
+    s = session_for(lenet, "x")
+    v0 = _view(lenet, "data")
+    assert all(n.fill == vm.NO_DATA_COLOUR for n in v0.nodes if n.kind == "layer")
+    runner.forward_range(s, 1, 4)
+    v1 = _view(lenet, "data")
+    fills = {n.name: n.fill for n in v1.nodes if n.kind == "layer"}
+    assert fills["conv1"] != vm.NO_DATA_COLOUR and fills["ip1"] == vm.NO_DATA_COLOUR
+    assert v1.scale is not None and v1.scale.lo <= v1.scale.hi
+    states = {n.name: n.state for n in v1.nodes if n.kind == "layer"}
+    assert states["conv1"] == rs.FRESH and states["ip1"] == rs.NOT_RUN
+
+
+def test_metrics_from_records(lenet):
+    s = session_for(lenet, "y")
+    runner.forward_backward(s)
+    m = presenter.metrics(lenet)
+    conv = m[lenet.graph.layer("conv1").index]
+    assert conv.data > 0 and conv.diff > 0 and conv.fwd_ms >= 0 and conv.bwd_ms >= 0
+    assert not conv.nonfinite
+    rec = lenet.recorder.latest_layer_records()[(lenet.graph.layer("conv1").index, "forward")]
+    top = [b for b in rec.blobs if b.role == "top"][0]
+    assert conv.data == pytest.approx(top.data.asum_mean)
+
+
+def test_nonfinite_colouring(overflow_net):
+    ld = build_loaded(overflow_net)
+    s = session_for(ld, "z")
+    runner.forward_range(s, 0, len(ld.graph.layers) - 1)
+    v = _view(ld, "nonfinite")
+    fills = {n.name: n.fill for n in v.nodes if n.kind == "layer"}
+    assert fills["scale_up"] == vm.FINITE_COLOUR and fills["exp1"] == vm.NONFINITE_COLOUR
+
+
+def test_selection_marks_nodes_and_edges(lenet):
+    v = _view(lenet, "category", selection={"kind": "layer", "name": "pool1"})
+    assert [n.name for n in v.nodes if n.selected] == ["pool1"]
+    v = _view(lenet, "category", selection={"kind": "blob", "name": "conv1"})
+    assert any(e.selected for e in v.edges)
+
+
+def test_value_range_and_scale_colour():
+    lo, hi, log = vm.value_range([1e-6, 1e-3, 1.0, 10.0])
+    assert log and lo < hi
+    lo, hi, log = vm.value_range([1.0, 2.0, 3.0])
+    assert not log
+    a, b = vm.scale_colour(lo, lo, hi, False), vm.scale_colour(hi, lo, hi, False)
+    assert a == vm._SCALE[0] and b == vm._SCALE[-1]
+    assert vm.scale_colour(None, 0, 1) == vm.NO_DATA_COLOUR
+
+
+# ------------------------------------------------------------------ run states
+def _chain_graph():
+    ld = build_loaded(LENET)
+    return ld
+
+
+def test_run_states_follow_inputs_and_ranges(lenet):
+    g, log = lenet.graph, rs.RunLog(input_layers=(0,))
+    st = rs.layer_states(g, log)
+    assert st[0][0] == rs.FRESH                     # an Input layer holds its (zero) values
+    assert all(f == rs.NOT_RUN for f, _b in st[1:])
+    tops = {l.index: l.top_ids for l in g.layers}
+    log.inputs_changed(tops)
+    for i in range(1, 4):
+        log.ran_forward(i, g.layers[i].top_ids)
+    st = rs.layer_states(g, log)
+    assert [f for f, _ in st[:4]] == [rs.FRESH] * 4 and st[4][0] == rs.NOT_RUN
+    # re-running an upstream layer makes the downstream ones stale
+    log.ran_forward(1, g.layers[1].top_ids)
+    st = rs.layer_states(g, log)
+    assert st[1][0] == rs.FRESH and st[2][0] == rs.STALE and st[3][0] == rs.STALE
+    # new inputs: everything that ran is stale
+    log.inputs_changed(tops)
+    st = rs.layer_states(g, log)
+    assert st[0][0] == rs.FRESH and all(f == rs.STALE for f, _ in st[1:4])
+    bs = rs.blob_states(g, log, st)
+    assert bs[g.blob("data").id] == rs.FRESH and bs[g.blob("conv1").id] == rs.STALE
+
+
+def test_backward_states(lenet):
+    s = session_for(lenet, "b")
+    runner.forward_backward(s)
+    st = rs.layer_states(lenet.graph, lenet.runlog)
+    for l in lenet.graph.layers:
+        f, b = st[l.index]
+        assert f == rs.FRESH
+        assert b == (rs.FRESH if l.need_backward else rs.NA)
+    runner.forward_range(s, 0, 2)          # forward again: old gradients are stale
+    st = rs.layer_states(lenet.graph, lenet.runlog)
+    assert st[lenet.graph.layer("conv1").index][1] == rs.STALE
+
+
+def test_params_changed_makes_param_layers_stale(lenet):
+    s = session_for(lenet, "p")
+    runner.forward_range(s, 0, 8)
+    lenet.runlog.params_changed()
+    st = rs.layer_states(lenet.graph, lenet.runlog)
+    assert st[lenet.graph.layer("conv1").index][0] == rs.STALE
+    assert st[lenet.graph.layer("digits").index][0] == rs.FRESH
