@@ -622,13 +622,19 @@ class Net:
 
     # -------------------------------------------------------------- weights
     def CopyTrainedLayersFrom(self, source):
-        """From a NetParameter, a .caffemodel path or an .h5 path."""
+        """From a NetParameter, a .caffemodel path or an .h5 path.
+
+        Every source layer is checked against its target (blob count, shapes,
+        value counts) before anything is copied, so a model that does not fit
+        raises and leaves every param as it was (Caffe copies layer by layer
+        and would leave the layers before the bad one overwritten)."""
         if isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
             if path.endswith(".h5"):
                 return self._copy_from_hdf5(path)
             from .upgrade import read_net_params_binary
             source = read_net_params_binary(path)
+        plan = []
         for src in source.layer:
             lname = src.name
             if lname not in self._layer_names_index:
@@ -647,30 +653,48 @@ class Net:
                         "is %s; target param shape is %s. To learn this layer's parameters from scratch "
                         "rather than copying from a saved net, rename the layer."
                         % (j, lname, _shape_str(sshape), tb.shape_string()), layer=lname)
-                tb.from_proto(src.blobs[j], reshape=False)
+                _check_proto_values(src.blobs[j], tb, j, lname)
+            plan.append((target_blobs, src))
+        with np.errstate(all="ignore"):     # doubles beyond float range become inf, as in Caffe
+            for target_blobs, src in plan:
+                for j, tb in enumerate(target_blobs):
+                    tb.from_proto(src.blobs[j], reshape=False)
 
     def _copy_from_hdf5(self, path):
         import h5py
-        with h5py.File(path, "r") as f:
-            data = f["data"]
-            for lname in data:
-                if lname not in self._layer_names_index:
-                    log.info("Ignoring source layer %s", lname)
-                    continue
-                target_id = self._layer_names.index(lname)
-                target_blobs = self._layers[target_id].blobs
-                grp = data[lname]
-                if len(grp) != len(target_blobs):
-                    raise ShapeError("Incompatible number of blobs for layer %s" % lname, layer=lname)
-                for j, tb in enumerate(target_blobs):
-                    arr = np.asarray(grp[str(j)])
-                    if tuple(arr.shape) != tb.shape:
-                        raise ShapeError("Cannot copy param %d weights from layer '%s'; shape mismatch.  "
-                                         "Source param shape is %s; target param shape is %s."
-                                         % (j, lname, _shape_str(arr.shape), tb.shape_string()), layer=lname)
-                    tb.data[...] = arr
+        plan = []
+        try:
+            with h5py.File(path, "r") as f:
+                data = f["data"]
+                for lname in data:
+                    if lname not in self._layer_names_index:
+                        log.info("Ignoring source layer %s", lname)
+                        continue
+                    target_id = self._layer_names.index(lname)
+                    target_blobs = self._layers[target_id].blobs
+                    grp = data[lname]
+                    if len(grp) != len(target_blobs):
+                        raise ShapeError("Incompatible number of blobs for layer %s" % lname, layer=lname)
+                    for j, tb in enumerate(target_blobs):
+                        with np.errstate(all="ignore"):
+                            arr = np.asarray(grp[str(j)]).astype(tb.dtype)
+                        if tuple(arr.shape) != tb.shape:
+                            raise ShapeError("Cannot copy param %d weights from layer '%s'; shape mismatch.  "
+                                             "Source param shape is %s; target param shape is %s."
+                                             % (j, lname, _shape_str(arr.shape), tb.shape_string()),
+                                             layer=lname)
+                        plan.append((tb, arr))
+        except (OSError, KeyError, ValueError, TypeError) as e:
+            from .errors import ParseError
+            raise ParseError("cannot read weights from HDF5 file: %s: %s" % (type(e).__name__, e),
+                             path) from None
+        for tb, arr in plan:
+            tb.data[...] = arr
 
     def ShareTrainedLayersWith(self, other):
+        """Share every same-named layer's params with ``other``; all are checked first,
+        so a mismatch raises before anything is shared."""
+        plan = []
         for i, src_layer in enumerate(other.layers):
             lname = other._layer_names[i]
             if lname not in self._layer_names_index:
@@ -684,7 +708,9 @@ class Net:
                     raise ShapeError("Cannot share param %d of layer '%s': shape %s vs %s"
                                      % (j, lname, src_layer.blobs[j].shape_string(), tb.shape_string()),
                                      layer=lname)
-                tb.share_data(src_layer.blobs[j])
+                plan.append((tb, src_layer.blobs[j]))
+        for tb, sb in plan:
+            tb.share_data(sb)
 
     def ToProto(self, write_diff=False):
         from . import caffe_pb2
@@ -1045,6 +1071,21 @@ def _shape_str(shape):
     for d in shape:
         c *= int(d)
     return "".join("%d " % d for d in shape) + "(%d)" % c
+
+
+def _check_proto_values(proto, blob, j, lname):
+    """Blob::FromProto's value-count CHECKs, done before copying anything."""
+    count = blob.count
+    for field in ("data", "diff"):
+        n_double, n_float = len(getattr(proto, "double_" + field)), len(getattr(proto, field))
+        n = n_double if n_double else n_float
+        if field == "diff" and n == 0:
+            continue
+        if n != count:
+            raise ShapeError("Check failed: count_ == proto.%s_size() (%d vs. %d): param %d of layer '%s' "
+                             "has %d %s values for shape %s" % (("double_" if n_double else "") + field,
+                                                               count, n, j, lname, n, field,
+                                                               blob.shape_string()), layer=lname)
 
 
 def _annotate(e, layer_name, layer_type, stage):
