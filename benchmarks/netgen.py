@@ -1,0 +1,155 @@
+"""ResNet-50/101/152 as Caffe NetParameters (prototxt text), after KaimingHe's
+deep-residual-networks deploy prototxts: the bottleneck architecture (1x1,
+3x3, 1x1 with a 1x1 projection on the first block of each stage, the stride
+on the first 1x1), every convolution followed by in-place BatchNorm + Scale
+(+ ReLU), Eltwise sums, 7x7 average pooling and a 1000-way classifier.
+
+Layer and blob names are KaimingHe's: ``conv1``, ``bn_conv1``, ``scale_conv1``,
+``res2a_branch1``, ``bn2a_branch2a``, ``res4b22`` (ResNet-101/152 number the
+``b`` blocks of the long stages), ``pool5``, ``fc1000``, ``prob``.
+
+- deploy (``train=False``): an Input layer ``data``, BatchNorm with
+  ``use_global_stats: true``, Softmax ``prob``;
+- train (``train=True``): Input ``data`` + ``label``, BatchNorm in batch mode,
+  SoftmaxWithLoss ``loss`` and Accuracy in TEST.
+
+    python benchmarks/netgen.py 152 > resnet152_deploy.prototxt
+    python benchmarks/netgen.py 50 --train --batch 8 -o resnet50_train.prototxt
+"""
+import argparse
+import os
+import sys
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from google.protobuf import text_format  # noqa: E402
+
+STAGES = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
+WIDTHS = (64, 128, 256, 512)          # bottleneck width per stage; outputs are 4x
+
+
+def _block_names(depth, stage, count):
+    """KaimingHe's block suffixes: a, b, c, ... (ResNet-50 and the short stages)
+    or a, b1, b2, ... (the long stages of ResNet-101/152)."""
+    if depth == 50 or count <= 3:
+        return [chr(ord("a") + i) for i in range(count)]
+    return ["a"] + ["b%d" % i for i in range(1, count)]
+
+
+def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=True):
+    """A ResNet NetParameter (``depth`` 50, 101 or 152)."""
+    from engine import caffe_pb2
+    if depth not in STAGES:
+        raise ValueError("depth must be one of %s" % sorted(STAGES))
+    net = caffe_pb2.NetParameter()
+    net.name = "ResNet-%d" % depth
+
+    def layer(name, type_, bottoms, tops):
+        l = net.layer.add()
+        l.name, l.type = name, type_
+        l.bottom.extend(bottoms)
+        l.top.extend(tops)
+        return l
+
+    def conv(name, bottom, num_output, kernel, stride=1, pad=0, bias=False):
+        l = layer(name, "Convolution", [bottom], [name])
+        p = l.convolution_param
+        p.num_output = num_output
+        p.kernel_size.append(kernel)
+        if stride != 1:
+            p.stride.append(stride)
+        if pad:
+            p.pad.append(pad)
+        p.bias_term = bias
+        if fillers:
+            p.weight_filler.type = "msra"
+            if bias:
+                p.bias_filler.type = "constant"
+        return name
+
+    def bn_scale(blob, bn_name, scale_name):
+        l = layer(bn_name, "BatchNorm", [blob], [blob])
+        if not train:
+            l.batch_norm_param.use_global_stats = True
+        s = layer(scale_name, "Scale", [blob], [blob])
+        s.scale_param.bias_term = True
+
+    def relu(blob, name):
+        layer(name, "ReLU", [blob], [blob])
+
+    inp = layer("data", "Input", [], ["data", "label"] if train else ["data"])
+    shape = inp.input_param.shape.add()
+    shape.dim.extend([batch, 3, image, image])
+    if train:
+        inp.input_param.shape.add().dim.extend([batch])
+
+    conv("conv1", "data", 64, 7, 2, 3, bias=True)
+    bn_scale("conv1", "bn_conv1", "scale_conv1")
+    relu("conv1", "conv1_relu")
+    pool = layer("pool1", "Pooling", ["conv1"], ["pool1"])
+    pool.pooling_param.kernel_size, pool.pooling_param.stride = 3, 2
+    pool.pooling_param.pool = caffe_pb2.PoolingParameter.MAX
+    x = "pool1"
+    for s, (count, width) in enumerate(zip(STAGES[depth], WIDTHS)):
+        stage = s + 2
+        for k, suffix in enumerate(_block_names(depth, stage, count)):
+            tag = "%d%s" % (stage, suffix)
+            stride = 2 if (k == 0 and stage > 2) else 1
+            if k == 0:
+                shortcut = conv("res%s_branch1" % tag, x, 4 * width, 1, stride)
+                bn_scale(shortcut, "bn%s_branch1" % tag, "scale%s_branch1" % tag)
+            else:
+                shortcut = x
+            a = conv("res%s_branch2a" % tag, x, width, 1, stride)
+            bn_scale(a, "bn%s_branch2a" % tag, "scale%s_branch2a" % tag)
+            relu(a, "res%s_branch2a_relu" % tag)
+            b = conv("res%s_branch2b" % tag, a, width, 3, 1, 1)
+            bn_scale(b, "bn%s_branch2b" % tag, "scale%s_branch2b" % tag)
+            relu(b, "res%s_branch2b_relu" % tag)
+            c = conv("res%s_branch2c" % tag, b, 4 * width, 1)
+            bn_scale(c, "bn%s_branch2c" % tag, "scale%s_branch2c" % tag)
+            out = "res%s" % tag
+            layer(out, "Eltwise", [shortcut, c], [out])
+            relu(out, "res%s_relu" % tag)
+            x = out
+    pool5 = layer("pool5", "Pooling", [x], ["pool5"])
+    pool5.pooling_param.kernel_size, pool5.pooling_param.stride = image // 32, 1
+    pool5.pooling_param.pool = caffe_pb2.PoolingParameter.AVE
+    fc = layer("fc1000", "InnerProduct", ["pool5"], ["fc1000"])
+    fc.inner_product_param.num_output = num_classes
+    if fillers:
+        fc.inner_product_param.weight_filler.type = "msra"
+        fc.inner_product_param.bias_filler.type = "constant"
+    if train:
+        layer("loss", "SoftmaxWithLoss", ["fc1000", "label"], ["loss"])
+        acc = layer("accuracy", "Accuracy", ["fc1000", "label"], ["accuracy"])
+        acc.include.add().phase = caffe_pb2.TEST
+    else:
+        layer("prob", "Softmax", ["fc1000"], ["prob"])
+    return net
+
+
+def resnet_prototxt(depth=50, **kw):
+    return text_format.MessageToString(resnet(depth, **kw))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Write a ResNet-50/101/152 prototxt (KaimingHe's layout).")
+    p.add_argument("depth", type=int, choices=sorted(STAGES))
+    p.add_argument("--train", action="store_true", help="train net (labels, SoftmaxWithLoss)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--image", type=int, default=224)
+    p.add_argument("--no-fillers", action="store_true", help="no weight fillers (as KaimingHe's deploy files)")
+    p.add_argument("-o", "--output", help="file to write (default: stdout)")
+    a = p.parse_args(argv)
+    text = resnet_prototxt(a.depth, batch=a.batch, train=a.train, image=a.image, fillers=not a.no_fillers)
+    if a.output:
+        with open(a.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
