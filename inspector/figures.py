@@ -62,28 +62,27 @@ def _midpoint(points):
     return points[len(points) // 2]
 
 
+def _scatter(**kw):
+    kw["type"] = "scatter"
+    return kw
+
+
 def selection_trace(view):
-    """The ring drawn around the selected nodes (the figure's last trace)."""
+    """The ring drawn around the selected nodes (the figure's last trace), as a dict."""
     sel = [n for n in view.nodes if n.selected]
     sel_edges = [e for e in view.edges if e.selected and e.kind == "data"]
     xs = [n.x for n in sel] + [_midpoint(e.points)[0] for e in sel_edges]
     ys = [n.y for n in sel] + [_midpoint(e.points)[1] for e in sel_edges]
-    return go.Scatter(x=xs, y=ys, mode="markers", hoverinfo="skip", showlegend=False,
-                      name="selection",
-                      marker=dict(symbol="square-open", size=26, color="#d62728",
-                                  line=dict(width=3, color="#d62728")))
-
-
-def trace_index(fig, name):
-    for i, t in enumerate(fig.data):
-        if t.name == name:
-            return i
-    return None
+    return _scatter(x=xs, y=ys, mode="markers", hoverinfo="skip", showlegend=False, name="selection",
+                    marker=dict(symbol="square-open", size=26, color="#d62728",
+                                line=dict(width=3, color="#d62728")))
 
 
 def graph_figure(view, visible_ranks=VISIBLE_RANKS, visible_width=VISIBLE_WIDTH):
-    """The DAG: edges (grouped by state), edge labels, nodes by kind, legend or
-    colour bar, and the selection ring last."""
+    """The DAG as a Plotly figure dict (``{"data", "layout"}``, valid for
+    ``go.Figure``; built as plain dicts because validating hundreds of nodes
+    costs more than the rest of a recolour): edges grouped by state, edge
+    labels, nodes by kind, legend or colour bar, and the selection ring last."""
     traces = []
     groups = {}
     for e in view.edges:
@@ -91,14 +90,14 @@ def graph_figure(view, visible_ranks=VISIBLE_RANKS, visible_width=VISIBLE_WIDTH)
     for (kind, state), es in sorted(groups.items()):
         xs, ys = _polyline_xy(es)
         style = EDGE_STYLE.get((kind, state), EDGE_STYLE[("data", NA)])
-        traces.append(go.Scatter(
-            x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False, line=style,
+        traces.append(_scatter(
+            x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False, line=dict(style),
             name=EDGE_NAMES.get(state, kind) if kind == "data" else "filtered-out path"))
     has_blob_nodes = any(n.kind == "blob" for n in view.nodes)
     data_edges = [e for e in view.edges if e.kind == "data"]
     if data_edges and not has_blob_nodes:
         mids = [_midpoint(e.points) for e in data_edges]
-        traces.append(go.Scatter(
+        traces.append(_scatter(
             x=[m[0] for m in mids], y=[m[1] for m in mids],
             mode="markers+text" if view.labels else "markers",
             text=[e.label for e in data_edges], textposition="middle right",
@@ -112,7 +111,7 @@ def graph_figure(view, visible_ranks=VISIBLE_RANKS, visible_width=VISIBLE_WIDTH)
         if not ns:
             continue
         st = NODE_STYLE[kind]
-        traces.append(go.Scatter(
+        traces.append(_scatter(
             x=[n.x for n in ns], y=[n.y for n in ns],
             mode="markers+text" if view.labels or kind == "layer" else "markers",
             text=[n.label for n in ns], textposition="middle right",
@@ -127,21 +126,20 @@ def graph_figure(view, visible_ranks=VISIBLE_RANKS, visible_width=VISIBLE_WIDTH)
             showlegend=False, name=kind + "s"))
     # legend entries / colour bar
     for label, colour in view.legend:
-        traces.append(go.Scatter(x=[None], y=[None], mode="markers", name=label, showlegend=True,
-                                 marker=dict(symbol="square", size=12, color=colour), hoverinfo="skip"))
+        traces.append(_scatter(x=[None], y=[None], mode="markers", name=label, showlegend=True,
+                               marker=dict(symbol="square", size=12, color=colour), hoverinfo="skip"))
     if view.scale is not None:
         sc = view.scale
         lo, hi = (math.log10(max(sc.lo, 1e-30)), math.log10(max(sc.hi, 1e-30))) if sc.log else (sc.lo, sc.hi)
         if hi <= lo:
             hi = lo + 1e-9
-        traces.append(go.Scatter(
-            x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
+        traces.append(_scatter(
+            x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", name="colour scale",
             marker=dict(colorscale=[[i / (len(_SCALE) - 1), c] for i, c in enumerate(_SCALE)],
                         cmin=lo, cmax=hi, color=[lo], showscale=True,
                         colorbar=dict(title=dict(text=("log10 " if sc.log else "") + sc.title, side="right"),
                                       thickness=12, len=0.5, y=0.75))))
     traces.append(selection_trace(view))
-    fig = go.Figure(data=traces)
     xs = [n.x for n in view.nodes] or [0.0]
     x0 = min(xs) - 3.0
     x1 = x0 + min(max(view.width + 6.0, 60.0), visible_width)
@@ -149,7 +147,7 @@ def graph_figure(view, visible_ranks=VISIBLE_RANKS, visible_width=VISIBLE_WIDTH)
     if any(n.kind == "blob" for n in view.nodes):
         visible_ranks = int(visible_ranks * 1.5)
     shown = min(ranks, visible_ranks)
-    fig.update_layout(
+    layout = dict(
         font=FONT, plot_bgcolor="white", paper_bgcolor="white",
         margin=dict(l=8, r=8, t=52, b=8), hovermode="closest", clickmode="event",
         dragmode="pan", uirevision=view.uirevision,
@@ -159,7 +157,7 @@ def graph_figure(view, visible_ranks=VISIBLE_RANKS, visible_width=VISIBLE_WIDTH)
         xaxis=dict(visible=False, range=[x0, x1], zeroline=False),
         yaxis=dict(visible=False, range=[-(shown - 1) - 0.6, 0.6], zeroline=False),
     )
-    return fig
+    return {"data": traces, "layout": layout}
 
 
 # ------------------------------------------------------------------ blob views

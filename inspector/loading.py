@@ -13,11 +13,8 @@
 """
 import base64
 import binascii
-import logging
 import os
 import re
-import threading
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -117,27 +114,6 @@ def _read_mean(path):
     return arr
 
 
-_BUILD_LOCK = threading.Lock()
-
-
-@contextmanager
-def _init_transcript():
-    """Let engine.net's INFO lines reach the Init record's capture even when
-    logging is left at WARNING (without printing them on the console).  Builds
-    are serialised so that two transcripts never mix."""
-    lg = logging.getLogger("engine.net")
-    with _BUILD_LOCK:
-        level, propagate = lg.level, lg.propagate
-        if not lg.isEnabledFor(logging.INFO):
-            lg.setLevel(logging.INFO)
-            lg.propagate = False
-        try:
-            yield
-        finally:
-            lg.setLevel(level)
-            lg.propagate = propagate
-
-
 def build(spec, allow_python=False, device="CPU"):
     """A Loaded net for ``spec`` (raises on any failure)."""
     import engine
@@ -147,7 +123,7 @@ def build(spec, allow_python=False, device="CPU"):
     if not spec.model:
         raise PathRefused("no model file")
     phase, level, stages = spec.state()
-    with backend.using_mode(device), _init_transcript():
+    with backend.using_mode(device):
         source = read_net_params(spec.model)
         solver = None
         note = ""

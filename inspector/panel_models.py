@@ -245,8 +245,15 @@ def transcript_lines(transcript, text="", level=""):
     return out
 
 
-def debug_info_lines(graph, steps):
-    """Caffe's debug_info lines, derived from the recorded steps."""
+def debug_info_lines(graph, steps, text=""):
+    """Caffe's debug_info lines, derived from the recorded steps (those
+    containing ``text``, case-blind, when given)."""
+    lines = _debug_info_lines(graph, steps)
+    text = (text or "").lower()
+    return [l for l in lines if text in l.lower()] if text else lines
+
+
+def _debug_info_lines(graph, steps):
     from engine.log import num
     out = []
     for step in steps:

@@ -112,7 +112,7 @@ def findings(loaded, transcript_filter=""):
         "memory": figures.memory_figure(pm.memory_rows(g, loaded.analysis)),
         "time": figures.time_figure(pm.time_rows(g, m)),
         "transcript": pm.transcript_lines(g.transcript, transcript_filter),
-        "debug": pm.debug_info_lines(g, loaded.recorder.steps),
+        "debug": pm.debug_info_lines(g, loaded.recorder.steps, transcript_filter),
     }
 
 

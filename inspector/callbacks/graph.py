@@ -21,7 +21,7 @@ def selection_patch(app, sid, blob_mode, options, selection):
             return no_update
         trace = presenter.selection_trace(s.loaded, presenter.display_options(blob_mode, options), selection)
     p = Patch()
-    p["data"][-1] = trace.to_plotly_json()
+    p["data"][-1] = trace
     return p
 
 

@@ -5,8 +5,8 @@ from .. import ids
 from ..view_models import COLOUR_MODES
 from .common import button, field
 
-GRAPH_OPTIONS = (("fold_splits", "fold splits"), ("fold_inplace", "fold in-place chains"),
-                 ("labels", "labels"), ("ghosts", "filtered-out layers"))
+GRAPH_OPTIONS = (("fold_splits", "fold splits"), ("fold_inplace", "fold in-place"),
+                 ("labels", "labels"), ("ghosts", "filtered-out"))
 DEFAULT_OPTIONS = ["fold_splits", "labels", "ghosts"]
 
 
@@ -48,8 +48,8 @@ def graph_toolbar():
                                       id=ids.BLOB_MODE, inline=True)),
         dcc.Checklist([{"label": label, "value": key} for key, label in GRAPH_OPTIONS], DEFAULT_OPTIONS,
                       id=ids.GRAPH_OPTIONS, inline=True, className="options"),
-        field("Image", dcc.RadioItems(["png", "svg"], "png", id=ids.IMAGE_FORMAT, inline=True),
-              cls="field", title="format of the modebar's camera button"),
+        field("📷", dcc.RadioItems(["png", "svg"], "png", id=ids.IMAGE_FORMAT, inline=True),
+              cls="field", title="format of the graph image the modebar's camera button saves"),
     ], className="inline toolbar")
 
 

@@ -80,7 +80,7 @@ def load_status(session):
     g = ld.graph
     bits = ["%s" % (g.name or "net"), "%s" % g.phase_name, "%d layers" % len(g.layers),
             "%d blobs" % len(g.blobs), "%d filtered out" % len(g.ghosts), "%d splits" % len(g.splits),
-            "memory %s" % _mib(g.memory_used_bytes), "device %s" % session.device]
+            "memory %s" % _mib(g.memory_used_bytes)]
     spec = ld.spec
     files = [spec.label or spec.model]
     if spec.weights:

@@ -67,7 +67,7 @@ def findings_tab():
         section("Shared params", html.Div(id=ids.SHARED_TABLE)),
         section("Memory", dcc.Graph(id=ids.MEMORY_CHART, config={"displaylogo": False})),
         section("Time", dcc.Graph(id=ids.TIME_CHART, config={"displaylogo": False})),
-        section("Init transcript",
+        section("Init transcript and debug_info",
                 dcc.Input(id=ids.TRANSCRIPT_FILTER, type="text", placeholder="filter lines…",
                           debounce=True, className="path-input"),
                 html.Pre(id=ids.TRANSCRIPT, className="log")),

@@ -111,17 +111,22 @@ def test_syntax_error_upload_keeps_previous_net(dash_duo, broken_net):
 
 
 def _real_net():
+    """GoogLeNet from ../shared (run up to inception 3b), else the tiny ResNet."""
     zoo = ROOT.parent / "shared" / "zoo" / "models" / "bvlc_googlenet" / "deploy.prototxt"
     if zoo.is_file():
-        return str(zoo), "TEST"
-    return str(ROOT / "examples" / "resnet_tiny" / "resnet_tiny.prototxt"), "TRAIN"
+        return str(zoo), "TEST", "inception_3a/output"
+    return str(ROOT / "examples" / "resnet_tiny" / "resnet_tiny.prototxt"), "TRAIN", None
 
 
 def test_screenshot_of_a_real_net(dash_duo, tmp_path):
-    model, phase = _real_net()
+    model, phase, end = _real_net()
     _start(dash_duo, model=model, phase=phase)
     _select(dash_duo, ids.COLOUR_BY, "mean |data| of tops")
-    _click(dash_duo, ids.FORWARD)
+    if end:      # run to a layer picked in the graph
+        click_node(dash_duo, end, until=details_show(dash_duo, end))
+        _click(dash_duo, ids.RUN_TO)
+    else:
+        _click(dash_duo, ids.FORWARD)
     wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo", timeout=60)
     names = list(graph_fills(dash_duo))
     target_layer = "conv2/3x3" if "conv2/3x3" in names else names[min(3, len(names) - 1)]

@@ -61,9 +61,9 @@ def test_uploads_weights_and_mean(app_ctx, sid, tmp_path):
 
 
 def test_graph_render_and_selection(app_ctx, sid):
-    fig = graph.render(app_ctx, sid, "category", "edges", ["fold_splits", "labels", "ghosts"], None)
-    assert isinstance(fig, go.Figure)
-    fig2 = graph.render(app_ctx, sid, "data", "nodes", [], {"kind": "layer", "name": "conv1"})
+    fig = go.Figure(graph.render(app_ctx, sid, "category", "edges", ["fold_splits", "labels", "ghosts"], None))
+    assert len(fig.data) > 3
+    fig2 = go.Figure(graph.render(app_ctx, sid, "data", "nodes", [], {"kind": "layer", "name": "conv1"}))
     assert any(t.name == "blobs" for t in fig2.data)
     patch = graph.selection_patch(app_ctx, sid, "edges", ["ghosts"], {"kind": "layer", "name": "pool1"})
     assert patch is not None

@@ -21,8 +21,9 @@ def _view(colour_by="category", scale=None, legend=(("convolution", "#f28e2b"),)
 
 
 def test_graph_figure_traces():
-    fig = figures.graph_figure(_view())
-    assert isinstance(fig, go.Figure)
+    d = figures.graph_figure(_view())
+    assert set(d) == {"data", "layout"}
+    fig = go.Figure(d)                               # a valid Plotly figure
     names = [t.name for t in fig.data]
     assert "layers" in names and "ghosts" in names and "blobs" in names
     assert fig.data[-1].name == "selection" and list(fig.data[-1].x) == [0.0]
@@ -39,19 +40,20 @@ def test_graph_figure_traces():
 
 
 def test_graph_figure_colour_bar():
-    fig = figures.graph_figure(_view("data", vm.ColourScale("mean |data|", 1e-3, 10.0, True), ()))
+    fig = go.Figure(figures.graph_figure(_view("data", vm.ColourScale("mean |data|", 1e-3, 10.0, True), ())))
     bars = [t for t in fig.data if t.marker is not None and t.marker.showscale]
     assert len(bars) == 1 and bars[0].marker.cmin < bars[0].marker.cmax
 
 
 def test_selection_trace_alone():
     t = figures.selection_trace(_view(selected=None))
-    assert list(t.x) == [] and t.name == "selection"
+    assert t["x"] == [] and t["name"] == "selection"
+    go.Scatter({k: v for k, v in t.items() if k != "type"})
 
 
 def test_graph_figure_of_a_real_layout(lenet):
     from inspector import presenter
-    fig = presenter.graph_figure(lenet)
+    fig = go.Figure(presenter.graph_figure(lenet))
     layer_trace = [t for t in fig.data if t.name == "layers"][0]
     assert len(layer_trace.x) == len(lenet.graph.layers)
     assert fig.layout.yaxis.range[1] > fig.layout.yaxis.range[0]
