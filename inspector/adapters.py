@@ -40,51 +40,51 @@ def _num(v):
     return f if math.isfinite(f) else None
 
 
-def _row_get(row, *names):
-    for n in names:
-        if isinstance(row, dict):
-            if n in row:
-                return row[n]
-        elif hasattr(row, n):
-            return getattr(row, n)
-    return None
-
-
 def layer_analysis(net):
-    """{layer name: {"flops", "macc", "params", "memory"}} from engine.analysis,
-    or {} when it is not there (or fails)."""
+    """{layer name: {...}} from ``engine.analysis.analyze_net`` (FLOPs, MACC,
+    params, bytes allocated for tops/diffs/params), or {} when the module is
+    not there or fails on this net."""
     mod = _module("engine.analysis")
-    if mod is None:
-        return {}
-    fn = None
-    for name in ("analyze_net", "analyse_net", "analyze", "analyse", "net_analysis"):
-        fn = getattr(mod, name, None)
-        if callable(fn):
-            break
-    if fn is None:
+    fn = getattr(mod, "analyze_net", None) if mod is not None else None
+    if not callable(fn):
         return {}
     try:
         result = fn(net)
     except Exception:
         return {}
-    rows = _row_get(result, "layers") if not isinstance(result, (list, tuple, dict)) or \
-        isinstance(result, dict) and "layers" in result else result
-    if rows is None:
-        rows = result
-    if isinstance(rows, dict):
-        rows = [dict(v, name=k) if isinstance(v, dict) else v for k, v in rows.items()]
     out = {}
-    for row in rows or ():
-        name = _row_get(row, "name", "layer")
-        if name is None:
-            continue
-        out[str(name)] = {
-            "flops": _num(_row_get(row, "flops", "FLOPs")),
-            "macc": _num(_row_get(row, "macc", "maccs", "MACC")),
-            "params": _num(_row_get(row, "params", "num_params", "param_count")),
-            "memory": _num(_row_get(row, "memory", "memory_bytes", "activation_bytes")),
+    for l in getattr(result, "layers", ()):
+        counted = bool(getattr(l, "counted", True))
+        out[l.name] = {
+            "flops": _num(l.flops) if counted else None,
+            "macc": _num(l.macc) if counted else None,
+            "formula": getattr(l, "formula", ""),
+            "params": _num(getattr(l, "params_owned", None)),
+            "memory": _num(getattr(l, "memory_bytes", None)),               # Caffe's per-layer figure
+            "top_bytes": _num(getattr(l, "allocated_top_bytes", None)),     # what is really allocated
+            "diff_bytes": _num(getattr(l, "allocated_diff_bytes", None)),
+            "param_bytes": _num(getattr(l, "param_data_bytes", 0) + getattr(l, "param_diff_bytes", 0)),
         }
+    totals = getattr(result, "totals", None)
+    if isinstance(totals, dict):
+        out["__totals__"] = dict(totals)
     return out
+
+
+# ------------------------------------------------------------------ health checks
+def health_findings(steps):
+    """[{severity, check, layer, blob, message}] from ``engine.health.check``
+    over the recorded steps ([] when the module is not there)."""
+    mod = _module("engine.health")
+    fn = getattr(mod, "check", None) if mod is not None else None
+    if not callable(fn) or not steps:
+        return []
+    try:
+        found = fn(list(steps))
+    except Exception:
+        return []
+    return [{"severity": f.severity, "check": f.check, "layer": f.layer, "blob": f.blob or "",
+             "message": f.message} for f in found]
 
 
 # ------------------------------------------------------------------ reports

@@ -70,7 +70,8 @@ def _scatter(**kw):
 def selection_trace(view):
     """The ring drawn around the selected nodes (the figure's last trace), as a dict."""
     sel = [n for n in view.nodes if n.selected]
-    sel_edges = [e for e in view.edges if e.selected and e.kind == "data"]
+    blob_nodes = any(n.kind == "blob" for n in view.nodes)      # then blobs are ringed as nodes
+    sel_edges = [] if blob_nodes else [e for e in view.edges if e.selected and e.kind == "data"]
     xs = [n.x for n in sel] + [_midpoint(e.points)[0] for e in sel_edges]
     ys = [n.y for n in sel] + [_midpoint(e.points)[1] for e in sel_edges]
     return _scatter(x=xs, y=ys, mode="markers", hoverinfo="skip", showlegend=False, name="selection",
@@ -215,7 +216,7 @@ def rgb_mosaic_figure(rgb, title=""):
 
 
 # ------------------------------------------------------------------ findings charts
-def memory_figure(rows, title="Memory by layer"):
+def memory_figure(rows, title=""):
     """Stacked bars: ``rows`` = [(layer, activations, gradients, params)] in bytes."""
     if not rows:
         return empty_figure("no layers")
@@ -226,13 +227,13 @@ def memory_figure(rows, title="Memory by layer"):
                             hovertemplate="%{x}: %{y:.3f} MiB<extra>" + label + "</extra>")
                      for label, k, c in parts])
     fig.update_layout(barmode="stack", font=FONT, title=dict(text=title, font=dict(size=12)),
-                      height=300, margin=dict(l=50, r=10, t=30, b=80), plot_bgcolor="white",
+                      height=300, margin=dict(l=50, r=10, t=30 if title else 10, b=80), plot_bgcolor="white",
                       yaxis=dict(title="MiB", gridcolor="#eee"), xaxis=dict(tickangle=-60),
-                      legend=dict(orientation="h", y=1.12))
+                      legend=dict(orientation="h", x=0.0, y=1.0, yanchor="bottom"))
     return fig
 
 
-def time_figure(rows, title="Time by layer (latest run)"):
+def time_figure(rows, title=""):
     """Stacked bars: ``rows`` = [(layer, forward ms, backward ms)]."""
     rows = [r for r in rows if r[1] is not None or r[2] is not None]
     if not rows:
@@ -244,7 +245,7 @@ def time_figure(rows, title="Time by layer (latest run)"):
         go.Bar(x=names, y=[r[2] or 0.0 for r in rows], name="backward", marker_color="#e15759",
                hovertemplate="%{x}: %{y:.3f} ms<extra>backward</extra>")])
     fig.update_layout(barmode="stack", font=FONT, title=dict(text=title, font=dict(size=12)),
-                      height=300, margin=dict(l=50, r=10, t=30, b=80), plot_bgcolor="white",
+                      height=300, margin=dict(l=50, r=10, t=30 if title else 10, b=80), plot_bgcolor="white",
                       yaxis=dict(title="ms", gridcolor="#eee"), xaxis=dict(tickangle=-60),
-                      legend=dict(orientation="h", y=1.12))
+                      legend=dict(orientation="h", x=0.0, y=1.0, yanchor="bottom"))
     return fig

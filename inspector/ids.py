@@ -89,6 +89,7 @@ DEBUG_LINES = "debug-lines"
 FILTERED_TABLE = "filtered-table"
 SPLITS_TABLE = "splits-table"
 SHARED_TABLE = "shared-table"
+HEALTH_TABLE = "health-table"
 MEMORY_CHART = "memory-chart"
 TIME_CHART = "time-chart"
 

@@ -49,7 +49,7 @@ def layer_details(graph, index, metric=None, state=None, analysis=None):
         ("what it does", meta.description), ("index", str(l.index)),
         ("needs backward", "yes" if l.need_backward else "no"),
         ("why", "%s — %s" % (l.backward_rule, l.backward_reason)),
-        ("memory (tops + params, data + diff)", format_bytes(layer_memory(l))),
+        ("memory (tops + params, data + diff)", format_bytes(layer_memory(l, analysis))),
         ("Caffe's memory count (tops, in-place included)", format_bytes(l.caffe_top_count * graph.itemsize)),
     ]
     if l.is_split:
@@ -57,9 +57,11 @@ def layer_details(graph, index, metric=None, state=None, analysis=None):
     if state is not None:
         summary.append(("forward / backward state", "%s / %s" % state))
     if an.get("flops") is not None:
-        summary.append(("FLOPs", _fmt(an["flops"])))
+        summary.append(("FLOPs (forward, one batch)", _fmt(an["flops"])))
     if an.get("macc") is not None:
-        summary.append(("MACC", _fmt(an["macc"])))
+        summary.append(("MACC", _fmt(an["macc"]) + (" — " + an["formula"] if an.get("formula") else "")))
+    if an.get("params"):
+        summary.append(("params (owned)", "{:,}".format(int(an["params"]))))
     if metric.fwd_ms is not None:
         summary.append(("last forward time", "%.3f ms" % metric.fwd_ms))
     if metric.bwd_ms is not None:
@@ -283,16 +285,33 @@ def _debug_info_lines(graph, steps):
 
 
 def memory_rows(graph, analysis=None):
-    """[(layer, activations, gradients, params)] in bytes (engine.analysis's
-    memory when present replaces the activations figure)."""
+    """[(layer, activations, gradients, params)] in bytes allocated:
+    engine.analysis's figures when present, else the graph's (new tops,
+    their diffs, owned params' data and diff)."""
     rows = []
     for l in graph.layers:
-        act = l.top_bytes
-        mem = ((analysis or {}).get(l.name) or {}).get("memory")
-        if mem is not None:
-            act = int(mem)
-        rows.append((l.name, act, l.top_bytes, 2 * l.param_bytes))
+        an = (analysis or {}).get(l.name) or {}
+        if an.get("top_bytes") is not None:
+            rows.append((l.name, int(an["top_bytes"]), int(an.get("diff_bytes") or 0),
+                         int(an.get("param_bytes") or 0)))
+        else:
+            rows.append((l.name, l.top_bytes, l.top_bytes, 2 * l.param_bytes))
     return rows
+
+
+def analysis_totals(analysis):
+    """A short line of net totals from engine.analysis (None without it)."""
+    t = (analysis or {}).get("__totals__")
+    if not t:
+        return None
+    parts = []
+    if t.get("params") is not None:
+        parts.append("%s params" % _fmt(float(t["params"])))
+    if t.get("flops") is not None:
+        parts.append("%sFLOPs" % _fmt(float(t["flops"])))
+    if t.get("total_allocated_bytes") is not None:
+        parts.append("%s allocated" % format_bytes(t["total_allocated_bytes"]))
+    return " · ".join(parts)
 
 
 def time_rows(graph, metrics):

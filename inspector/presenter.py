@@ -8,7 +8,7 @@ model and the figure.
 """
 import numpy as np
 
-from . import figures, graph_layout, panel_models as pm, view_models as vm
+from . import adapters, figures, graph_layout, panel_models as pm, view_models as vm
 from .run_state import blob_states, layer_states
 
 
@@ -113,6 +113,7 @@ def findings(loaded, transcript_filter=""):
         "time": figures.time_figure(pm.time_rows(g, m)),
         "transcript": pm.transcript_lines(g.transcript, transcript_filter),
         "debug": pm.debug_info_lines(g, loaded.recorder.steps, transcript_filter),
+        "health": adapters.health_findings(loaded.recorder.steps),
     }
 
 

@@ -265,9 +265,13 @@ def layer_metrics(graph, latest):
     return out
 
 
-def layer_memory(layer):
+def layer_memory(layer, analysis=None):
     """Bytes a layer adds: its new tops (data and diff) and the params it owns
-    (data and diff)."""
+    (data and diff) — engine.analysis's allocation figures when given (they
+    also know which tops share their bottom's memory, e.g. Flatten, Reshape)."""
+    an = (analysis or {}).get(layer.name) or {}
+    if an.get("top_bytes") is not None:
+        return int(an["top_bytes"] + (an.get("diff_bytes") or 0) + (an.get("param_bytes") or 0))
     return 2 * layer.top_bytes + 2 * layer.param_bytes
 
 
@@ -392,7 +396,7 @@ def _node_value(node, mode, graph, metrics, analysis):
         ts = [t for t in ts if t is not None]
         return sum(ts) if ts else None
     if mode == "memory":
-        return float(sum(layer_memory(l) for l in ls))
+        return float(sum(layer_memory(l, analysis) for l in ls))
     if mode == "flops":
         fs = [(analysis.get(l.name) or {}).get("flops") for l in ls]
         fs = [f for f in fs if f is not None]

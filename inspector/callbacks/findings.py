@@ -12,9 +12,11 @@ HIDDEN = {"display": "none"}
 def findings(app, sid, transcript_filter):
     with app.store.use(sid) as s:
         if s.loaded is None:
-            return (no_update,) * 7
+            return (no_update,) * 8
         f = presenter.findings(s.loaded, transcript_filter)
-    return (table(f["filtered"], empty="no layer was filtered out"),
+    return (table(f["health"], ["severity", "check", "layer", "blob", "message"],
+                  empty="no finding (run forward/backward first; engine.health checks the records)"),
+            table(f["filtered"], empty="no layer was filtered out"),
             table(f["splits"], empty="no split was inserted"),
             table(f["shared"], empty="no param is shared"),
             f["memory"], f["time"],
@@ -39,15 +41,16 @@ def nan_selection(app, sid):
 
 def register(dash_app, app):
     @dash_app.callback(
+        Output(ids.HEALTH_TABLE, "children"),
         Output(ids.FILTERED_TABLE, "children"), Output(ids.SPLITS_TABLE, "children"),
         Output(ids.SHARED_TABLE, "children"), Output(ids.MEMORY_CHART, "figure"), Output(ids.TIME_CHART, "figure"),
         Output(ids.TRANSCRIPT, "children"), Output(ids.DEBUG_LINES, "children"),
         Input(ids.NET_VERSION, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.TRANSCRIPT_FILTER, "value"),
         Input(ids.TABS, "value"), State(ids.SESSION, "data"))
-    @guarded(7, "building the findings")
+    @guarded(8, "building the findings")
     def findings_cb(_nv, _rv, text, tab, sid):
         if tab != "findings":
-            return (no_update,) * 7
+            return (no_update,) * 8
         return findings(app, sid, text)
 
     @dash_app.callback(

@@ -48,7 +48,7 @@ def graph_toolbar():
                                       id=ids.BLOB_MODE, inline=True)),
         dcc.Checklist([{"label": label, "value": key} for key, label in GRAPH_OPTIONS], DEFAULT_OPTIONS,
                       id=ids.GRAPH_OPTIONS, inline=True, className="options"),
-        field("📷", dcc.RadioItems(["png", "svg"], "png", id=ids.IMAGE_FORMAT, inline=True),
+        field("Image", dcc.RadioItems(["png", "svg"], "png", id=ids.IMAGE_FORMAT, inline=True),
               cls="field", title="format of the graph image the modebar's camera button saves"),
     ], className="inline toolbar")
 

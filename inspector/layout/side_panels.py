@@ -62,11 +62,12 @@ def inputs_tab(limit):
 
 def findings_tab():
     return html.Div([
+        section("Health checks (over the records)", html.Div(id=ids.HEALTH_TABLE)),
         section("Filtered-out layers (NetState rules)", html.Div(id=ids.FILTERED_TABLE)),
         section("Inserted splits", html.Div(id=ids.SPLITS_TABLE)),
         section("Shared params", html.Div(id=ids.SHARED_TABLE)),
-        section("Memory", dcc.Graph(id=ids.MEMORY_CHART, config={"displaylogo": False})),
-        section("Time", dcc.Graph(id=ids.TIME_CHART, config={"displaylogo": False})),
+        section("Memory by layer", dcc.Graph(id=ids.MEMORY_CHART, config={"displaylogo": False})),
+        section("Time by layer (latest run of each)", dcc.Graph(id=ids.TIME_CHART, config={"displaylogo": False})),
         section("Init transcript and debug_info",
                 dcc.Input(id=ids.TRANSCRIPT_FILTER, type="text", placeholder="filter lines…",
                           debounce=True, className="path-input"),

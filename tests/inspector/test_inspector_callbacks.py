@@ -126,6 +126,21 @@ def test_device_switch_refused_without_gpu(app_ctx, sid):
     assert "no GPU" in msg and _session(app_ctx, sid).device == "CPU"
 
 
+@pytest.mark.gpu
+def test_gpu_session(app_ctx, sid):
+    v, msg = stepping.act(app_ctx, sid, ids.DEVICE, device="GPU")
+    assert msg == "device: GPU"
+    v, msg = stepping.act(app_ctx, sid, ids.FORWARD_BACKWARD)
+    assert "loss" in msg and not msg.startswith("⚠")
+    s = _session(app_ctx, sid)
+    assert s.loaded.recorder.steps[-1].device == "GPU"
+    hist, fmap, _t = details.blob_view(app_ctx, sid, {"kind": "blob", "name": "conv1"}, "diff", 0, 0, "")
+    assert fmap.data[0].type == "heatmap"
+    v, msg = stepping.act(app_ctx, sid, ids.DEVICE, device="CPU")
+    v, msg = stepping.act(app_ctx, sid, ids.FORWARD, "digits", "loss")
+    assert "ForwardFromTo(0, 8)" in msg
+
+
 def test_layer_failure_mid_range_keeps_session(app_ctx, sid):
     s = _session(app_ctx, sid)
     s.loaded.net.blobs["label"].data[...] = 99          # labels out of range: SoftmaxWithLoss may complain
@@ -163,7 +178,7 @@ def test_findings_and_nan(app_ctx, overflow_net):
     app_ctx.config.model = str(overflow_net)
     load.handle_load(app_ctx, sid, None)
     out = findings.findings(app_ctx, sid, "")
-    assert len(out) == 7 and "Network initialization done" in out[5]
+    assert len(out) == 8 and "Network initialization done" in out[6]
     style, text = findings.nan_alert(app_ctx, sid)
     assert style == {"display": "none"}
     stepping.act(app_ctx, sid, ids.FORWARD_BACKWARD)
@@ -171,7 +186,8 @@ def test_findings_and_nan(app_ctx, overflow_net):
     assert style["display"] == "flex" and "exp1" in text
     assert findings.nan_selection(app_ctx, sid) == {"kind": "layer", "name": "exp1"}
     out = findings.findings(app_ctx, sid, "")
-    assert "[Forward] Layer exp1, top blob e1 data: inf" in out[6]
+    assert "[Forward] Layer exp1, top blob e1 data: inf" in out[7]
+    assert "exp1" in str(out[0]) and "nonfinite" in str(out[0])       # engine.health's finding
 
 
 def test_export_report(app_ctx, sid):

@@ -177,3 +177,20 @@ def test_params_changed_makes_param_layers_stale(lenet):
     st = rs.layer_states(lenet.graph, lenet.runlog)
     assert st[lenet.graph.layer("conv1").index][0] == rs.STALE
     assert st[lenet.graph.layer("digits").index][0] == rs.FRESH
+
+
+def test_flops_and_memory_from_engine_analysis(lenet):
+    from inspector import adapters, panel_models as pm
+    if not adapters.analysis_available():
+        pytest.skip("engine.analysis is not available")
+    an = lenet.analysis
+    assert an["conv1"]["flops"] > 0 and an["conv1"]["macc"] > 0
+    v = _view(lenet, "flops")
+    vals = {n.name: n.value for n in v.nodes if n.kind == "layer"}
+    assert vals["conv1"] == an["conv1"]["flops"] and v.scale is not None
+    rows = {r[0]: r for r in pm.memory_rows(lenet.graph, an)}
+    assert rows["relu1"][1] == 0                      # in place: nothing allocated
+    assert rows["ip1"][3] == an["ip1"]["param_bytes"]
+    d = pm.layer_details(lenet.graph, lenet.graph.layer("conv1").index, analysis=an)
+    assert "FLOPs (forward, one batch)" in dict(d["summary"])
+    assert "params" in pm.analysis_totals(an)
