@@ -27,6 +27,60 @@ from .sessions import LoadError, Loaded
 class PathRefused(ValueError):
     """A path outside the model root, or an upload that is not acceptable."""
 
+    layer = None
+    blob = None
+
+
+class FileAccessRefused(PathRefused):
+    """A model from the page names a file outside the model root, or writes files."""
+
+    def __init__(self, message, layer=None):
+        super().__init__(message)
+        self.layer = layer
+
+
+# string fields of layer settings that name files the layer opens
+FILE_FIELDS = ("source", "mean_file", "meanfile", "file_name", "root_folder")
+WRITING_TYPES = ("HDF5Output",)
+
+
+def _file_fields(msg, prefix=""):
+    """(field path, value) of every file-naming string set inside ``msg``."""
+    out = []
+    for fd, value in msg.ListFields():
+        name = prefix + fd.name
+        if fd.type == fd.TYPE_MESSAGE:
+            items = value if _repeated(fd) else [value]
+            for k, v in enumerate(items):
+                out += _file_fields(v, "%s%s." % (name, "[%d]" % k if _repeated(fd) else ""))
+        elif fd.type == fd.TYPE_STRING and fd.name in FILE_FIELDS:
+            for v in (value if _repeated(fd) else [value]):
+                if v:
+                    out.append((name, v))
+    return out
+
+
+def _repeated(fd):
+    if hasattr(fd, "is_repeated"):          # protobuf >= 5
+        return bool(fd.is_repeated)
+    return fd.label == fd.LABEL_REPEATED
+
+
+def check_file_access(param, model_root):
+    """Refuse a net (from the page) whose layers would write files, or read
+    files outside the model root (paths resolve against the working
+    directory, as Caffe opens them)."""
+    root = os.path.realpath(model_root)
+    for lp in param.layer:
+        if lp.type in WRITING_TYPES:
+            raise FileAccessRefused("layer '%s' (%s) writes files on the server; refused for models opened "
+                                    "from the page" % (lp.name, lp.type), layer=lp.name)
+        for name, value in _file_fields(lp):
+            real = os.path.realpath(value)
+            if os.path.commonpath([root, real]) != root:
+                raise FileAccessRefused("layer '%s' reads %s = %r, outside the model root %s"
+                                        % (lp.name, name, value, root), layer=lp.name)
+
 
 def resolve_model_path(path, root):
     """The real path of ``path`` (relative to ``root`` unless absolute) if it
@@ -114,8 +168,9 @@ def _read_mean(path):
     return arr
 
 
-def build(spec, allow_python=False, device="CPU"):
-    """A Loaded net for ``spec`` (raises on any failure)."""
+def build(spec, allow_python=False, device="CPU", model_root=None):
+    """A Loaded net for ``spec`` (raises on any failure).  With ``model_root``,
+    an untrusted spec (from the page) may read files only under it."""
     import engine
     from engine import backend
     from engine.debug import Recorder
@@ -125,6 +180,8 @@ def build(spec, allow_python=False, device="CPU"):
     phase, level, stages = spec.state()
     with backend.using_mode(device):
         source = read_net_params(spec.model)
+        if model_root is not None and not spec.trusted:
+            check_file_access(source, model_root)
         solver = None
         note = ""
         if spec.solver:

@@ -199,8 +199,9 @@ def _scalar_text(fd, value):
 
 
 def _is_repeated(fd):
-    return getattr(fd, "is_repeated", None) if hasattr(fd, "is_repeated") else \
-        fd.label == _descriptor.FieldDescriptor.LABEL_REPEATED
+    if hasattr(fd, "is_repeated"):          # protobuf >= 5
+        return bool(fd.is_repeated)
+    return fd.label == _descriptor.FieldDescriptor.LABEL_REPEATED
 
 
 def _value_text(fd, value, depth):

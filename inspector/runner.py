@@ -18,7 +18,7 @@ class RunRefused(ValueError):
 
 def _loaded(session):
     if session.loaded is None:
-        raise RunRefused("no net is loaded")
+        raise RunRefused("no net is loaded (if this page sat idle, its session expired: reload the page)")
     return session.loaded
 
 

@@ -43,7 +43,8 @@ class ModelSpec:
     level: int = 0
     stages: Tuple[str, ...] = ()
     label: str = ""                     # how the page names it (example name, file name)
-    uploaded: bool = False              # came from the browser (Python layers refused)
+    uploaded: bool = False              # came from the browser
+    trusted: bool = False               # the command line's or a bundled example: no file-access checks
 
     def state(self):
         return (0 if self.phase == "TRAIN" else 1, int(self.level), tuple(self.stages))

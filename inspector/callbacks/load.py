@@ -21,17 +21,17 @@ def initial_spec(app):
     if cfg.model:
         return ModelSpec(model=os.path.abspath(cfg.model), weights=cfg.weights, solver=cfg.solver,
                          phase=cfg.phase, level=cfg.level, stages=tuple(cfg.stages),
-                         label=os.path.basename(cfg.model))
+                         label=os.path.basename(cfg.model), trusted=True)
     if cfg.solver:
         from engine.upgrade import read_solver_params
         sp = read_solver_params(cfg.solver)
         net = sp.net or sp.train_net
         return ModelSpec(model=os.path.abspath(net), weights=cfg.weights, solver=cfg.solver, phase="TRAIN",
-                         level=cfg.level, stages=tuple(cfg.stages), label=os.path.basename(net))
+                         level=cfg.level, stages=tuple(cfg.stages), label=os.path.basename(net), trusted=True)
     if app.examples:
         label, path, phase = app.examples[0]
         return ModelSpec(model=path, phase=cfg.phase or phase, level=cfg.level, stages=tuple(cfg.stages),
-                         label=label)
+                         label=label, trusted=True)
     return ModelSpec()
 
 
@@ -47,7 +47,7 @@ def next_spec(app, session, trigger, example=None, path=None, upload=None, phase
             return replace(initial_spec(app), **state)
         for label, p, _phase in app.examples:
             if p == example:
-                return ModelSpec(model=p, label=label, **state)
+                return ModelSpec(model=p, label=label, trusted=True, **state)
         raise loading.PathRefused("unknown example %r" % (example,))
     if trigger == ids.MODEL_PATH_OPEN:
         real = loading.resolve_model_path(path, app.config.model_root)
@@ -72,7 +72,8 @@ def load(app, session, spec, device=None):
     if device is not None and session.loaded is None:
         session.device = device if device == "CPU" or runner.adapters.gpu_available() else "CPU"
     try:
-        loaded = loading.build(spec, allow_python=app.config.allow_python_layers, device=session.device)
+        loaded = loading.build(spec, allow_python=app.config.allow_python_layers, device=session.device,
+                               model_root=app.config.model_root)
     except Exception as exc:  # noqa: BLE001 - every failure is shown in the page
         err = loading.load_error(exc, spec.model)
         if type(exc).__name__ == "PythonLayerRefused":

@@ -94,3 +94,30 @@ def test_build_records_the_init_transcript():
     msgs = [m for _l, m in ld.graph.transcript]
     assert any("Network initialization done" in m for m in msgs)
     assert ld.recorder in ld.net.debug_observers
+
+
+def test_models_from_the_page_may_not_reach_outside_the_root(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    reader = root / "reader.prototxt"
+    reader.write_text('layer { name: "d" type: "Data" top: "data" '
+                      'data_param { source: "/etc" backend: LMDB batch_size: 1 } }')
+    with pytest.raises(loading.FileAccessRefused, match="outside the model root") as ei:
+        loading.build(ModelSpec(model=str(reader)), model_root=str(root))
+    assert ei.value.layer == "d" and loading.load_error(ei.value).layer == "d"
+    mean = root / "mean.prototxt"
+    mean.write_text('layer { name: "d" type: "Input" top: "data" input_param { shape { dim: 1 } } }\n'
+                    'layer { name: "m" type: "ImageData" top: "x" top: "y" '
+                    'transform_param { mean_file: "../secret.binaryproto" } '
+                    'image_data_param { source: "list.txt" batch_size: 1 } }')
+    with pytest.raises(loading.FileAccessRefused, match="mean_file"):
+        loading.build(ModelSpec(model=str(mean)), model_root=str(root))
+    writer = root / "writer.prototxt"
+    writer.write_text('layer { name: "d" type: "Input" top: "data" input_param { shape { dim: 1 dim: 2 } } }\n'
+                      'layer { name: "w" type: "HDF5Output" bottom: "data" hdf5_output_param { file_name: "x.h5" } }')
+    with pytest.raises(loading.FileAccessRefused, match="writes files"):
+        loading.build(ModelSpec(model=str(writer)), model_root=str(root))
+    # trusted models (command line, bundled examples) are not checked
+    with pytest.raises(Exception) as ei:
+        loading.build(ModelSpec(model=str(reader), trusted=True), model_root=str(root))
+    assert not isinstance(ei.value, loading.FileAccessRefused)
