@@ -1,15 +1,44 @@
 """Per-layer debug records: what every step did to every blob it touched.
 
 A :class:`Recorder` attaches to a Net (``Recorder(net)``) and, for each
-ForwardFromTo / BackwardFromTo range (and solver Update), keeps one
+ForwardFromTo / BackwardFromTo range (and solver update), keeps one
 :class:`StepRecord` with a :class:`LayerRecord` per layer run: wall time
 (GPU-synchronised) and, for each bottom, top and param blob, statistics of data
-and diff (:class:`BlobStats`).  Statistics are reduced on the device the data
-lives on; only the summary (a few numbers and the histogram counts) crosses to
-the host.  Caffe's debug_info lines are derived from these records.
+and diff (:class:`BlobStats`).  Caffe's debug_info lines are derived from these
+records when a Recorder is attached (``net._mean_abs`` asks :meth:`Recorder.asum_mean`).
+
+Statistics (:func:`array_stats`) are reduced on the device the data lives on;
+on the GPU only one summary vector (ten numbers and the histogram counts)
+crosses to the host per blob.  Within a step, a blob's statistics are computed
+once and reused until a layer may have written it: forward invalidates the
+layer's tops and params, backward its bottoms' and tops' diffs and its params
+(Caffe's contract: Forward writes tops, Backward writes bottom diffs and param
+diffs; BatchNorm writes its params in Forward).  A Python layer may write
+anything, so it invalidates everything.  In forward, bottom statistics are
+taken after the layer ran (for an in-place layer they are the top's).
+
+Solver updates
+--------------
+``Recorder.attach_solver(solver)`` records every update the solver applies: it
+wraps the solver instance's ``apply_update`` (``detach_solver`` restores it), so
+that before the update the params' data and gradients are summarised and the
+data copied, and after it one :class:`StepRecord` of kind ``"update"`` holds,
+per learnable param, the data after (``data``), the update Caffe left in the
+diff (``diff``), the data before (``before``), the gradient (``grad``), the
+change ``delta`` = w_after - w_before and ``ratio`` = |Δw|₂ / |w_before|₂.
+Without touching the solver, the same record comes from::
+
+    before = recorder.snapshot_params(net)       # gradients ready, update not applied
+    solver.apply_update()                        # or anything that changes the params
+    recorder.record_update(net, before)
+
+or from the solver's callbacks (``solver.add_callback(UpdateHook(recorder, solver))``;
+``hook.flush()`` after the last step; ``diff`` is then not known, because the
+next iteration clears it before ``on_start``).
 """
 import itertools
 import math
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional
@@ -20,15 +49,27 @@ from . import backend
 from .blob import caffe_asum
 
 HIST_BINS = 32
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+_N_SUMMARY = 10   # asum, min, max, sum, sumsq, zeros, nan, inf, finite lo, finite hi
 
 
+# ---------------------------------------------------------------------- statistics
 @dataclass
 class BlobStats:
-    """Statistics of one array (a blob's data or diff)."""
+    """Statistics of one array (a blob's data or diff).
+
+    ``asum_mean`` is Caffe's debug_info number (sum |x| in the blob's dtype
+    divided by the count); ``min``/``max``/``mean``/``std`` follow NumPy (NaN
+    when any value is NaN; ``std`` is the population one); ``l2`` = sqrt(sum
+    x²) accumulated in float64; ``frac_zero`` = fraction of exact zeros;
+    ``hist`` counts the finite values in ``HIST_BINS`` equal bins over
+    [``hist_lo``, ``hist_hi``] (the finite range; one unit wide when all finite
+    values are equal).  Stats parsed from a Caffe log carry only ``asum_mean``
+    (the rest NaN / 0 / empty) and ``partial`` set.
+    """
     shape: tuple
     count: int
-    asum_mean: float      # Caffe's debug_info number: mean |x|
+    asum_mean: float
     min: float
     max: float
     mean: float
@@ -37,72 +78,182 @@ class BlobStats:
     frac_zero: float
     nan: int
     inf: int
-    hist: List[int]       # HIST_BINS counts over [hist_lo, hist_hi] of the finite values
+    hist: List[int]
     hist_lo: float
     hist_hi: float
+    partial: bool = False   # True: only asum_mean (and shape/count when given) is known
 
     @property
     def finite(self):
         return self.nan == 0 and self.inf == 0
+
+    @property
+    def rms(self):
+        return self.l2 / math.sqrt(self.count) if self.count else float("nan")
 
     def to_dict(self):
         d = asdict(self)
         d["shape"] = list(self.shape)
         return d
 
+    @classmethod
+    def from_dict(cls, d):
+        if d is None:
+            return None
+        d = dict(d)
+        d["shape"] = tuple(d.get("shape") or ())
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def only_asum(cls, asum_mean, shape=(), count=-1):
+        """Stats that know only Caffe's mean |x| (read from a log)."""
+        nan = float("nan")
+        return cls(tuple(shape), count, float(asum_mean), nan, nan, nan, nan, nan, nan, 0, 0, [], nan, nan,
+                   partial=True)
+
+
+def _empty_stats(shape, bins):
+    nan = float("nan")
+    return BlobStats(shape, 0, nan, nan, nan, nan, nan, 0.0, 0.0, 0, 0, [0] * bins, 0.0, 0.0)
+
 
 def array_stats(a, bins=HIST_BINS):
-    """BlobStats of an array (NumPy or CuPy), reduced where it lives."""
+    """BlobStats of an array (NumPy or CuPy), reduced where it lives.
+
+    On the GPU the reductions run there and one vector comes back; on the host
+    a fast path skips the NaN/Inf masks when the min and max are finite.
+    ``bins=0`` skips the histogram.
+    """
     xp = backend.xp_of(a)
     shape = tuple(int(d) for d in a.shape)
     n = int(a.size)
     if n == 0:
-        return BlobStats(shape, 0, float("nan"), float("nan"), float("nan"), float("nan"), float("nan"),
-                         0.0, 0.0, 0, 0, [0] * bins, 0.0, 0.0)
+        return _empty_stats(shape, bins)
     x = a.reshape(-1)
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float64)
+    if xp is np:
+        summary, counts = _host_summary(x, bins)
+    else:
+        v = backend.to_host(_device_summary(x, xp, bins))   # the one transfer
+        summary, counts = [float(t) for t in v[:_N_SUMMARY]], v[_N_SUMMARY:]
+    return _finish(shape, n, x.dtype, summary, counts, bins)
+
+
+def _host_summary(x, bins):
+    """(summary list, histogram counts) of a flat float32/float64 NumPy array."""
     with np.errstate(all="ignore"):
-        acc = xp.float64 if x.dtype == np.float64 else xp.float32
-        absx = xp.abs(x)
-        nan_mask = xp.isnan(x)
-        inf_mask = xp.isinf(x)
-        summary = xp.stack([
-            absx.sum(dtype=acc).astype(xp.float64),
-            x.min().astype(xp.float64),
-            x.max().astype(xp.float64),
-            x.sum(dtype=xp.float64),
-            xp.dot(x.astype(xp.float64), x.astype(xp.float64)),
-            (x == 0).sum().astype(xp.float64),
-            nan_mask.sum().astype(xp.float64),
-            inf_mask.sum().astype(xp.float64),
-        ])
-        s = backend.to_host(summary)
-        asum, mn, mx, tot, sq, zeros, nans, infs = (float(v) for v in s)
-        if xp is np and x.dtype == np.float32:
-            asum = caffe_asum(x)   # Caffe's accumulation order, for its debug_info number
-        nans, infs = int(nans), int(infs)
-        if nans or infs:
-            finite = x[~(nan_mask | inf_mask)]
-            if finite.size:
-                lo_hi = backend.to_host(xp.stack([finite.min(), finite.max()]).astype(xp.float64))
-                lo, hi = float(lo_hi[0]), float(lo_hi[1])
-            else:
-                lo = hi = 0.0
+        mn, mx = x.min(), x.max()
+        if np.isfinite(mn) and np.isfinite(mx):
+            nans = infs = 0
+            fin = x
+            lo, hi = float(mn), float(mx)
         else:
-            finite = x
-            lo, hi = mn, mx
-        if hi <= lo:
-            hi = lo + 1.0 if lo == hi else lo
-        counts = backend.to_host(xp.histogram(finite, bins=bins, range=(lo, hi))[0]) if finite.size else \
-            np.zeros(bins, np.int64)
-        mean = tot / n
+            nan_mask = np.isnan(x)
+            inf_mask = np.isinf(x)
+            nans, infs = int(np.count_nonzero(nan_mask)), int(np.count_nonzero(inf_mask))
+            fin = x[~(nan_mask | inf_mask)]
+            lo, hi = (float(fin.min()), float(fin.max())) if fin.size else (math.inf, -math.inf)
+        if x.dtype == np.float32:
+            asum = caffe_asum(x)      # Caffe's accumulation order, for its debug_info number
+            sq = float(np.einsum("i,i->", x, x, dtype=np.float64, casting="unsafe"))
+        else:
+            asum = float(np.abs(x).sum())
+            sq = float(np.dot(x, x))
+        tot = float(x.sum(dtype=np.float64))
+        zeros = int(np.count_nonzero(x == 0))
+        counts = np.zeros(bins, np.int64)
+        if bins and fin.size:
+            width = hi - lo
+            if not width > 0:
+                width = 1.0
+            scale = bins / width
+            f32 = np.float32
+            m = fin.size
+            y, idx = _scratch(m)
+            if fin.dtype == np.float32 and np.isfinite(f32(scale)) and np.isfinite(f32(hi) - f32(lo)) \
+                    and np.isfinite(f32(width) * f32(scale)):
+                y = np.subtract(fin, f32(lo), out=y)      # >= 0: fin >= lo
+                np.multiply(y, f32(scale), out=y)
+            else:
+                y = (fin.astype(np.float64) - lo) * scale
+            np.copyto(idx, y, casting="unsafe")
+            np.minimum(idx, bins - 1, out=idx)
+            counts = np.bincount(idx, minlength=bins)
+    return [asum, float(mn), float(mx), tot, sq, zeros, nans, infs, lo, hi], counts
+
+
+_SCRATCH_MAX = 1 << 21       # elements kept between calls (24 MiB per thread)
+_scratch_local = threading.local()
+
+
+def _scratch(m):
+    """(float32[m], intp[m]) work buffers, reused between calls on this thread
+    when small enough (no page faults for every blob)."""
+    if m > _SCRATCH_MAX:
+        return np.empty(m, np.float32), np.empty(m, np.intp)
+    buf = getattr(_scratch_local, "buf", None)
+    if buf is None or buf[0].size < m:
+        size = min(max(m, 1 << 16), _SCRATCH_MAX)
+        size = max(size, m)
+        buf = _scratch_local.buf = (np.empty(size, np.float32), np.empty(size, np.intp))
+    return buf[0][:m], buf[1][:m]
+
+
+def _device_summary(x, xp, bins):
+    """One float64 vector: the ten summary numbers then the histogram counts,
+    computed with ``xp`` (CuPy on the GPU; NumPy works too, for tests)."""
+    f64 = xp.float64
+    with np.errstate(all="ignore"):
+        x64 = x.astype(f64)
+        finite = xp.isfinite(x)
+        n_nan = xp.isnan(x).sum()
+        n_fin = finite.sum()
+        big = xp.asarray(xp.inf, dtype=f64)
+        flo = xp.where(finite, x64, big).min()
+        fhi = xp.where(finite, x64, -big).max()
+        parts = [xp.abs(x).sum(dtype=x.dtype), x.min(), x.max(), x64.sum(), xp.dot(x64, x64),
+                 (x == 0).sum(), n_nan, x.size - n_fin - n_nan, flo, fhi]
+        summary = xp.stack([xp.asarray(p).astype(f64).reshape(()) for p in parts])
+        if not bins:
+            return summary
+        width = fhi - flo
+        width = xp.where(width > 0, width, xp.asarray(1.0, dtype=f64))
+        y = (x64 - flo) * (bins / width)
+        y = xp.where(finite, xp.minimum(xp.maximum(y, 0), bins - 1), bins)
+        counts = xp.bincount(y.astype(xp.int64), minlength=bins + 1)[:bins]
+        return xp.concatenate([summary, counts.astype(f64)])
+
+
+def _finish(shape, n, dtype, s, counts, bins):
+    asum, mn, mx, tot, sq, zeros, nans, infs, lo, hi = s
+    nans, infs, zeros = int(nans), int(infs), int(zeros)
+    if not (math.isfinite(lo) and math.isfinite(hi)):     # no finite value
+        lo = hi = 0.0
+        counts = np.zeros(bins, np.int64)
+    elif not hi > lo:
+        hi = lo + 1.0
+    mean = tot / n
+    if math.isfinite(sq) and math.isfinite(mean):
         var = max(sq / n - mean * mean, 0.0)
+        std = math.sqrt(var)
+    else:
+        std = float("nan") if nans or math.isnan(sq) or math.isnan(mean) else float("inf")
+    l2 = math.sqrt(sq) if sq >= 0 else float("nan")
+    if math.isnan(sq):
+        l2 = float("nan")
     # Caffe's number: asum in Dtype, divided by count in Dtype.
-    asum_mean = float(np.float32(asum) / np.float32(n)) if x.dtype == np.float32 else asum / n
-    return BlobStats(shape, n, asum_mean, mn, mx, mean, math.sqrt(var) if math.isfinite(var) else var,
-                     math.sqrt(sq) if math.isfinite(sq) else sq, zeros / n, nans, infs,
+    if dtype == np.float32:
+        with np.errstate(all="ignore"):
+            asum_mean = float(np.float32(asum) / np.float32(n))
+    else:
+        asum_mean = asum / n
+    return BlobStats(shape, n, asum_mean, mn, mx, mean, std, l2, zeros / n, nans, infs,
                      [int(c) for c in counts], lo, hi)
 
 
+# ---------------------------------------------------------------------- records
 @dataclass
 class BlobRecord:
     name: str            # blob name (params: the display name, e.g. "0" or "conv1_w")
@@ -110,11 +261,31 @@ class BlobRecord:
     index: int           # position among the layer's bottoms/tops/params
     data: Optional[BlobStats] = None
     diff: Optional[BlobStats] = None
+    propagate: Optional[bool] = None     # backward: bottom_need_backward / param_propagate_down
+    # update records only:
+    before: Optional[BlobStats] = None   # data before the update
+    grad: Optional[BlobStats] = None     # diff before the update (the gradient)
+    delta: Optional[BlobStats] = None    # data after - data before
+    ratio: Optional[float] = None        # |delta|_2 / |before|_2 (inf when |before| = 0 < |delta|)
 
     def to_dict(self):
-        return {"name": self.name, "role": self.role, "index": self.index,
-                "data": self.data.to_dict() if self.data else None,
-                "diff": self.diff.to_dict() if self.diff else None}
+        d = {"name": self.name, "role": self.role, "index": self.index,
+             "data": self.data.to_dict() if self.data else None,
+             "diff": self.diff.to_dict() if self.diff else None,
+             "propagate": self.propagate}
+        if self.before is not None or self.delta is not None or self.grad is not None:
+            d.update(before=self.before.to_dict() if self.before else None,
+                     grad=self.grad.to_dict() if self.grad else None,
+                     delta=self.delta.to_dict() if self.delta else None,
+                     ratio=self.ratio)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        f = BlobStats.from_dict
+        return cls(d["name"], d["role"], int(d["index"]), f(d.get("data")), f(d.get("diff")),
+                   d.get("propagate"), f(d.get("before")), f(d.get("grad")), f(d.get("delta")),
+                   d.get("ratio"))
 
 
 @dataclass
@@ -133,6 +304,9 @@ class LayerRecord:
                 return b
         return None
 
+    def blobs_of(self, role):
+        return [b for b in self.blobs if b.role == role]
+
     @property
     def nonfinite(self):
         for b in self.blobs:
@@ -146,6 +320,11 @@ class LayerRecord:
                 "direction": self.direction, "time_ms": self.time_ms, "loss": self.loss,
                 "blobs": [b.to_dict() for b in self.blobs]}
 
+    @classmethod
+    def from_dict(cls, d):
+        return cls(int(d["layer_index"]), d["layer"], d["type"], d["direction"], d.get("time_ms"),
+                   [BlobRecord.from_dict(b) for b in d.get("blobs", [])], d.get("loss"))
+
 
 @dataclass
 class StepRecord:
@@ -157,11 +336,24 @@ class StepRecord:
     layers: List[LayerRecord] = field(default_factory=list)
     wall_ms: float = 0.0
     iteration: Optional[int] = None
+    meta: dict = field(default_factory=dict)   # e.g. {"lr": ...} (update), {"source": "caffe-log"}
+
+    def layer(self, name):
+        for l in self.layers:
+            if l.layer == name:
+                return l
+        return None
 
     def to_dict(self):
         return {"id": self.id, "kind": self.kind, "start": self.start, "end": self.end,
                 "device": self.device, "wall_ms": self.wall_ms, "iteration": self.iteration,
-                "layers": [l.to_dict() for l in self.layers]}
+                "meta": dict(self.meta), "layers": [l.to_dict() for l in self.layers]}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(int(d["id"]), d["kind"], int(d["start"]), int(d["end"]), d.get("device", ""),
+                   [LayerRecord.from_dict(l) for l in d.get("layers", [])], d.get("wall_ms") or 0.0,
+                   d.get("iteration"), dict(d.get("meta") or {}))
 
 
 class NonFiniteError(FloatingPointError):
@@ -202,12 +394,32 @@ class NonFiniteFinding:
         return d
 
 
+@dataclass
+class ParamSnapshot:
+    """The learnable params before an update: their stats and a copy of their data."""
+    net_param_ids: List[int]
+    data: list               # copies, where each param's data lived
+    data_stats: List[BlobStats]
+    grad_stats: List[Optional[BlobStats]]
+    iteration: Optional[int] = None
+    t0: float = 0.0
+
+
+def _current(blob, which):
+    """The blob's data or diff array where its current copy lives."""
+    mem = blob.data_memory if which == "data" else blob.diff_memory
+    gpu = mem.head == 2  # the device copy is the current one
+    return blob.get_data(gpu) if which == "data" else blob.get_diff(gpu)
+
+
+# ---------------------------------------------------------------------- the recorder
 class Recorder:
     """Observes a Net's ranges and records per-layer statistics.
 
     ``stats``: compute blob statistics (else only times).  ``sentinel``: raise
     :class:`NonFiniteError` at the first layer producing a non-finite output
-    (forward) or gradient (backward).  ``max_steps`` bounds memory (oldest
+    (forward) or gradient (backward), or a non-finite param after an update.
+    ``bins``: histogram bins (0: none).  ``max_steps`` bounds memory (oldest
     steps are dropped).
     """
 
@@ -222,12 +434,15 @@ class Recorder:
         self._cur = None
         self._t0 = self._tl = 0.0
         self._cache = {}
+        self._solvers = []
         self.iteration = None
         net.debug_observers.append(self)
 
     def detach(self):
         if self in self.net.debug_observers:
             self.net.debug_observers.remove(self)
+        for solver, _ in list(self._solvers):
+            self.detach_solver(solver)
 
     def clear(self):
         self.steps.clear()
@@ -235,6 +450,7 @@ class Recorder:
 
     # ---------------------------------------------------------- observer protocol
     def begin(self, kind, start, end):
+        self._cache = {}
         self._cur = StepRecord(next(self._ids), kind, start, end, backend.mode(), iteration=self.iteration)
         self._t0 = time.perf_counter()
 
@@ -248,27 +464,53 @@ class Recorder:
         net = self.net
         layer = net.layers[i]
         rec = LayerRecord(i, net._layer_names[i], layer.type, kind, ms)
-        self._cache = {}
+        self._invalidate(kind, i)
         if self.stats:
-            if kind == "forward":
-                self._add(rec, net, i, ("bottom", "top", "param"), ("data",))
-            else:
-                self._add(rec, net, i, ("bottom", "top", "param"), ("data", "diff"))
+            whiches = ("data",) if kind == "forward" else ("data", "diff")
+            self._add(rec, net, i, ("bottom", "top", "param"), whiches, kind)
+        if kind == "forward":
+            for t in range(len(net.top_vecs[i])):
+                if layer.loss(t):
+                    rec.loss = (rec.loss or 0.0) + float(layer.loss(t)) * _scalar(net.top_vecs[i][t])
         self._cur.layers.append(rec)
         if self.stats:
             self._check_finite(rec, net, i, kind)
 
     def end(self, kind, start, end):
+        self._cache = {}
         if self._cur is None:
             return
         self._cur.wall_ms = (time.perf_counter() - self._t0) * 1000.0
-        self.steps.append(self._cur)
-        if len(self.steps) > self.max_steps:
-            del self.steps[: len(self.steps) - self.max_steps]
+        self._append(self._cur)
         self._cur = None
 
+    def _append(self, step):
+        self.steps.append(step)
+        if len(self.steps) > self.max_steps:
+            del self.steps[: len(self.steps) - self.max_steps]
+
     # ---------------------------------------------------------- recording
-    def _add(self, rec, net, i, roles, whiches):
+    def _invalidate(self, kind, i):
+        """Forget the cached stats of what layer ``i`` may have written."""
+        net = self.net
+        layer = net.layers[i]
+        if layer.type == "Python":
+            self._cache.clear()
+            return
+        drop = self._cache.pop
+        for p in layer.blobs:
+            drop(id(p.data_memory), None)
+            drop(id(p.diff_memory), None)
+        for t in net.top_vecs[i]:
+            drop(id(t.diff_memory), None)
+            if kind == "forward":
+                drop(id(t.data_memory), None)
+        if kind != "forward":
+            for b in net.bottom_vecs[i]:
+                drop(id(b.diff_memory), None)
+
+    def _add(self, rec, net, i, roles, whiches, kind):
+        layer = net.layers[i]
         for role in roles:
             if role == "bottom":
                 blobs = net.bottom_vecs[i]
@@ -277,30 +519,36 @@ class Recorder:
                 blobs = net.top_vecs[i]
                 names = [net._blob_names[b] for b in net._top_id_vecs[i]]
             else:
-                blobs = net.layers[i].blobs
+                blobs = layer.blobs
                 names = [net._param_display_names[p] for p in net._param_id_vecs[i]]
             for k, (blob, name) in enumerate(zip(blobs, names)):
                 br = BlobRecord(name, role, k)
+                if kind == "backward":
+                    if role == "bottom":
+                        br.propagate = bool(net._bottom_need_backward[i][k])
+                    elif role == "param":
+                        br.propagate = bool(layer.get_param_propagate_down(k))
                 for which in whiches:
-                    st = self._stats(blob, which)
-                    setattr(br, which, st)
+                    setattr(br, which, self._stats(blob, which))
                 rec.blobs.append(br)
 
     def _stats(self, blob, which):
-        key = (id(blob.data_memory if which == "data" else blob.diff_memory), which, blob.shape)
-        st = self._cache.get(key)
+        mem = blob.data_memory if which == "data" else blob.diff_memory
+        per_mem = self._cache.get(id(mem))
+        if per_mem is None:
+            per_mem = self._cache[id(mem)] = {}
+        st = per_mem.get(blob.shape)
         if st is None:
-            mem = blob.data_memory if which == "data" else blob.diff_memory
-            gpu = mem.head == 2  # current copy on the device
-            arr = blob.get_data(gpu) if which == "data" else blob.get_diff(gpu)
-            st = array_stats(arr, self.bins)
-            self._cache[key] = st
+            st = array_stats(_current(blob, which), self.bins)
+            per_mem[blob.shape] = st
         return st
 
     def asum_mean(self, blob, which):
-        """Caffe's debug_info number from the last recorded layer, if recorded."""
-        key = (id(blob.data_memory if which == "data" else blob.diff_memory), which, blob.shape)
-        st = self._cache.get(key)
+        """Caffe's debug_info number of a blob recorded in the step under way, if any."""
+        if self._cur is None:
+            return None
+        mem = blob.data_memory if which == "data" else blob.diff_memory
+        st = self._cache.get(id(mem), {}).get(blob.shape)
         return None if st is None else st.asum_mean
 
     def _check_finite(self, rec, net, i, kind):
@@ -318,12 +566,140 @@ class Recorder:
             params_ok = all(x.data is None or x.data.finite for x in rec.blobs if x.role == "param")
             f = NonFiniteFinding(self._cur.id, kind, i, rec.layer, rec.type, b.name, b.role, which,
                                  s.nan, s.inf, s.count, inputs_ok, params_ok)
-            if self.first_nonfinite is None:
-                self.first_nonfinite = f
-            if self.sentinel:
-                self.end(kind, self._cur.start, self._cur.end)
-                raise NonFiniteError(f)
+            self._found(f, kind)
             return
+        if kind == "backward":   # param gradients
+            for b in rec.blobs:
+                if b.role != "param" or not b.propagate or b.diff is None or b.diff.finite:
+                    continue
+                inputs_ok = all(x.diff is None or x.diff.finite for x in rec.blobs if x.role == "top")
+                params_ok = all(x.data is None or x.data.finite for x in rec.blobs if x.role == "param")
+                f = NonFiniteFinding(self._cur.id, kind, i, rec.layer, rec.type, b.name, "param", "diff",
+                                     b.diff.nan, b.diff.inf, b.diff.count, inputs_ok, params_ok)
+                self._found(f, kind)
+                return
+
+    def _found(self, f, kind):
+        if self.first_nonfinite is None:
+            self.first_nonfinite = f
+        if self.sentinel:
+            self.end(kind, self._cur.start, self._cur.end)
+            raise NonFiniteError(f)
+
+    # ---------------------------------------------------------- solver updates
+    def snapshot_params(self, net=None, iteration=None):
+        """Stats of every learnable param's data and diff, and a copy of its data
+        (on the device it lives on): the "before" of :meth:`record_update`."""
+        net = net or self.net
+        ids, data, dstats, gstats = [], [], [], []
+        owners = net.param_owners
+        for pid, owner in enumerate(owners):
+            if owner >= 0:
+                continue
+            blob = net.all_params[pid]
+            arr = _current(blob, "data")
+            ids.append(pid)
+            data.append(arr.copy())
+            dstats.append(array_stats(arr, self.bins) if self.stats else None)
+            gstats.append(array_stats(_current(blob, "diff"), self.bins) if self.stats else None)
+        return ParamSnapshot(ids, data, dstats, gstats, iteration, time.perf_counter())
+
+    def record_update(self, net=None, before=None, iteration=None, lr=None):
+        """One StepRecord of kind "update": per learnable param the data after,
+        the diff (the update value Caffe leaves there), the data before and the
+        gradient (from ``before``), delta = after - before and the update-to-weight
+        ratio |Δw|/|w|.  ``before``: a :class:`ParamSnapshot` from
+        :meth:`snapshot_params` or a list of arrays (the learnable params' data,
+        in ``net.learnable_params`` order)."""
+        net = net or self.net
+        if before is None:
+            raise ValueError("record_update needs the params before the update (snapshot_params)")
+        if not isinstance(before, ParamSnapshot):
+            arrays = [np.asarray(a) if not backend.is_gpu_array(a) else a for a in before]
+            ids = [pid for pid, o in enumerate(net.param_owners) if o < 0]
+            if len(arrays) != len(ids):
+                raise ValueError("record_update: %d arrays for %d learnable params" % (len(arrays), len(ids)))
+            before = ParamSnapshot(ids, arrays, [array_stats(a, self.bins) for a in arrays],
+                                   [None] * len(ids), None, 0.0)
+        backend.synchronize()
+        t_end = time.perf_counter()
+        it = iteration if iteration is not None else before.iteration
+        step = StepRecord(next(self._ids), "update", 0, max(len(net.layers) - 1, 0), backend.mode(),
+                          iteration=it if it is not None else self.iteration)
+        if lr is not None:
+            step.meta["lr"] = float(lr)
+        step.wall_ms = (t_end - before.t0) * 1000.0 if before.t0 else 0.0
+        layer_recs = {}
+        lr_mults = net.params_lr
+        learnable_index = {pid: k for k, pid in enumerate(pid for pid, o in enumerate(net.param_owners)
+                                                          if o < 0)}
+        for k, pid in enumerate(before.net_param_ids):
+            li, pi = net.param_layer_indices[pid]
+            rec = layer_recs.get(li)
+            if rec is None:
+                rec = layer_recs[li] = LayerRecord(li, net.layer_names[li], net.layers[li].type, "update", 0.0)
+            blob = net.all_params[pid]
+            after = _current(blob, "data")
+            old = before.data[k]
+            xp = backend.xp_of(after)
+            if backend.xp_of(old) is not xp:
+                old = backend.to_host(old) if xp is np else backend.to_device(old)
+            with np.errstate(all="ignore"):
+                delta = after.astype(old.dtype, copy=False) - old
+            br = BlobRecord(net.param_display_names[pid], "param", pi)
+            br.data = array_stats(after, self.bins)
+            br.diff = array_stats(_current(blob, "diff"), self.bins)
+            br.before = before.data_stats[k] or array_stats(old, self.bins)
+            br.grad = before.grad_stats[k]
+            br.delta = array_stats(delta, self.bins)
+            br.ratio = update_ratio(br.delta.l2, br.before.l2)
+            lk = learnable_index.get(pid)
+            br.propagate = bool(lr_mults[lk] != 0) if lk is not None and lk < len(lr_mults) else None
+            rec.blobs.append(br)
+        step.layers = [layer_recs[i] for i in sorted(layer_recs)]
+        self._append(step)
+        for rec in step.layers:
+            for b in rec.blobs:
+                if not b.data.finite:
+                    f = NonFiniteFinding(step.id, "update", rec.layer_index, rec.layer, rec.type, b.name,
+                                         "param", "data", b.data.nan, b.data.inf, b.data.count,
+                                         b.grad is None or b.grad.finite, b.before.finite)
+                    if self.first_nonfinite is None:
+                        self.first_nonfinite = f
+                    if self.sentinel:
+                        raise NonFiniteError(f)
+                    break
+        return step
+
+    def attach_solver(self, solver):
+        """Record every update ``solver`` applies (wraps the instance's
+        ``apply_update``; :meth:`detach_solver` restores it).  Also stamps the
+        records with the solver's iteration."""
+        if any(s is solver for s, _ in self._solvers):
+            return
+        original = solver.__dict__.get("apply_update")
+        bound = solver.apply_update
+        rec = self
+
+        def apply_update():
+            before = rec.snapshot_params(solver.net, iteration=solver.iter)
+            bound()
+            rec.record_update(solver.net, before)
+            rec.iteration = solver.iter
+
+        solver.apply_update = apply_update
+        self._solvers.append((solver, original))
+        self.iteration = solver.iter
+
+    def detach_solver(self, solver):
+        for k, (s, original) in enumerate(self._solvers):
+            if s is solver:
+                if original is None:
+                    solver.__dict__.pop("apply_update", None)
+                else:
+                    solver.apply_update = original
+                del self._solvers[k]
+                return
 
     # ---------------------------------------------------------- queries
     def last(self, kind=None):
@@ -339,3 +715,55 @@ class Recorder:
             for l in s.layers:
                 out[(l.layer_index, l.direction)] = l
         return out
+
+    def to_dict(self):
+        return {"schema_version": SCHEMA_VERSION, "steps": [s.to_dict() for s in self.steps],
+                "first_nonfinite": self.first_nonfinite.to_dict() if self.first_nonfinite else None}
+
+
+class UpdateHook:
+    """A solver callback (``solver.add_callback(UpdateHook(recorder, solver))``)
+    that records updates without wrapping the solver: ``on_gradients_ready``
+    snapshots the params, the next ``on_start`` (or :meth:`flush`, after the last
+    step) records the update.  The update value (``diff``) is then the cleared
+    diff; ``delta`` and ``ratio`` are exact."""
+
+    def __init__(self, recorder, solver):
+        self.recorder, self.solver = recorder, solver
+        self._before = None
+
+    def on_start(self):
+        self.flush()
+        self.recorder.iteration = self.solver.iter
+
+    def on_gradients_ready(self):
+        self._before = self.recorder.snapshot_params(self.solver.net, iteration=self.solver.iter)
+
+    def flush(self):
+        if self._before is not None:
+            before, self._before = self._before, None
+            return self.recorder.record_update(self.solver.net, before)
+        return None
+
+
+def update_ratio(delta_l2, weight_l2):
+    """|Δw| / |w|: None when both are 0, inf when only |w| is 0."""
+    if weight_l2 is None or delta_l2 is None:
+        return None
+    if weight_l2 == 0:
+        return None if delta_l2 == 0 else float("inf")
+    return delta_l2 / weight_l2
+
+
+def _scalar(blob):
+    """The sum of a loss top's values, as a float (one number crosses to the host)."""
+    if blob.count == 0:
+        return 0.0
+    arr = _current(blob, "data")
+    with np.errstate(all="ignore"):
+        return float(backend.to_host(arr.reshape(-1).sum(dtype=backend.xp_of(arr).float64)))
+
+
+def steps_from_dicts(items):
+    """StepRecords from their ``to_dict`` form (a report's ``steps``)."""
+    return [StepRecord.from_dict(d) for d in items]
