@@ -17,7 +17,7 @@ returns a :class:`Layout`; results are cached per structure
 """
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import networkx as nx
 

@@ -9,8 +9,8 @@
   text for every node and edge, ready for :mod:`inspector.figures`.
 """
 import math
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
 
 from . import layer_meta
 from .run_state import FRESH, NA, NOT_RUN, STALE

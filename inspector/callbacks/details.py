@@ -2,7 +2,7 @@
 feature maps and a value table."""
 from dash import Input, Output, State, no_update
 
-from .. import figures, ids, inputs, presenter
+from .. import ids, inputs, presenter
 from ..layout.side_panels import (blob_details_children, ghost_details_children, layer_details_children,
                                   value_table)
 from .common import guarded
@@ -65,5 +65,3 @@ def register(dash_app, app):
     def blob_cb(selection, _rv, which, item, page, index_text, sid):
         return blob_view(app, sid, selection, which, item, page, index_text)
 
-
-EMPTY = figures.empty_figure()

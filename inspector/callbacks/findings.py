@@ -1,6 +1,6 @@
 """Findings: filtered layers, splits, shared params, memory and time charts,
 the Init transcript, debug_info lines, and the NaN/Inf alert."""
-from dash import Input, Output, State, html, no_update
+from dash import Input, Output, State, no_update
 
 from .. import ids, presenter
 from ..layout.common import table
@@ -68,5 +68,3 @@ def register(dash_app, app):
         sel = nan_selection(app, sid)
         return (sel, "details") if sel else (no_update, no_update)
 
-
-__all__ = ["register", "findings", "nan_alert", "nan_selection", "html"]

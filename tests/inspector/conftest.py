@@ -31,7 +31,7 @@ def _chromium():
 def _browser_skip_reason():
     try:
         import selenium  # noqa: F401
-        from dash.testing import browser  # noqa: F401
+        from dash.testing import browser  # noqa: F401,F811
     except Exception as e:  # pragma: no cover
         return "dash[testing]/selenium not installed (%s)" % e
     if shutil.which("chromedriver") is None:

@@ -2,8 +2,8 @@
 import numpy as np
 import plotly.graph_objects as go
 
-from inspector import figures, graph_layout as gl, view_models as vm
-from inspector.run_state import FRESH, NOT_RUN, STALE
+from inspector import figures, view_models as vm
+from inspector.run_state import FRESH, STALE
 
 
 def _view(colour_by="category", scale=None, legend=(("convolution", "#f28e2b"),), selected="b"):

@@ -2,13 +2,11 @@
 import os
 import threading
 
-import pytest
-
 from inspector import ids
 from inspector.callbacks import load as load_cb
 from inspector.sessions import SessionStore, new_session_id, valid_session_id
 
-from conftest import LENET, data_url
+from conftest import data_url
 
 
 class Clock:

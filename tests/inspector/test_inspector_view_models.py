@@ -1,11 +1,10 @@
 """view_models and run_state: what the graph shows, from graph + records."""
-import numpy as np
 import pytest
 
 from inspector import graph_layout as gl, presenter, run_state as rs, runner, view_models as vm
 from inspector.sessions import Session
 
-from conftest import LENET, RESNET_TINY, SIAMESE, build_loaded
+from conftest import LENET, RESNET_TINY, build_loaded
 
 
 def session_for(ld, c="s"):
