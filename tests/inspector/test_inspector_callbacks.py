@@ -11,7 +11,7 @@ from inspector.callbacks import details, export, findings, graph, load, stepping
 from inspector.callbacks.common import guarded
 from inspector.sessions import new_session_id
 
-from conftest import ROOT, data_url
+from inspector_testlib import ROOT, data_url
 
 
 @pytest.fixture

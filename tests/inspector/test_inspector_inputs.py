@@ -5,7 +5,7 @@ import pytest
 from inspector import inputs as inp, runner
 from inspector.sessions import Session
 
-from conftest import SIAMESE, build_loaded, data_url
+from inspector_testlib import SIAMESE, build_loaded, data_url
 
 
 def test_label_blobs(lenet):

@@ -6,7 +6,7 @@ import pytest
 from inspector import loading
 from inspector.sessions import ModelSpec, Session
 
-from conftest import LENET, data_url
+from inspector_testlib import LENET, data_url
 
 PY_NET = """
 name: "Py"

@@ -5,7 +5,7 @@ from engine.upgrade import read_net_params
 
 from inspector.model import build_graph, setting_rows
 
-from conftest import LENET, RESNET_TINY, SIAMESE
+from inspector_testlib import LENET, RESNET_TINY, SIAMESE
 
 
 def graph_of(path, phase=engine.TRAIN, **kw):

@@ -7,7 +7,7 @@ import pytest
 from inspector import panel_models as pm, presenter, runner
 from inspector.sessions import Session
 
-from conftest import SIAMESE, build_loaded
+from inspector_testlib import SIAMESE, build_loaded
 
 
 def _session(ld):

@@ -4,7 +4,7 @@ import pytest
 from inspector import graph_layout as gl, presenter, run_state as rs, runner, view_models as vm
 from inspector.sessions import Session
 
-from conftest import LENET, RESNET_TINY, build_loaded
+from inspector_testlib import LENET, RESNET_TINY, build_loaded
 
 
 def session_for(ld, c="s"):

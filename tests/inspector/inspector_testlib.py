@@ -1,0 +1,54 @@
+"""Nets and helpers shared by the inspector tests (imported by name, so it is
+not confused with another folder's conftest)."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+LENET = ROOT / "examples" / "lenet" / "lenet_train_test.prototxt"
+SIAMESE = ROOT / "examples" / "shared_stages" / "siamese_stages.prototxt"
+RESNET_TINY = ROOT / "examples" / "resnet_tiny" / "resnet_tiny.prototxt"
+
+
+OVERFLOW_NET = """
+name: "Overflow"
+layer { name: "in" type: "Input" top: "data" top: "label"
+        input_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } }
+layer { name: "scale_up" type: "Power" bottom: "data" top: "big"
+        power_param { power: 1 scale: 1 shift: 100 } }
+layer { name: "exp1" type: "Exp" bottom: "big" top: "e1" }
+layer { name: "exp2" type: "Exp" bottom: "e1" top: "e2" }
+layer { name: "fc" type: "InnerProduct" bottom: "e2" top: "fc"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "label" top: "loss" }
+"""
+
+SYNTAX_ERROR_NET = """name: "Broken"
+layer {
+  name: "in"
+  type: "Input"
+  top: "data"
+  input_param { shape { dim: 1 dim: 3 } }
+}
+layer {
+  name: "fc"
+  type: "InnerProduct"
+  bottom: "data"
+  top: "fc"
+  inner_product_param { num_output: 2
+}
+"""
+
+
+def build_loaded(path, phase="TRAIN", level=0, stages=()):
+    from inspector import loading
+    from inspector.sessions import ModelSpec
+    return loading.build(ModelSpec(model=str(path), phase=phase, level=level, stages=tuple(stages)))
+
+
+def data_url(text_or_bytes, mime="text/plain"):
+    import base64
+    b = text_or_bytes.encode() if isinstance(text_or_bytes, str) else text_or_bytes
+    return "data:%s;base64,%s" % (mime, base64.b64encode(b).decode())
