@@ -13,7 +13,7 @@ def parse_args(argv=None):
     p.add_argument("model", nargs="?", help="net prototxt (default: the bundled LeNet example)")
     p.add_argument("--weights", help="caffemodel (or .h5) to load into the net")
     p.add_argument("--solver", help="solver prototxt (enables solver iterations)")
-    p.add_argument("--phase", choices=["TRAIN", "TEST"], default=None, help="NetState phase (default TRAIN)")
+    p.add_argument("--phase", choices=["TRAIN", "TEST"], default=None, help="NetState phase (default: TEST for a *deploy* file, else TRAIN)")
     p.add_argument("--stage", action="append", default=[], help="NetState stage (repeatable)")
     p.add_argument("--level", type=int, default=0, help="NetState level")
     p.add_argument("--gpu", action="store_true", help="start sessions on the GPU (CuPy)")
@@ -24,6 +24,9 @@ def parse_args(argv=None):
     p.add_argument("--allow-python-layers", action="store_true",
                    help="run Python layers (they execute the model author's code)")
     p.add_argument("--max-upload-mb", type=int, default=256, help="size limit of one uploaded file")
+    p.add_argument("--max-sessions", type=int, default=8,
+                   help="browser tabs kept at once (each holds its own net; least recently used goes first)")
+    p.add_argument("--idle-minutes", type=float, default=60, help="drop a tab's session after this idle time")
     p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, dev tools)")
     return p.parse_args(argv)
 
@@ -36,7 +39,8 @@ def config_from_args(args):
         phase=args.phase or ("TEST" if args.model and "deploy" in os.path.basename(args.model) else "TRAIN"),
         stages=tuple(args.stage), level=args.level, gpu=args.gpu, host=args.host, port=args.port,
         model_root=os.path.abspath(args.model_root or os.getcwd()),
-        allow_python_layers=args.allow_python_layers, max_upload_bytes=args.max_upload_mb * 2 ** 20)
+        allow_python_layers=args.allow_python_layers, max_upload_bytes=args.max_upload_mb * 2 ** 20,
+        max_sessions=args.max_sessions, idle_seconds=args.idle_minutes * 60.0)
 
 
 def main(argv=None):

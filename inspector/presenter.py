@@ -43,7 +43,13 @@ def graph_view(loaded, colour_by="category", opts=vm.DisplayOptions(), selection
     display, layout = display_and_layout(loaded, opts)
     st = states(loaded)
     return vm.graph_view(loaded.graph, display, layout, metrics(loaded), st, colour_by, selection,
-                         loaded.analysis, blob_states(loaded.graph, loaded.runlog, st), opts.labels)
+                         loaded.analysis, blob_states(loaded.graph, loaded.runlog, st), opts.labels,
+                         revision=_revision(opts))
+
+
+def _revision(opts):
+    """Zoom and pan survive recolours and steps, not a change of what is drawn."""
+    return "-%d%d%d%d" % (opts.blobs_as_nodes, opts.fold_splits, opts.fold_inplace, opts.show_ghosts)
 
 
 def graph_figure(loaded, colour_by="category", opts=vm.DisplayOptions(), selection=None):

@@ -454,9 +454,10 @@ def _layer_hover(graph, idx, metrics, analysis, states):
 
 
 def graph_view(graph, display, layout, metrics=None, states=None, colour_by="category",
-               selection=None, analysis=None, blob_states=None, labels=True):
+               selection=None, analysis=None, blob_states=None, labels=True, revision=""):
     """Everything the figure draws.  ``states``: run_state.layer_states();
-    ``blob_states``: run_state.blob_states(); ``selection``: {"kind", "name"}."""
+    ``blob_states``: run_state.blob_states(); ``selection``: {"kind", "name"};
+    ``revision``: added to the net's key to keep (or reset) the user's zoom."""
     metrics = metrics or {}
     analysis = analysis or {}
     blob_states = blob_states or {}
@@ -562,4 +563,4 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
                              (" level %d" % graph.level) if graph.level else "",
                              (" stages %s" % ",".join(graph.stages)) if graph.stages else "")
     return GraphView(tuple(nodes), tuple(edges), legend, scale, colour_by, title, layout.height,
-                     layout.width, labels, graph.key)
+                     layout.width, labels, graph.key + revision)

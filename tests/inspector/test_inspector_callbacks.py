@@ -233,3 +233,5 @@ def test_command_line():
     assert (cfg.model, cfg.weights, cfg.stages, cfg.level, cfg.phase) == ("net.prototxt", "w", ("a", "b"), 2, "TEST")
     assert cfg.host == "127.0.0.1" and cfg.model_root == "/tmp" and cfg.allow_python_layers
     assert m.config_from_args(m.parse_args(["deploy.prototxt"])).phase == "TEST"
+    cfg = m.config_from_args(m.parse_args(["--max-sessions", "2", "--idle-minutes", "0.5"]))
+    assert cfg.max_sessions == 2 and cfg.idle_seconds == 30 and cfg.model is None
