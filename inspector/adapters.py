@@ -111,25 +111,17 @@ def make_report(net, recorder, fmt="json", name="net"):
 
 
 def _engine_report(mod, net, recorder, fmt):
-    for fname in ("render", "render_report", "export", "report"):
-        fn = getattr(mod, fname, None)
-        if not callable(fn):
-            continue
-        for call in (lambda: fn(net, recorder=recorder, fmt=fmt),
-                     lambda: fn(net, recorder, fmt),
-                     lambda: fn(net, fmt=fmt)):
-            try:
-                out = call()
-            except TypeError:
-                continue
-            except Exception:
-                return None
-            if isinstance(out, bytes):
-                out = out.decode("utf-8", "replace")
-            if isinstance(out, str):
-                return out
-            return json.dumps(out, indent=1, default=_json_default)
-    return None
+    """engine.report.render(net, recorder=..., fmt=...) as text (None if it fails)."""
+    fn = getattr(mod, "render", None)
+    if not callable(fn):
+        return None
+    try:
+        out = fn(net, recorder=recorder, fmt=fmt)
+    except Exception:
+        return None
+    if isinstance(out, bytes):
+        out = out.decode("utf-8", "replace")
+    return out if isinstance(out, str) else None
 
 
 def _json_default(o):
