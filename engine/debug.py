@@ -103,6 +103,8 @@ class BlobStats:
         d = dict(d)
         d["shape"] = tuple(d.get("shape") or ())
         names = cls.__dataclass_fields__
+        for k in ("asum_mean", "min", "max", "mean", "std", "l2", "frac_zero", "hist_lo", "hist_hi"):
+            d[k] = _num(d.get(k))
         return cls(**{k: v for k, v in d.items() if k in names})
 
     @classmethod
@@ -111,6 +113,13 @@ class BlobStats:
         nan = float("nan")
         return cls(tuple(shape), count, float(asum_mean), nan, nan, nan, nan, nan, nan, 0, 0, [], nan, nan,
                    partial=True)
+
+
+def _num(v):
+    """A float from a number or its JSON string form ("nan", "inf", "-inf"); None stays None."""
+    if v is None:
+        return None
+    return float(v)
 
 
 def _empty_stats(shape, bins):
@@ -285,7 +294,7 @@ class BlobRecord:
         f = BlobStats.from_dict
         return cls(d["name"], d["role"], int(d["index"]), f(d.get("data")), f(d.get("diff")),
                    d.get("propagate"), f(d.get("before")), f(d.get("grad")), f(d.get("delta")),
-                   d.get("ratio"))
+                   _num(d.get("ratio")))
 
 
 @dataclass
@@ -322,8 +331,8 @@ class LayerRecord:
 
     @classmethod
     def from_dict(cls, d):
-        return cls(int(d["layer_index"]), d["layer"], d["type"], d["direction"], d.get("time_ms"),
-                   [BlobRecord.from_dict(b) for b in d.get("blobs", [])], d.get("loss"))
+        return cls(int(d["layer_index"]), d["layer"], d["type"], d["direction"], _num(d.get("time_ms")),
+                   [BlobRecord.from_dict(b) for b in d.get("blobs", [])], _num(d.get("loss")))
 
 
 @dataclass
@@ -352,7 +361,7 @@ class StepRecord:
     @classmethod
     def from_dict(cls, d):
         return cls(int(d["id"]), d["kind"], int(d["start"]), int(d["end"]), d.get("device", ""),
-                   [LayerRecord.from_dict(l) for l in d.get("layers", [])], d.get("wall_ms") or 0.0,
+                   [LayerRecord.from_dict(l) for l in d.get("layers", [])], _num(d.get("wall_ms")) or 0.0,
                    d.get("iteration"), dict(d.get("meta") or {}))
 
 
@@ -767,3 +776,52 @@ def _scalar(blob):
 def steps_from_dicts(items):
     """StepRecords from their ``to_dict`` form (a report's ``steps``)."""
     return [StepRecord.from_dict(d) for d in items]
+
+
+def caffe_debug_lines(step):
+    """Caffe's debug_info lines (net.cpp ForwardDebugInfo / BackwardDebugInfo) of a
+    recorded step, from its records (numbers as Caffe prints them)."""
+    from .log import num
+    out = []
+    for rec in step.layers:
+        if rec.direction == "forward":
+            for b in rec.blobs:
+                if b.role == "top" and b.data is not None:
+                    out.append("    [Forward] Layer %s, top blob %s data: %s"
+                               % (rec.layer, b.name, num(np.float32(b.data.asum_mean))))
+            for b in rec.blobs:
+                if b.role == "param" and b.data is not None:
+                    out.append("    [Forward] Layer %s, param blob %s data: %s"
+                               % (rec.layer, b.name, num(np.float32(b.data.asum_mean))))
+        elif rec.direction == "backward":
+            for b in rec.blobs:
+                if b.role == "bottom" and b.propagate and b.diff is not None:
+                    out.append("    [Backward] Layer %s, bottom blob %s diff: %s"
+                               % (rec.layer, b.name, num(np.float32(b.diff.asum_mean))))
+            for b in rec.blobs:
+                if b.role == "param" and b.propagate and b.diff is not None:
+                    out.append("    [Backward] Layer %s, param blob %d diff: %s"
+                               % (rec.layer, b.index, num(np.float32(b.diff.asum_mean))))
+        else:
+            for b in rec.blobs:
+                if b.role == "param" and b.data is not None:
+                    out.append("    [Update] Layer %s, param %s data: %s; diff: %s"
+                               % (rec.layer, b.name, num(np.float32(b.data.asum_mean)),
+                                  num(np.float32(b.diff.asum_mean)) if b.diff is not None else "-"))
+    return out
+
+
+def all_params_line(net):
+    """Net::Backward's debug line: L1 and L2 norms of every owned param's data and diff."""
+    from .log import num
+    asum_data = asum_diff = sumsq_data = sumsq_diff = 0.0
+    for p, owner in zip(net.all_params, net.param_owners):
+        if owner >= 0:
+            continue
+        asum_data += p.asum_data()
+        asum_diff += p.asum_diff()
+        sumsq_data += p.sumsq_data()
+        sumsq_diff += p.sumsq_diff()
+    return ("    [Backward] All net params (data, diff): L1 norm = (%s, %s); L2 norm = (%s, %s)"
+            % (num(np.float32(asum_data)), num(np.float32(asum_diff)),
+               num(np.float32(np.sqrt(sumsq_data))), num(np.float32(np.sqrt(sumsq_diff)))))

@@ -138,11 +138,11 @@ def check_nonfinite(step):
             params_ok = all(x.data is None or x.data.finite for x in rec.blobs
                             if x.role == "param" and rec.direction != "update") and \
                 (rec.direction != "update" or b.before is None or b.before.finite)
-            origin = "starts here" if ins_ok and params_ok else \
-                "came in (inputs %s, params %s)" % ("finite" if ins_ok else "NOT finite",
+            origin = "they start here" if ins_ok and params_ok else \
+                "they came in (inputs %s, params %s)" % ("finite" if ins_ok else "NOT finite",
                                                    "finite" if params_ok else "NOT finite")
             msg = ("%s %s of %s blob '%s' in layer '%s' (%s) has %d NaN and %d Inf of %d values; "
-                   "the non-finite values %s" % (rec.direction, which, b.role, b.name, rec.layer, rec.type,
+                   "%s" % (rec.direction, which, b.role, b.name, rec.layer, rec.type,
                                                  s.nan, s.inf, s.count, origin))
             return [_finding(step, rec, "error", "nonfinite", b.name, msg, float(s.nan + s.inf), 0.0)]
     return []
