@@ -193,19 +193,26 @@ class Blob:
     def _gpu(self, gpu):
         return backend.mode() == backend.GPU if gpu is None else gpu
 
+    def _mem(self, mem):
+        if mem is None:   # Blob() never reshaped: Caffe's CHECK(data_) in cpu_data() & co.
+            raise ShapeError("Check failed: data_ (the blob was never given a shape, so it holds no "
+                             "memory: reshape it first, e.g. with input_param { shape {...} } or "
+                             "blob.reshape(...))")
+        return mem
+
     def get_data(self, gpu=None):
         """Data on the device of the current mode (read-only by convention)."""
-        return self._view(self._data.get(self._gpu(gpu)))
+        return self._view(self._mem(self._data).get(self._gpu(gpu)))
 
     def mut_data(self, gpu=None):
         """Data on the device of the current mode, marked as the current copy."""
-        return self._view(self._data.mutable(self._gpu(gpu)))
+        return self._view(self._mem(self._data).mutable(self._gpu(gpu)))
 
     def get_diff(self, gpu=None):
-        return self._view(self._diff.get(self._gpu(gpu)))
+        return self._view(self._mem(self._diff).get(self._gpu(gpu)))
 
     def mut_diff(self, gpu=None):
-        return self._view(self._diff.mutable(self._gpu(gpu)))
+        return self._view(self._mem(self._diff).mutable(self._gpu(gpu)))
 
     def set_data(self, value):
         self.mut_data()[...] = value
@@ -216,7 +223,7 @@ class Blob:
     @property
     def data(self):
         """pycaffe's ``blob.data``: a writable NumPy view of the host data."""
-        return self._view(self._data.mutable_host())
+        return self._view(self._mem(self._data).mutable_host())
 
     @data.setter
     def data(self, value):
@@ -225,7 +232,7 @@ class Blob:
     @property
     def diff(self):
         """pycaffe's ``blob.diff``: a writable NumPy view of the host diff."""
-        return self._view(self._diff.mutable_host())
+        return self._view(self._mem(self._diff).mutable_host())
 
     @diff.setter
     def diff(self, value):
@@ -318,20 +325,21 @@ class Blob:
         elif not self.shape_equals(proto):
             raise ShapeError("shape mismatch (reshape not set)")
         count = self._count
-        if len(proto.double_data) > 0:
-            if len(proto.double_data) != count:
-                raise ShapeError("BlobProto has %d double_data values for a blob of count %d"
-                                 % (len(proto.double_data), count))
-            self.data.reshape(-1)[:] = np.asarray(proto.double_data, dtype=np.float64)
-        else:
-            if len(proto.data) != count:
-                raise ShapeError("BlobProto has %d data values for a blob of count %d"
-                                 % (len(proto.data), count))
-            self.data.reshape(-1)[:] = np.asarray(proto.data, dtype=np.float32)
-        if len(proto.double_diff) > 0:
-            self.diff.reshape(-1)[:] = np.asarray(proto.double_diff, dtype=np.float64)
-        elif len(proto.diff) > 0:
-            self.diff.reshape(-1)[:] = np.asarray(proto.diff, dtype=np.float32)
+        data_field = "double_data" if len(proto.double_data) > 0 else "data"
+        diff_field = "double_diff" if len(proto.double_diff) > 0 else "diff"
+        for field in (data_field, diff_field):
+            n = len(getattr(proto, field))
+            if n != count and (field == data_field or n > 0):
+                raise ShapeError("BlobProto has %d %s values for a blob of count %d" % (n, field, count))
+        with np.errstate(all="ignore"):   # doubles beyond float range become inf, as in Caffe
+            if len(proto.double_data) > 0:
+                self.data.reshape(-1)[:] = np.asarray(proto.double_data, dtype=np.float64)
+            else:
+                self.data.reshape(-1)[:] = np.asarray(proto.data, dtype=np.float32)
+            if len(proto.double_diff) > 0:
+                self.diff.reshape(-1)[:] = np.asarray(proto.double_diff, dtype=np.float64)
+            elif len(proto.diff) > 0:
+                self.diff.reshape(-1)[:] = np.asarray(proto.diff, dtype=np.float32)
 
     FromProto = from_proto
 

@@ -242,7 +242,8 @@ def blobproto_to_array(bp, return_diff=False, dtype=np.float32):
     else:
         values = bp.double_data if len(bp.double_data) else bp.data
     shape = _blob_shape(bp)
-    arr = np.array(values, dtype=dtype)
+    with np.errstate(all="ignore"):   # doubles beyond float range become inf, as in Caffe
+        arr = np.array(values, dtype=dtype)
     count = int(np.prod(shape, dtype=np.int64))
     if arr.size != count:
         raise ShapeError("Check failed: count_ == proto.%s_size() (%d vs. %d): BlobProto "
