@@ -347,8 +347,8 @@ class Net:
             self._top_id_vecs[layer_id].append(bid)
             self.init_record.in_place.append((lp.name, top_id, blob_name))
         elif name_to_idx is not None and blob_name in name_to_idx:
-            raise NetError("Top blob '%s' produced by multiple sources." % blob_name,
-                           layer=lp.name, blob=blob_name)
+            raise NetError("Top blob '%s' produced by multiple sources. (layer '%s', top index %d)"
+                           % (blob_name, lp.name, top_id), layer=lp.name, blob=blob_name)
         else:
             log.info("%s -> %s", lp.name, blob_name)
             blob = Blob(dtype=self._dtype)

@@ -38,7 +38,13 @@ def layer_class(type_name):
 
 def create_layer(param, allow_python=True, **kwargs):
     """LayerRegistry::CreateLayer: a new, not yet set up, layer for ``param``."""
-    cls = layer_class(param.type)
+    try:
+        cls = layer_class(param.type)
+    except UnknownLayerTypeError as e:
+        known = str(e).split(" (known types: ", 1)
+        raise UnknownLayerTypeError("%s (layer '%s'; known types: %s" % (known[0], param.name, known[1])
+                                    if len(known) == 2 else "%s (layer '%s')" % (e, param.name),
+                                    layer=param.name) from None
     if param.type == "Python" and not allow_python:
         raise PythonLayerRefused(
             "Layer '%s' is a Python layer (module %r); Python layers are disabled for this model "
