@@ -35,6 +35,9 @@ def fill(blob, param):
     shape = blob.shape
     n = blob.count
     t = param.type
+    if n == 0 and t in ("uniform", "gaussian", "xavier", "msra"):
+        raise LayerError("Check failed: blob->count() (the %s filler got a blob of shape %s)"
+                         % (t, blob.shape_string()))
     if t == "constant":
         v = np.full(n, param.value)
     elif t == "uniform":

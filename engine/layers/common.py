@@ -14,8 +14,9 @@ arrays; the loss layers reuse them.
 import numpy as np
 
 from ..fillers import fill
+from ..kernels.blas import gemm_acc
 from ..log import layer_log
-from .base import Layer
+from .base import Layer, workspace
 from .registry import register_layer
 
 
@@ -102,32 +103,45 @@ class InnerProductLayer(Layer):
         w = self.blobs[0].get_data()
         return w if self.transpose else w.T  # (K, N)
 
+    def _separate(self, a, b):
+        return a.data_memory is not b.data_memory and a.diff_memory is not b.diff_memory
+
     def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].get_data().reshape(self.M, self.K)
-        out = top[0].mut_data().reshape(self.M, self.N)
-        y = xp.matmul(x, self._weight())
+        if not self._separate(bottom[0], top[0]):
+            y = xp.matmul(x, self._weight())
+            if self.bias_term:
+                y += self.blobs[1].get_data()
+            top[0].mut_data().reshape(self.M, self.N)[...] = y
+            return
+        y = top[0].mut_data().reshape(self.M, self.N)
+        xp.matmul(x, self._weight(), out=y)
         if self.bias_term:
             y += self.blobs[1].get_data()
-        out[...] = y
 
     def backward(self, top, propagate_down, bottom):
         xp = self.xp
         td = top[0].get_diff().reshape(self.M, self.N)
         if self.get_param_propagate_down(0):
+            # Caffe's gemm with beta = 1: the gradient accumulates into the diff.
             x = bottom[0].get_data().reshape(self.M, self.K)
             wd = self.blobs[0].mut_diff()
+            work = lambda shape, dtype: workspace(xp, "ip_dw", shape, dtype)  # noqa: E731
             if self.transpose:
-                wd += xp.matmul(x.T, td)
+                gemm_acc(x.T, td, wd, work)
             else:
-                wd += xp.matmul(td.T, x)
+                gemm_acc(td.T, x, wd, work)
         if self.bias_term and self.get_param_propagate_down(1):
             bd = self.blobs[1].mut_diff()
             bd += td.sum(axis=0)
         if propagate_down[0]:
             w = self.blobs[0].get_data()
-            g = xp.matmul(td, w.T if self.transpose else w)
-            bottom[0].mut_diff().reshape(self.M, self.K)[...] = g
+            w = w.T if self.transpose else w
+            if self._separate(bottom[0], top[0]):
+                xp.matmul(td, w, out=bottom[0].mut_diff().reshape(self.M, self.K))
+            else:
+                bottom[0].mut_diff().reshape(self.M, self.K)[...] = xp.matmul(td, w)
 
 
 # --------------------------------------------------------------------------- Concat
@@ -316,10 +330,16 @@ class SplitLayer(Layer):
         if len(top) == 1:
             bd[...] = top[0].get_diff()
             return
-        acc = top[0].get_diff() + top[1].get_diff()
+        if any(t.diff_memory is bottom[0].diff_memory for t in top):
+            acc = top[0].get_diff() + top[1].get_diff()
+            for t in top[2:]:
+                acc += t.get_diff()
+            bd[...] = acc
+            return
+        # Summed straight into the bottom diff, in the same order.
+        self.xp.add(top[0].get_diff(), top[1].get_diff(), out=bd)
         for t in top[2:]:
-            acc += t.get_diff()
-        bd[...] = acc
+            bd += t.get_diff()
 
 
 def _ptr(blob):
@@ -373,10 +393,27 @@ class EltwiseLayer(Layer):
                 y *= b.get_data()
             out[...] = y
         elif self.op == self.SUM:
-            y = xp.zeros(out.shape, out.dtype)
-            for c, b in zip(self.coeffs, bottom):
-                y += c * b.get_data()
-            out[...] = y
+            if any(b.data_memory is top[0].data_memory for b in bottom):
+                y = xp.zeros(out.shape, out.dtype)
+                for c, b in zip(self.coeffs, bottom):
+                    y += c * b.get_data()
+                out[...] = y
+                return
+            # Caffe: top = 0, then top += coeff * bottom for each bottom (0 + x
+            # turns -0.0 into +0.0, so the first term adds a zero too).
+            dt = out.dtype.type
+            for k, (c, b) in enumerate(zip(self.coeffs, bottom)):
+                x = b.get_data()
+                if k == 0:
+                    if c == 1:
+                        xp.add(x, dt(0), out=out)
+                    else:
+                        xp.multiply(x, c, out=out)
+                        out += dt(0)
+                elif c == 1:
+                    out += x
+                else:
+                    out += c * x
         elif self.op == self.MAX:
             a, b = bottom[0].get_data(), bottom[1].get_data()
             gt = a > b
@@ -838,7 +875,7 @@ class ArgMaxLayer(Layer):
             shape[self.axis] = self.top_k
         else:
             shape = [1] * max(bottom[0].num_axes, 3)
-            shape[0] = bottom[0].shape[0]
+            shape[0] = bottom[0].shape_at(0)
             shape[2] = self.top_k
             if self.out_max_val:
                 shape[1] = 2

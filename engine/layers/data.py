@@ -628,6 +628,9 @@ class HDF5DataLayer(Layer):
                 names = f.read().split()
         except OSError:
             raise _layer_error("HDF5Data", self.name, "Failed to open source file: %s" % source) from None
+        except UnicodeDecodeError as e:
+            raise _layer_error("HDF5Data", self.name, "source file %s is not a text list of HDF5 file "
+                               "names: %s" % (source, e)) from None
         self.source_dir = os.path.dirname(os.path.abspath(source))
         self.filenames = [n if os.path.isabs(n) or os.path.exists(n) or not os.path.exists(
             os.path.join(self.source_dir, n)) else os.path.join(self.source_dir, n) for n in names]

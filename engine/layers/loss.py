@@ -340,6 +340,8 @@ class HingeLossLayer(LossLayer):
     def _flip(self, xp, bottom, a):
         """a[i, label[i]] *= -1 for each row of the (num, dim) view ``a``."""
         num = a.shape[0]
+        if bottom[1].count < num:
+            raise self.error("%d labels for a batch of %d" % (bottom[1].count, num))
         labels = _int_labels(xp, bottom[1].get_data().reshape(-1)[:num])
         if bool(((labels < 0) | (labels >= a.shape[1])).any()):
             raise self.error("label value outside [0, %d) (Caffe reads out of bounds here)" % a.shape[1])
@@ -353,6 +355,9 @@ class HingeLossLayer(LossLayer):
         norm = self._norm()
         num = bottom[0].num
         count = bottom[0].count
+        if num == 0:
+            raise self.error("empty batch: HingeLoss divides the count by num (Caffe stops with a "
+                             "division by zero)")
         dim = count // num
         a = bottom[0].get_data().reshape(num, dim).copy()
         a = self._flip(xp, bottom, a)
@@ -515,8 +520,13 @@ class MultinomialLogisticLossLayer(LossLayer):
     def _picked(self, bottom):
         xp = self.xp
         num = bottom[0].num
+        if num == 0:
+            raise self.error("empty batch: MultinomialLogisticLoss divides the count by num (Caffe "
+                             "stops with a division by zero)")
         dim = bottom[0].count // num
         data = bottom[0].get_data().reshape(num, dim)
+        if bottom[1].count < num:
+            raise self.error("%d labels for a batch of %d" % (bottom[1].count, num))
         labels = _int_labels(xp, bottom[1].get_data().reshape(-1)[:num])
         if bool(((labels < 0) | (labels >= dim)).any()):
             raise self.error("label value outside [0, %d) (Caffe reads out of bounds here)" % dim)

@@ -6,7 +6,7 @@ first, then over the batch, as Caffe's two gemv calls do.
 """
 from .. import fillers
 from ..log import layer_log
-from .base import Layer
+from .base import Layer, workspace
 from .registry import register_layer, create_layer
 
 
@@ -42,6 +42,7 @@ class BatchNormLayer(Layer):
             self.use_global_stats = p.use_global_stats
         self.channels = 1 if bottom[0].num_axes == 1 else bottom[0].shape_at(1)
         self.eps = dt(p.eps)
+        self.x_norm = None
         if self.blobs:
             layer_log.info("Skipping parameter initialization")
         else:
@@ -63,6 +64,9 @@ class BatchNormLayer(Layer):
     def reshape(self, bottom, top):
         if bottom[0].num_axes >= 1:
             _check_eq(self, bottom[0].shape_at(1), self.channels, "bottom[0]->shape(1) == channels_")
+        if bottom[0].num_axes < 1 or bottom[0].shape_at(0) * self.channels == 0:
+            raise self.error("bottom shape %s: BatchNorm divides the count by num * channels, which must "
+                             "not be 0 (Caffe stops with a division by zero)" % bottom[0].shape_string())
         top[0].reshape_like(bottom[0])
 
     def _view(self, a, bottom):
@@ -83,21 +87,34 @@ class BatchNormLayer(Layer):
         else:
             alpha = dt(1.0 / (num * spatial))
             mean = (x.sum(axis=2) * alpha).sum(axis=0)
-        xc = x - mean[None, :, None]
-        if not self.use_global_stats:
-            var = ((xc * xc).sum(axis=2) * alpha).sum(axis=0)
-            maf = self.moving_average_fraction
-            b0, b1, b2 = (b.mut_data() for b in self.blobs)
-            b2[...] = b2 * maf + dt(1)
-            b0[...] = maf * b0 + mean
-            m = bottom[0].count // self.channels
-            bias_correction = dt(m) / dt(m - 1) if m > 1 else dt(1)
-            b1[...] = maf * b1 + bias_correction * var
+        if self.use_global_stats:
+            # Backward needs only std: normalise straight into the top (in place too).
+            y = self._view(top[0].mut_data(), bottom)
+            xp.subtract(x, mean[None, :, None], out=y)
+            self.std = xp.sqrt(var + self.eps)
+            xp.divide(y, self.std[None, :, None], out=y)
+            self.x_norm = None
+            return
+        # x_norm_ (Caffe's): kept for backward, since later in-place layers may
+        # clobber the top data.  The layer's own buffer, reused every step.
+        xn = self.x_norm
+        if xn is None or xn.shape != x.shape or not isinstance(xn, xp.ndarray):
+            self.x_norm = None
+            xn = self.x_norm = xp.empty(x.shape, dtype=x.dtype)
+        xp.subtract(x, mean[None, :, None], out=xn)
+        sq = workspace(xp, "bn_sq", x.shape, x.dtype)
+        xp.multiply(xn, xn, out=sq)
+        var = (sq.sum(axis=2) * alpha).sum(axis=0)
+        maf = self.moving_average_fraction
+        b0, b1, b2 = (b.mut_data() for b in self.blobs)
+        b2[...] = b2 * maf + dt(1)
+        b0[...] = maf * b0 + mean
+        m = bottom[0].count // self.channels
+        bias_correction = dt(m) / dt(m - 1) if m > 1 else dt(1)
+        b1[...] = maf * b1 + bias_correction * var
         self.std = xp.sqrt(var + self.eps)
-        y = xc / self.std[None, :, None]
-        top[0].mut_data()[...] = y.reshape(top[0].shape)
-        # x_norm_: later in-place layers may clobber the top data.
-        self.x_norm = y
+        xp.divide(xn, self.std[None, :, None], out=xn)
+        self._view(top[0].mut_data(), bottom)[...] = xn
 
     def backward(self, top, propagate_down, bottom):
         # Caffe's BatchNorm writes bottom diff unconditionally.
@@ -105,18 +122,24 @@ class BatchNormLayer(Layer):
         dt = self.dtype.type
         num = bottom[0].shape_at(0)
         spatial = bottom[0].count // (num * self.channels)
-        dy = self._view(top[0].get_diff(), bottom).copy()
+        # In place, the bottom diff is the top diff: every read of dy below
+        # happens before (or, elementwise, as) the bottom diff is written.
+        dy = self._view(top[0].get_diff(), bottom)
         std = self.std[None, :, None]
+        out = self._view(bottom[0].mut_diff(), bottom)
         if self.use_global_stats:
-            bottom[0].mut_diff()[...] = (dy / std).reshape(bottom[0].shape)
+            xp.divide(dy, std, out=out)
             return
         y = self.x_norm
-        s_dyy = (y * dy).sum(axis=2).sum(axis=0)
-        g = y * s_dyy[None, :, None]
+        g = workspace(xp, "bn_g", y.shape, y.dtype)
+        xp.multiply(y, dy, out=g)
+        s_dyy = g.sum(axis=2).sum(axis=0)
+        xp.multiply(y, s_dyy[None, :, None], out=g)
         s_dy = dy.sum(axis=2).sum(axis=0)
-        g = g + s_dy[None, :, None]
-        g = dy + dt(-1.0 / (num * spatial)) * g
-        bottom[0].mut_diff()[...] = (g / std).reshape(bottom[0].shape)
+        g += s_dy[None, :, None]
+        g *= dt(-1.0 / (num * spatial))
+        xp.add(dy, g, out=out)
+        xp.divide(out, std, out=out)
 
 
 def _fmt(v):
@@ -195,8 +218,12 @@ class BiasLayer(Layer):
     def forward(self, bottom, top):
         bias = (bottom[1] if len(bottom) > 1 else self.blobs[0]).get_data()
         x = bottom[0].get_data().reshape(self.outer, self.mid, self.inner)
-        y = x + bias.reshape(1, self.mid, 1)
-        top[0].mut_data()[...] = y.reshape(top[0].shape)
+        if len(bottom) > 1 and top[0] is bottom[1]:
+            y = x + bias.reshape(1, self.mid, 1)
+            top[0].mut_data()[...] = y.reshape(top[0].shape)
+            return
+        # Straight into the top (in place too: elementwise).
+        self.xp.add(x, bias.reshape(1, self.mid, 1), out=top[0].mut_data().reshape(x.shape))
 
     def backward(self, top, propagate_down, bottom):
         top_diff = top[0].get_diff()
@@ -274,13 +301,23 @@ class ScaleLayer(Layer):
             self.bias_layer.reshape(self.bias_bottom, top)
 
     def forward(self, bottom, top):
+        xp = self.xp
         scale = (bottom[1] if len(bottom) > 1 else self.blobs[0]).get_data()
         x = bottom[0].get_data().reshape(self.outer, self.mid, self.inner)
         if bottom[0] is top[0]:
-            # In place: keep the input for the scale gradient.
-            self.temp = x.copy()
-        y = x * scale.reshape(1, self.mid, 1)
-        top[0].mut_data()[...] = y.reshape(top[0].shape)
+            # In place: keep the input for the scale gradient (Caffe's temp_,
+            # the layer's own buffer, reused every step).
+            t = getattr(self, "temp", None)
+            if t is None or t.shape != x.shape or t.dtype != x.dtype or not isinstance(t, xp.ndarray):
+                self.temp = None
+                t = self.temp = xp.empty(x.shape, dtype=x.dtype)
+            t[...] = x
+        if len(bottom) > 1 and top[0] is bottom[1]:
+            y = x * scale.reshape(1, self.mid, 1)
+            top[0].mut_data()[...] = y.reshape(top[0].shape)
+        else:
+            # Straight into the top (in place too: elementwise).
+            xp.multiply(x, scale.reshape(1, self.mid, 1), out=top[0].mut_data().reshape(x.shape))
         if self.bias_layer is not None:
             self.bias_layer.forward(self.bias_bottom, top)
 
@@ -291,19 +328,22 @@ class ScaleLayer(Layer):
         scale = self.blobs[0] if scale_param else bottom[1]
         top_diff = top[0].get_diff().reshape(self.outer, self.mid, self.inner)
         if (not scale_param and propagate_down[1]) or (scale_param and self.get_param_propagate_down(0)):
-            x = self.temp if bottom[0] is top[0] else bottom[0].get_data().reshape(
+            xp = self.xp
+            is_eltwise = bottom[0].count == scale.count
+            in_place = bottom[0] is top[0]
+            x = self.temp if in_place else bottom[0].get_data().reshape(
                 self.outer, self.mid, self.inner)
-            product = top_diff * x
+            # Caffe's scratch space for the product: bottom[0]'s diff (or, in
+            # place, temp_), left holding it when bottom[0] gets no gradient.
+            if in_place and not is_eltwise:
+                product = self.temp            # x itself: overwritten elementwise
+            elif not is_eltwise and not (len(bottom) > 1 and bottom[0].diff_memory is bottom[1].diff_memory):
+                product = bottom[0].mut_diff().reshape(x.shape)
+            else:
+                product = workspace(xp, "scale_product", x.shape, x.dtype)
+            xp.multiply(top_diff, x, out=product)
             g = product.sum(axis=2).sum(axis=0)
             d = scale.mut_diff()
-            is_eltwise = bottom[0].count == scale.count
-            if not is_eltwise:
-                # Caffe's scratch space for the product: bottom[0]'s diff (or,
-                # in place, temp_), left holding it when bottom[0] gets no gradient.
-                if bottom[0] is top[0]:
-                    self.temp = product
-                else:
-                    bottom[0].mut_diff()[...] = product.reshape(bottom[0].shape)
             # Caffe overwrites the scale diff when the product is the gradient
             # itself (eltwise) or reduced by one gemv (outer == 1, several
             # scales); otherwise a learned scale accumulates.
@@ -314,10 +354,18 @@ class ScaleLayer(Layer):
                 d[...] = d + g.reshape(d.shape)
         if propagate_down[0]:
             s = scale.get_data().reshape(1, self.mid, 1)
-            bottom[0].mut_diff()[...] = (top_diff * s).reshape(bottom[0].shape)
+            if not scale_param and bottom[1].diff_memory is bottom[0].diff_memory:
+                bottom[0].mut_diff()[...] = (top_diff * s).reshape(bottom[0].shape)
+            else:
+                self.xp.multiply(top_diff, s, out=bottom[0].mut_diff().reshape(top_diff.shape))
 
 
 # ---------------------------------------------------------------------------- MVN
+def _inv(n):
+    """C's ``1. / n`` for an int n: inf for 0 (an empty row), not a ZeroDivisionError."""
+    return 1.0 / n if n else float("inf")
+
+
 @register_layer
 class MVNLayer(Layer):
     """Mean-variance normalization per (num, channel), or per num across channels.
@@ -343,10 +391,10 @@ class MVNLayer(Layer):
         dt = self.dtype.type
         num, dim = self._rows(bottom)
         x = bottom[0].get_data().reshape(num, dim)
-        mean = x.sum(axis=1) * dt(1.0 / dim)
+        mean = x.sum(axis=1) * dt(_inv(dim))
         y = x + (-mean)[:, None]
         if self.layer_param.mvn_param.normalize_variance:
-            var = (y * y).sum(axis=1) * dt(1.0 / dim)
+            var = (y * y).sum(axis=1) * dt(_inv(dim))
             self.std = xp.sqrt(var) + self.eps
             y = y / self.std[:, None]
         top[0].mut_data()[...] = y.reshape(top[0].shape)
@@ -359,10 +407,10 @@ class MVNLayer(Layer):
             y = top[0].get_data().reshape(num, dim)
             g = y * (y * dy).sum(axis=1)[:, None]
             g = g + dy.sum(axis=1)[:, None]
-            g = dy + dt(-1.0 / dim) * g
+            g = dy + dt(-_inv(dim)) * g
             g = g / self.std[:, None]
         else:
-            g = dy + (-(dy.sum(axis=1) * dt(1.0 / dim)))[:, None]
+            g = dy + (-(dy.sum(axis=1) * dt(_inv(dim))))[:, None]
         bottom[0].mut_diff()[...] = g.reshape(bottom[0].shape)
 
 
