@@ -54,6 +54,8 @@ def _read_bytes(path):
         raise ParseError("is a directory, not a file", path) from None
     except OSError as exc:
         raise ParseError("cannot read file: %s" % (exc.strerror or exc), path) from None
+    except ValueError as exc:   # e.g. an embedded NUL byte in the name
+        raise ParseError("invalid file name: %s" % exc, repr(path)) from None
 
 
 def _line_col(data, offset):

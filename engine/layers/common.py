@@ -750,7 +750,7 @@ class BatchReindexLayer(Layer):
     def _indices(self, bottom):
         xp = self.xp
         idx = bottom[1].get_data().reshape(-1).astype(xp.int64)
-        n = bottom[0].shape[0]
+        n = bottom[0].shape_at(0)
         if idx.size:
             lo, hi = int(idx.min()), int(idx.max())
             if lo < 0:
@@ -802,7 +802,7 @@ class FilterLayer(Layer):
                     "bottom[selector_index]->shape(i) == 1", sel.shape[i], 1,
                     "Selector blob dimensions must be singletons (1), except the first"))
         for b in bottom[:-1]:
-            if sel.shape[0] != b.shape[0]:
+            if sel.shape_at(0) != b.shape_at(0):
                 raise self.error(_check_failed(
                     "bottom[selector_index]->shape(0) == bottom[i]->shape(0)", sel.shape[0],
                     b.shape[0],
