@@ -432,7 +432,10 @@ class Net:
         if spec.HasField("lr_mult"):
             if self._has_params_lr[lid]:
                 if spec.lr_mult != self._params_lr[lid]:
-                    raise NetError("Shared param '%s' has mismatched lr_mult." % pname,
+                    raise NetError("Shared param '%s' has mismatched lr_mult. (layer '%s' gives %s, "
+                                   "owner layer '%s' %s)" % (pname, self._layer_names[layer_id],
+                                                            num(spec.lr_mult), self._layer_names[owner_layer_id],
+                                                            num(self._params_lr[lid])),
                                    layer=self._layer_names[layer_id], blob=pname)
             else:
                 self._has_params_lr[lid] = True
@@ -440,7 +443,10 @@ class Net:
         if spec.HasField("decay_mult"):
             if self._has_params_decay[lid]:
                 if spec.decay_mult != self._params_weight_decay[lid]:
-                    raise NetError("Shared param '%s' has mismatched decay_mult." % pname,
+                    raise NetError("Shared param '%s' has mismatched decay_mult. (layer '%s' gives %s, "
+                                   "owner layer '%s' %s)" % (pname, self._layer_names[layer_id],
+                                                            num(spec.decay_mult), self._layer_names[owner_layer_id],
+                                                            num(self._params_weight_decay[lid])),
                                    layer=self._layer_names[layer_id], blob=pname)
             else:
                 self._has_params_decay[lid] = True
@@ -805,11 +811,14 @@ class Net:
             outputs = set(self.outputs + blobs)
         if kwargs:
             if set(kwargs) != set(self.inputs):
-                raise NetError("Input blob arguments do not match net inputs.")
+                raise NetError("Input blob arguments do not match net inputs. (given: %s; net inputs: %s)"
+                               % (", ".join(sorted(kwargs)), ", ".join(self.inputs)))
             for name, arr in kwargs.items():
                 arr = np.asarray(arr)
-                if arr.shape[0] != self.blobs[name].shape[0]:
-                    raise ShapeError("Input is not batch sized", blob=name)
+                if arr.shape[:1] != self.blobs[name].shape[:1]:
+                    raise ShapeError("Input is not batch sized (blob '%s': %s given for a batch of %s)"
+                                     % (name, _first_dim(arr.shape), _first_dim(self.blobs[name].shape)),
+                                     blob=name)
                 self.blobs[name].data[...] = arr
         self._forward(start_ind, end_ind)
         allb = self.blobs
@@ -827,11 +836,14 @@ class Net:
             outputs = set(self.inputs + diffs)
         if kwargs:
             if set(kwargs) != set(self.outputs):
-                raise NetError("Top diff arguments do not match net outputs.")
+                raise NetError("Top diff arguments do not match net outputs. (given: %s; net outputs: %s)"
+                               % (", ".join(sorted(kwargs)), ", ".join(self.outputs)))
             for name, arr in kwargs.items():
                 arr = np.asarray(arr)
-                if arr.shape[0] != self.blobs[name].shape[0]:
-                    raise ShapeError("Diff is not batch sized", blob=name)
+                if arr.shape[:1] != self.blobs[name].shape[:1]:
+                    raise ShapeError("Diff is not batch sized (blob '%s': %s given for a batch of %s)"
+                                     % (name, _first_dim(arr.shape), _first_dim(self.blobs[name].shape)),
+                                     blob=name)
                 self.blobs[name].diff[...] = arr
         self._backward(start_ind, end_ind)
         allb = self.blobs
@@ -1071,6 +1083,10 @@ def _shape_str(shape):
     for d in shape:
         c *= int(d)
     return "".join("%d " % d for d in shape) + "(%d)" % c
+
+
+def _first_dim(shape):
+    return str(shape[0]) if len(shape) else "a 0-d array"
 
 
 def _check_proto_values(proto, blob, j, lname):
