@@ -40,3 +40,13 @@ def shape_string(shape, count=None):
         for d in shape:
             count *= int(d)
     return "".join("%d " % d for d in shape) + "(%d)" % count
+
+
+def check_failed(expr, a=None, b=None, message=""):
+    """glog's CHECK failure text: ``Check failed: expr (a vs. b) message``."""
+    text = "Check failed: %s" % expr
+    if a is not None or b is not None:
+        text += " (%s vs. %s)" % (a, b)
+    if message:
+        text += " " + message
+    return text

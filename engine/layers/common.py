@@ -15,20 +15,12 @@ import numpy as np
 
 from ..fillers import fill
 from ..kernels.blas import gemm_acc
-from ..log import layer_log
+from ..log import layer_log, check_failed as _check_failed
 from .base import Layer, workspace
 from .registry import register_layer
 
 
 # --------------------------------------------------------------------------- helpers
-def _check_failed(expr, a=None, b=None, message=""):
-    """glog's CHECK failure text: ``Check failed: expr (a vs. b) message``."""
-    text = "Check failed: %s" % expr
-    if a is not None or b is not None:
-        text += " (%s vs. %s)" % (a, b)
-    if message:
-        text += " " + message
-    return text
 
 
 def scatter_add(xp, target, indices, values):

@@ -26,18 +26,11 @@ from ..data_transformer import (DataTransformer, ImageError, decode_image, read_
                                 resize_linear, resolve_path)
 from ..errors import LayerError, ShapeError
 from ..fillers import fill
-from ..log import layer_log
+from ..log import layer_log, check_failed as _check_failed
 from .base import Layer
 from .registry import register_layer
 
 
-def _check_failed(expr, a=None, b=None, message=""):
-    text = "Check failed: %s" % expr
-    if a is not None or b is not None:
-        text += " (%s vs. %s)" % (a, b)
-    if message:
-        text += " " + message
-    return text
 
 
 def _engine_seed():

@@ -15,18 +15,11 @@ the last timestep into the first (h_T -> h_0, c_T -> c_0) unless
 import numpy as np
 
 from ..errors import LayerError
-from ..log import layer_log
+from ..log import layer_log, check_failed as _check_failed
 from .base import Layer
 from .registry import register_layer
 
 
-def _check_failed(expr, a=None, b=None, message=""):
-    text = "Check failed: %s" % expr
-    if a is not None or b is not None:
-        text += " (%s vs. %s)" % (a, b)
-    if message:
-        text += " " + message
-    return text
 
 
 def _layer(net_param, type_=None, name=None, template=None):
