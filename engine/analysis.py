@@ -61,7 +61,8 @@ Memory
 data (Split, Flatten, Reshape) included — so ``Σ top_data_bytes ==
 net.memory_used_bytes`` (checked: ``totals.reconciles``).  Of that,
 ``inplace_bytes`` are in-place tops and ``shared_top_bytes`` tops sharing a
-bottom's data: what Caffe's number counts but never allocates;
+bottom's data (Split and Flatten, which share when they run as in Caffe master,
+and Reshape): what Caffe's number counts but never allocates;
 ``allocated_top_bytes`` is the rest.  Diffs: the same for top diffs (Split tops
 have their own diff; in-place, Flatten and Reshape tops share it).  Params:
 ``param_data_bytes``/``param_diff_bytes`` of the blobs a layer owns;
@@ -146,6 +147,8 @@ NEURON_TYPES = {"ReLU", "PReLU", "ELU", "Sigmoid", "TanH", "AbsVal", "BNLL", "Po
 ZERO_TYPES = {"Concat", "Slice", "Split", "Flatten", "Reshape", "Crop", "Tile", "Silence", "Input",
               "Data", "ImageData", "HDF5Data", "HDF5Output", "MemoryData", "WindowData", "DummyData",
               "BatchReindex", "Filter", "Parameter", "Im2col"}
+SHARE_DATA_ON_RUN = {"Flatten", "Split"}
+SHARE_DIFF_ON_RUN = {"Flatten"}
 LOSS3_TYPES = {"EuclideanLoss", "HingeLoss", "SigmoidCrossEntropyLoss", "ContrastiveLoss",
                "InfogainLoss", "MultinomialLogisticLoss"}
 
@@ -291,15 +294,19 @@ def analyze_net(net):
             nb = top.count * itemsize
             top_bytes += nb
             diff_bytes += nb
+            # Split (data) and Flatten (data and diff) share their bottom's memory when they
+            # run (Caffe master's Forward / Backward); Reshape from Reshape on: identity tells.
+            shares = layer.type in SHARE_DATA_ON_RUN and bool(bottoms)
+            shares_diff = layer.type in SHARE_DIFF_ON_RUN and bool(bottoms)
             if id(top) in bottom_objs:
                 inplace += nb
                 inplace_tops.append(names[t_ids[k]])
-            elif id(top.data_memory) in seen_data:
+            elif shares or id(top.data_memory) in seen_data:
                 shared_top += nb
             else:
                 alloc += nb
                 seen_data.add(id(top.data_memory))
-            if id(top.diff_memory) not in seen_diff:
+            if not shares_diff and id(top.diff_memory) not in seen_diff:
                 alloc_diff += nb
                 seen_diff.add(id(top.diff_memory))
         params = owned = pdata = pdiff = pshared = 0

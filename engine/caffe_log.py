@@ -446,7 +446,7 @@ class _Parser:
         if m:
             lg.scores["loss"] = _f(m.group(1))
             return
-        if "batches" in lg.scores and msg.file.startswith("caffe."):
+        if "batches" in lg.scores and "loss" in lg.scores:     # after caffe test's "Loss: x"
             m = re.match(r"^(.+?) = " + _NUM + r"(?: \(\* " + _NUM + " = " + _NUM + r" loss\))?$", text)
             if m:
                 lg.scores.setdefault("means", {})[m.group(1)] = _f(m.group(2))

@@ -331,10 +331,10 @@ def cmd_time(args, out, err):
     return EXIT_OK
 
 
-def _print_table(step, out):
+def _print_table(step, out, number):
     from .log import num
     _say(out, "step %d: %s layers %d..%d on %s%s (%.3f ms)" % (
-        step.id, step.kind, step.start, step.end, step.device,
+        number, step.kind, step.start, step.end, step.device,
         "" if step.iteration is None else ", iteration %d" % step.iteration, step.wall_ms))
     _say(out, "  %-20s %-14s %9s  %-6s %-24s %-4s %11s %11s %11s %11s %7s %5s %5s" % (
         "layer", "type", "ms", "role", "blob", "side", "mean|x|", "min", "max", "std", "zero%", "nan", "inf"))
@@ -393,14 +393,14 @@ def cmd_debug(args, out, err):
                         progress=prog, recorder=rec)
     except NonFiniteError as e:
         failure = e
-    for step in rec.steps:
+    for number, step in enumerate(rec.steps, 1):
         if args.format == "caffe":
             for line in caffe_debug_lines(step):
                 _say(out, line)
             if step.kind == "backward" and step.start == len(net.layers) - 1 and step.end == 0 and failure is None:
                 _say(out, all_params_line(net))
         else:
-            _print_table(step, out)
+            _print_table(step, out, number)
     findings = health.check(rec.steps)
     if findings:
         _say(out, "")

@@ -14,8 +14,9 @@ Steps are paired by kind in order (the k-th forward of A with the k-th forward
 of B, ...), layers by name within a step, blobs by role and index, and for
 each pair the statistics both sides know are compared (by default Caffe's
 ``asum_mean``, plus ``l2``/``min``/``max``/``mean``/``nan``/``inf`` when both
-have them): ``rel = |a - b| / max(|a|, |b|)`` (0 when both are below ``atol``;
-NaN equals NaN).  The first layer, in step order, with a value over ``rtol``
+have them): ``rel = |a - b| / max(|a|, |b|)`` (for the signed ``mean``, ``min``
+and ``max``, ``max(|a|, |b|, mean |x|)``; 0 when that is below ``atol``; NaN
+equals NaN).  The first layer, in step order, with a value over ``rtol``
 is where the runs part.
 """
 import json
@@ -162,14 +163,15 @@ def _label(run, default):
     return default
 
 
-def rel_diff(a, b, atol=1e-20):
+def rel_diff(a, b, atol=1e-20, scale=0.0):
+    """|a - b| / max(|a|, |b|, scale); 0 when that is below ``atol``; NaN equals NaN."""
     if a is None or b is None:
         return math.inf
     if math.isnan(a) or math.isnan(b):
         return 0.0 if (math.isnan(a) and math.isnan(b)) else math.inf
     if math.isinf(a) or math.isinf(b):
         return 0.0 if a == b else math.inf
-    m = max(abs(a), abs(b))
+    m = max(abs(a), abs(b), scale if scale == scale else 0.0)
     if m <= atol:
         return 0.0
     return abs(a - b) / m
@@ -250,11 +252,14 @@ def _compare_steps(cmp, n, x, y, rtol, atol, stats):
                 s1, s2 = getattr(bx, which), getattr(by, which)
                 if s1 is None or s2 is None:
                     continue
+                # Signed statistics are measured against the blob's magnitude (mean |x|): a mean
+                # of gradients that cancel out is noise around 0, not a number to match.
+                scale = max(_known(s1, "asum_mean") or 0.0, _known(s2, "asum_mean") or 0.0)
                 for stat in stats:
                     v1, v2 = _known(s1, stat), _known(s2, stat)
                     if v1 is None or v2 is None:
                         continue
-                    r = rel_diff(v1, v2, atol)
+                    r = rel_diff(v1, v2, atol, scale if stat in ("mean", "min", "max") else 0.0)
                     ok = r <= rtol
                     lc.blobs.append(BlobDiff(bx.role, bx.index, bx.name, which, stat, v1, v2, r, ok))
                     if not ok:

@@ -13,7 +13,9 @@ crosses to the host per blob.  Within a step, a blob's statistics are computed
 once and reused until a layer may have written it: forward invalidates the
 layer's tops and params, backward its bottoms' and tops' diffs and its params
 (Caffe's contract: Forward writes tops, Backward writes bottom diffs and param
-diffs; BatchNorm writes its params in Forward).  A Python layer may write
+diffs, never a top's diff unless it is in place; BatchNorm writes its params in
+Forward; the conformance checks compare every blob's diff after backward, so a
+layer that scribbled on its top diff would show there).  A Python layer may write
 anything, so it invalidates everything.  In forward, bottom statistics are
 taken after the layer ran (for an in-place layer they are the top's).
 
@@ -183,12 +185,15 @@ def _host_summary(x, bins):
             y, idx = _scratch(m)
             if fin.dtype == np.float32 and np.isfinite(f32(scale)) and np.isfinite(f32(hi) - f32(lo)) \
                     and np.isfinite(f32(width) * f32(scale)):
+                # (x - lo) * scale' < bins for x <= hi: the scale is shrunk by 2^-20, far more than
+                # the two float32 roundings, so no clipping pass is needed.
                 y = np.subtract(fin, f32(lo), out=y)      # >= 0: fin >= lo
-                np.multiply(y, f32(scale), out=y)
+                np.multiply(y, f32(scale * (1.0 - 2.0 ** -20)), out=y)
+                np.copyto(idx, y, casting="unsafe")
             else:
                 y = (fin.astype(np.float64) - lo) * scale
-            np.copyto(idx, y, casting="unsafe")
-            np.minimum(idx, bins - 1, out=idx)
+                np.copyto(idx, y, casting="unsafe")
+                np.minimum(idx, bins - 1, out=idx)
             counts = np.bincount(idx, minlength=bins)
     return [asum, float(mn), float(mx), tot, sq, zeros, nans, infs, lo, hi], counts
 
@@ -254,12 +259,16 @@ def _finish(shape, n, dtype, s, counts, bins):
         l2 = float("nan")
     # Caffe's number: asum in Dtype, divided by count in Dtype.
     if dtype == np.float32:
-        with np.errstate(all="ignore"):
+        if abs(asum) < 3.0e38:
             asum_mean = float(np.float32(asum) / np.float32(n))
+        else:
+            with np.errstate(all="ignore"):
+                asum_mean = float(np.float32(asum) / np.float32(n))
     else:
         asum_mean = asum / n
+    hist = counts.tolist() if hasattr(counts, "tolist") else list(counts)
     return BlobStats(shape, n, asum_mean, mn, mx, mean, std, l2, zeros / n, nans, infs,
-                     [int(c) for c in counts], lo, hi)
+                     [int(c) for c in hist], lo, hi)
 
 
 # ---------------------------------------------------------------------- records
@@ -510,11 +519,11 @@ class Recorder:
         for p in layer.blobs:
             drop(id(p.data_memory), None)
             drop(id(p.diff_memory), None)
-        for t in net.top_vecs[i]:
-            drop(id(t.diff_memory), None)
-            if kind == "forward":
+        if kind == "forward":
+            for t in net.top_vecs[i]:
                 drop(id(t.data_memory), None)
-        if kind != "forward":
+                drop(id(t.diff_memory), None)
+        else:
             for b in net.bottom_vecs[i]:
                 drop(id(b.diff_memory), None)
 
