@@ -450,6 +450,7 @@ class Bench:
 def worker_main(a):
     import torch
     from engine import backend
+    import engine.kernels.blas  # noqa: F401  (loads SciPy's BLAS too, before limiting threads)
     if a.threads:
         from threadpoolctl import threadpool_limits
         threadpool_limits(a.threads, user_api="blas")
@@ -580,8 +581,12 @@ def main(argv=None):
                    "--result", res_path]
             if a.threads:
                 cmd += ["--threads", str(a.threads)]
+            env = dict(os.environ)
+            if a.threads:
+                for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                    env[var] = str(a.threads)
             t0 = _now()
-            proc = subprocess.run(cmd, cwd=ROOT)
+            proc = subprocess.run(cmd, cwd=ROOT, env=env)
             try:
                 with open(res_path) as f:
                     res = json.load(f)

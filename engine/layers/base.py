@@ -7,11 +7,36 @@ diff, as in Caffe).  Subclasses declare their blob counts as class attributes
 and write one ``forward``/``backward`` body against ``self.xp`` (NumPy on the
 CPU, CuPy on the GPU).
 """
+import threading
+
 import numpy as np
 
 from .. import backend
 from ..blob import Blob
 from ..errors import LayerError
+
+_WORK = threading.local()
+
+
+def workspace(xp, name, shape, dtype):
+    """A work array of ``shape``/``dtype`` on ``xp``'s device, kept between calls so a
+    step allocates nothing (no page faults for big temporaries on the host).
+
+    One flat buffer per (thread, ``name``, module, dtype), grown on demand and shared
+    by every layer: its contents are undefined, and it is valid only until the next
+    request for the same ``name`` on this thread (each call site uses its own name,
+    so a layer that runs another layer inside it keeps its own buffer).  On the GPU
+    the stream orders the reuse."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    arrays = _WORK.__dict__.setdefault("arrays", {})
+    key = (name, xp.__name__, np.dtype(dtype).str)
+    a = arrays.get(key)
+    if a is None or a.size < n:
+        arrays[key] = None          # let the old buffer go before the new one is made
+        a = arrays[key] = xp.empty(max(n, 1), dtype=dtype)
+    return a[:n].reshape(shape)
 
 
 class Layer:

@@ -17,6 +17,7 @@ import numpy as np
 from .. import backend
 from ..blob import Blob
 from ..kernels import im2col as _im2col
+from ..kernels.blas import gemm_acc
 from ..kernels import lrn as _lrn
 from ..kernels import pooling as _pool
 from ..log import shape_string
@@ -291,6 +292,17 @@ class BaseConvolutionLayer(Layer):
             accumulate_into += out
         return out
 
+    def _accumulate_dw(self, rows, cols, dW3):
+        """dW3 += rows @ cols^T per group (Caffe's gemm with beta = 1: on the host the
+        product is added inside the GEMM, no temporary)."""
+        if self.on_gpu:
+            self._gemm("dw", rows, cols.swapaxes(1, 2), accumulate_into=dW3)
+            return
+        for gi in range(self.group):
+            gemm_acc(rows[gi], cols[gi].T, dW3[gi],
+                     lambda shape, dtype: self._work("dw", int(np.prod(shape)), dtype)[:int(np.prod(shape))]
+                     .reshape(shape))
+
     def _bias_add(self, y):
         """y (nb, num_output, P) += bias."""
         if self.bias_term:
@@ -332,9 +344,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 ys = y[n0:n1]
                 if nb == 1:
                     self.xp.matmul(W3, cols, out=y[n0].reshape(g, O // g, P))
+                    self._bias_add(ys)
                 else:
-                    ys[...] = self._rows_to_batch(self._gemm("out", W3, cols), nb, bl)
-                self._bias_add(ys)
+                    rows = self._rows_to_batch(self._gemm("out", W3, cols), nb, bl)
+                    if self.bias_term:   # the copy out of the GEMM buffer adds the bias
+                        self.xp.add(rows, self.blobs[1].get_data().reshape(-1, 1), out=ys)
+                    else:
+                        ys[...] = rows
 
     def backward(self, top, propagate_down, bottom):
         g = self.group
@@ -358,8 +374,12 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 dyr = self._batch_to_rows(dy[n0:n1], bl)             # (G, O/G, nb*P)
                 if need_w:
                     cols = self._to_cols(x[n0:n1], bl).reshape(g, self.kernel_dim, nb * P)
-                    self._gemm("dw", dyr, cols.swapaxes(1, 2), accumulate_into=dW3)
+                    self._accumulate_dw(dyr, cols, dW3)
                 if pd:
+                    if self.is_1x1 and nb == 1:
+                        # The column matrix of a 1x1 convolution is the image itself.
+                        self.xp.matmul(W3.swapaxes(1, 2), dyr, out=dx[n0].reshape(g, self.kernel_dim, P))
+                        continue
                     dcols = self._gemm("dcols", W3.swapaxes(1, 2), dyr)  # (G, kdim, nb*P)
                     dx[n0:n1] = self._from_cols(dcols.reshape(g * self.kernel_dim, nb * P), nb, C, bl)
 
@@ -416,7 +436,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 cols = self._to_cols(dy[n0:n1], bl).reshape(g, self.kernel_dim, nb * Pin)
                 if need_w:
                     xr = self._batch_to_rows(x[n0:n1], bl)
-                    self._gemm("dw", xr, cols.swapaxes(1, 2), accumulate_into=dW3)
+                    self._accumulate_dw(xr, cols, dW3)
                 if pd:
                     dxr = self._gemm("dx", W3, cols)                # (G, C/G, nb*Pin)
                     dx[n0:n1] = self._rows_to_batch(dxr, nb, bl)

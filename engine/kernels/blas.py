@@ -1,0 +1,50 @@
+"""GEMM that accumulates into its output, as Caffe's ``caffe_cpu_gemm(..., beta=1, C)``.
+
+``gemm_acc(a, b, c)`` does ``c += a @ b`` for 2-D arrays.  On the host, when
+SciPy's BLAS wrappers are importable (SciPy comes with scikit-learn, a
+dependency of the project), the product is added inside ``?gemm`` with
+``beta = 1`` -- one pass over ``c`` and no temporary as big as ``c`` (for an
+InnerProduct's weight gradient at a small batch the product is as big as the
+weights, and making it, then adding it, cost three passes and page faults).
+Otherwise, and for CuPy arrays, the product goes to a reused work buffer and is
+added.  Results agree with the two-step form to rounding (the additions happen
+in a different order, as in Caffe's own gemm).
+"""
+import numpy as np
+
+try:  # optional: SciPy's BLAS (Fortran order; views passed without copies below)
+    from scipy.linalg import blas as _blas
+    _GEMM = {np.dtype(np.float32): _blas.sgemm, np.dtype(np.float64): _blas.dgemm}
+except Exception:  # pragma: no cover - SciPy missing or broken
+    _GEMM = {}
+
+
+def _fortran_op(m):
+    """(array, trans) with op(array) == m.T and array Fortran-contiguous (no copy when
+    ``m`` is C- or F-contiguous)."""
+    if m.flags.c_contiguous:
+        return m.T, 0
+    if m.flags.f_contiguous:
+        return m, 1
+    return np.ascontiguousarray(m).T, 0
+
+
+def gemm_acc(a, b, c, work=None):
+    """c += a @ b (2-D).  ``work(shape, dtype)`` gives a scratch array for the
+    fallback path (else a temporary is made)."""
+    if isinstance(c, np.ndarray) and c.dtype in _GEMM and a.dtype == c.dtype and b.dtype == c.dtype \
+            and c.flags.c_contiguous and c.size and a.shape[1]:
+        # C = A B  <=>  C^T = B^T A^T in Fortran order: C^T is C viewed as F-contiguous.
+        b1, tb = _fortran_op(b)
+        a1, ta = _fortran_op(a)
+        ct = c.T
+        r = _GEMM[c.dtype](1.0, b1, a1, beta=1.0, c=ct, trans_a=tb, trans_b=ta, overwrite_c=1)
+        if r is not ct and not np.shares_memory(r, c):   # the wrapper copied: write back
+            c[...] = r.T
+        return c
+    xp = np if isinstance(c, np.ndarray) else __import__("cupy")
+    shape = (a.shape[0], b.shape[1])
+    out = work(shape, c.dtype) if work is not None else None
+    out = xp.matmul(a, b, out=out)
+    c += out
+    return c
