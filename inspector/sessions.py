@@ -205,11 +205,18 @@ class SessionStore:
 
     @contextmanager
     def use(self, sid):
-        """Hold the session's lock for a callback; creates it when unknown."""
-        s, _created = self.get_or_create(sid)
-        with s.lock:
-            yield s
-            s.last_used = self.clock()
+        """Hold the session's lock for a callback; creates it when unknown.
+        A session evicted (and closed) while this callback waited for its lock
+        is not used: the callback gets the live session of that id instead."""
+        while True:
+            s, _created = self.get_or_create(sid)
+            with s.lock:
+                with self._lock:
+                    live = self._sessions.get(s.id) is s
+                if live:
+                    yield s
+                    s.last_used = self.clock()
+                    return
 
     def drop(self, sid):
         with self._lock:
