@@ -56,6 +56,8 @@ class DroppedLayer:
     rule: str
     reason: str
     checks: Tuple[RuleCheck, ...] = field(default_factory=tuple)
+    bottoms: Tuple[str, ...] = ()  # as written, so a viewer can draw the dropped layer
+    tops: Tuple[str, ...] = ()
 
     def describe(self):
         return "layer %d '%s' (%s) dropped by %s rule %d {%s}: %s" % (
@@ -152,5 +154,6 @@ def filter_net(param, state=None, log=True):
         else:
             why = decider.reason
         dropped.append(DroppedLayer(i, name, layer.type, decider.kind, decider.index,
-                                    decider.rule, why, tuple(checks)))
+                                    decider.rule, why, tuple(checks),
+                                    tuple(layer.bottom), tuple(layer.top)))
     return out, dropped

@@ -338,3 +338,13 @@ def test_default_state_is_test_phase():
 def test_rule_text():
     assert rule_text(rule("phase: TRAIN stage: 'a' not_stage: 'b'")) == \
         'phase: TRAIN stage: "a" not_stage: "b"'
+
+
+def test_dropped_record_keeps_bottoms_and_tops():
+    from engine import caffe_pb2
+    from engine.filter import filter_net
+    from google.protobuf import text_format
+    p = text_format.Parse('state { phase: TRAIN } layer { name: "acc" type: "Accuracy" bottom: "ip" '
+                          'bottom: "label" top: "acc" include { phase: TEST } }', caffe_pb2.NetParameter())
+    _, dropped = filter_net(p, log=False)
+    assert dropped[0].bottoms == ("ip", "label") and dropped[0].tops == ("acc",)
