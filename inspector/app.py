@@ -18,6 +18,7 @@ def create_app(config=None, store=None):
     ``store`` (a new SessionStore by default)."""
     config = config or InspectorConfig()
     store = store or SessionStore(config.max_sessions, config.idle_seconds)
+    _load_layer_registry()
     ctx = AppContext(config=config, store=store, examples=config.examples())
     dash_app = Dash(__name__, title=config.title, assets_folder=str(REPO_ROOT / "assets"),
                     suppress_callback_exceptions=False, on_error=_last_resort)
@@ -34,6 +35,14 @@ def create_app(config=None, store=None):
     register_all(dash_app, ctx)
     dash_app.inspector = ctx
     return dash_app
+
+
+def _load_layer_registry():
+    """Load every engine layer type now, before threads serve requests: the
+    registry's lazy first load is not thread-safe, and the first loads of a fresh
+    server, arriving at once, failed with 'Unknown layer type: Convolution'."""
+    from engine.layers.registry import layer_types
+    layer_types()
 
 
 def _last_resort(exc):
