@@ -41,6 +41,9 @@ def fill(blob, param):
     if t == "constant":
         v = np.full(n, param.value)
     elif t == "uniform":
+        if not param.min <= param.max:   # caffe_rng_uniform's CHECK_LE(a, b)
+            raise LayerError("Check failed: a <= b (%s vs. %s) (uniform filler min and max)"
+                             % (_g(param.min), _g(param.max)))
         v = rng.uniform(param.min, param.max, n)
     elif t == "gaussian":
         v = rng.normal(param.mean, param.std, n)
@@ -81,6 +84,11 @@ def fill(blob, param):
     else:
         raise LayerError("Unknown filler name: %s" % t)
     blob.data[...] = v.reshape(shape).astype(blob.dtype)
+
+
+def _g(x):
+    from .log import num
+    return num(x)
 
 
 def _no_sparse(param, t):

@@ -13,10 +13,9 @@ arrays; the loss layers reuse them.
 """
 import numpy as np
 
-from ..fillers import fill
 from ..kernels.blas import gemm_acc
 from ..log import layer_log, check_failed as _check_failed
-from .base import Layer, workspace
+from .base import Layer, workspace, fill_param as fill
 from .registry import register_layer
 
 
@@ -864,6 +863,9 @@ class ArgMaxLayer(Layer):
     def reshape(self, bottom, top):
         if self.has_axis:
             shape = list(bottom[0].shape)
+            if self.axis >= len(shape):   # Caffe indexes past the shape here (axis_ is set once)
+                raise self.error("axis %d out of range for the %d-D bottom %s"
+                                 % (self.axis, len(shape), bottom[0].shape_string()))
             shape[self.axis] = self.top_k
         else:
             shape = [1] * max(bottom[0].num_axes, 3)

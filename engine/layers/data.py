@@ -507,6 +507,9 @@ class ImageDataLayer(_BaseDataLayer):
         except OSError as e:
             raise _layer_error("ImageData", self.name, "cannot open image list %s: %s"
                                % (source, e.strerror or e)) from None
+        except UnicodeDecodeError as e:
+            raise _layer_error("ImageData", self.name, "image list %s is not text: %s" % (source, e)) \
+                from None
         lines = []
         for line in raw:
             line = line.rstrip("\r")
@@ -1020,6 +1023,9 @@ class WindowDataLayer(_BaseDataLayer):
                 tokens = f.read().split()
         except OSError:
             raise _layer_error("WindowData", self.name, "Failed to open window file %s" % source) from None
+        except UnicodeDecodeError as e:
+            raise _layer_error("WindowData", self.name, "window file %s is not text: %s" % (source, e)) \
+                from None
         if len(tokens) < 2:
             raise _layer_error("WindowData", self.name, "Window file is empty: %s" % source)
         fg, bg, image_db = [], [], []

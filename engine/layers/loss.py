@@ -267,6 +267,14 @@ class ContrastiveLossLayer(LossLayer):
 
     def layer_setup(self, bottom, top):
         super().layer_setup(bottom, top)
+        self._check_bottoms(bottom)
+
+    def reshape(self, bottom, top):
+        super().reshape(bottom, top)
+        # Caffe checks these in LayerSetUp only; bottoms reshaped later would be read out of bounds.
+        self._check_bottoms(bottom)
+
+    def _check_bottoms(self, bottom):
         b0, b1, b2 = bottom
         _check_eq(self, b0.channels, b1.channels, "bottom[0]->channels() == bottom[1]->channels()")
         _check_eq(self, b0.height, 1, "bottom[0]->height() == 1")

@@ -199,7 +199,8 @@ class DropoutLayer(_Neuron):
         dp = self.layer_param.dropout_param
         self.threshold = self.scalar(dp.dropout_ratio)
         # Caffe: scale_ = 1. / (1. - threshold_), computed in double, stored as Dtype.
-        self.scale = self.scalar(1.0 / (1.0 - float(self.threshold)))
+        keep = 1.0 - float(self.threshold)
+        self.scale = self.scalar(1.0 / keep if keep else float("inf"))   # C's 1. / 0. is inf
         self.scale_train = True
         if "scale_train" in dp.DESCRIPTOR.fields_by_name:
             self.scale_train = bool(dp.scale_train)
