@@ -381,6 +381,41 @@ class Blob:
         return "<Blob %s %s>" % (self.shape_string(), self.dtype.name)
 
 
+class BlobPayload:
+    """A BlobProto's shape fields and values, with the values as NumPy arrays.
+
+    Quacks like the BlobProto it was made from for ``Blob.from_proto``,
+    ``shape_equals`` and ``proto_shape`` (``HasField``, ``num``..``width``,
+    ``shape``, ``data``/``double_data``/``diff``/``double_diff``), so weights can be
+    taken out of a parsed caffemodel once and the message dropped or upgraded
+    without copying them (``Net.CopyTrainedLayersFrom``)."""
+
+    __slots__ = ("_shape", "data", "double_data", "diff", "double_diff")
+    _LEGACY = ("num", "channels", "height", "width")
+
+    def __init__(self, proto):
+        sp = type(proto)()
+        for f in self._LEGACY:
+            if proto.HasField(f):
+                setattr(sp, f, getattr(proto, f))
+        if proto.HasField("shape"):
+            sp.shape.CopyFrom(proto.shape)
+        self._shape = sp
+        self.data = np.asarray(proto.data, dtype=np.float32)
+        self.double_data = np.asarray(proto.double_data, dtype=np.float64)
+        self.diff = np.asarray(proto.diff, dtype=np.float32)
+        self.double_diff = np.asarray(proto.double_diff, dtype=np.float64)
+
+    def HasField(self, name):
+        return self._shape.HasField(name)
+
+    num = property(lambda self: self._shape.num)
+    channels = property(lambda self: self._shape.channels)
+    height = property(lambda self: self._shape.height)
+    width = property(lambda self: self._shape.width)
+    shape = property(lambda self: self._shape.shape)
+
+
 def check_same_count(a, b, what, layer=None):
     if a.count != b.count:
         raise NetError("%s: count %d vs %d" % (what, a.count, b.count), layer=layer)

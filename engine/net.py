@@ -433,9 +433,9 @@ class Net:
             if self._has_params_lr[lid]:
                 if spec.lr_mult != self._params_lr[lid]:
                     raise NetError("Shared param '%s' has mismatched lr_mult. (layer '%s' gives %s, "
-                                   "owner layer '%s' %s)" % (pname, self._layer_names[layer_id],
-                                                            num(spec.lr_mult), self._layer_names[owner_layer_id],
-                                                            num(self._params_lr[lid])),
+                                   "owner layer '%s' %s)"
+                                   % (pname, self._layer_names[layer_id], num(spec.lr_mult),
+                                      self._layer_names[owner_layer_id], num(self._params_lr[lid])),
                                    layer=self._layer_names[layer_id], blob=pname)
             else:
                 self._has_params_lr[lid] = True
@@ -444,9 +444,9 @@ class Net:
             if self._has_params_decay[lid]:
                 if spec.decay_mult != self._params_weight_decay[lid]:
                     raise NetError("Shared param '%s' has mismatched decay_mult. (layer '%s' gives %s, "
-                                   "owner layer '%s' %s)" % (pname, self._layer_names[layer_id],
-                                                            num(spec.decay_mult), self._layer_names[owner_layer_id],
-                                                            num(self._params_weight_decay[lid])),
+                                   "owner layer '%s' %s)"
+                                   % (pname, self._layer_names[layer_id], num(spec.decay_mult),
+                                      self._layer_names[owner_layer_id], num(self._params_weight_decay[lid])),
                                    layer=self._layer_names[layer_id], blob=pname)
             else:
                 self._has_params_decay[lid] = True
@@ -638,10 +638,9 @@ class Net:
             path = os.fspath(source)
             if path.endswith(".h5"):
                 return self._copy_from_hdf5(path)
-            from .upgrade import read_net_params_binary
-            source = read_net_params_binary(path)
+            source = _read_weights(path)
         plan = []
-        for src in source.layer:
+        for src in getattr(source, "layer", source):
             lname = src.name
             if lname not in self._layer_names_index:
                 log.info("Ignoring source layer %s", lname)
@@ -690,7 +689,7 @@ class Net:
                                              % (j, lname, _shape_str(arr.shape), tb.shape_string()),
                                              layer=lname)
                         plan.append((tb, arr))
-        except (OSError, KeyError, ValueError, TypeError) as e:
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:   # h5py: corrupt files
             from .errors import ParseError
             raise ParseError("cannot read weights from HDF5 file: %s: %s" % (type(e).__name__, e),
                              path) from None
@@ -1087,6 +1086,47 @@ def _shape_str(shape):
 
 def _first_dim(shape):
     return str(shape[0]) if len(shape) else "a 0-d array"
+
+
+class _WeightsLayer:
+    __slots__ = ("name", "blobs")
+
+    def __init__(self, name, blobs):
+        self.name, self.blobs = name, blobs
+
+
+def _read_weights(path):
+    """``read_net_params_binary(path)`` for CopyTrainedLayersFrom: the upgraded
+    layers (name and blobs), after the same upgrade with the same log lines.
+
+    The upgrades that keep the layer list (data transformation, input fields,
+    BatchNorm params) never touch blobs, but each copies the whole message, a
+    caffemodel's weights included (three copies of ResNet-152's 240 MB).  So the
+    blobs are taken out first (as NumPy arrays, ``BlobPayload``), the rest is
+    upgraded, and the blobs are matched back by position.  V0/V1 nets, whose
+    upgrade rebuilds the layers, take the plain path."""
+    from . import io
+    from .blob import BlobPayload
+    from .errors import ParseError
+    from .upgrade import (net_needs_v0_to_v1_upgrade, net_needs_v1_to_v2_upgrade,
+                          read_net_params_binary, upgrade_net)
+    try:
+        param = io.read_caffemodel(path)
+    except ParseError:
+        return read_net_params_binary(path)          # raises with Caffe's message
+    if net_needs_v0_to_v1_upgrade(param) or net_needs_v1_to_v2_upgrade(param):
+        return upgrade_net(param, path)
+    taken = []
+    for lp in param.layer:
+        taken.append((lp.name, [BlobPayload(b) for b in lp.blobs]))
+        lp.ClearField("blobs")
+    up = upgrade_net(param, path)
+    extra = len(up.layer) - len(taken)                # the input upgrade puts an Input layer first
+    if extra < 0 or any(up.layer[extra + k].name != name for k, (name, _) in enumerate(taken)):
+        return read_net_params_binary(path)          # not the shape expected: the plain path
+    layers = [_WeightsLayer(lp.name, []) for lp in up.layer[:extra]]
+    layers += [_WeightsLayer(name, blobs) for name, blobs in taken]
+    return layers
 
 
 def _check_proto_values(proto, blob, j, lname):

@@ -39,6 +39,22 @@ def workspace(xp, name, shape, dtype):
     return a[:n].reshape(shape)
 
 
+def fill_param(blob, filler):
+    """``engine.fillers.fill``, with the constant filler (the default, and what deploy
+    nets whose weights come from a caffemodel use) written in place: the same values
+    without a float64 temporary of the blob's size; zeros into fresh memory are the
+    zeros it was allocated with (no page touched until a value is written)."""
+    if filler.type == "constant":
+        mem = blob.data_memory
+        fresh = mem is not None and mem.head == 0 and mem.size >= blob.count
+        data = blob.data                    # the host copy, current (as fill leaves it)
+        if not (fresh and filler.value == 0):
+            data[...] = np.float64(filler.value)
+        return
+    from ..fillers import fill
+    fill(blob, filler)
+
+
 class Layer:
     type = None
     # Blob-count declarations (-1: no constraint), as layer.hpp's virtuals.

@@ -4,9 +4,9 @@ One body for both devices (``xp = self.xp``).  Reductions follow Caffe's
 order where it matters for float32: per-(n, c) sums over the spatial extent
 first, then over the batch, as Caffe's two gemv calls do.
 """
-from .. import fillers
+
 from ..log import layer_log
-from .base import Layer, workspace
+from .base import Layer, workspace, fill_param
 from .registry import register_layer, create_layer
 
 
@@ -204,7 +204,7 @@ class BiasLayer(Layer):
             p = self.layer_param.bias_param
             shape = _param_shape(self, bottom[0], p.axis, p.num_axes, "bias")
             self.blobs = [_blob_of_shape(self, shape)]
-            fillers.fill(self.blobs[0], p.filler)
+            fill_param(self.blobs[0], p.filler)
         for i in range(len(self.blobs)):
             self.set_param_propagate_down(i, True)
 
@@ -265,7 +265,7 @@ class ScaleLayer(Layer):
                 # Identity by default: a constant filler of 1.
                 fp.type = "constant"
                 fp.value = 1
-            fillers.fill(self.blobs[0], fp)
+            fill_param(self.blobs[0], fp)
         self.bias_layer = None
         if p.bias_term:
             from .. import caffe_pb2

@@ -157,7 +157,7 @@ class BaseConvolutionLayer(Layer):
                 raise self.error("Incorrect bias shape: expected shape %s; instead, shape was %s"
                                  % (shape_string(bias_shape), self.blobs[1].shape_string()))
         else:
-            from ..fillers import fill
+            from .base import fill_param as fill
             w = self.new_blob(weight_shape)
             fill(w, cp.weight_filler)
             self.blobs.append(w)
