@@ -584,20 +584,24 @@ class HDF5DataLayer(Layer):
             raise _layer_error("HDF5Data", self.name, "Failed opening HDF5 file: %s (%s)" % (path, e)) \
                 from None
         arrays = []
-        with f:
-            for name in self.layer_param.top:
-                if name not in f or not isinstance(f[name], h5py.Dataset):
-                    raise _layer_error("HDF5Data", self.name, "Failed to find HDF5 dataset %s in %s"
-                                       % (name, path))
-                ds = f[name]
-                kind = ds.dtype.kind
-                if kind not in "fiub":
-                    raise _layer_error("HDF5Data", self.name, "Unsupported datatype class of dataset %s "
-                                       "in %s: %s" % (name, path, ds.dtype))
-                if ds.ndim < 1:
-                    raise _layer_error("HDF5Data", self.name, _check_failed(
-                        "ndims >= min_dim", ds.ndim, 1) + " (dataset %s in %s)" % (name, path))
-                arrays.append(np.asarray(ds[()], dtype=self.dtype))
+        try:
+            with f:
+                for name in self.layer_param.top:
+                    if name not in f or not isinstance(f[name], h5py.Dataset):
+                        raise _layer_error("HDF5Data", self.name, "Failed to find HDF5 dataset %s in %s"
+                                           % (name, path))
+                    ds = f[name]
+                    kind = ds.dtype.kind
+                    if kind not in "fiub":
+                        raise _layer_error("HDF5Data", self.name, "Unsupported datatype class of dataset %s "
+                                           "in %s: %s" % (name, path, ds.dtype))
+                    if ds.ndim < 1:
+                        raise _layer_error("HDF5Data", self.name, _check_failed(
+                            "ndims >= min_dim", ds.ndim, 1) + " (dataset %s in %s)" % (name, path))
+                    arrays.append(np.asarray(ds[()], dtype=self.dtype))
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:   # a corrupt file
+            raise _layer_error("HDF5Data", self.name, "cannot read HDF5 file %s: %s: %s"
+                               % (path, type(e).__name__, e)) from None
         num = arrays[0].shape[0]
         for name, a in zip(self.layer_param.top, arrays):
             if a.shape[0] != num:
