@@ -8,10 +8,11 @@ Three campaigns, each driven by hypothesis:
   numbers, insert fields, truncate, flip characters or raw bytes, swap / delete /
   duplicate layer blocks), then ``Net(...)`` and, for small nets, forward and
   backward with random inputs.
-- ``test_fuzz_caffemodel``: caffemodels saved from the bundled nets and small
-  BlobProto mean files, truncated, byte-flipped, spliced, padded; then
-  ``copy_from`` (which must leave every param as it was when it raises) and the
-  readers.
+- ``test_fuzz_caffemodel`` / ``test_fuzz_hdf5_weights`` / ``test_fuzz_blobproto``:
+  caffemodels and ``.h5`` weights saved from the bundled nets, and small BlobProto
+  mean files, truncated, byte-flipped, spliced, padded (caffemodels also edited as
+  messages: blob shapes, value counts, names); then ``copy_from`` (which must leave
+  every param as it was when it raises) and the readers.
 - ``test_fuzz_layers``: every registered layer type (Python layers aside) built
   with random parameters, blob counts, shapes, dtypes and values (NaN, Inf,
   huge), then SetUp, Forward, Backward and a Forward after a reshape.
@@ -69,7 +70,7 @@ MEMORY_HEADROOM = int(float(os.environ.get("FUZZ_MEMORY_GB", "4")) * (1 << 30))
 FINDINGS_DIR = os.environ.get("FUZZ_FINDINGS_DIR")
 
 # CI sizes (examples per campaign); the long campaign uses FUZZ_EXAMPLES for each.
-CI_EXAMPLES = {"prototxt": 1200, "caffemodel": 500, "blobproto": 500, "layers": 1500}
+CI_EXAMPLES = {"prototxt": 1200, "caffemodel": 500, "hdf5": 100, "blobproto": 500, "layers": 1500}
 
 # Nets bigger than this are built but not run forward (time, not correctness).
 MAX_RUN_ELEMENTS = 4_000_000
@@ -710,6 +711,56 @@ def test_fuzz_caffemodel(quiet_engine):
                     read_text_or_binary(str(path), caffe_pb2.NetParameter)
 
         camp.run(body, lambda: (".caffemodel", raw))
+
+    run()
+    camp.check()
+    assert not lost
+
+
+def test_fuzz_hdf5_weights(quiet_engine):
+    """Weights saved with save_hdf5, bytes mutated, loaded with copy_from(".h5"): h5py's
+    errors on corrupt files (OSError, RuntimeError, KeyError) must become ParseError,
+    and a failed load must change no param."""
+    h5py = pytest.importorskip("h5py")  # noqa: F841
+    global MODELS
+    tmp = quiet_engine
+    if MODELS is None:
+        MODELS = _model_seeds()
+    if not MODELS:
+        pytest.skip("no bundled nets")
+    camp = Campaign("hdf5")
+    raws = []
+    for k, (rel, net, _) in enumerate(MODELS):
+        path = tmp / ("seed%d.h5" % k)
+        net.save_hdf5(str(path))
+        raws.append(path.read_bytes())
+    lost = []
+
+    @_with_seed
+    @fuzz_settings("hdf5")
+    @given(st.data())
+    def run(data):
+        k = data.draw(st.integers(0, len(MODELS) - 1), label="net")
+        target = data.draw(st.integers(0, len(MODELS) - 1), label="target")
+        raw = raws[k]
+        for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+            raw = _mutate_bytes(data, raw, raws)
+        net = MODELS[target][1]
+        path = tmp / "fuzz.h5"
+        path.write_bytes(raw)
+        before = [b.data.copy() for l in net.layers for b in l.blobs]
+
+        def body():
+            try:
+                net.copy_from(str(path))
+            except CaffeError:
+                after = [b.data for l in net.layers for b in l.blobs]
+                if not all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after)):
+                    lost.append(str(path))
+                    raise AssertionError("copy_from raised but changed params") from None
+                raise
+
+        camp.run(body, lambda: (".h5", raw))
 
     run()
     camp.check()
