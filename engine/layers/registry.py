@@ -4,6 +4,8 @@ Layer classes register with ``@register_layer``; ``create_layer`` builds one
 from a LayerParameter, and an unknown type is reported with the known ones, as
 Caffe's layer_factory does.
 """
+import threading
+
 from ..errors import UnknownLayerTypeError, PythonLayerRefused
 from ..log import layer_log
 
@@ -58,10 +60,15 @@ def create_layer(param, allow_python=True, **kwargs):
 
 
 _loaded = False
+_load_lock = threading.Lock()
 
 
 def _load_all():
+    """Import every layer family once; threads arriving meanwhile wait for it."""
     global _loaded
-    if not _loaded:
-        _loaded = True
-        from . import _all  # noqa: F401  (imports every family module)
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            from . import _all  # noqa: F401  (imports every family module)
+            _loaded = True
