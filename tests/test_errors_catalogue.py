@@ -193,6 +193,37 @@ def _(tmp):
                      'layer { name: "b" type: "ReLU" bottom: "data" top: "o" }\n')
 
 
+@row("duplicate-top-in-one-layer", NetError, "Top blob 'a' produced by multiple sources.",
+     "layer 's', top index 1", layer="s", blob="a")
+def _(tmp):
+    net(tmp, INPUT + 'layer { name: "s" type: "Split" bottom: "data" top: "a" top: "a" }\n')
+
+
+@row("duplicate-bottom-in-one-layer", None)
+def _(tmp):
+    # One blob read twice by a layer: InsertSplits gives each read its own copy, as in Caffe.
+    n = net(tmp, INPUT + 'layer { name: "e" type: "Eltwise" bottom: "data" bottom: "data" top: "o" }\n')
+    n.forward()
+    assert "data_data_0_split" in n.layer_names
+
+
+@row("duplicate-layer-name", None)
+def _(tmp):
+    # Caffe does not check layer names; by name, the later layer is found (layer_names_index_).
+    n = net(tmp, INPUT + 'layer { name: "data" type: "ReLU" bottom: "data" top: "o" }\n')
+    assert n.layer_names == ["data", "data"]
+
+
+@row("missing-top", LayerError, "ReLU Layer produces 1 top blob(s) as output.", "layer 'r'", layer="r")
+def _(tmp):
+    net(tmp, INPUT + 'layer { name: "r" type: "ReLU" bottom: "data" }\n')
+
+
+@row("missing-bottom", LayerError, "ReLU Layer takes 1 bottom blob(s) as input.", "layer 'r'", layer="r")
+def _(tmp):
+    net(tmp, INPUT + 'layer { name: "r" type: "ReLU" top: "x" }\n')
+
+
 @row("bottom-count-exact", LayerError, "SoftmaxWithLoss Layer takes 2 bottom blob(s) as input.",
      "layer 'l'", layer="l")
 def _(tmp):
