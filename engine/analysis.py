@@ -73,7 +73,7 @@ first touched).  ``memory_bytes`` = ``top_data_bytes`` (Caffe's per-layer figure
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional
+from typing import List
 
 
 @dataclass

@@ -264,7 +264,6 @@ class _Parser:
     def _stats(self, value, blob_name=None):
         shape = None
         if blob_name is not None:
-            net, _ = (None, None)
             for n in reversed(self.log.nets):
                 if blob_name in n.top_shapes:
                     shape = n.top_shapes[blob_name]

@@ -61,7 +61,7 @@ class _Logging:
         self.handler.setFormatter(GlogFormatter())
         self.handler.setLevel(self.level)
         lg.addHandler(self.handler)
-        lg.setLevel(min(self.level, logging.INFO) if self.level <= logging.INFO else self.level)
+        lg.setLevel(self.level)
         lg.propagate = False
         return self
 
@@ -239,7 +239,6 @@ def _say(stream, text=""):
 # ---------------------------------------------------------------------- commands
 def cmd_info(args, out, err):
     from .analysis import analyze_net, human_bytes, human_count
-    from .log import num
     net = build_net(args.model, _phase(args.phase, 0), args.level, _stages(args.stage), args.weights, args.seed,
                     args.gpu)
     a = analyze_net(net)
@@ -300,13 +299,11 @@ def cmd_info(args, out, err):
     if t["uncounted_layers"]:
         _say(out, "FLOPs not modelled for %d layer(s): %s" % (
             t["uncounted_layers"], ", ".join("%s (%s)" % (l.name, l.type) for l in a.layers if not l.counted)))
-    del num
     return EXIT_OK
 
 
 def cmd_time(args, out, err):
     from .timing import time_net
-    from .log import num
     phase = _phase(args.phase, 0)
     gpus = args.gpu
     if gpus is not None and "," in str(gpus):
@@ -327,7 +324,6 @@ def cmd_time(args, out, err):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res.to_dict(), f, indent=1)
-    del num
     return EXIT_OK
 
 

@@ -25,7 +25,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional
 
-from .debug import StepRecord, steps_from_dicts
+from .debug import steps_from_dicts
 
 DEFAULT_STATS = ("asum_mean", "l2", "min", "max", "mean", "std", "nan", "inf")
 

@@ -198,14 +198,15 @@ def _host_summary(x, bins):
     return [asum, float(mn), float(mx), tot, sq, zeros, nans, infs, lo, hi], counts
 
 
-_SCRATCH_MAX = 1 << 21       # elements kept between calls (24 MiB per thread)
+_SCRATCH_MAX = 1 << 21       # elements kept between calls (24 MiB, main thread only)
 _scratch_local = threading.local()
 
 
 def _scratch(m):
-    """(float32[m], intp[m]) work buffers, reused between calls on this thread
-    when small enough (no page faults for every blob)."""
-    if m > _SCRATCH_MAX:
+    """(float32[m], intp[m]) work buffers, reused between calls on the main thread
+    when small enough (no page faults for every blob); other threads (a web
+    server's) allocate them per call, so that nothing stays behind per thread."""
+    if m > _SCRATCH_MAX or threading.current_thread() is not threading.main_thread():
         return np.empty(m, np.float32), np.empty(m, np.intp)
     buf = getattr(_scratch_local, "buf", None)
     if buf is None or buf[0].size < m:

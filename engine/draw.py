@@ -20,10 +20,9 @@ through Plotly and kaleido when kaleido is installed (otherwise a
 (a self-contained interactive Plotly page).
 """
 import importlib.util
-import math
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List
 from xml.sax.saxutils import escape
 
 from .errors import CaffeError

@@ -39,8 +39,8 @@ SGD step then moves weights by lr × that ratio, which the update band checks.
 The thresholds are hints for a person, not proofs; change them in
 :class:`HealthConfig`.
 """
-from dataclasses import asdict, dataclass, field
-from typing import List, Optional
+from dataclasses import asdict, dataclass
+from typing import Optional
 
 SEVERITIES = ("error", "warning", "info")
 

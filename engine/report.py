@@ -87,7 +87,6 @@ def _latest(steps):
 
 def _layer_rows(net, analysis, steps):
     latest = _latest(steps)
-    names = net.blob_names
     rows = []
     for la in analysis.layers:
         i = la.index

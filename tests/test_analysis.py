@@ -130,6 +130,36 @@ def test_softmax_with_loss(tmp_path):
     assert l.flops == 60 * 5 + 6
 
 
+def test_other_counted_types(tmp_path):
+    n = 2 * 4 * 9 * 9
+    l = _layer(tmp_path, 'layer { name: "m" type: "MVN" bottom: "data" top: "m" }', "m")
+    assert l.flops == 5 * n
+    l = _layer(tmp_path, 'layer { name: "m" type: "MVN" bottom: "data" top: "m" mvn_param { normalize_variance: '
+                         'false } }', "m")
+    assert l.flops == 2 * n
+    l = _layer(tmp_path, 'layer { name: "r" type: "Reduction" bottom: "data" top: "r" reduction_param '
+                         '{ operation: SUMSQ } }', "r")
+    assert l.flops == 2 * n
+    assert _layer(tmp_path, 'layer { name: "r" type: "Reduction" bottom: "data" top: "r" }', "r").flops == n
+    assert _layer(tmp_path, 'layer { name: "a" type: "ArgMax" bottom: "data" top: "a" }', "a").flops == n
+    l = _layer(tmp_path, 'layer { name: "l" type: "EuclideanLoss" bottom: "data" bottom: "data" top: "l" }', "l")
+    assert l.flops == 3 * n
+    # SPP, 2 levels on 7x7: level 0 one 7x7 window, level 1 four 4x4 windows, per channel.
+    l = _layer(tmp_path, 'layer { name: "s" type: "SPP" bottom: "data" top: "s" spp_param { pyramid_height: 2 } }',
+               "s", shape=(1, 2, 7, 7))
+    assert l.flops == 2 * 49 + 2 * 4 * 16
+    l = _layer(tmp_path, 'layer { name: "e" type: "Embed" bottom: "data" top: "e" embed_param { num_output: 4 '
+                         'input_dim: 10 } }', "e", shape=(3,))
+    assert (l.macc, l.flops, l.params) == (0, 12, 44)
+    lstm = ('layer { name: "in2" type: "Input" top: "x" top: "cont" input_param { shape { dim: 1 dim: 3 dim: 20 } '
+            'shape { dim: 1 dim: 3 } } }\n'
+            'layer { name: "u" type: "LSTMUnit" bottom: "data" bottom: "x" bottom: "cont" top: "c" top: "h" }')
+    assert _layer(tmp_path, lstm, "u", shape=(1, 3, 5)).flops == 9 * 15
+    l = _layer(tmp_path, 'layer { name: "i" type: "Im2col" bottom: "data" top: "i" convolution_param '
+                         '{ kernel_size: 3 } }', "i")
+    assert (l.flops, l.counted) == (0, True)
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=[os.path.basename(p) for p in EXAMPLES])
 @pytest.mark.parametrize("phase", [engine.TRAIN, engine.TEST])
 def test_memory_totals_equal_caffes_on_the_examples(path, phase):

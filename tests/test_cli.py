@@ -280,3 +280,22 @@ def test_python_dash_m_engine():
     p = subprocess.run([sys.executable, "-m", "engine"], capture_output=True, text=True, env=env, cwd=ROOT,
                        timeout=300)
     assert p.returncode == 2 and "usage:" in p.stderr
+
+
+def test_progress_line_only_on_a_terminal():
+    from engine.cli import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    tty = Tty()
+    p = Progress(3, "debug", stream=tty)
+    for k in (1, 2, 3):
+        p(k)
+    text = tty.getvalue()
+    assert text.count("\r") == 3 and "3/3" in text and text.endswith("\n")
+    plain = io.StringIO()
+    p = Progress(3, "debug", stream=plain)
+    p(1)
+    assert plain.getvalue() == ""
+    assert not Progress(3, "x", enabled=False, stream=Tty()).enabled
