@@ -298,21 +298,27 @@ class Bench:
 
     # ---------------------------------------------------------------- init
     def init_times(self, n):
+        """Wall and CPU (process) time of Init; the CPU time is what the machine's
+        other load inflates least (Init is single-threaded)."""
         from engine.net import Net
-        plain, weighted = [], []
+        plain, weighted, plain_cpu, weighted_cpu = [], [], [], []
         for _ in range(n):
             gc.collect()
-            t = _now()
+            t, c = _now(), time.process_time()
             net = Net(self.prototxt, self.phase)
             plain.append(_now() - t)
+            plain_cpu.append(time.process_time() - c)
             del net
             gc.collect()
-            t = _now()
+            t, c = _now(), time.process_time()
             net = Net(self.prototxt, self.phase, weights=self.weights)
             weighted.append(_now() - t)
+            weighted_cpu.append(time.process_time() - c)
             del net
         self.result["init_s"] = median(plain)
         self.result["init_weights_s"] = median(weighted)
+        self.result["init_cpu_s"] = median(plain_cpu)
+        self.result["init_weights_cpu_s"] = median(weighted_cpu)
 
     # ---------------------------------------------------------------- torch
     def build_torch(self, net):
@@ -482,7 +488,7 @@ def _fmt_mb(v):
 
 
 def table(results):
-    head = ("net", "dev", "batch", "check", "init", "init+w", "fwd e/t", "bwd e/t", "fwd+bwd e/t",
+    head = ("net", "dev", "batch", "check", "init", "init+w (cpu)", "fwd e/t", "bwd e/t", "fwd+bwd e/t",
             "ratio f/b/fb", "debug", "mem peak/blobs")
     rows = [head]
     for r in results:
@@ -495,7 +501,7 @@ def table(results):
         rows.append((
             r["net"], r["device"], str(r["batch"]),
             ("ok %.0e" if chk["ok"] else "FAIL %.0e") % chk["worst_rel_err"],
-            _fmt_s(r["init_s"]), _fmt_s(r["init_weights_s"]),
+            _fmt_s(r["init_s"]), "%s (%s)" % (_fmt_s(r["init_weights_s"]), _fmt_s(r["init_weights_cpu_s"])),
             "%s/%s" % (_fmt_s(es["forward"]), _fmt_s(ts["forward"])),
             "%s/%s" % (_fmt_s(es["backward"]), _fmt_s(ts["backward"])),
             "%s/%s" % (_fmt_s(es["forward_backward"]), _fmt_s(ts["forward_backward"])),
@@ -528,8 +534,10 @@ def targets(results):
             out.append(dict(target="%s gpu memory peak <= 1.2x blobs" % r["net"],
                             value=r["memory"]["ratio"], met=r["memory"]["ratio"] <= 1.2))
         if r["net"] == "resnet152" and r["device"] == "cpu":
-            out.append(dict(target="resnet152 Init with weights < 1 s", value=r["init_weights_s"],
+            out.append(dict(target="resnet152 Init with weights < 1 s (wall)", value=r["init_weights_s"],
                             met=r["init_weights_s"] < 1.0))
+            out.append(dict(target="resnet152 Init with weights < 1 s (CPU time)",
+                            value=r["init_weights_cpu_s"], met=r["init_weights_cpu_s"] < 1.0))
     return out
 
 
@@ -599,7 +607,8 @@ def main(argv=None):
                                                   ("  ERROR " + res["error"]) if "error" in res else ""),
                   file=sys.stderr)
     report = dict(
-        when=time.strftime("%Y-%m-%d %H:%M:%S"), quick=a.quick, repeat=repeat,
+        when=time.strftime("%Y-%m-%d %H:%M:%S"), quick=a.quick, repeat=repeat, threads=a.threads,
+        load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         machine=dict(platform=platform.platform(), python=platform.python_version(), cpus=os.cpu_count(),
                      numpy=np.__version__, gpu=gpu),
         total_s=_now() - t_start, results=results, targets=targets(results))

@@ -393,7 +393,7 @@ class BlobPayload:
     __slots__ = ("_shape", "data", "double_data", "diff", "double_diff")
     _LEGACY = ("num", "channels", "height", "width")
 
-    def __init__(self, proto):
+    def __init__(self, proto, data=None):
         sp = type(proto)()
         for f in self._LEGACY:
             if proto.HasField(f):
@@ -401,7 +401,9 @@ class BlobPayload:
         if proto.HasField("shape"):
             sp.shape.CopyFrom(proto.shape)
         self._shape = sp
-        self.data = np.asarray(proto.data, dtype=np.float32)
+        # ``data``: the values when the caller has them already (e.g. a view of
+        # the serialized bytes); converting a big repeated field costs more.
+        self.data = np.asarray(proto.data, dtype=np.float32) if data is None else data
         self.double_data = np.asarray(proto.double_data, dtype=np.float64)
         self.diff = np.asarray(proto.diff, dtype=np.float32)
         self.double_diff = np.asarray(proto.double_diff, dtype=np.float64)

@@ -1105,20 +1105,31 @@ def _read_weights(path):
     blobs are taken out first (as NumPy arrays, ``BlobPayload``), the rest is
     upgraded, and the blobs are matched back by position.  V0/V1 nets, whose
     upgrade rebuilds the layers, take the plain path."""
-    from . import io
+    from . import caffe_pb2, io
     from .blob import BlobPayload
     from .errors import ParseError
     from .upgrade import (net_needs_v0_to_v1_upgrade, net_needs_v1_to_v2_upgrade,
                           read_net_params_binary, upgrade_net)
     try:
-        param = io.read_caffemodel(path)
+        raw = io._read_bytes(path)                   # io.read_caffemodel, keeping the bytes
+        param = io.parse_binary(raw, caffe_pb2.NetParameter, path)
     except ParseError:
         return read_net_params_binary(path)          # raises with Caffe's message
     if net_needs_v0_to_v1_upgrade(param) or net_needs_v1_to_v2_upgrade(param):
         return upgrade_net(param, path)
+    views = _blob_data_views(raw)
+    if views is not None and (len(views) != len(param.layer) or any(
+            len(v) != len(lp.blobs) for v, lp in zip(views, param.layer))):
+        views = None
     taken = []
-    for lp in param.layer:
-        taken.append((lp.name, [BlobPayload(b) for b in lp.blobs]))
+    for k, lp in enumerate(param.layer):
+        blobs = []
+        for j, b in enumerate(lp.blobs):
+            v = views[k][j] if views is not None else None
+            if v is not None and v.size != len(b.data):
+                v = None
+            blobs.append(BlobPayload(b, v))
+        taken.append((lp.name, blobs))
         lp.ClearField("blobs")
     up = upgrade_net(param, path)
     extra = len(up.layer) - len(taken)                # the input upgrade puts an Input layer first
@@ -1127,6 +1138,70 @@ def _read_weights(path):
     layers = [_WeightsLayer(lp.name, []) for lp in up.layer[:extra]]
     layers += [_WeightsLayer(name, blobs) for name, blobs in taken]
     return layers
+
+
+def _wire_fields(raw, pos, end):
+    """(field number, wire type, start, end) of each field of the serialized message
+    in raw[pos:end]; the value is raw[start:end] (for varints, fixed-size values
+    and length-delimited ones alike)."""
+    while pos < end:
+        key, pos = _varint(raw, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            start = pos
+            _, pos = _varint(raw, pos)
+        elif wire == 1:
+            start, pos = pos, pos + 8
+        elif wire == 5:
+            start, pos = pos, pos + 4
+        elif wire == 2:
+            n, start = _varint(raw, pos)
+            pos = start + n
+        else:
+            raise ValueError("wire type %d" % wire)
+        if pos > end:
+            raise ValueError("truncated")
+        yield field, wire, start, pos
+
+
+def _varint(raw, pos):
+    result = shift = 0
+    while True:
+        b = raw[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _blob_data_views(raw):
+    """Per ``layer`` (field 100) of a serialized NetParameter, per blob (field 7):
+    its packed float ``data`` (field 5) as a float32 view of ``raw`` -- no
+    per-element conversion of the parsed repeated field -- or None where that is
+    not one packed run.  None when the bytes cannot be walked."""
+    try:
+        out = []
+        for f, w, s, e in _wire_fields(raw, 0, len(raw)):
+            if f != 100 or w != 2:
+                continue
+            blobs = []
+            for f2, w2, s2, e2 in _wire_fields(raw, s, e):
+                if f2 != 7 or w2 != 2:
+                    continue
+                data, runs = None, 0
+                for f3, w3, s3, e3 in _wire_fields(raw, s2, e2):
+                    if f3 == 5:
+                        runs += 1
+                        if w3 == 2 and (e3 - s3) % 4 == 0:
+                            data = np.frombuffer(raw, dtype="<f4", count=(e3 - s3) // 4, offset=s3)
+                        else:
+                            data = None
+                blobs.append(data if runs == 1 else None)
+            out.append(blobs)
+        return out
+    except (ValueError, IndexError):
+        return None
 
 
 def _check_proto_values(proto, blob, j, lname):
