@@ -7,6 +7,8 @@ are pycaffe's writable NumPy views (asking for them makes the host copy the
 current one); layers use ``get_data``/``mut_data`` (and the ``diff`` twins),
 which return arrays on the device of the current mode.
 """
+import threading
+
 import numpy as np
 
 from . import backend
@@ -15,6 +17,8 @@ from .log import shape_string
 
 MAX_BLOB_AXES = 32
 _ASUM_LANES = 16
+_ASUM_ROWS = 1 << 12            # rows of 16 per block (256 KiB)
+_asum_local = threading.local()
 
 
 def caffe_asum(a):
@@ -27,7 +31,23 @@ def caffe_asum(a):
     if xp is not np or x.dtype != np.float32 or x.size < 4 * _ASUM_LANES:
         return float(xp.abs(x).sum())
     m = (x.size // _ASUM_LANES) * _ASUM_LANES
-    lanes = np.abs(x[:m]).reshape(-1, _ASUM_LANES).sum(axis=0, dtype=np.float32)
+    rows = m // _ASUM_LANES
+    x2 = x[:m].reshape(rows, _ASUM_LANES)
+    if rows <= _ASUM_ROWS:
+        lanes = np.abs(x2).sum(axis=0, dtype=np.float32)
+    else:
+        # The same sums in blocks of rows through a small buffer (no |x| temporary as
+        # big as the blob): row 0 of the buffer carries the lanes so far, and the
+        # reduction down the rows adds in the same order as over the whole array.
+        buf = getattr(_asum_local, "buf", None)
+        if buf is None:
+            buf = _asum_local.buf = np.empty((_ASUM_ROWS + 1, _ASUM_LANES), np.float32)
+        lanes = np.zeros(_ASUM_LANES, np.float32)
+        for r0 in range(0, rows, _ASUM_ROWS):
+            k = min(rows, r0 + _ASUM_ROWS) - r0
+            buf[0] = lanes
+            np.abs(x2[r0:r0 + k], out=buf[1:k + 1])
+            lanes = buf[:k + 1].sum(axis=0, dtype=np.float32)
     tail = np.abs(x[m:]).sum(dtype=np.float32)
     return float(np.float32(lanes.sum(dtype=np.float32) + tail))
 _UNINIT, _HOST, _DEV, _SYNCED = 0, 1, 2, 3
