@@ -44,8 +44,13 @@ def fill(blob, param):
         if not param.min <= param.max:   # caffe_rng_uniform's CHECK_LE(a, b)
             raise LayerError("Check failed: a <= b (%s vs. %s) (uniform filler min and max)"
                              % (_g(param.min), _g(param.max)))
+        if not np.isfinite(float(param.max) - float(param.min)):
+            raise LayerError("uniform filler: the range [%s, %s] is not finite"
+                             % (_g(param.min), _g(param.max)))
         v = rng.uniform(param.min, param.max, n)
     elif t == "gaussian":
+        if not param.std > 0:   # caffe_rng_gaussian's CHECK_GT(sigma, 0)
+            raise LayerError("Check failed: sigma > 0 (%s vs. 0) (gaussian filler std)" % _g(param.std))
         v = rng.normal(param.mean, param.std, n)
         if param.sparse >= 0:
             if blob.num_axes < 1:
