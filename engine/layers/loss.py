@@ -199,7 +199,8 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
         # SigmoidLayer (master): 0.5 * tanh(0.5 * x) + 0.5, evaluated in double.
         self.sigmoid_output.mut_data()[...] = (
             0.5 * xp.tanh(0.5 * x.astype(np.float64)) + 0.5).astype(self.dtype)
-        t = bottom[1].get_data()
+        # Same count, not necessarily the same shape: element by element, as Caffe.
+        t = bottom[1].get_data().reshape(x.shape)
         pos = (x >= 0).astype(self.dtype)
         terms = x * (t - pos) - xp.log(dt(1) + xp.exp(x - dt(2) * x * pos))
         if self.has_ignore_label:
@@ -219,7 +220,7 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
             return
         xp = self.xp
         dt = self.dtype.type
-        t = bottom[1].get_data()
+        t = bottom[1].get_data().reshape(bottom[0].shape)
         g = self.sigmoid_output.get_data() - t
         if self.has_ignore_label:
             g = xp.where(_int_labels(xp, t) == self.ignore_label, dt(0), g)
@@ -232,12 +233,18 @@ class EuclideanLossLayer(LossLayer):
     """sum((b0 - b1)^2) / (2 N); gradients to both bottoms."""
     type = "EuclideanLoss"
 
+    def layer_setup(self, bottom, top):
+        super().layer_setup(bottom, top)
+        # diff_: b0 - b1 of the last forward (zeros before the first, as Caffe's Blob).
+        self.diff = Blob(dtype=self.dtype)
+
     def reshape(self, bottom, top):
         super().reshape(bottom, top)
         if bottom[0].count_range(1) != bottom[1].count_range(1):
             raise self.error("Check failed: bottom[0]->count(1) == bottom[1]->count(1) (%d vs. %d) "
                              "Inputs must have the same dimension."
                              % (bottom[0].count_range(1), bottom[1].count_range(1)))
+        self.diff.reshape_like(bottom[0])
 
     def allow_force_backward(self, bottom_index):
         return True
@@ -245,18 +252,19 @@ class EuclideanLossLayer(LossLayer):
     def forward(self, bottom, top):
         xp = self.xp
         dt = self.dtype.type
-        d = (bottom[0].get_data().reshape(-1) - bottom[1].get_data().reshape(-1))
-        self.diff = d
+        d = self.diff.mut_data().reshape(-1)
+        xp.subtract(bottom[0].get_data().reshape(-1), bottom[1].get_data().reshape(-1), out=d)
         dot = xp.dot(d, d)
         top[0].mut_data()[...] = dot / dt(bottom[0].num) / dt(2)
 
     def backward(self, top, propagate_down, bottom):
         dt = self.dtype.type
+        d = self.diff.get_data().reshape(-1)
         for i in range(2):
             if propagate_down[i]:
                 sign = dt(1) if i == 0 else dt(-1)
                 alpha = sign * _top_weight(top) / dt(bottom[i].num)
-                bottom[i].mut_diff()[...] = (alpha * self.diff).reshape(bottom[i].shape)
+                bottom[i].mut_diff()[...] = (alpha * d).reshape(bottom[i].shape)
 
 
 @register_layer
@@ -268,11 +276,23 @@ class ContrastiveLossLayer(LossLayer):
     def layer_setup(self, bottom, top):
         super().layer_setup(bottom, top)
         self._check_bottoms(bottom)
+        # diff_ (a - b) and dist_sq_ (||a - b||^2) of the last forward, shaped here as in
+        # Caffe's LayerSetUp (zeros before the first forward).
+        self.diff = Blob(dtype=self.dtype)
+        self.dist_sq = Blob(dtype=self.dtype)
+        self._shape_buffers(bottom)
 
     def reshape(self, bottom, top):
         super().reshape(bottom, top)
         # Caffe checks these in LayerSetUp only; bottoms reshaped later would be read out of bounds.
         self._check_bottoms(bottom)
+        # Caffe shapes its buffers in LayerSetUp only (a bigger batch later overruns them);
+        # here they follow the batch (the same memory while it does not grow).
+        self._shape_buffers(bottom)
+
+    def _shape_buffers(self, bottom):
+        self.diff.reshape(bottom[0].num, bottom[0].channels, 1, 1)
+        self.dist_sq.reshape(bottom[0].num, 1, 1, 1)
 
     def _check_bottoms(self, bottom):
         b0, b1, b2 = bottom
@@ -297,10 +317,11 @@ class ContrastiveLossLayer(LossLayer):
         dt = self.dtype.type
         num, channels = bottom[0].num, bottom[0].channels
         margin, legacy = self._params()
-        diff = (bottom[0].get_data().reshape(-1) - bottom[1].get_data().reshape(-1)).reshape(num, channels)
-        self.diff = diff
-        dist_sq = (diff * diff).sum(axis=1)
-        self.dist_sq = dist_sq
+        diff = self.diff.mut_data().reshape(num, channels)
+        xp.subtract(bottom[0].get_data().reshape(num, channels),
+                    bottom[1].get_data().reshape(num, channels), out=diff)
+        dist_sq = self.dist_sq.mut_data().reshape(num)
+        dist_sq[...] = (diff * diff).sum(axis=1)
         similar = _int_labels(xp, bottom[2].get_data().reshape(-1)[:num]) != 0
         if legacy:
             dissim = xp.maximum(margin - dist_sq, dt(0))
@@ -314,22 +335,26 @@ class ContrastiveLossLayer(LossLayer):
         xp = self.xp
         dt = self.dtype.type
         margin, legacy = self._params()
+        diff = self.diff.get_data()
+        dist_sq = self.dist_sq.get_data()
         for i in range(2):
             if not propagate_down[i]:
                 continue
             num, channels = bottom[i].num, bottom[i].channels
+            diff_i = diff.reshape(-1)[:num * channels].reshape(num, channels)
+            dist_sq_i = dist_sq.reshape(-1)[:num]
             sign = dt(1) if i == 0 else dt(-1)
             alpha = sign * _top_weight(top) / dt(num)
             similar = _int_labels(xp, bottom[2].get_data().reshape(-1)[:num]) != 0
             if legacy:
-                mdist = margin - self.dist_sq
+                mdist = margin - dist_sq_i
                 beta = -alpha * xp.ones_like(mdist)
             else:
-                dist = xp.sqrt(self.dist_sq)
+                dist = xp.sqrt(dist_sq_i)
                 mdist = margin - dist
                 beta = -alpha * mdist / (dist + dt(1e-4))
             coef = xp.where(similar, alpha, xp.where(mdist > dt(0), beta, dt(0)))
-            bottom[i].mut_diff()[...] = (coef[:, None] * self.diff).reshape(bottom[i].shape)
+            bottom[i].mut_diff()[...] = (coef[:, None] * diff_i).reshape(bottom[i].shape)
 
 
 @register_layer
