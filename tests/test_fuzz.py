@@ -642,7 +642,7 @@ def _mutate_model(data, raw, target_names):
             b.CopyFrom(layer.blobs[1])
             layer.blobs[0].CopyFrom(b)
             layer.blobs[1].CopyFrom(a)
-        elif op == "legacy":
+        elif op == "legacy" and all(-(1 << 31) <= d < (1 << 31) for d in blob.shape.dim):
             dims = list(blob.shape.dim) + [1] * 4
             blob.ClearField("shape")
             blob.num, blob.channels, blob.height, blob.width = [int(d) for d in dims[:4]]

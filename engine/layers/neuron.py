@@ -315,10 +315,13 @@ class ExpLayer(_Neuron):
         self.inner_scale = self.scalar(log_base * input_scale)
         if input_shift == 0:
             self.outer_scale = self.scalar(1)
-        elif base != self.scalar(-1):
-            self.outer_scale = self.scalar(math.pow(float(base), float(input_shift)))
         else:
-            self.outer_scale = self.scalar(math.exp(float(input_shift)))
+            try:
+                outer = (math.pow(float(base), float(input_shift)) if base != self.scalar(-1)
+                         else math.exp(float(input_shift)))
+            except OverflowError:   # C's pow/exp give inf
+                outer = math.inf
+            self.outer_scale = self.scalar(outer)
 
     @_quiet
     def forward(self, bottom, top):
