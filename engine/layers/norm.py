@@ -5,6 +5,7 @@ order where it matters for float32: per-(n, c) sums over the spatial extent
 first, then over the batch, as Caffe's two gemv calls do.
 """
 
+from ..blob import Blob
 from ..log import layer_log
 from .base import Layer, workspace, fill_param
 from .registry import register_layer, create_layer
@@ -42,7 +43,11 @@ class BatchNormLayer(Layer):
             self.use_global_stats = p.use_global_stats
         self.channels = 1 if bottom[0].num_axes == 1 else bottom[0].shape_at(1)
         self.eps = dt(p.eps)
-        self.x_norm = None
+        # Caffe's variance_ (after a forward: sqrt(var + eps), which Backward divides by)
+        # and x_norm_ (the normalized input, kept for Backward): Blobs shaped in Reshape,
+        # zeros until the first forward writes them.
+        self.std = Blob(dtype=self.dtype)
+        self.x_norm = Blob(dtype=self.dtype)
         if self.blobs:
             layer_log.info("Skipping parameter initialization")
         else:
@@ -68,6 +73,8 @@ class BatchNormLayer(Layer):
             raise self.error("bottom shape %s: BatchNorm divides the count by num * channels, which must "
                              "not be 0 (Caffe stops with a division by zero)" % bottom[0].shape_string())
         top[0].reshape_like(bottom[0])
+        self.std.reshape((self.channels,))
+        self.x_norm.reshape_like(bottom[0])
 
     def _view(self, a, bottom):
         num = bottom[0].shape_at(0)
@@ -91,16 +98,13 @@ class BatchNormLayer(Layer):
             # Backward needs only std: normalise straight into the top (in place too).
             y = self._view(top[0].mut_data(), bottom)
             xp.subtract(x, mean[None, :, None], out=y)
-            self.std = xp.sqrt(var + self.eps)
-            xp.divide(y, self.std[None, :, None], out=y)
-            self.x_norm = None
+            std = self.std.mut_data()
+            xp.sqrt(var + self.eps, out=std)
+            xp.divide(y, std[None, :, None], out=y)
             return
         # x_norm_ (Caffe's): kept for backward, since later in-place layers may
         # clobber the top data.  The layer's own buffer, reused every step.
-        xn = self.x_norm
-        if xn is None or xn.shape != x.shape or not isinstance(xn, xp.ndarray):
-            self.x_norm = None
-            xn = self.x_norm = xp.empty(x.shape, dtype=x.dtype)
+        xn = self._view(self.x_norm.mut_data(), bottom)
         xp.subtract(x, mean[None, :, None], out=xn)
         sq = workspace(xp, "bn_sq", x.shape, x.dtype)
         xp.multiply(xn, xn, out=sq)
@@ -112,8 +116,9 @@ class BatchNormLayer(Layer):
         m = bottom[0].count // self.channels
         bias_correction = dt(m) / dt(m - 1) if m > 1 else dt(1)
         b1[...] = maf * b1 + bias_correction * var
-        self.std = xp.sqrt(var + self.eps)
-        xp.divide(xn, self.std[None, :, None], out=xn)
+        std = self.std.mut_data()
+        xp.sqrt(var + self.eps, out=std)
+        xp.divide(xn, std[None, :, None], out=xn)
         self._view(top[0].mut_data(), bottom)[...] = xn
 
     def backward(self, top, propagate_down, bottom):
@@ -125,12 +130,12 @@ class BatchNormLayer(Layer):
         # In place, the bottom diff is the top diff: every read of dy below
         # happens before (or, elementwise, as) the bottom diff is written.
         dy = self._view(top[0].get_diff(), bottom)
-        std = self.std[None, :, None]
+        std = self.std.get_data()[None, :, None]
         out = self._view(bottom[0].mut_diff(), bottom)
         if self.use_global_stats:
             xp.divide(dy, std, out=out)
             return
-        y = self.x_norm
+        y = self._view(self.x_norm.get_data(), bottom)
         g = workspace(xp, "bn_g", y.shape, y.dtype)
         xp.multiply(y, dy, out=g)
         s_dyy = g.sum(axis=2).sum(axis=0)
@@ -266,6 +271,8 @@ class ScaleLayer(Layer):
                 fp.type = "constant"
                 fp.value = 1
             fill_param(self.blobs[0], fp)
+        # temp_: in place, the input kept for the scale gradient (shaped in Reshape).
+        self.temp = Blob(dtype=self.dtype)
         self.bias_layer = None
         if p.bias_term:
             from .. import caffe_pb2
@@ -294,7 +301,10 @@ class ScaleLayer(Layer):
         scale = bottom[1] if len(bottom) > 1 else self.blobs[0]
         self.axis, self.outer, self.mid, self.inner = _broadcast_dims(
             self, bottom[0], scale, self.layer_param.scale_param.axis, "scale", "axis_")
-        if bottom[0] is not top[0]:
+        if bottom[0] is top[0]:
+            # Caffe's in-place Reshape: temp_ like the input (zeros until a forward fills it).
+            self.temp.reshape_like(bottom[0])
+        else:
             top[0].reshape_like(bottom[0])
         if self.bias_layer is not None:
             self.bias_bottom = [top[0]]
@@ -307,11 +317,7 @@ class ScaleLayer(Layer):
         if bottom[0] is top[0]:
             # In place: keep the input for the scale gradient (Caffe's temp_,
             # the layer's own buffer, reused every step).
-            t = getattr(self, "temp", None)
-            if t is None or t.shape != x.shape or t.dtype != x.dtype or not isinstance(t, xp.ndarray):
-                self.temp = None
-                t = self.temp = xp.empty(x.shape, dtype=x.dtype)
-            t[...] = x
+            self.temp.mut_data().reshape(x.shape)[...] = x
         if len(bottom) > 1 and top[0] is bottom[1]:
             y = x * scale.reshape(1, self.mid, 1)
             top[0].mut_data()[...] = y.reshape(top[0].shape)
@@ -331,12 +337,12 @@ class ScaleLayer(Layer):
             xp = self.xp
             is_eltwise = bottom[0].count == scale.count
             in_place = bottom[0] is top[0]
-            x = self.temp if in_place else bottom[0].get_data().reshape(
-                self.outer, self.mid, self.inner)
+            shape3 = (self.outer, self.mid, self.inner)
+            x = (self.temp.mut_data() if in_place else bottom[0].get_data()).reshape(shape3)
             # Caffe's scratch space for the product: bottom[0]'s diff (or, in
             # place, temp_), left holding it when bottom[0] gets no gradient.
             if in_place and not is_eltwise:
-                product = self.temp            # x itself: overwritten elementwise
+                product = x                    # temp_ itself: overwritten elementwise
             elif not is_eltwise and not (len(bottom) > 1 and bottom[0].diff_memory is bottom[1].diff_memory):
                 product = bottom[0].mut_diff().reshape(x.shape)
             else:
@@ -376,9 +382,17 @@ class MVNLayer(Layer):
     exact_num_bottom = 1
     exact_num_top = 1
 
+    def layer_setup(self, bottom, top):
+        # Caffe's variance_: after a forward, sqrt(var) + eps per row (which Backward
+        # divides by); a Blob shaped in Reshape, zeros until the first forward.
+        self.std = Blob(dtype=self.dtype)
+
     def reshape(self, bottom, top):
         b = bottom[0]
         top[0].reshape((b.num, b.channels, b.height, b.width))
+        # One value per normalized row (Caffe's is num x channels, of which
+        # across_channels uses the first num).
+        self.std.reshape((self._rows(bottom)[0],))
         self.eps = self.dtype.type(self.layer_param.mvn_param.eps)
 
     def _rows(self, bottom):
@@ -395,8 +409,9 @@ class MVNLayer(Layer):
         y = x + (-mean)[:, None]
         if self.layer_param.mvn_param.normalize_variance:
             var = (y * y).sum(axis=1) * dt(_inv(dim))
-            self.std = xp.sqrt(var) + self.eps
-            y = y / self.std[:, None]
+            std = self.std.mut_data()
+            std[...] = xp.sqrt(var) + self.eps
+            y = y / std[:, None]
         top[0].mut_data()[...] = y.reshape(top[0].shape)
 
     def backward(self, top, propagate_down, bottom):
@@ -408,7 +423,7 @@ class MVNLayer(Layer):
             g = y * (y * dy).sum(axis=1)[:, None]
             g = g + dy.sum(axis=1)[:, None]
             g = dy + dt(-_inv(dim)) * g
-            g = g / self.std[:, None]
+            g = g / self.std.get_data()[:, None]
         else:
             g = dy + (-(dy.sum(axis=1) * dt(_inv(dim))))[:, None]
         bottom[0].mut_diff()[...] = g.reshape(bottom[0].shape)
