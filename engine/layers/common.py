@@ -13,6 +13,7 @@ arrays; the loss layers reuse them.
 """
 import numpy as np
 
+from ..blob import Blob
 from ..kernels.blas import gemm_acc
 from ..log import layer_log, check_failed as _check_failed
 from .base import Layer, workspace, fill_param as fill
@@ -364,7 +365,9 @@ class EltwiseLayer(Layer):
         dt = self.dtype.type
         self.coeffs = [dt(c) for c in p.coeff] if len(p.coeff) else [dt(1)] * len(bottom)
         self.stable_prod_grad = bool(p.stable_prod_grad)
-        self.max_idx = None
+        # max_idx_: for MAX, which bottom won each element in the last forward
+        # (a Blob<int> shaped in Reshape, zeros before the first forward).
+        self.max_idx = Blob(dtype=np.int32)
 
     def reshape(self, bottom, top):
         for i in range(1, len(bottom)):
@@ -374,6 +377,8 @@ class EltwiseLayer(Layer):
                     message="bottom[0]: %s, bottom[%d]: %s"
                     % (bottom[0].shape_string(), i, bottom[i].shape_string())))
         top[0].reshape_like(bottom[0])
+        if self.op == self.MAX:
+            self.max_idx.reshape_like(bottom[0])
 
     def forward(self, bottom, top):
         xp = self.xp
@@ -415,7 +420,7 @@ class EltwiseLayer(Layer):
                 upd = bk > y
                 y = xp.where(upd, bk, y)
                 mask = xp.where(upd, k, mask).astype(xp.int32)
-            self.max_idx = mask
+            self.max_idx.mut_data()[...] = mask
             out[...] = y
         else:
             raise self.error("Unknown elementwise operation.")
@@ -441,7 +446,7 @@ class EltwiseLayer(Layer):
                 b.mut_diff()[...] = td if c == 1 else c * td
             elif self.op == self.MAX:
                 zero = xp.zeros((), td.dtype)
-                b.mut_diff()[...] = xp.where(self.max_idx == i, td, zero)
+                b.mut_diff()[...] = xp.where(self.max_idx.get_data() == i, td, zero)
             else:
                 raise self.error("Unknown elementwise operation.")
 
