@@ -694,7 +694,11 @@ class LRNLayer(Layer):
         self.alpha, self.beta, self.k = lp.alpha, lp.beta, lp.k
         self.norm_region = lp.norm_region
         self.scale = Blob(dtype=self.dtype)
-        self._within = None
+        # WITHIN_CHANNEL: Caffe's pool_output_ and power_output_ (the inner AVE pool's
+        # and Power layer's tops), kept for Backward; shaped in Reshape, zeros until
+        # the first forward.
+        self.pool_output = Blob(dtype=self.dtype)
+        self.power_output = Blob(dtype=self.dtype)
 
     def reshape(self, bottom, top):
         if bottom[0].num_axes != 4:
@@ -705,6 +709,9 @@ class LRNLayer(Layer):
         LP = _pb2().LRNParameter
         if self.norm_region == LP.ACROSS_CHANNELS:
             self.scale.reshape(bottom[0].shape)
+        elif self.norm_region == LP.WITHIN_CHANNEL:
+            self.pool_output.reshape(bottom[0].shape)
+            self.power_output.reshape(bottom[0].shape)
         N, C, H, W = bottom[0].shape
         s, p = self.size, self.pre_pad
         self.pool_geom = _pool.PoolGeom(N, C, H, W, s, s, 1, 1, p, p, H, W)
@@ -740,21 +747,21 @@ class LRNLayer(Layer):
         dt = self.dtype.type
         g = self.pool_geom
         sq = x * x
-        pooled = xp.empty(x.shape, dtype=x.dtype)
+        pooled = self.pool_output.mut_data()
         if x.size:
             _pool.ave_forward(sq, g, pooled)
         base = pooled * dt(self.alpha)
         base += dt(1)
+        power = self.power_output.mut_data()
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            power = xp.power(base, dt(-self.beta))
+            xp.power(base, dt(-self.beta), out=power)
         xp.multiply(x, power, out=y)
-        self._within = (pooled, power)
 
     def _within_backward(self, top, bottom):
         xp = self.xp
         dt = self.dtype.type
         g = self.pool_geom
-        pooled, power = self._within
+        pooled, power = self.pool_output.get_data(), self.power_output.get_data()
         x = bottom[0].get_data()
         dtop = top[0].get_diff()
         d_prod = power * dtop                     # product input (split top 0)
