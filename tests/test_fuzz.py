@@ -155,9 +155,6 @@ KNOWN = [
      "channels (the first ones when fewer; out of bounds when more)"),
     ("ValueError", "layers/common.py", "", r"zero-size array to reduction operation",
      "Softmax over an axis of size 0; Caffe runs empty loops"),
-    ("ValueError", "layers/loss.py", "SigmoidCrossEntropyLossLayer", r"broadcast",
-     "SigmoidCrossEntropyLoss with bottoms of the same count but different shapes: Caffe works "
-     "element by element over the count; the engine broadcasts the shapes"),
 ]
 
 
