@@ -21,7 +21,6 @@ import os
 import numpy as np
 import pytest
 
-from engine import backend, caffe_pb2
 from engine.blob import Blob
 from engine.errors import CaffeError, LayerError
 from engine.layers import layer_types
@@ -159,9 +158,13 @@ CONT = vals([0, 0, 1, 1, 1, 0], 3, 2)
 
 
 def case(text, bottoms=(), tops=1, pd=None, phase="TRAIN", inplace=False, notimpl=False,
-         prepare=None, id=None):
+         prepare=None, id=None, ltype=None):
+    """One configuration.  ``text``: LayerParameter text, or a function of the test's
+    :class:`Ctx` returning it (then ``ltype`` names the type)."""
+    if ltype is None:
+        ltype = text.split('type: "', 1)[1].split('"', 1)[0]
     return dict(text=text, bottoms=list(bottoms), tops=tops, pd=pd, phase=phase, inplace=inplace,
-                notimpl=notimpl, prepare=prepare, id=id)
+                notimpl=notimpl, prepare=prepare, id=id, type=ltype)
 
 
 CASES = [
@@ -192,7 +195,7 @@ CASES = [
     case('type: "Crop" crop_param { axis: 2 offset: 1 offset: 2 }', [g(2, 3, 6, 6), g(2, 3, 4, 3)],
          pd=[True, False]),
     case(lambda c: 'name: "d" type: "Data" data_param { source: "%s" batch_size: 4 backend: LMDB } '
-         'transform_param { crop_size: 3 mirror: true }' % c.lmdb(), tops=2),
+         'transform_param { crop_size: 3 mirror: true }' % c.lmdb(), tops=2, ltype="Data"),
     case('type: "Deconvolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2 %s }' % GF,
          [g(2, 3, 3, 4)]),
     case('type: "Dropout" dropout_param { dropout_ratio: 0.4 }', [g(4, 5)]),
@@ -217,17 +220,18 @@ CASES = [
     case('type: "Filter"', [g(4, 3), g(4, 2), vals([1, 0, 1, 1], 4, 1)], tops=2,
          pd=[True, True, False]),
     case('type: "Flatten"', [g(2, 3, 4)]),
-    case(lambda c: 'type: "HDF5Data" top: "data" top: "label" hdf5_data_param { source: "%s" batch_size: 3 }'
-         % c.hdf5_list(), tops=2),
+    case(lambda c: 'type: "HDF5Data" top: "data" top: "label" '
+         'hdf5_data_param { source: "%s" batch_size: 3 }' % c.hdf5_list(), tops=2, ltype="HDF5Data"),
     case(lambda c: (pytest.importorskip("h5py") and
                     'type: "HDF5Output" hdf5_output_param { file_name: "%s" }' % c.fresh(".h5")),
-         [g(2, 3, 2, 2), g(2, 1)], tops=0, pd=[True, True]),
+         [g(2, 3, 2, 2), g(2, 1)], tops=0, pd=[True, True], ltype="HDF5Output"),
     case('type: "HingeLoss"', [g(4, 5), ints(5, 4)], pd=[True, False]),
     case('type: "HingeLoss" hinge_loss_param { norm: L2 }', [g(4, 5), ints(5, 4)], pd=[True, False],
          id="l2"),
     case('type: "Im2col" convolution_param { kernel_size: 3 stride: 2 pad: 1 }', [g(2, 3, 5, 4)]),
     case(lambda c: 'type: "ImageData" image_data_param { source: "%s" root_folder: "%s" '
-         'batch_size: 2 shuffle: true } transform_param { crop_size: 4 }' % c.image_list(), tops=2),
+         'batch_size: 2 shuffle: true } transform_param { crop_size: 4 }' % c.image_list(), tops=2,
+         ltype="ImageData"),
     case('type: "InfogainLoss"', [g(4, 5), ints(5, 4), u(0, 1, 1, 1, 5, 5)], pd=[True, False, False]),
     case('type: "InfogainLoss" infogain_loss_param { axis: 2 } loss_param { ignore_label: 1 } '
          'loss_weight: 1 loss_weight: 0',
@@ -306,20 +310,12 @@ CASES = [
     case('type: "Tile" tile_param { axis: 1 tiles: 3 }', [g(2, 3, 2)]),
     case(lambda c: 'type: "WindowData" window_data_param { source: "%s" batch_size: 4 '
          'fg_fraction: 0.5 context_pad: 1 } transform_param { crop_size: 4 mirror: true }'
-         % c.windows(), tops=2),
+         % c.windows(), tops=2, ltype="WindowData"),
 ]
 
 
-def _type_of(cfg):
-    text = cfg["text"]
-    if callable(text):
-        text = text.__code__.co_consts
-        text = " ".join(t for t in text if isinstance(t, str))
-    return text.split('type: "', 1)[1].split('"', 1)[0]
-
-
 def _id(cfg):
-    return _type_of(cfg) + ("-" + cfg["id"] if cfg["id"] else "")
+    return cfg["type"] + ("-" + cfg["id"] if cfg["id"] else "")
 
 
 # --------------------------------------------------------------------------- harness
@@ -386,7 +382,7 @@ def _close(layer):
 
 
 def test_every_layer_type_has_a_case():
-    assert sorted({_type_of(c) for c in CASES}) == layer_types()
+    assert sorted({c["type"] for c in CASES}) == layer_types()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
@@ -448,8 +444,8 @@ def test_zero_buffers_give_caffes_numbers(mode):
     # EuclideanLoss / ContrastiveLoss: diff_ = 0 -> zero gradients.
     _, bottom, _ = _backward_first('type: "EuclideanLoss"', [g(4, 3), g(4, 3)], pd=[True, True])
     assert not bottom[0].diff.any() and not bottom[1].diff.any()
-    _, bottom, _ = _backward_first('type: "ContrastiveLoss"', [g(5, 3), g(5, 3), vals([1, 0, 0, 1, 0], 5)],
-                                   pd=[True, True, False])
+    _, bottom, _ = _backward_first('type: "ContrastiveLoss"',
+                                   [g(5, 3), g(5, 3), vals([1, 0, 0, 1, 0], 5)], pd=[True, True, False])
     assert not bottom[0].diff.any() and not bottom[1].diff.any()
     # Eltwise MAX: max_idx_ = 0 -> bottom 0 takes the whole top diff.
     _, bottom, top = _backward_first('type: "Eltwise" eltwise_param { operation: MAX }',
