@@ -210,7 +210,8 @@ class Prefetcher:
                 break
             except queue.Empty:
                 if not self.thread.is_alive() and self.full.empty():
-                    raise RuntimeError("the prefetch thread stopped")
+                    raise LayerError("prefetch thread '%s' stopped (the layer was closed?)"
+                                     % self.thread.name)
         if isinstance(item, _Failure):
             self.full.put(item)   # every later Forward fails the same way
             raise item.error
