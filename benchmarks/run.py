@@ -66,6 +66,7 @@ NETS = {
 }
 
 TIMED = ("forward", "backward", "forward_backward")
+MAX_ROUNDS = 25
 
 
 # ====================================================================== helpers
@@ -391,7 +392,15 @@ class Bench:
             env = tnet.forward(self.t_inputs)
             tnet.backward(env, self.t_grads)
 
-        for it in range(self.repeat + 1):      # the first round warms up
+        # Small nets get more rounds (at least ~1 s of engine forward+backward in all),
+        # since a millisecond step is at the mercy of the machine's other load.
+        sync()
+        t0 = _now()
+        e_fb()
+        one = max(_now() - t0, 1e-4)
+        rounds = self.repeat if one > 0.25 else min(MAX_ROUNDS, max(self.repeat, int(1.0 / one)))
+        self.result["rounds"] = rounds
+        for it in range(rounds + 1):           # the first round warms up
             keep = it > 0
             # forward
             x = timed(self.e_forward, net)
@@ -518,6 +527,31 @@ def table(results):
     return "\n".join(lines)
 
 
+def markdown(results):
+    """The table as Markdown (for benchmarks/README.md)."""
+    out = ["| net | device | batch | layers | check | Init | Init + weights (CPU) | fwd engine / torch | "
+           "bwd engine / torch | fwd+bwd engine / torch | **ratio fwd / bwd / fwd+bwd** | debug records | "
+           "memory peak / blobs |", "|" + "---|" * 13]
+    for r in results:
+        if "error" in r:
+            out.append("| %s | %s | | | ERROR: %s |%s" % (r["net"], r["device"], r["error"][:80], " |" * 8))
+            continue
+        es, ts, ra, chk, mem = r["engine_s"], r["torch_s"], r["ratio"], r["check"], r["memory"]
+        c = "ok %.0e" % chk["worst_rel_err"] if chk["ok"] else "FAIL"
+        if chk["ok"] and chk.get("float64_reference"):
+            c = "ok (float64 judge%s)" % ("; %d ill-conditioned" % len(chk["ill_conditioned"])
+                                          if chk["ill_conditioned"] else "")
+        out.append("| %s | %s | %d | %d | %s | %s | %s (%s) | %s / %s | %s / %s | %s / %s | "
+                   "%.2f / %.2f / **%.2f** | %+.0f%% | %s / %s = %.2f |" % (
+                       r["net"], r["device"], r["batch"], r["layers"], c, _fmt_s(r["init_s"]),
+                       _fmt_s(r["init_weights_s"]), _fmt_s(r["init_weights_cpu_s"]),
+                       _fmt_s(es["forward"]), _fmt_s(ts["forward"]), _fmt_s(es["backward"]),
+                       _fmt_s(ts["backward"]), _fmt_s(es["forward_backward"]), _fmt_s(ts["forward_backward"]),
+                       ra["forward"], ra["backward"], ra["forward_backward"], 100 * r["debug_overhead"],
+                       _fmt_mb(mem["peak_bytes"]), _fmt_mb(mem["blob_bytes"]), mem["ratio"]))
+    return "\n".join(out)
+
+
 def targets(results):
     """The issue's targets, met or missed."""
     out = []
@@ -553,10 +587,15 @@ def main(argv=None):
     p.add_argument("--batch", type=int, help="override every net's batch")
     p.add_argument("--threads", type=int, help="limit the engine's BLAS and torch's threads")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.json"))
+    p.add_argument("--markdown", metavar="JSON", help="print the table of a results file as Markdown and exit")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.markdown:
+        with open(a.markdown) as f:
+            print(markdown(json.load(f)["results"]))
+        return
     if a.worker:
         a.repeat = a.repeat or 3
         a.init_repeat = a.init_repeat or 3
