@@ -304,6 +304,8 @@ class ContrastiveLossLayer(LossLayer):
         _check_eq(self, b2.channels, 1, "bottom[2]->channels() == 1")
         _check_eq(self, b2.height, 1, "bottom[2]->height() == 1")
         _check_eq(self, b2.width, 1, "bottom[2]->width() == 1")
+        if b2.count < b0.num:   # Caffe reads past the labels
+            raise self.error("%d similarity labels for a batch of %d" % (b2.count, b0.num))
 
     def allow_force_backward(self, bottom_index):
         return bottom_index != 2
