@@ -35,7 +35,7 @@ def _nets():
     return out
 
 
-def bench_net(path, mode, repeats, iterations, bins):
+def bench_net(path, mode, repeats, iterations, bins, level="full"):
     import engine
     from engine import backend
     from engine.cli import fill_inputs
@@ -60,19 +60,19 @@ def bench_net(path, mode, repeats, iterations, bins):
         return (time.perf_counter() - t0) / iterations * 1e3
 
     passes()                                  # warm-up: allocations, kernels
-    rec = Recorder(net, bins=bins, max_steps=4)
+    rec = Recorder(net, bins=bins, max_steps=4, level=level)
     passes()
     rec.detach()
     plain, recorded = [], []
     for _ in range(repeats):
         plain.append(passes())
-        rec = Recorder(net, bins=bins, max_steps=4)
+        rec = Recorder(net, bins=bins, max_steps=4, level=level)
         recorded.append(passes())
         rec.detach()
     p, r = statistics.median(plain), statistics.median(recorded)
     backend.set_mode_cpu()
     return {"net": os.path.relpath(path, ROOT), "device": mode, "plain_ms": p, "records_ms": r,
-            "ratio": r / p if p else float("nan"), "overhead_ms": r - p, "bins": bins}
+            "ratio": r / p if p else float("nan"), "overhead_ms": r - p, "bins": bins, "level": level}
 
 
 def main(argv=None):
@@ -81,6 +81,8 @@ def main(argv=None):
     ap.add_argument("--iterations", type=int, default=2, help="passes per sample")
     ap.add_argument("--gpu", action="store_true", help="GPU only")
     ap.add_argument("--no-hist", action="store_true", help="records without histograms")
+    ap.add_argument("--level", choices=("full", "health"), default="full",
+                    help="Recorder level: full statistics, or health (mean |x| and NaN/Inf only)")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args(argv)
     logging.getLogger("engine").setLevel(logging.WARNING)
@@ -93,7 +95,7 @@ def main(argv=None):
     print("%-45s %-4s %11s %11s %8s" % ("net", "dev", "plain ms", "records ms", "ratio"))
     for mode in modes:
         for path in _nets():
-            r = bench_net(path, mode, a.repeats, a.iterations, 0 if a.no_hist else 32)
+            r = bench_net(path, mode, a.repeats, a.iterations, 0 if a.no_hist else 32, a.level)
             rows.append(r)
             print("%-45s %-4s %11.2f %11.2f %8.3f" % (r["net"], r["device"], r["plain_ms"], r["records_ms"],
                                                       r["ratio"]))

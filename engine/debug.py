@@ -152,6 +152,37 @@ def array_stats(a, bins=HIST_BINS):
     return _finish(shape, n, x.dtype, summary, counts, bins)
 
 
+def health_stats(a):
+    """The cheap level: Caffe's mean |x| and the NaN/Inf counts, nothing else.
+
+    One pass over the array (the |x| sum) when every value is finite -- a finite
+    sum of |x| proves it; only when the sum is not finite are NaN and Inf counted.
+    The other fields are NaN (``partial`` set), as for stats read from a log.
+    """
+    shape = tuple(int(d) for d in a.shape)
+    n = int(a.size)
+    if n == 0:
+        return _empty_stats(shape, 0)
+    xp = backend.xp_of(a)
+    x = a.reshape(-1)
+    with np.errstate(all="ignore"):
+        if xp is np and x.dtype == np.float32:
+            asum = caffe_asum(x)
+        else:
+            asum = float(xp.abs(x).sum())
+        nan = inf = 0
+        if not math.isfinite(asum):
+            counts = backend.to_host(xp.stack([xp.isnan(x).sum(), xp.isinf(x).sum()]))
+            nan, inf = int(counts[0]), int(counts[1])
+        if x.dtype == np.float32:
+            asum_mean = float(np.float32(asum) / np.float32(n))
+        else:
+            asum_mean = asum / n
+    st = BlobStats.only_asum(asum_mean, shape, n)
+    st.nan, st.inf = nan, inf
+    return st
+
+
 def _host_summary(x, bins):
     """(summary list, histogram counts) of a flat float32/float64 NumPy array."""
     with np.errstate(all="ignore"):
@@ -439,13 +470,20 @@ class Recorder:
     :class:`NonFiniteError` at the first layer producing a non-finite output
     (forward) or gradient (backward), or a non-finite param after an update.
     ``bins``: histogram bins (0: none).  ``max_steps`` bounds memory (oldest
-    steps are dropped).
+    steps are dropped).  ``level``: "full" (every statistic and the histogram)
+    or "health" (Caffe's mean |x| and NaN/Inf counts only: one pass per blob,
+    cheap enough to leave on; the sentinel and debug_info lines work the same).
     """
 
     _ids = itertools.count(1)
 
-    def __init__(self, net, stats=True, sentinel=False, bins=HIST_BINS, max_steps=200):
+    LEVELS = ("full", "health")
+
+    def __init__(self, net, stats=True, sentinel=False, bins=HIST_BINS, max_steps=200, level="full"):
+        if level not in self.LEVELS:
+            raise ValueError("Recorder level must be one of %s, not %r" % (", ".join(self.LEVELS), level))
         self.net = net
+        self.level = level
         self.stats, self.sentinel, self.bins = stats, sentinel, bins
         self.max_steps = max_steps
         self.steps: List[StepRecord] = []
@@ -558,7 +596,8 @@ class Recorder:
             per_mem = self._cache[id(mem)] = {}
         st = per_mem.get(blob.shape)
         if st is None:
-            st = array_stats(_current(blob, which), self.bins)
+            arr = _current(blob, which)
+            st = array_stats(arr, self.bins) if self.level == "full" else health_stats(arr)
             per_mem[blob.shape] = st
         return st
 

@@ -379,3 +379,43 @@ def test_partial_stats_from_logs():
     assert st.partial and st.asum_mean == 0.5 and st.count == 6 and st.finite
     d = json.loads(json.dumps(st.to_dict(), allow_nan=True))
     assert BlobStats.from_dict(d).partial
+
+
+# ---------------------------------------------------------------- the "health" level
+def test_health_stats_one_pass_numbers():
+    import math
+    from engine.debug import health_stats
+    x = np.array([1, -2, 3, 0], np.float32)
+    st = health_stats(x)
+    assert st.asum_mean == pytest.approx(1.5) and st.nan == 0 and st.inf == 0 and st.finite
+    assert st.partial and math.isnan(st.min)
+    y = np.array([1, np.nan, np.inf, -np.inf, 2], np.float32)
+    st = health_stats(y)
+    assert st.nan == 1 and st.inf == 2 and not st.finite
+    big = np.full(8, 3e38, np.float32)            # finite values whose |x| sum overflows
+    st = health_stats(big)
+    assert st.nan == 0 and st.inf == 0
+
+
+def test_health_level_recorder_matches_full_numbers_and_finds_nan(tmp_path):
+    from engine.debug import Recorder
+    path = tmp_path / "n.prototxt"
+    path.write_text('layer { name: "d" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }\n'
+                    'layer { name: "e" type: "Exp" bottom: "x" top: "e" }\n'
+                    'layer { name: "p" type: "Power" bottom: "e" top: "p" power_param { power: 40 } }\n')
+    net = engine.Net(str(path), engine.TEST)
+    net.blobs["x"].data[...] = [[1, 2, 3], [4, 5, 60]]
+    full = Recorder(net)
+    net.Forward()
+    full.detach()
+    cheap = Recorder(net, level="health")
+    net.Forward()
+    a, b = full.last("forward"), cheap.last("forward")
+    for la, lb in zip(a.layers, b.layers):
+        for ba, bb in zip(la.blobs, lb.blobs):
+            assert bb.data.asum_mean == ba.data.asum_mean or (np.isnan(ba.data.asum_mean)
+                                                               and np.isnan(bb.data.asum_mean))
+            assert (bb.data.nan, bb.data.inf) == (ba.data.nan, ba.data.inf)
+    assert cheap.first_nonfinite.layer == full.first_nonfinite.layer == "p"   # e**40 overflows
+    with pytest.raises(ValueError, match="level"):
+        Recorder(net, level="everything")
