@@ -628,7 +628,8 @@ class ReductionLayer(Layer):
         dt = self.dtype.type
         self.coeff = dt(p.coeff)
         if self.op == self.MEAN:
-            self.coeff = dt(self.coeff / dt(self.dim))
+            with np.errstate(all="ignore"):   # an empty axis: coeff / 0 is inf, as in C
+                self.coeff = dt(self.coeff / dt(self.dim))
 
     def forward(self, bottom, top):
         xp = self.xp
