@@ -374,7 +374,7 @@ def cmd_debug(args, out, err):
             raise UsageError("debug needs MODEL (or --solver)")
         net = build_net(args.model, _phase(args.phase, 0), args.level, _stages(args.stage), args.weights,
                         args.seed, args.gpu)
-    rec = Recorder(net, sentinel=args.sentinel, bins=0 if args.no_hist else 32)
+    rec = Recorder(net, sentinel=args.sentinel, bins=0 if args.no_hist else 32, level=args.records)
     prog = Progress(args.iterations, "debug", enabled=not args.no_progress and not args.verbose)
     failure = None
     try:
@@ -654,6 +654,8 @@ def make_parser():
     p.add_argument("--sentinel", action="store_true", help="stop at the first non-finite output or gradient")
     p.add_argument("--no-backward", action="store_true")
     p.add_argument("--no-hist", action="store_true", help="skip histograms (faster)")
+    p.add_argument("--records", choices=("full", "health"), default="full",
+                   help="every statistic, or health: mean |x| and NaN/Inf only (cheapest)")
     p.add_argument("--report", metavar="FILE", help="also write a report (format from the extension)")
     p.set_defaults(func=cmd_debug, log_default=False)
 

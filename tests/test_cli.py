@@ -79,6 +79,13 @@ def test_debug_prints_caffes_lines():
     assert "iteration 1" in out
 
 
+def test_debug_health_records_give_the_same_caffe_lines():
+    code, full, _ = run("debug", LENET, "--seed", "3")
+    code2, cheap, _ = run("debug", LENET, "--seed", "3", "--records", "health")
+    assert code == code2 == EXIT_OK
+    assert full.splitlines() == cheap.splitlines()[:len(full.splitlines())]
+
+
 OVERFLOW = """
 name: "Overflow"
 layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 4 dim: 25 } } }
