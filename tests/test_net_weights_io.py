@@ -7,7 +7,7 @@ from google.protobuf import text_format
 
 import engine
 from engine import caffe_pb2, io
-from engine.net import _split_blob_data
+from engine.weights import _split_blob_data
 
 NET = """
 name: "w"
