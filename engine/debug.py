@@ -49,6 +49,7 @@ import numpy as np
 
 from . import backend
 from .blob import caffe_asum
+from .errors import CaffeError
 
 HIST_BINS = 32
 SCHEMA_VERSION = 2
@@ -406,7 +407,7 @@ class StepRecord:
                    d.get("iteration"), dict(d.get("meta") or {}))
 
 
-class NonFiniteError(FloatingPointError):
+class NonFiniteError(CaffeError, FloatingPointError):
     """Raised by the sentinel: the first layer whose output or gradient is not finite."""
 
     def __init__(self, finding):

@@ -20,6 +20,7 @@ from typing import List
 import numpy as np
 from google.protobuf import text_format
 
+from . import backend
 from .blob import Blob
 from .errors import CaffeError, NetError, ShapeError
 from .log import net_log as log, num
@@ -232,7 +233,8 @@ class Net:
                     self._append_top(param, layer_id, num_top, None, None)
                     num_top += 1
             try:
-                layer.SetUp(self._bottom_vecs[layer_id], self._top_vecs[layer_id])
+                with backend.translate_gpu_errors():
+                    layer.SetUp(self._bottom_vecs[layer_id], self._top_vecs[layer_id])
             except CaffeError as e:
                 if getattr(e, "layer", None) is None:
                     e.layer = lp.name
@@ -490,7 +492,8 @@ class Net:
                     obs.before_layer("forward", i)
                 layer = self._layers[i]
                 try:
-                    layer_loss = layer.Forward(self._bottom_vecs[i], self._top_vecs[i])
+                    with backend.translate_gpu_errors():
+                        layer_loss = layer.Forward(self._bottom_vecs[i], self._top_vecs[i])
                 except CaffeError as e:
                     _annotate(e, self._layer_names[i], layer.type, "Forward")
                     raise
@@ -530,8 +533,9 @@ class Net:
                         obs.before_layer("backward", i)
                     layer = self._layers[i]
                     try:
-                        layer.Backward(self._top_vecs[i], self._bottom_need_backward[i],
-                                       self._bottom_vecs[i])
+                        with backend.translate_gpu_errors():
+                            layer.Backward(self._top_vecs[i], self._bottom_need_backward[i],
+                                           self._bottom_vecs[i])
                     except CaffeError as e:
                         _annotate(e, self._layer_names[i], layer.type, "Backward")
                         raise

@@ -111,10 +111,11 @@ class Layer:
 
     # ---------------------------------------------------------------- SetUp
     def SetUp(self, bottom, top):
-        self.check_blob_counts(bottom, top)
-        self.layer_setup(bottom, top)
-        self.reshape(bottom, top)
-        self.set_loss_weights(top)
+        with np.errstate(all="ignore"):
+            self.check_blob_counts(bottom, top)
+            self.layer_setup(bottom, top)
+            self.reshape(bottom, top)
+            self.set_loss_weights(top)
 
     def check_blob_counts(self, bottom, top):
         t, nb, nt = self.type, len(bottom), len(top)
