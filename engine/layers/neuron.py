@@ -13,7 +13,6 @@ which is what glibc's correctly rounded ``expf``/``logf`` (Caffe's CPU build)
 return; and where Caffe's C++ silently computes in double (Sigmoid's
 ``0.5 * tanh(0.5 * x) + 0.5``, BNLL's ``log(1. + exp(x))``), so does this.
 """
-import functools
 import math
 
 import numpy as np
@@ -23,18 +22,6 @@ from ..blob import Blob
 from .base import NeuronLayer
 from .registry import register_layer
 
-
-def _quiet(fn):
-    """Run a forward/backward body without NumPy's floating-point warnings.
-
-    Caffe computes inf/nan silently (log of a negative, pow overflow, ...);
-    NumPy would warn.  CuPy never warns, so this only matters on the CPU.
-    """
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with np.errstate(all="ignore"):
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 def _fmt(x):
@@ -92,12 +79,10 @@ class AbsValLayer(_Neuron):
         if top[0] is bottom[0]:
             raise self.error("%s Layer does not allow in-place computation." % self.type)
 
-    @_quiet
     def forward(self, bottom, top):
         xp = self.xp
         xp.abs(bottom[0].get_data(), out=top[0].mut_data())
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -117,7 +102,6 @@ _BNLL_THRESHOLD = 50.0
 class BNLLLayer(_Neuron):
     type = "BNLL"
 
-    @_quiet
     def forward(self, bottom, top):
         # Caffe: x > 0 ? x + log(1. + exp(-x)) : log(1. + exp(x)), i.e.
         # max(x, 0) + log(1. + exp(-|x|)): exp in Dtype, the rest in double
@@ -133,7 +117,6 @@ class BNLLLayer(_Neuron):
         t += xp.maximum(x, 0)
         top[0].mut_data()[...] = t
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -160,7 +143,6 @@ class ClipLayer(_Neuron):
         self.min = self.scalar(cp.min)
         self.max = self.scalar(cp.max)
 
-    @_quiet
     def forward(self, bottom, top):
         # std::max(min, std::min(x, max)): NaN -> min, and min wins over max.
         xp = self.xp
@@ -169,7 +151,6 @@ class ClipLayer(_Neuron):
         xp.minimum(x, self.max, out=out)
         xp.fmax(out, self.min, out=out)
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -211,7 +192,6 @@ class DropoutLayer(_Neuron):
         top[0].reshape_like(bottom[0])
         self.rand_vec.reshape_like(bottom[0])
 
-    @_quiet
     def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].get_data()
@@ -232,7 +212,6 @@ class DropoutLayer(_Neuron):
             if not self.scale_train:
                 out *= self.scalar(1.0 - float(self.threshold))
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -256,7 +235,6 @@ class ELULayer(_Neuron):
     def layer_setup(self, bottom, top):
         self.alpha = self.scalar(self.layer_param.elu_param.alpha)
 
-    @_quiet
     def forward(self, bottom, top):
         # max(x, 0) + alpha * (exp(min(x, 0)) - 1)
         xp = self.xp
@@ -269,7 +247,6 @@ class ELULayer(_Neuron):
         xp.maximum(x, 0, out=out)
         out += t
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -323,7 +300,6 @@ class ExpLayer(_Neuron):
                 outer = math.inf
             self.outer_scale = self.scalar(outer)
 
-    @_quiet
     def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].get_data()
@@ -336,7 +312,6 @@ class ExpLayer(_Neuron):
         if self.outer_scale != 1:
             out *= self.outer_scale
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -381,7 +356,6 @@ class LogLayer(_Neuron):
             out += self.input_shift
         return out
 
-    @_quiet
     def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].get_data()
@@ -394,7 +368,6 @@ class LogLayer(_Neuron):
         if self.base_scale != 1:
             out *= self.base_scale
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -425,7 +398,6 @@ class PowerLayer(_Neuron):
         self.shift = self.scalar(p.shift)
         self.diff_scale = self.scalar(self.power * self.scale_)
 
-    @_quiet
     def forward(self, bottom, top):
         xp = self.xp
         if self.diff_scale == 0:
@@ -444,7 +416,6 @@ class PowerLayer(_Neuron):
         if self.power != 1:
             xp.power(out, self.power, out=out)
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -528,7 +499,6 @@ class PReLULayer(_Neuron):
         s = self.blobs[0].get_data()
         return s.reshape(()) if self.channel_shared else s.reshape(1, channels, 1)
 
-    @_quiet
     def forward(self, bottom, top):
         xp = self.xp
         shape3 = self._geometry(bottom[0])
@@ -543,7 +513,6 @@ class PReLULayer(_Neuron):
         xp.maximum(xv, 0, out=out)
         out += neg
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         xp = self.xp
         shape3 = self._geometry(bottom[0])
@@ -592,7 +561,6 @@ class ReLULayer(_Neuron):
     def layer_setup(self, bottom, top):
         self.negative_slope = self.scalar(self.layer_param.relu_param.negative_slope)
 
-    @_quiet
     def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].get_data()
@@ -605,7 +573,6 @@ class ReLULayer(_Neuron):
         xp.maximum(x, 0, out=out)
         out += neg
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -629,12 +596,10 @@ class SigmoidLayer(_Neuron):
     """y = 1 / (1 + exp(-x)), computed as Caffe does: 0.5 * tanh(0.5 * x) + 0.5."""
     type = "Sigmoid"
 
-    @_quiet
     def forward(self, bottom, top):
         x = bottom[0].get_data()
         _sigmoid_into(self.xp, x, top[0].mut_data())
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -665,7 +630,6 @@ class SwishLayer(_Neuron):
         self.sigmoid_input.reshape_like(bottom[0])
         self.sigmoid_output.reshape_like(bottom[0])
 
-    @_quiet
     def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].get_data()
@@ -674,7 +638,6 @@ class SwishLayer(_Neuron):
         s = _sigmoid_into(xp, s_in, self.sigmoid_output.mut_data())
         xp.multiply(x, s, out=top[0].mut_data())
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
@@ -696,11 +659,9 @@ class SwishLayer(_Neuron):
 class TanHLayer(_Neuron):
     type = "TanH"
 
-    @_quiet
     def forward(self, bottom, top):
         self.xp.tanh(bottom[0].get_data(), out=top[0].mut_data())
 
-    @_quiet
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
