@@ -68,6 +68,15 @@ def _top_weight(top):
     return top[0].get_diff().reshape(-1)[0]
 
 
+def _write_normalized_diff(layer, xp, g, valid, top, bottom):
+    """The last step of the softmax-based losses' Backward: bottom[0].diff = g, zero
+    where the label is ignored, times the loss weight over Caffe's normalizer."""
+    dt = layer.dtype.type
+    g = xp.where(valid[:, None, :], g, dt(0))
+    norm = layer.get_normalizer(layer.normalization, layer.outer_num, layer.inner_num, int(valid.sum()))
+    bottom[0].mut_diff()[...] = (g * (_top_weight(top) / dt(norm))).reshape(bottom[0].shape)
+
+
 class _ClassLossMixin:
     """Shared pieces of the losses over a class axis with integer labels."""
 
@@ -160,11 +169,7 @@ class SoftmaxWithLossLayer(_ClassLossMixin, LossLayer):
         p3 = self.prob.get_data().reshape(self.outer_num, C, self.inner_num)
         onehot = xp.arange(C)[None, :, None] == safe[:, None, :]
         g = xp.where(onehot, p3 - dt(1), p3)
-        g = xp.where(valid[:, None, :], g, dt(0))
-        count = int(valid.sum())
-        norm = self.get_normalizer(self.normalization, self.outer_num, self.inner_num, count)
-        scale = _top_weight(top) / dt(norm)
-        bottom[0].mut_diff()[...] = (g * scale).reshape(bottom[0].shape)
+        _write_normalized_diff(self, xp, g, valid, top, bottom)
 
 
 @register_layer
@@ -522,7 +527,6 @@ class InfogainLossLayer(_ClassLossMixin, LossLayer):
         if not propagate_down[0]:
             return
         xp = self.xp
-        dt = self.dtype.type
         L = self.num_labels
         H = self._H(bottom)
         if len(bottom) >= 3:
@@ -534,11 +538,7 @@ class InfogainLossLayer(_ClassLossMixin, LossLayer):
         srow = self.sum_rows_H[safe]  # (outer, inner)
         hrow = Hm[safe].transpose(0, 2, 1)  # (outer, L, inner)
         g = p * srow[:, None, :] - hrow
-        g = xp.where(valid[:, None, :], g, dt(0))
-        count = int(valid.sum())
-        norm = self.get_normalizer(self.normalization, self.outer_num, self.inner_num, count)
-        scale = _top_weight(top) / dt(norm)
-        bottom[0].mut_diff()[...] = (g * scale).reshape(bottom[0].shape)
+        _write_normalized_diff(self, xp, g, valid, top, bottom)
 
 
 @register_layer
