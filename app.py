@@ -1,57 +1,13 @@
-"""Start the inspector: ``python app.py [MODEL] [--weights W] [--solver S] ...``.
+"""Start the inspector from a checkout: ``python app.py [MODEL] [--weights W] ...``.
 
-Binds 127.0.0.1 by default (the page runs nets and reads files under
-``--model-root``: expose it on a network only on purpose).
+The same as the installed ``caffe-inspector`` command (:mod:`inspector.cli`).
 """
-import argparse
-import logging
+import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Caffe Inspector: see the net Caffe builds, step through it.")
-    p.add_argument("model", nargs="?", help="net prototxt (default: the bundled LeNet example)")
-    p.add_argument("--weights", help="caffemodel (or .h5) to load into the net")
-    p.add_argument("--solver", help="solver prototxt (enables solver iterations)")
-    p.add_argument("--phase", choices=["TRAIN", "TEST"], default=None, help="NetState phase (default: TEST for a *deploy* file, else TRAIN)")
-    p.add_argument("--stage", action="append", default=[], help="NetState stage (repeatable)")
-    p.add_argument("--level", type=int, default=0, help="NetState level")
-    p.add_argument("--gpu", action="store_true", help="start sessions on the GPU (CuPy)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8050)
-    p.add_argument("--model-root", default=None,
-                   help="folder the page may open models from by path (default: the working directory)")
-    p.add_argument("--allow-python-layers", action="store_true",
-                   help="run Python layers (they execute the model author's code)")
-    p.add_argument("--max-upload-mb", type=int, default=256, help="size limit of one uploaded file")
-    p.add_argument("--max-sessions", type=int, default=8,
-                   help="browser tabs kept at once (each holds its own net; least recently used goes first)")
-    p.add_argument("--idle-minutes", type=float, default=60, help="drop a tab's session after this idle time")
-    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, dev tools)")
-    return p.parse_args(argv)
-
-
-def config_from_args(args):
-    import os
-    from inspector.config import InspectorConfig
-    return InspectorConfig(
-        model=args.model, weights=args.weights, solver=args.solver,
-        phase=args.phase or ("TEST" if args.model and "deploy" in os.path.basename(args.model) else "TRAIN"),
-        stages=tuple(args.stage), level=args.level, gpu=args.gpu, host=args.host, port=args.port,
-        model_root=os.path.abspath(args.model_root or os.getcwd()),
-        allow_python_layers=args.allow_python_layers, max_upload_bytes=args.max_upload_mb * 2 ** 20,
-        max_sessions=args.max_sessions, idle_seconds=args.idle_minutes * 60.0)
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    config = config_from_args(args)
-    from inspector import create_app
-    app = create_app(config)
-    print("Caffe Inspector on http://%s:%d/" % (config.host, config.port), file=sys.stderr)
-    app.run(host=config.host, port=config.port, debug=args.debug)
-
+from inspector.cli import config_from_args, main, parse_args  # noqa: E402,F401
 
 if __name__ == "__main__":
     main()

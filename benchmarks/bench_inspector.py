@@ -43,7 +43,8 @@ def _to_json(fig):
 
 
 def bench(path, phase, label, repeat=3, blob_nodes=False, colour_by="data"):
-    from inspector import graph_layout, loading, presenter, runner, view_models as vm
+    from engine.instruments import graph_layout
+    from inspector import loading, presenter, runner, view_models as vm
     from inspector.sessions import ModelSpec, Session
     opts = vm.DisplayOptions(blobs_as_nodes=blob_nodes)
     builds, layouts, figs, firsts, steps, recolours = [], [], [], [], [], []

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Overhead of full debug records (engine.debug.Recorder) over plain forward/backward.
+"""Overhead of full debug records (engine.instruments.debug.Recorder) over plain forward/backward.
 
     python benchmarks/bench_records.py [--repeats 7] [--iterations 3] [--json out.json] [--gpu]
 
@@ -37,9 +37,9 @@ def _nets():
 
 def bench_net(path, mode, repeats, iterations, bins, level="full"):
     import engine
-    from engine import backend
-    from engine.cli import fill_inputs
-    from engine.debug import Recorder
+    from engine.core import backend
+    from engine.tools.cli import fill_inputs
+    from engine.instruments.debug import Recorder
     if mode == "GPU":
         backend.set_mode_gpu()
     else:
@@ -86,7 +86,7 @@ def main(argv=None):
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args(argv)
     logging.getLogger("engine").setLevel(logging.WARNING)
-    from engine import backend
+    from engine.core import backend
     modes = ["GPU"] if a.gpu else (["CPU", "GPU"] if backend.gpu_available() else ["CPU"])
     if a.gpu and not backend.gpu_available():
         print("no GPU: CuPy does not see a CUDA device", file=sys.stderr)

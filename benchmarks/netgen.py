@@ -39,7 +39,7 @@ def _block_names(depth, stage, count):
 
 def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=True):
     """A ResNet NetParameter (``depth`` 50, 101 or 152)."""
-    from engine import caffe_pb2
+    from engine.proto import caffe_pb2
     if depth not in STAGES:
         raise ValueError("depth must be one of %s" % sorted(STAGES))
     net = caffe_pb2.NetParameter()

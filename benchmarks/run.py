@@ -95,7 +95,7 @@ def _now():
 def net_param(spec, batch):
     """The benchmark's NetParameter: the batch set on every Input shape;
     deploy nets (no loss) get force_backward."""
-    from engine.upgrade import read_net_params
+    from engine.core.upgrade import read_net_params
     if "gen" in spec:
         from benchmarks.netgen import resnet
         p = resnet(spec["gen"], batch=batch, train=spec["phase"] == "TRAIN", fillers=False)
@@ -209,7 +209,7 @@ class _GpuPeak:
 class Bench:
     def __init__(self, name, spec, device, batch, repeat, threads):
         import engine
-        from engine import backend
+        from engine.core import backend
         self.engine, self.backend = engine, backend
         self.name, self.spec, self.device, self.batch = name, spec, device, batch
         self.repeat = repeat
@@ -229,7 +229,7 @@ class Bench:
     # ---------------------------------------------------------------- setup
     def prepare(self):
         from google.protobuf import text_format
-        from engine.net import Net
+        from engine.core.net import Net
         param = net_param(self.spec, self.batch)
         self.prototxt = os.path.join(self.tmp, "net.prototxt")
         with open(self.prototxt, "w") as f:
@@ -248,7 +248,7 @@ class Bench:
         gc.collect()
 
     def make_net(self):
-        from engine.net import Net
+        from engine.core.net import Net
         net = Net(self.prototxt, self.phase, weights=self.weights)
         for n, a in self.inputs.items():
             net.blobs[n].data[...] = a
@@ -272,7 +272,7 @@ class Bench:
     # ---------------------------------------------------------------- memory
     def memory(self):
         if self.gpu:
-            from engine import backend
+            from engine.core import backend
             backend.set_mode_gpu()
             net = self.make_net()
             self.e_forward(net)      # warm: kernels compiled, buffers made
@@ -301,7 +301,7 @@ class Bench:
     def init_times(self, n):
         """Wall and CPU (process) time of Init; the CPU time is what the machine's
         other load inflates least (Init is single-threaded)."""
-        from engine.net import Net
+        from engine.core.net import Net
         plain, weighted, plain_cpu, weighted_cpu = [], [], [], []
         for _ in range(n):
             gc.collect()
@@ -372,7 +372,7 @@ class Bench:
 
     # ---------------------------------------------------------------- timing
     def timings(self, net, tnet):
-        from engine.debug import Recorder
+        from engine.instruments.debug import Recorder
         e = {k: [] for k in TIMED + ("forward_backward_debug",)}
         t = {k: [] for k in TIMED}
         sync = self.sync
@@ -464,8 +464,8 @@ class Bench:
 
 def worker_main(a):
     import torch
-    from engine import backend
-    import engine.kernels.blas  # noqa: F401  (loads SciPy's BLAS too, before limiting threads)
+    from engine.core import backend
+    import engine.core.kernels.blas  # noqa: F401  (loads SciPy's BLAS too, before limiting threads)
     if a.threads:
         from threadpoolctl import threadpool_limits
         threadpool_limits(a.threads, user_api="blas")
@@ -602,7 +602,7 @@ def main(argv=None):
         return worker_main(a)
     repeat = a.repeat or (3 if a.quick else 5)
     init_repeat = a.init_repeat or 3
-    from engine import backend
+    from engine.core import backend
     gpu = backend.gpu_available() if a.gpu is None else a.gpu
     if a.gpu and not backend.gpu_available():
         print("GPU requested but CuPy sees no CUDA device: GPU parts skipped", file=sys.stderr)

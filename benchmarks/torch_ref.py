@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine import caffe_pb2
+from engine.proto import caffe_pb2
 
 PP = caffe_pb2.PoolingParameter
 EP = caffe_pb2.EltwiseParameter

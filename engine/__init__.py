@@ -1,29 +1,34 @@
 """engine: BVLC Caffe 1.0's Net re-implemented on NumPy (CPU) and CuPy (GPU),
 with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts."""
-from .backend import (set_mode_cpu, set_mode_gpu, set_device, set_random_seed,  # noqa: F401
-                      gpu_available)
-from .errors import (CaffeError, ParseError, NetError, LayerError, ShapeError,  # noqa: F401
-                     UnknownLayerTypeError, SolverError, DeviceError)
-from .blob import Blob  # noqa: F401
-from .net import Net, TRAIN, TEST  # noqa: F401
+from engine.core.backend import set_mode_cpu, set_mode_gpu, set_device, set_random_seed, gpu_available
+from engine.core.errors import (CaffeError,
+                                ParseError,
+                                NetError,
+                                LayerError,
+                                ShapeError,
+                                UnknownLayerTypeError,
+                                SolverError,
+                                DeviceError)
+from engine.core.blob import Blob  # noqa: F401
+from engine.core.net import Net, TRAIN, TEST  # noqa: F401
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "caffe_pb2": ("engine.caffe_pb2", None),
-    "io": ("engine.io", None),
-    "upgrade_net": ("engine.upgrade", "upgrade_net"),
-    "filter_net": ("engine.filter", "filter_net"),
-    "insert_splits": ("engine.splits", "insert_splits"),
-    "layer_type_list": ("engine.layers.registry", "layer_types"),
-    "Layer": ("engine.layers.python_layer", "PyLayer"),
-    "get_solver": ("engine.solvers", "get_solver"),
-    "SGDSolver": ("engine.solvers", "SGDSolver"),
-    "NesterovSolver": ("engine.solvers", "NesterovSolver"),
-    "AdaGradSolver": ("engine.solvers", "AdaGradSolver"),
-    "RMSPropSolver": ("engine.solvers", "RMSPropSolver"),
-    "AdaDeltaSolver": ("engine.solvers", "AdaDeltaSolver"),
-    "AdamSolver": ("engine.solvers", "AdamSolver"),
+    "caffe_pb2": ("engine.proto.caffe_pb2", None),
+    "io": ("engine.core.io", None),
+    "upgrade_net": ("engine.core.upgrade", "upgrade_net"),
+    "filter_net": ("engine.core.filter", "filter_net"),
+    "insert_splits": ("engine.core.splits", "insert_splits"),
+    "layer_type_list": ("engine.core.layers.registry", "layer_types"),
+    "Layer": ("engine.core.layers.python_layer", "PyLayer"),
+    "get_solver": ("engine.core.solvers", "get_solver"),
+    "SGDSolver": ("engine.core.solvers", "SGDSolver"),
+    "NesterovSolver": ("engine.core.solvers", "NesterovSolver"),
+    "AdaGradSolver": ("engine.core.solvers", "AdaGradSolver"),
+    "RMSPropSolver": ("engine.core.solvers", "RMSPropSolver"),
+    "AdaDeltaSolver": ("engine.core.solvers", "AdaDeltaSolver"),
+    "AdamSolver": ("engine.core.solvers", "AdamSolver"),
 }
 
 

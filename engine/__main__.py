@@ -1,7 +1,7 @@
-"""``python -m engine``: see :mod:`engine.cli`."""
+"""``python -m engine``: see :mod:`engine.tools.cli`."""
 import sys
 
-from .cli import main
+from engine.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Small adapters over engine modules that may not exist yet or whose API may
-move: static analysis (``engine.analysis``), reports (``engine.report``),
-solvers (``engine.solvers``) and the GPU.  The rest of the inspector calls only
+move: static analysis (``engine.instruments.analysis``), reports (``engine.instruments.report``),
+solvers (``engine.core.solvers``) and the GPU.  The rest of the inspector calls only
 these functions, so a change in one of those modules touches one place.
 """
 import importlib
@@ -21,7 +21,7 @@ def _module(name):
 # ------------------------------------------------------------------ GPU
 def gpu_available():
     try:
-        from engine import backend
+        from engine.core import backend
         return bool(backend.gpu_available())
     except Exception:
         return False
@@ -29,7 +29,7 @@ def gpu_available():
 
 # ------------------------------------------------------------------ analysis
 def analysis_available():
-    return _module("engine.analysis") is not None
+    return _module("engine.instruments.analysis") is not None
 
 
 def _num(v):
@@ -41,10 +41,10 @@ def _num(v):
 
 
 def layer_analysis(net):
-    """{layer name: {...}} from ``engine.analysis.analyze_net`` (FLOPs, MACC,
+    """{layer name: {...}} from ``engine.instruments.analysis.analyze_net`` (FLOPs, MACC,
     params, bytes allocated for tops/diffs/params), or {} when the module is
     not there or fails on this net."""
-    mod = _module("engine.analysis")
+    mod = _module("engine.instruments.analysis")
     fn = getattr(mod, "analyze_net", None) if mod is not None else None
     if not callable(fn):
         return {}
@@ -73,9 +73,9 @@ def layer_analysis(net):
 
 # ------------------------------------------------------------------ health checks
 def health_findings(steps):
-    """[{severity, check, layer, blob, message}] from ``engine.health.check``
+    """[{severity, check, layer, blob, message}] from ``engine.instruments.health.check``
     over the recorded steps ([] when the module is not there)."""
-    mod = _module("engine.health")
+    mod = _module("engine.instruments.health")
     fn = getattr(mod, "check", None) if mod is not None else None
     if not callable(fn) or not steps:
         return []
@@ -93,15 +93,15 @@ _EXT = {"json": "json", "html": "html", "markdown": "md", "csv": "csv"}
 
 
 def report_available():
-    return _module("engine.report") is not None
+    return _module("engine.instruments.report") is not None
 
 
 def make_report(net, recorder, fmt="json", name="net"):
     """(filename, text) of a report on ``net`` and its records.  Uses
-    engine.report when present; otherwise a JSON document of the Init record
+    engine.instruments.report when present; otherwise a JSON document of the Init record
     and the debug records (every format falls back to that JSON)."""
     fmt = fmt if fmt in REPORT_FORMATS else "json"
-    mod = _module("engine.report")
+    mod = _module("engine.instruments.report")
     if mod is not None:
         text = _engine_report(mod, net, recorder, fmt)
         if text is not None:
@@ -111,7 +111,7 @@ def make_report(net, recorder, fmt="json", name="net"):
 
 
 def _engine_report(mod, net, recorder, fmt):
-    """engine.report.render(net, recorder=..., fmt=...) as text (None if it fails)."""
+    """engine.instruments.report.render(net, recorder=..., fmt=...) as text (None if it fails)."""
     fn = getattr(mod, "render", None)
     if not callable(fn):
         return None
@@ -183,7 +183,7 @@ def build_solver(solver_path, net_path, state=None, allow_python=False, weights=
     the hyper-parameters of ``solver_path``; snapshots and test nets are turned
     off so that stepping never writes files.  ``state``: (phase, level, stages)."""
     import engine
-    from engine.upgrade import read_solver_params
+    from engine.core.upgrade import read_solver_params
     param = read_solver_params(solver_path)
     for f in ("net", "net_param", "train_net", "train_net_param"):
         param.ClearField(f)

@@ -3,10 +3,10 @@ import logging
 
 from dash import Dash
 
-from . import adapters
+from inspector import adapters
 from .callbacks import AppContext, register_all
 from .callbacks.common import error_text
-from .config import REPO_ROOT, InspectorConfig
+from .config import InspectorConfig, data_dir
 from .layout import page
 from .sessions import SessionStore, new_session_id
 
@@ -20,7 +20,7 @@ def create_app(config=None, store=None):
     store = store or SessionStore(config.max_sessions, config.idle_seconds)
     _load_layer_registry()
     ctx = AppContext(config=config, store=store, examples=config.examples())
-    dash_app = Dash(__name__, title=config.title, assets_folder=str(REPO_ROOT / "assets"),
+    dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
                     suppress_callback_exceptions=False, on_error=_last_resort)
     gpu = adapters.gpu_available()
     solver_ok = adapters.solver_available()
@@ -41,14 +41,14 @@ def _load_layer_registry():
     """Load every engine layer type now, before threads serve requests: the
     registry's lazy first load is not thread-safe, and the first loads of a fresh
     server, arriving at once, failed with 'Unknown layer type: Convolution'."""
-    from engine.layers.registry import layer_types
+    from engine.core.layers.registry import layer_types
     layer_types()
 
 
 def _last_resort(exc):
     """Dash's on_error: a callback error that escaped the guards goes to the banner."""
     from dash import set_props
-    from . import ids
+    from inspector import ids
     log.error("unguarded callback error: %s", exc, exc_info=exc)
     try:
         set_props(ids.ERROR_TEXT, {"children": error_text(exc)})

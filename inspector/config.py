@@ -4,13 +4,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Tuple
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(__file__).resolve().parent
 
-# label -> (path relative to the repo, phase, stages, level)
+
+def data_dir(name):
+    """``assets/`` or ``examples/``: inside the package when installed (pyproject maps them
+    there), at the repository root in a checkout."""
+    for base in (PACKAGE_DIR, PACKAGE_DIR.parent):
+        if (base / name).is_dir():
+            return base / name
+    return PACKAGE_DIR.parent / name
+
+# label -> (path under examples/, phase)
 BUNDLED_EXAMPLES = (
-    ("LeNet (digits) — train/test", "examples/lenet/lenet_train_test.prototxt", "TRAIN"),
-    ("Siamese — shared weights, stages, level", "examples/shared_stages/siamese_stages.prototxt", "TRAIN"),
-    ("Tiny ResNet — splits, in-place BN/Scale/ReLU", "examples/resnet_tiny/resnet_tiny.prototxt", "TRAIN"),
+    ("LeNet (digits) — train/test", "lenet/lenet_train_test.prototxt", "TRAIN"),
+    ("Siamese — shared weights, stages, level", "shared_stages/siamese_stages.prototxt", "TRAIN"),
+    ("Tiny ResNet — splits, in-place BN/Scale/ReLU", "resnet_tiny/resnet_tiny.prototxt", "TRAIN"),
 )
 
 
@@ -36,7 +45,7 @@ class InspectorConfig:
         """[(label, absolute path, phase)] of the bundled examples that exist."""
         out = []
         for label, rel, phase in BUNDLED_EXAMPLES:
-            p = REPO_ROOT / rel
+            p = data_dir("examples") / rel
             if p.is_file():
                 out.append((label, str(p), phase))
         return out

@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from . import adapters
+from inspector import adapters
 from .model import build_graph
 from .run_state import RunLog
 from .sessions import LoadError, Loaded
@@ -144,7 +144,7 @@ def save_upload(session, kind, filename, contents, max_bytes):
 def load_error(exc, default_path=None):
     """A LoadError describing ``exc`` (ParseError: file:line:col; NetError:
     layer/blob)."""
-    from engine.errors import ParseError
+    from engine.core.errors import ParseError
     msg = getattr(exc, "detail", None) if isinstance(exc, ParseError) else None
     err = LoadError(message=str(msg or exc) or type(exc).__name__, kind=type(exc).__name__)
     if isinstance(exc, ParseError):
@@ -160,7 +160,7 @@ def load_error(exc, default_path=None):
 
 # ------------------------------------------------------------------ building
 def _read_mean(path):
-    from engine import io as eio
+    from engine.core import io as eio
     bp = eio.read_blobproto(path)
     arr = np.asarray(eio.blobproto_to_array(bp), dtype=np.float32)
     while arr.ndim > 3 and arr.shape[0] == 1:
@@ -172,9 +172,9 @@ def build(spec, allow_python=False, device="CPU", model_root=None):
     """A Loaded net for ``spec`` (raises on any failure).  With ``model_root``,
     an untrusted spec (from the page) may read files only under it."""
     import engine
-    from engine import backend
-    from engine.debug import Recorder
-    from engine.upgrade import read_net_params
+    from engine.core import backend
+    from engine.instruments.debug import Recorder
+    from engine.core.upgrade import read_net_params
     if not spec.model:
         raise PathRefused("no model file")
     phase, level, stages = spec.state()
@@ -188,7 +188,7 @@ def build(spec, allow_python=False, device="CPU", model_root=None):
             if phase != 0:
                 note = "the solver steps the TRAIN net: switch the phase to TRAIN to use it"
             elif not adapters.solver_available():
-                note = "engine.solvers is not available"
+                note = "engine.core.solvers is not available"
             else:
                 solver = adapters.build_solver(spec.solver, spec.model, spec.state(),
                                                allow_python=allow_python, weights=spec.weights)

@@ -16,7 +16,7 @@ from typing import Dict, Optional, Tuple
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import text_format
 
-from . import layer_meta
+from inspector import layer_meta
 
 TRAIN, TEST = 0, 1
 
@@ -260,7 +260,7 @@ def _settings(lp):
 
 
 def _written(lp):
-    from engine import caffe_pb2
+    from engine.proto import caffe_pb2
     p = caffe_pb2.LayerParameter()
     p.CopyFrom(lp)
     del p.blobs[:]

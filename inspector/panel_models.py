@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import layer_meta
+from inspector import layer_meta
 from .view_models import LayerMetric, _fmt, _shape_text, format_bytes, layer_memory
 
 
@@ -256,7 +256,7 @@ def debug_info_lines(graph, steps, text=""):
 
 
 def _debug_info_lines(graph, steps):
-    from engine.log import num
+    from engine.core.log import num
     out = []
     for step in steps:
         for lr in step.layers:
@@ -286,7 +286,7 @@ def _debug_info_lines(graph, steps):
 
 def memory_rows(graph, analysis=None):
     """[(layer, activations, gradients, params)] in bytes allocated:
-    engine.analysis's figures when present, else the graph's (new tops,
+    engine.instruments.analysis's figures when present, else the graph's (new tops,
     their diffs, owned params' data and diff)."""
     rows = []
     for l in graph.layers:
@@ -300,7 +300,7 @@ def memory_rows(graph, analysis=None):
 
 
 def analysis_totals(analysis):
-    """A short line of net totals from engine.analysis (None without it)."""
+    """A short line of net totals from engine.instruments.analysis (None without it)."""
     t = (analysis or {}).get("__totals__")
     if not t:
         return None

@@ -8,7 +8,8 @@ model and the figure.
 """
 import numpy as np
 
-from . import adapters, figures, graph_layout, panel_models as pm, view_models as vm
+from inspector import adapters, figures, panel_models as pm, view_models as vm
+from engine.instruments import graph_layout
 from .run_state import blob_states, layer_states
 
 
@@ -84,7 +85,7 @@ def _blob_array(loaded, name, which):
 
 
 def blob_panel(loaded, name):
-    from engine.debug import array_stats
+    from engine.instruments.debug import array_stats
     g = loaded.graph
     data = array_stats(_blob_array(loaded, name, "data"))
     diff = array_stats(_blob_array(loaded, name, "diff"))
@@ -94,7 +95,7 @@ def blob_panel(loaded, name):
 
 def blob_figures(loaded, name, which="data", item=0, page=0, index=()):
     """(histogram, feature maps, (rows, index, full shape)) of a blob."""
-    from engine.debug import array_stats
+    from engine.instruments.debug import array_stats
     arr = _blob_array(loaded, name, which)
     st = array_stats(arr)
     hist = figures.histogram_figure(st.hist, st.hist_lo, st.hist_hi, "%s %s histogram" % (name, which),

@@ -9,7 +9,7 @@ one-line message for the page.
 """
 import numpy as np
 
-from . import adapters, inputs as inp
+from inspector import adapters, inputs as inp
 
 
 class RunRefused(ValueError):
@@ -23,7 +23,7 @@ def _loaded(session):
 
 
 def _mode(session):
-    from engine import backend
+    from engine.core import backend
     return backend.using_mode(session.device)
 
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from . import layer_meta
+from inspector import layer_meta
 from .run_state import FRESH, NA, NOT_RUN, STALE
 
 # ------------------------------------------------------------------ options
@@ -267,7 +267,7 @@ def layer_metrics(graph, latest):
 
 def layer_memory(layer, analysis=None):
     """Bytes a layer adds: its new tops (data and diff) and the params it owns
-    (data and diff) — engine.analysis's allocation figures when given (they
+    (data and diff) — engine.instruments.analysis's allocation figures when given (they
     also know which tops share their bottom's memory, e.g. Flatten, Reshape)."""
     an = (analysis or {}).get(layer.name) or {}
     if an.get("top_bytes") is not None:

@@ -1,8 +1,8 @@
-"""Regenerate proto/caffe_pb2.py (and its .pyi stub) from proto/caffe.proto.
+"""Regenerate engine/proto/caffe_pb2.py (and its .pyi stub) from proto/caffe.proto.
 
 Usage (from anywhere):
 
-    python proto/generate.py              # rewrite proto/caffe_pb2.py and .pyi
+    python proto/generate.py              # rewrite engine/proto/caffe_pb2.py and .pyi
     python proto/generate.py --out DIR    # write them into DIR instead
     python proto/generate.py --check      # exit 1 if the committed files are stale
 
@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(os.path.dirname(HERE), "engine", "proto")
 PROTO = "caffe.proto"
 OUTPUTS = ("caffe_pb2.py", "caffe_pb2.pyi")
 
@@ -47,15 +48,15 @@ def check():
         generate(tmp)
         return [
             name for name in OUTPUTS
-            if not os.path.exists(os.path.join(HERE, name))
-            or not filecmp.cmp(os.path.join(tmp, name), os.path.join(HERE, name),
+            if not os.path.exists(os.path.join(OUT, name))
+            or not filecmp.cmp(os.path.join(tmp, name), os.path.join(OUT, name),
                                shallow=False)
         ]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=HERE, help="output folder (default: proto/)")
+    parser.add_argument("--out", default=OUT, help="output folder (default: engine/proto/)")
     parser.add_argument("--check", action="store_true",
                         help="compare with the committed files instead of writing")
     opts = parser.parse_args(argv)

@@ -19,7 +19,7 @@ def pytest_configure(config):
 
 
 def _gpu_ok():
-    from engine import backend
+    from engine.core import backend
     return backend.gpu_available()
 
 
@@ -49,7 +49,7 @@ def shared_dir():
 @pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def mode(request):
     """Run a test in CPU mode and, where a GPU is present, in GPU mode."""
-    from engine import backend
+    from engine.core import backend
     if request.param == "gpu":
         backend.set_mode_gpu()
     else:

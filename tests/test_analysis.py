@@ -1,4 +1,4 @@
-"""engine.analysis: FLOPs/MACC against hand-computed values, memory reconciling with Caffe."""
+"""engine.instruments.analysis: FLOPs/MACC against hand-computed values, memory reconciling with Caffe."""
 import glob
 import json
 import os
@@ -6,7 +6,7 @@ import os
 import pytest
 
 import engine
-from engine.analysis import analyze_net, human_bytes, human_count
+from engine.instruments.analysis import analyze_net, human_bytes, human_count
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = sorted(p for p in glob.glob(os.path.join(ROOT, "examples", "*", "*.prototxt"))

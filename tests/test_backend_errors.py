@@ -13,8 +13,8 @@ import types
 import numpy as np
 import pytest
 
-from engine import backend
-from engine.errors import CaffeError, DeviceError, LayerError
+from engine.core import backend
+from engine.core.errors import CaffeError, DeviceError, LayerError
 
 
 # --------------------------------------------------------------------------- fake CuPy
@@ -104,7 +104,7 @@ def test_gpu_without_cupy_raises_device_error(restore_backend):
 
 def test_gpu_without_cupy_falls_back_when_asked(restore_backend, caplog):
     _install(None, ImportError("No module named 'cupy'"))
-    with caplog.at_level(logging.WARNING, logger="engine.backend"):
+    with caplog.at_level(logging.WARNING, logger="engine.core.backend"):
         assert backend.set_mode_gpu(fallback=True) == backend.CPU
     assert backend.mode() == backend.CPU
     assert any("running on the CPU instead" in r.getMessage() and "CuPy" in r.getMessage()
@@ -129,7 +129,7 @@ def test_lost_gpu_at_start_up(restore_backend, where, caplog):
     msg = str(ei.value)
     assert "GPU 0 is not usable" in msg and "cudaErrorDevicesUnavailable" in msg
     assert backend.mode() == backend.CPU
-    with caplog.at_level(logging.WARNING, logger="engine.backend"):
+    with caplog.at_level(logging.WARNING, logger="engine.core.backend"):
         assert backend.set_mode_gpu(fallback=True) == backend.CPU
     assert backend.mode() == backend.CPU
     assert any("cudaErrorDevicesUnavailable" in r.getMessage() for r in caplog.records)

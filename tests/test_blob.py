@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from engine import backend, caffe_pb2
-from engine.blob import Blob, caffe_asum
-from engine.errors import ShapeError
+from engine.core import backend
+from engine.proto import caffe_pb2
+from engine.core.blob import Blob, caffe_asum
+from engine.core.errors import ShapeError
 
 
 def test_shape_count_and_legacy_accessors():

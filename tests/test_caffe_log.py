@@ -1,4 +1,4 @@
-"""engine.caffe_log: real Caffe logs (../shared/golden/logs) and the engine's own glog output."""
+"""engine.instruments.caffe_log: real Caffe logs (../shared/golden/logs) and the engine's own glog output."""
 import io
 import json
 import os
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import engine
-from engine import backend
-from engine.caffe_log import parse_caffe_log, read_caffe_log, split_messages
-from engine.compare import compare_runs
-from engine.debug import Recorder
+from engine.core import backend
+from engine.instruments.caffe_log import parse_caffe_log, read_caffe_log, split_messages
+from engine.instruments.compare import compare_runs
+from engine.instruments.debug import Recorder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -113,8 +113,8 @@ def test_solver_log_matches_the_engines_steps_and_series(shared_dir, tmp_path, c
     spec, proto = _case(shared_dir, "solver_sgd_lenet")
     sp = tmp_path / "solver.prototxt"
     sp.write_text('net: "%s"\n%s\nsnapshot_prefix: "%s"\n' % (proto, spec["solver"], tmp_path / "s"))
-    from engine.solvers import get_solver
-    from engine.cli import GlogFormatter
+    from engine.core.solvers import get_solver
+    from engine.tools.cli import GlogFormatter
     backend.set_mode_cpu()
     solver = get_solver(str(sp))
     net = solver.net
@@ -151,7 +151,7 @@ def test_solver_log_matches_the_engines_steps_and_series(shared_dir, tmp_path, c
 
 # ---------------------------------------------------------------------- solver / test / time lines
 def test_train_log_with_test_nets_and_the_test_and_time_commands(tmp_path):
-    from engine.cli import main
+    from engine.tools.cli import main
     sp = tmp_path / "solver.prototxt"
     sp.write_text('net: "%s"\ntest_iter: 2\ntest_interval: 2\nbase_lr: 0.01\nlr_policy: "step"\n'
                   'stepsize: 2\ngamma: 0.5\ndisplay: 1\nmax_iter: 4\nsnapshot_prefix: "%s"\nrandom_seed: 3\n'

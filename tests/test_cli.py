@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from engine.cli import EXIT_DIFFER, EXIT_ERROR, EXIT_OK, EXIT_USAGE, main
+from engine.tools.cli import EXIT_DIFFER, EXIT_ERROR, EXIT_OK, EXIT_USAGE, main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -175,7 +175,8 @@ layers { name: "relu" type: RELU bottom: "conv" top: "conv" }
 
 
 def test_upgrade_net_solver_and_caffemodel(tmp_path):
-    from engine import caffe_pb2, io as eio
+    from engine.proto import caffe_pb2
+    from engine.core import io as eio
     src, dst = tmp_path / "v1.prototxt", tmp_path / "new.prototxt"
     src.write_text(V1_NET)
     code, out, err = run("upgrade", src, dst)
@@ -212,7 +213,7 @@ def test_draw(tmp_path):
     assert "<svg" in (tmp_path / "n.svg").read_text()
     code, _, _ = run("draw", RESNET, tmp_path / "n.dot", "--splits")
     assert code == 0 and "_split" in (tmp_path / "n.dot").read_text()
-    from engine.draw import kaleido_available
+    from engine.instruments.draw import kaleido_available
     if not kaleido_available():
         code, _, err = run("draw", LENET, tmp_path / "n.png")
         assert code == EXIT_ERROR and "kaleido" in err and ".svg" in err
@@ -269,7 +270,7 @@ def test_errors_and_usage(tmp_path):
 
 
 def test_gpu_flag_without_a_gpu_is_an_engine_error():
-    from engine import backend
+    from engine.core import backend
     if backend.gpu_available():
         pytest.skip("a GPU is present")
     code, _, err = run("info", LENET, "--gpu")
@@ -290,7 +291,7 @@ def test_python_dash_m_engine():
 
 
 def test_progress_line_only_on_a_terminal():
-    from engine.cli import Progress
+    from engine.tools.cli import Progress
 
     class Tty(io.StringIO):
         def isatty(self):

@@ -1,4 +1,4 @@
-"""engine.compare: two runs side by side, the first layer where they part."""
+"""engine.instruments.compare: two runs side by side, the first layer where they part."""
 import json
 import math
 import os
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import engine
-from engine import backend
-from engine.compare import as_steps, compare_runs, rel_diff
-from engine.debug import Recorder
+from engine.core import backend
+from engine.instruments.compare import as_steps, compare_runs, rel_diff
+from engine.instruments.debug import Recorder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -62,7 +62,7 @@ def test_first_divergence_is_the_edited_layer():
 
 def test_reports_and_dicts_as_runs(tmp_path):
     net, a = _run()
-    from engine.report import write_report
+    from engine.instruments.report import write_report
     path = tmp_path / "run.json"
     write_report(str(path), net, a)
     cmp = compare_runs(a, str(path), rtol=1e-9)

@@ -1,4 +1,4 @@
-"""engine.debug: statistics against NumPy, per-layer records, the NaN sentinel, update records."""
+"""engine.instruments.debug: statistics against NumPy, per-layer records, the NaN sentinel, update records."""
 import json
 import logging
 import math
@@ -8,11 +8,20 @@ import numpy as np
 import pytest
 
 import engine
-from engine import backend
-from engine.debug import (HIST_BINS, BlobStats, NonFiniteError, Recorder, StepRecord, UpdateHook,
-                          _device_summary, _host_summary, all_params_line, array_stats, caffe_debug_lines,
-                          update_ratio)
-from engine.blob import caffe_asum
+from engine.core import backend
+from engine.instruments.debug import (HIST_BINS,
+                                      BlobStats,
+                                      NonFiniteError,
+                                      Recorder,
+                                      StepRecord,
+                                      UpdateHook,
+                                      _device_summary,
+                                      _host_summary,
+                                      all_params_line,
+                                      array_stats,
+                                      caffe_debug_lines,
+                                      update_ratio)
+from engine.core.blob import caffe_asum
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -207,7 +216,7 @@ def test_debug_info_lines_from_records_match_caffes(caplog):
     net = _lenet()
     net.debug_info = True
     rec = Recorder(net)
-    with caplog.at_level(logging.INFO, logger="engine.net"):
+    with caplog.at_level(logging.INFO, logger="engine.core.net"):
         net.Forward()
         net.Backward()
     logged = [r.getMessage() for r in caplog.records if "[Forward]" in r.getMessage() or "[Backward]" in
@@ -297,7 +306,7 @@ def test_sentinel_in_backward_names_the_layer_and_blob(tmp_path):
 
 # ---------------------------------------------------------------------- updates
 def _solver(tmp_path, extra=""):
-    from engine.solvers import get_solver
+    from engine.core.solvers import get_solver
     p = tmp_path / "solver.prototxt"
     p.write_text('net: "%s"\nbase_lr: 0.01\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: "fixed"\n'
                  'max_iter: 10\nsnapshot: 0\nsnapshot_prefix: "%s"\nrandom_seed: 1\n%s'
@@ -384,7 +393,7 @@ def test_partial_stats_from_logs():
 # ---------------------------------------------------------------- the "health" level
 def test_health_stats_one_pass_numbers():
     import math
-    from engine.debug import health_stats
+    from engine.instruments.debug import health_stats
     x = np.array([1, -2, 3, 0], np.float32)
     st = health_stats(x)
     assert st.asum_mean == pytest.approx(1.5) and st.nan == 0 and st.inf == 0 and st.finite
@@ -398,7 +407,7 @@ def test_health_stats_one_pass_numbers():
 
 
 def test_health_level_recorder_matches_full_numbers_and_finds_nan(tmp_path):
-    from engine.debug import Recorder
+    from engine.instruments.debug import Recorder
     path = tmp_path / "n.prototxt"
     path.write_text('layer { name: "d" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }\n'
                     'layer { name: "e" type: "Exp" bottom: "x" top: "e" }\n'

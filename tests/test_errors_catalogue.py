@@ -2,7 +2,7 @@
 
 Each row builds a small bad model inline (files under ``tmp_path``), runs the
 engine on it and checks the exact exception type (always a subclass of
-:class:`engine.errors.CaffeError`) and that the message names what it must:
+:class:`engine.core.errors.CaffeError`) and that the message names what it must:
 the file with line and column for text that does not parse, the layer, the
 blob, the shapes, Caffe's own CHECK text.  Rows whose exception is ``None``
 are inputs Caffe accepts; the engine must accept them too.
@@ -19,9 +19,17 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 import pytest
 
-from engine import TEST, TRAIN, Net, caffe_pb2
-from engine.errors import (CaffeError, DeviceError, LayerError, NetError, ParseError,
-                           PythonLayerRefused, ShapeError, SolverError, UnknownLayerTypeError)
+from engine import TEST, TRAIN, Net
+from engine.proto import caffe_pb2
+from engine.core.errors import (CaffeError,
+                                DeviceError,
+                                LayerError,
+                                NetError,
+                                ParseError,
+                                PythonLayerRefused,
+                                ShapeError,
+                                SolverError,
+                                UnknownLayerTypeError)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -499,7 +507,7 @@ def _(tmp):
 # =========================================================================== mean file
 def _lmdb(tmp, name="db", records=4, shape=(3, 4, 4)):
     lmdb = pytest.importorskip("lmdb")
-    from engine.io import array_to_datum
+    from engine.core.io import array_to_datum
     path = str(Path(tmp) / name)
     env = lmdb.open(path, map_size=1 << 24)
     with env.begin(write=True) as txn:
@@ -771,7 +779,7 @@ def _(tmp):
 
 @row("gpu-without-cuda", DeviceError, "GPU mode needs CuPy and a CUDA device")
 def _(tmp):
-    from engine import backend
+    from engine.core import backend
     if backend.gpu_available():
         pytest.skip("a GPU is present")
     try:

@@ -2,10 +2,11 @@
 import numpy as np
 import pytest
 
-from engine import backend, caffe_pb2
-from engine.blob import Blob
-from engine.errors import LayerError
-from engine.fillers import fill
+from engine.core import backend
+from engine.proto import caffe_pb2
+from engine.core.blob import Blob
+from engine.core.errors import LayerError
+from engine.core.fillers import fill
 
 
 def filled(shape, **kw):

@@ -1,4 +1,4 @@
-"""engine.filter against Caffe's FilterNetTest cases, its logs, and small nets of our own."""
+"""engine.core.filter against Caffe's FilterNetTest cases, its logs, and small nets of our own."""
 import json
 import logging
 import os
@@ -7,9 +7,9 @@ import re
 import pytest
 from google.protobuf import text_format
 
-from engine import caffe_pb2
-from engine.errors import NetError
-from engine.filter import DroppedLayer, filter_net, rule_text, state_meets_rule
+from engine.proto import caffe_pb2
+from engine.core.errors import NetError
+from engine.core.filter import DroppedLayer, filter_net, rule_text, state_meets_rule
 
 NetParameter = caffe_pb2.NetParameter
 
@@ -26,7 +26,7 @@ def same(a, b):
 
 
 def net_messages(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == "engine.net"]
+    return [r.getMessage() for r in caplog.records if r.name == "engine.core.net"]
 
 
 # ---------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def test_caffe_filter_cases_all_covered(shared_dir):
 
 
 def test_filter_lenet_messages(shared_dir, caplog):
-    caplog.set_level(logging.INFO, logger="engine.net")
+    caplog.set_level(logging.INFO, logger="engine.core.net")
     d = shared_dir / "caffe_tests"
     inp = parse((d / "TestFilterLeNetTrainTest__train.input.prototxt").read_text())
     out, dropped = filter_net(inp)
@@ -118,15 +118,15 @@ def _golden_cases(shared_dir):
 
 
 def test_golden_upgrade_and_filter_logs(shared_dir, caplog):
-    from engine.splits import insert_splits
-    from engine.upgrade import read_net_params
+    from engine.core.splits import insert_splits
+    from engine.core.upgrade import read_net_params
     problems = []
     cases = _golden_cases(shared_dir)
     assert cases
     for name, case, record in cases:
         caplog.clear()
-        caplog.set_level(logging.INFO, logger="engine.net")
-        caplog.set_level(logging.INFO, logger="engine.upgrade")
+        caplog.set_level(logging.INFO, logger="engine.core.net")
+        caplog.set_level(logging.INFO, logger="engine.core.upgrade")
         path = os.path.normpath(str(shared_dir / "zoo" / case["prototxt"]))
         error = None
         try:
@@ -143,7 +143,7 @@ def test_golden_upgrade_and_filter_logs(shared_dir, caplog):
         want = [re.sub(r"/tmp/\S+\.prototxt", "<file>", m) for f, m in init
                 if f == "upgrade_proto.cpp" or (f == "net.cpp" and m.startswith("The NetState"))]
         got = [r.getMessage().replace(path, "<file>") for r in caplog.records
-               if r.name in ("engine.net", "engine.upgrade")]
+               if r.name in ("engine.core.net", "engine.core.upgrade")]
         if got != want:
             problems.append("%s: messages %r, Caffe %r" % (name, got, want))
         # Caffe died in InsertSplits or in FilterNet's include/exclude CHECK
@@ -216,13 +216,13 @@ def rule(text):
     ("", "", True, None),
 ])
 def test_state_meets_rule(caplog, st, rl, met, reason):
-    caplog.set_level(logging.INFO, logger="engine.net")
+    caplog.set_level(logging.INFO, logger="engine.core.net")
     assert state_meets_rule(state(st), rule(rl), "L") == (met, reason)
     assert net_messages(caplog) == ([] if reason is None else [reason])
 
 
 def test_state_meets_rule_quiet(caplog):
-    caplog.set_level(logging.INFO, logger="engine.net")
+    caplog.set_level(logging.INFO, logger="engine.core.net")
     assert state_meets_rule(state("level: 0"), rule("min_level: 1"), "L", log=False)[0] is False
     assert net_messages(caplog) == []
 
@@ -252,7 +252,7 @@ layer { name: "plain" type: "ReLU" bottom: "x" top: "x" }
 
 
 def test_filter_every_rule_type(caplog):
-    caplog.set_level(logging.INFO, logger="engine.net")
+    caplog.set_level(logging.INFO, logger="engine.core.net")
     net = parse(NET)
     out, dropped = filter_net(net)
     assert [l.name for l in out.layer] == ["train_data", "staged", "either", "plain"]
@@ -301,7 +301,7 @@ def test_dropped_records():
 
 
 def test_include_and_exclude_is_an_error(caplog):
-    caplog.set_level(logging.INFO, logger="engine.net")
+    caplog.set_level(logging.INFO, logger="engine.core.net")
     net = parse('layer { name: "a" type: "ReLU" include { phase: TEST } } '
                 'layer { name: "both" type: "ReLU" include { phase: TRAIN } '
                 'exclude { phase: TEST } }')
@@ -341,8 +341,8 @@ def test_rule_text():
 
 
 def test_dropped_record_keeps_bottoms_and_tops():
-    from engine import caffe_pb2
-    from engine.filter import filter_net
+    from engine.proto import caffe_pb2
+    from engine.core.filter import filter_net
     from google.protobuf import text_format
     p = text_format.Parse('state { phase: TRAIN } layer { name: "acc" type: "Accuracy" bottom: "ip" '
                           'bottom: "label" top: "acc" include { phase: TEST } }', caffe_pb2.NetParameter())

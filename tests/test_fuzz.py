@@ -18,12 +18,12 @@ Three campaigns, each driven by hypothesis:
   huge), then SetUp, Forward, Backward and a Forward after a reshape.
 
 The rule: nothing leaves the engine but a subclass of
-:class:`engine.errors.CaffeError`; no example hangs (a per-example SIGALRM
+:class:`engine.core.errors.CaffeError`; no example hangs (a per-example SIGALRM
 timeout records a hang), no RuntimeWarning leaks out of a layer, and no
 prefetch thread is left behind.  Each example runs under a soft address-space
 limit (``FUZZ_MEMORY_GB`` above the current size, default 4), so a model that
 asks for absurd amounts of memory gets a MemoryError instead of the OOM killer;
-:func:`engine.backend.translate_gpu_errors` (the call the Net ranges are meant to
+:func:`engine.core.backend.translate_gpu_errors` (the call the Net ranges are meant to
 make) turns that into a DeviceError.  Findings are collected for the whole
 campaign and reported together at the end (with reproducers written to
 ``FUZZ_FINDINGS_DIR`` when set).
@@ -55,10 +55,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from engine import backend, caffe_pb2
-from engine.blob import Blob
-from engine.errors import CaffeError
-from engine.net import Net, TEST, TRAIN
+from engine.core import backend
+from engine.proto import caffe_pb2
+from engine.core.blob import Blob
+from engine.core.errors import CaffeError
+from engine.core.net import Net, TEST, TRAIN
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CAFFE_SHARED", ROOT.parent / "shared"))
@@ -139,7 +140,7 @@ def _engine_frame(tb):
     return where
 
 
-# Escapes that are known and reported to the owners of the code (engine/layers/*): bugs in
+# Escapes that are known and reported to the owners of the code (engine/core/layers/*): bugs in
 # a layer's arithmetic on unusual shapes where Caffe computes a result, not error handling.
 # They are counted and printed, not failed on (FUZZ_STRICT=1 fails on them too).  An entry:
 # (exception type, engine file, class of ``self`` in the innermost engine frame or "" for
@@ -360,7 +361,7 @@ def _prototxt_seeds():
     if SHARED.is_dir():
         files += sorted((SHARED / "zoo").glob("**/*.prototxt"))
         files += sorted((SHARED / "caffe_tests").glob("*.prototxt"))
-    from engine.io import parse_prototxt
+    from engine.core.io import parse_prototxt
     seeds = []
     for f in files:
         if "solver" in f.name.lower():
@@ -691,8 +692,8 @@ def test_fuzz_caffemodel(quiet_engine):
         before = [b.data.copy() for l in net.layers for b in l.blobs]
 
         def body():
-            from engine.io import read_text_or_binary
-            from engine.upgrade import read_net_params_binary
+            from engine.core.io import read_text_or_binary
+            from engine.core.upgrade import read_net_params_binary
             try:
                 net.copy_from(str(path))
             except CaffeError:
@@ -778,7 +779,7 @@ def _blobproto_seeds():
 
 
 def test_fuzz_blobproto(quiet_engine):
-    from engine import io as eio
+    from engine.core import io as eio
     tmp = quiet_engine
     camp = Campaign("blobproto")
     raws = _blobproto_seeds()
@@ -896,7 +897,7 @@ def _draw_message(data, msg, depth=0, density=3):
 
 
 def _layer_types():
-    from engine.layers.registry import layer_types
+    from engine.core.layers.registry import layer_types
     return [t for t in layer_types() if t != "Python"]
 
 
@@ -948,7 +949,7 @@ def _fill(mode, blob, rng):
 
 
 def test_fuzz_layers(quiet_engine):
-    from engine.layers.registry import create_layer, layer_class
+    from engine.core.layers.registry import create_layer, layer_class
     camp = Campaign("layers")
     types = _layer_types()
 

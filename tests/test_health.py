@@ -1,12 +1,12 @@
-"""engine.health: checks over records -> findings."""
+"""engine.instruments.health: checks over records -> findings."""
 import math
 
 import numpy as np
 import pytest
 
 import engine
-from engine import health
-from engine.debug import BlobRecord, LayerRecord, Recorder, StepRecord, array_stats
+from engine.instruments import health
+from engine.instruments.debug import BlobRecord, LayerRecord, Recorder, StepRecord, array_stats
 
 
 def _stats(x):
@@ -88,7 +88,7 @@ def _update(ratio_pairs):
         b = BlobRecord(str(k), "param", k)
         b.before, b.delta = _stats(w), _stats(d)
         b.data = _stats(np.asarray(w) + np.asarray(d))
-        from engine.debug import update_ratio
+        from engine.instruments.debug import update_ratio
         b.ratio = update_ratio(b.delta.l2, b.before.l2)
         blobs.append(b)
     return _step("update", [LayerRecord(0, "conv", "Convolution", "update", 0.0, blobs)])

@@ -1,10 +1,10 @@
-"""engine.io: prototxt/caffemodel/binaryproto reading and writing, and its errors."""
+"""engine.core.io: prototxt/caffemodel/binaryproto reading and writing, and its errors."""
 import numpy as np
 import pytest
 
-from engine import caffe_pb2 as pb
-from engine import io
-from engine.errors import ParseError, ShapeError
+from engine.proto import caffe_pb2 as pb
+from engine.core import io
+from engine.core.errors import ParseError, ShapeError
 
 NET = """name: "tiny"
 layer {

@@ -1,9 +1,9 @@
-"""engine.kernels.blas.gemm_acc: c += a @ b on both of its paths (SciPy's gemm with
+"""engine.core.kernels.blas.gemm_acc: c += a @ b on both of its paths (SciPy's gemm with
 beta = 1 for big outputs and short inner dimensions, else NumPy into a buffer)."""
 import numpy as np
 import pytest
 
-from engine.kernels import blas
+from engine.core.kernels import blas
 
 
 @pytest.mark.parametrize("beta1", [False, True])

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine import caffe_pb2
-from engine.errors import NetError, ShapeError, LayerError
+from engine.proto import caffe_pb2
+from engine.core.errors import NetError, ShapeError, LayerError
 
 
 def net_from(tmp_path, text, phase=engine.TRAIN, name="net.prototxt", **kw):
@@ -16,7 +16,7 @@ def net_from(tmp_path, text, phase=engine.TRAIN, name="net.prototxt", **kw):
 
 
 def init_lines(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == "engine.net"]
+    return [r.getMessage() for r in caplog.records if r.name == "engine.core.net"]
 
 
 INPUT = 'layer { name: "data" type: "Input" top: "data" top: "label" ' \

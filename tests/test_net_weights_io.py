@@ -6,8 +6,9 @@ import pytest
 from google.protobuf import text_format
 
 import engine
-from engine import caffe_pb2, io
-from engine.weights import _split_blob_data
+from engine.proto import caffe_pb2
+from engine.core import io
+from engine.core.weights import _split_blob_data
 
 NET = """
 name: "w"

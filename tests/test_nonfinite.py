@@ -6,7 +6,7 @@ no Python warning from the middle of a layer (Layer.Forward/Backward run under
 ``np.errstate(all="ignore")``) — except where Caffe itself stops, such as a label
 that is not a valid class index (a NaN label included).
 
-``engine.debug.Recorder`` then says where the first non-finite value appeared:
+``engine.instruments.debug.Recorder`` then says where the first non-finite value appeared:
 ``first_nonfinite`` names the layer, the direction and the blob; with
 ``sentinel=True`` it raises there.
 """
@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine import TEST, TRAIN, Net, caffe_pb2
-from engine.blob import Blob
-from engine.debug import NonFiniteError, Recorder
-from engine.errors import CaffeError, LayerError
-from engine.layers.registry import create_layer, layer_types
+from engine import TEST, TRAIN, Net
+from engine.proto import caffe_pb2
+from engine.core.blob import Blob
+from engine.instruments.debug import NonFiniteError, Recorder
+from engine.core.errors import CaffeError, LayerError
+from engine.core.layers.registry import create_layer, layer_types
 
 # type -> (param text, bottom shapes, indices of integer-valued bottoms (labels, indices))
 SPECS = {

@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import TEST, TRAIN, Net, backend, caffe_pb2
-from engine.errors import CaffeError, LayerError, NetError, ParseError, ShapeError, SolverError
+from engine import TEST, TRAIN, Net
+from engine.core import backend
+from engine.proto import caffe_pb2
+from engine.core.errors import CaffeError, LayerError, NetError, ParseError, ShapeError, SolverError
 
 NET = ('layer { name: "data" type: "Input" top: "data" top: "label" '
        'input_param { shape { dim: 4 dim: 3 dim: 4 dim: 5 } shape { dim: 4 } } }\n'
@@ -171,7 +173,7 @@ def _wait_no_prefetch(timeout=10):
 @pytest.fixture
 def lmdb_source(tmp_path):
     lmdb = pytest.importorskip("lmdb")
-    from engine.io import array_to_datum
+    from engine.core.io import array_to_datum
     path = str(tmp_path / "db")
     env = lmdb.open(path, map_size=1 << 24)
     with env.begin(write=True) as txn:
@@ -191,7 +193,7 @@ def test_failed_init_leaves_no_thread_handler_or_mode(tmp_path, lmdb_source, bad
     text = ('layer { name: "d" type: "Data" top: "data" top: "label" data_param { source: "%s" '
             'batch_size: 2 backend: LMDB } }\n' % lmdb_source) + bad[0] + "\n"
     assert _wait_no_prefetch()
-    net_log = logging.getLogger("engine.net")
+    net_log = logging.getLogger("engine.core.net")
     handlers = list(net_log.handlers)
     level = net_log.level
     mode = backend.mode()

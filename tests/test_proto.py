@@ -7,7 +7,7 @@ import pytest
 from google.protobuf import descriptor as _d
 from google.protobuf import text_format
 
-from proto import caffe_pb2 as pb
+from engine.proto import caffe_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CAFFE_SHARED", ROOT.parent / "shared"))
@@ -27,16 +27,19 @@ def numbers(message):
 
 def test_generated_module_is_current(tmp_path):
     pytest.importorskip("grpc_tools")
-    from proto import generate
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("proto_generate", ROOT / "proto" / "generate.py")
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
     generate.generate(str(tmp_path))
     for name in generate.OUTPUTS:
-        assert filecmp.cmp(tmp_path / name, ROOT / "proto" / name, shallow=False), (
-            "proto/%s is stale: run python proto/generate.py" % name)
+        assert filecmp.cmp(tmp_path / name, ROOT / "engine" / "proto" / name, shallow=False), (
+            "engine/proto/%s is stale: run python proto/generate.py" % name)
 
 
 def test_engine_shim_is_the_generated_module():
-    import engine.caffe_pb2 as via_import
-    from engine import caffe_pb2 as via_from
+    import engine.proto.caffe_pb2 as via_import
+    from engine.proto import caffe_pb2 as via_from
     assert via_import is pb and via_from is pb
     assert via_from.NetParameter is pb.NetParameter
 

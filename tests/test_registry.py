@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import UnknownLayerTypeError
-from engine.layers import layer_class, layer_types
+from engine.core.errors import UnknownLayerTypeError
+from engine.core.layers import layer_class, layer_types
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def test_unknown_type_lists_the_known_ones_in_caffe_order():
 
 def test_first_load_from_many_threads_at_once():
     code = """
-import threading, engine.layers.registry as r
+import threading, engine.core.layers.registry as r
 errors = []
 def go():
     try:

@@ -1,4 +1,4 @@
-"""engine.report (JSON schema, CSV, Markdown, self-contained HTML) and engine.draw."""
+"""engine.instruments.report (JSON schema, CSV, Markdown, self-contained HTML) and engine.instruments.draw."""
 import csv
 import io
 import json
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import engine
-from engine import backend
-from engine.debug import Recorder
-from engine.report import CSV_COLUMNS, SCHEMA_VERSION, build_report, render, write_report
+from engine.core import backend
+from engine.instruments.debug import Recorder
+from engine.instruments.report import CSV_COLUMNS, SCHEMA_VERSION, build_report, render, write_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -21,7 +21,7 @@ SIAMESE = os.path.join(ROOT, "examples", "shared_stages", "siamese_stages.protot
 
 
 def _run(path=LENET, phase=engine.TRAIN):
-    from engine.cli import fill_inputs
+    from engine.tools.cli import fill_inputs
     backend.set_random_seed(1)
     net = engine.Net(path, phase)
     fill_inputs(net, 1)
@@ -137,7 +137,7 @@ def test_nan_findings_in_every_format(tmp_path):
     assert doc["first_nonfinite"]["layer"] == "exp3"
     top = doc["steps"][0]["layers"][3]["blobs"][1]["data"]
     assert top["inf"] == 1 and top["max"] == "inf"
-    from engine.debug import StepRecord
+    from engine.instruments.debug import StepRecord
     back = StepRecord.from_dict(doc["steps"][0])
     assert back.layers[3].blobs[1].data.max == float("inf")
     assert "nonfinite" in render(net, rec, "md")
@@ -147,8 +147,8 @@ def test_nan_findings_in_every_format(tmp_path):
 
 
 def test_update_steps_and_timing_in_the_report(tmp_path):
-    from engine.solvers import get_solver
-    from engine.timing import time_net
+    from engine.core.solvers import get_solver
+    from engine.instruments.timing import time_net
     sp = tmp_path / "s.prototxt"
     sp.write_text('net: "%s"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 5\nsnapshot_prefix: "%s"\n'
                   % (LENET, tmp_path / "x"))
@@ -166,8 +166,8 @@ def test_update_steps_and_timing_in_the_report(tmp_path):
 
 
 def test_draw_svg_dot_and_missing_kaleido(tmp_path):
-    from engine.draw import draw_net_to_file, kaleido_available, net_graph, to_svg
-    from engine.errors import CaffeError
+    from engine.instruments.draw import draw_net_to_file, kaleido_available, net_graph, to_svg
+    from engine.core.errors import CaffeError
     g = draw_net_to_file(LENET, str(tmp_path / "n.svg"), phase="TRAIN")
     svg = (tmp_path / "n.svg").read_text()
     assert svg.startswith("<?xml") and "<svg" in svg and svg.count('class="layer"') == 9

@@ -8,12 +8,21 @@ import numpy as np
 import pytest
 
 import engine
-from engine import backend, caffe_pb2
-from engine.errors import SolverError
-from engine.log import num
-from engine.solvers import (AdaDeltaSolver, AdaGradSolver, AdamSolver, NesterovSolver,
-                            RMSPropSolver, SGDSolver, SolverAction, commands, debug_string,
-                            get_solver, learning_rate)
+from engine.core import backend
+from engine.proto import caffe_pb2
+from engine.core.errors import SolverError
+from engine.core.log import num
+from engine.core.solvers import (AdaDeltaSolver,
+                                 AdaGradSolver,
+                                 AdamSolver,
+                                 NesterovSolver,
+                                 RMSPropSolver,
+                                 SGDSolver,
+                                 SolverAction,
+                                 debug_string,
+                                 get_solver,
+                                 learning_rate)
+from engine.tools import solver_commands as commands
 
 # Input data (4, 3) -> InnerProduct 2 -> EuclideanLoss against an Input label.
 # The bias learns twice as fast and has no weight decay (lr_mult 2, decay_mult 0).
@@ -373,11 +382,11 @@ def test_snapshot_files_and_logs(tmp_path, caplog):
     assert "Snapshotting to binary proto file %s" % model3 in msgs
     assert msgs[:2] == ["Solving tiny", "Learning Rate Policy: fixed"]
     assert msgs[-1] == "Optimization Done."
-    st = engine.io.read_binary(str(state2), caffe_pb2.SolverState)
+    st = engine.core.io.read_binary(str(state2), caffe_pb2.SolverState)
     assert st.iter == 2 and st.learned_net == str(model2) and st.current_step == 0
     assert len(st.history) == 4 and list(st.history[0].shape.dim) == [2, 3]
     assert len(st.history[3].data) == 2
-    net = engine.io.read_caffemodel(str(model3))
+    net = engine.core.io.read_caffemodel(str(model3))
     np.testing.assert_array_equal(np.asarray(net.layer[1].blobs[0].data).reshape(2, 3),
                                   s.net.params["ip"][0].data)
 
@@ -622,7 +631,7 @@ def test_requested_stop_and_snapshot(tmp_path, caplog):
 
 def test_signal_handler_effects():
     import signal
-    from engine.solvers import SignalHandler
+    from engine.core.solvers import SignalHandler
     h = SignalHandler("snapshot", "stop")
     h._handle(signal.SIGINT, None)
     assert h.check_for_signals() == SolverAction.SNAPSHOT

@@ -1,11 +1,10 @@
-"""engine.splits against Caffe's SplitLayerInsertionTest cases and small nets of our own."""
+"""engine.core.splits against Caffe's SplitLayerInsertionTest cases and small nets of our own."""
 import pytest
 from google.protobuf import text_format
 
-from engine import caffe_pb2
-from engine.errors import NetError
-from engine.splits import (InsertedSplit, SplitConsumer, insert_splits, split_blob_name,
-                           split_layer_name)
+from engine.proto import caffe_pb2
+from engine.core.errors import NetError
+from engine.core.splits import InsertedSplit, SplitConsumer, insert_splits, split_blob_name, split_layer_name
 
 NetParameter = caffe_pb2.NetParameter
 

@@ -1,13 +1,13 @@
-"""engine.upgrade against Caffe's test_upgrade_proto.cpp cases and small nets of our own."""
+"""engine.core.upgrade against Caffe's test_upgrade_proto.cpp cases and small nets of our own."""
 import logging
 import os
 
 import pytest
 from google.protobuf import text_format
 
-from engine import caffe_pb2
-from engine.errors import NetError, ParseError, SolverError
-from engine import upgrade as up
+from engine.proto import caffe_pb2
+from engine.core.errors import NetError, ParseError, SolverError
+from engine.core import upgrade as up
 
 NetParameter = caffe_pb2.NetParameter
 SolverParameter = caffe_pb2.SolverParameter
@@ -30,7 +30,7 @@ def same(a, b):
     assert a == b
 
 
-def messages(caplog, name="engine.upgrade"):
+def messages(caplog, name="engine.core.upgrade"):
     return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == name]
 
 
@@ -176,7 +176,7 @@ def test_v1_layers_with_blobs_lr_and_weight_decay():
 
 
 def test_v1_upgrade_logs(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     up.upgrade_net(parse(V1_NET), "/nets/v1.prototxt")
     assert messages(caplog) == [
         ("INFO", "Attempting to upgrade input file specified using deprecated "
@@ -186,7 +186,7 @@ def test_v1_upgrade_logs(caplog):
 
 
 def test_v1_upgrade_with_layer_fields_too(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     net = parse(V1_NET + 'layer { name: "extra" type: "ReLU" bottom: "ip" top: "ip" }')
     out, ok = up.upgrade_net_as_needed(net, "x")
     assert not ok
@@ -213,7 +213,7 @@ def test_v1_layer_type_names():
 
 
 def test_v1_layer_keeping_a_v0_layer_is_reported(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     v1 = parse('layers { name: "a" type: RELU layer { name: "a" type: "relu" } }')
     out, ok = up.upgrade_v1_net(v1)
     assert not ok
@@ -263,7 +263,7 @@ layers { name: "drop" type: DROPOUT bottom: "pool1" top: "pool1"
 
 
 def test_v0_full_upgrade_logs_and_result(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     out = up.upgrade_net(parse(V0_NET), "old.prototxt")
     assert messages(caplog) == [
         ("INFO", "Attempting to upgrade input file specified using deprecated "
@@ -288,7 +288,7 @@ def test_v0_full_upgrade_logs_and_result(caplog):
 
 
 def test_v0_unknown_parameter_is_logged_and_dropped(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     net = parse('layers { layer { name: "r" type: "relu" num_output: 3 shuffle_images: true } '
                 'bottom: "x" top: "x" }')
     layer, ok = up.upgrade_v0_layer_parameter(net.layers[0])
@@ -334,7 +334,7 @@ def test_v0_errors():
 # ---------------------------------------------------------------------------
 
 def test_data_transformation_upgrade(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     net = parse('layers { name: "d" type: DATA top: "data" '
                 'data_param { source: "db" scale: 0.25 mirror: true } } '
                 'layers { name: "i" type: IMAGE_DATA top: "img" image_data_param { source: "l" } }')
@@ -362,7 +362,7 @@ def test_data_transformation_upgrade(caplog):
 # ---------------------------------------------------------------------------
 
 def test_input_dim_becomes_input_layer(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     net = parse('name: "n" input: "data" input: "label" '
                 'input_dim: 10 input_dim: 3 input_dim: 4 input_dim: 5 '
                 'input_dim: 10 input_dim: 1 input_dim: 1 input_dim: 1 '
@@ -425,7 +425,7 @@ layer { name: "bn3" type: "BatchNorm" bottom: "c" top: "c" }
 
 
 def test_batch_norm_three_params_get_zero_lr_and_decay(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     net = parse(BN_NET)
     assert up.net_needs_batch_norm_upgrade(net) and up.net_needs_upgrade(net)
     out = up.upgrade_net(net, "bn.prototxt")
@@ -446,7 +446,7 @@ def test_batch_norm_three_params_get_zero_lr_and_decay(caplog):
 
 
 def test_modern_net_needs_nothing(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     net = parse('layer { name: "a" type: "Input" top: "x" input_param { shape { dim: 1 } } }')
     assert not up.net_needs_upgrade(net)
     out, ok = up.upgrade_net_as_needed(net, "x")
@@ -461,7 +461,7 @@ def test_modern_net_needs_nothing(caplog):
 # ---------------------------------------------------------------------------
 
 def test_solver_type_upgrade_logs(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     out = up.upgrade_solver(parse("base_lr: 0.1 solver_type: NESTEROV", SolverParameter),
                             "solver.prototxt")
     assert out.type == "Nesterov" and not out.HasField("solver_type")
@@ -484,7 +484,7 @@ def test_solver_type_and_type_both_given():
 
 
 def test_solver_type_already_up_to_date(caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     out, ok = up.upgrade_solver_type(parse('type: "Adam"', SolverParameter))
     assert not ok and out.type == "Adam"
     assert messages(caplog) == [("ERROR", "Warning: solver type already up to date. ")]
@@ -492,7 +492,7 @@ def test_solver_type_already_up_to_date(caplog):
 
 
 def test_read_solver_params_snapshot_prefix(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     path = tmp_path / "my_solver.prototxt"
     path.write_text('net: "n.prototxt" solver_type: SGD')
     s = up.read_solver_params(path)
@@ -519,7 +519,7 @@ def test_read_solver_params_snapshot_prefix(tmp_path, caplog):
 # ---------------------------------------------------------------------------
 
 def test_read_net_params_text(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="engine.upgrade")
+    caplog.set_level(logging.INFO, logger="engine.core.upgrade")
     path = tmp_path / "v1.prototxt"
     path.write_text(V1_NET)
     same(up.read_net_params(path), parse(V2_NET))

@@ -15,7 +15,7 @@ from typing import Any, List
 from dash import ctx, no_update, set_props
 from dash.exceptions import PreventUpdate
 
-from .. import ids
+from inspector import ids
 
 log = logging.getLogger("inspector")
 

@@ -2,7 +2,7 @@
 feature maps and a value table."""
 from dash import Input, Output, State, no_update
 
-from .. import ids, inputs, presenter
+from inspector import ids, inputs, presenter
 from ..layout.side_panels import (blob_details_children, ghost_details_children, layer_details_children,
                                   value_table)
 from .common import guarded

@@ -1,11 +1,11 @@
-"""Export: the report download (engine.report when present, else JSON of the
+"""Export: the report download (engine.instruments.report when present, else JSON of the
 records); the banner's dismiss button.  (Graph images: the modebar's camera,
 PNG or SVG, set in graph.py.)"""
 import re
 
 from dash import Input, Output, State, no_update
 
-from .. import adapters, ids
+from inspector import adapters, ids
 from .common import guarded
 
 

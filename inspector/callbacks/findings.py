@@ -2,7 +2,7 @@
 the Init transcript, debug_info lines, and the NaN/Inf alert."""
 from dash import Input, Output, State, no_update
 
-from .. import ids, presenter
+from inspector import ids, presenter
 from ..layout.common import table
 from .common import guarded
 
@@ -15,7 +15,7 @@ def findings(app, sid, transcript_filter):
             return (no_update,) * 8
         f = presenter.findings(s.loaded, transcript_filter)
     return (table(f["health"], ["severity", "check", "layer", "blob", "message"],
-                  empty="no finding (run forward/backward first; engine.health checks the records)"),
+                  empty="no finding (run forward/backward first; engine.instruments.health checks the records)"),
             table(f["filtered"], empty="no layer was filtered out"),
             table(f["splits"], empty="no split was inserted"),
             table(f["shared"], empty="no param is shared"),

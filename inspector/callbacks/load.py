@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from dash import Input, Output, State, no_update
 
-from .. import ids, loading, runner
+from inspector import ids, loading, runner
 from ..inputs import InputSettings
 from ..layout.header import load_error_box, load_status
 from ..sessions import ModelSpec
@@ -23,7 +23,7 @@ def initial_spec(app):
                          phase=cfg.phase, level=cfg.level, stages=tuple(cfg.stages),
                          label=os.path.basename(cfg.model), trusted=True)
     if cfg.solver:
-        from engine.upgrade import read_solver_params
+        from engine.core.upgrade import read_solver_params
         sp = read_solver_params(cfg.solver)
         net = sp.net or sp.train_net
         return ModelSpec(model=os.path.abspath(net), weights=cfg.weights, solver=cfg.solver, phase="TRAIN",

@@ -1,7 +1,7 @@
 """Page and panel builders."""
 from dash import dcc, html
 
-from .. import ids
+from inspector import ids
 from .graph_panel import graph_panel
 from .header import header
 from .side_panels import side_panel

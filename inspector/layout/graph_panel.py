@@ -1,7 +1,7 @@
 """The stepping bar, the NaN alert, the graph toolbar and the graph."""
 from dash import dcc, html
 
-from .. import ids
+from inspector import ids
 from ..view_models import COLOUR_MODES
 from .common import button, field
 

@@ -2,7 +2,7 @@
 view data into components."""
 from dash import dcc, html
 
-from .. import figures, ids
+from inspector import figures, ids
 from .common import field, kv_table, section, table, upload
 
 

@@ -37,7 +37,29 @@ def _browser_skip_reason():
     return None
 
 
+def _honour_test_port():
+    """INSPECTOR_TEST_PORT: the port dash_duo's server uses (default 8050), so that
+    several test runs on one machine do not collide."""
+    port = os.environ.get("INSPECTOR_TEST_PORT")
+    if not port:
+        return
+    try:
+        from dash.testing.application_runners import ThreadedRunner
+    except Exception:  # pragma: no cover - dash[testing] missing: browser tests skip
+        return
+    start = ThreadedRunner.start
+    if getattr(start, "_port_patched", False):
+        return
+
+    def start_on_port(self, app, start_timeout=3, **kwargs):
+        kwargs.setdefault("port", int(port))
+        return start(self, app, start_timeout=start_timeout, **kwargs)
+    start_on_port._port_patched = True
+    ThreadedRunner.start = start_on_port
+
+
 def pytest_configure(config):
+    _honour_test_port()
     # dash.testing reads --headless; default it on so that plain `python -m pytest` works
     if hasattr(config.option, "headless"):
         config.option.headless = True

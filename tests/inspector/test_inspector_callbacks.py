@@ -53,7 +53,7 @@ def test_uploads_weights_and_mean(app_ctx, sid, tmp_path):
                                     upload=(data_url((tmp_path / "w.caffemodel").read_bytes()), "w.caffemodel"))
     assert err is None, err
     assert np.array_equal(s.loaded.net.params["conv1"][0].data, w)
-    from engine import io as eio
+    from engine.core import io as eio
     eio.write_binary(str(tmp_path / "m.binaryproto"), eio.array_to_blobproto(np.ones((1, 1, 28, 28), np.float32)))
     v, err, s, _ = load.handle_load(app_ctx, sid, ids.UPLOAD_MEAN,
                                     upload=(data_url((tmp_path / "m.binaryproto").read_bytes()), "m.binaryproto"))
@@ -158,7 +158,7 @@ def test_range_options(app_ctx, sid):
 def test_solver_iteration(app_ctx, sid):
     from inspector import adapters
     if not adapters.solver_available():
-        pytest.skip("engine.solvers is not available")
+        pytest.skip("engine.core.solvers is not available")
     solver = ROOT / "examples" / "lenet" / "lenet_solver.prototxt"
     v, err, s, _ = load.handle_load(app_ctx, sid, ids.UPLOAD_SOLVER,
                                     upload=(data_url(solver.read_text()), "lenet_solver.prototxt"))
@@ -187,7 +187,7 @@ def test_findings_and_nan(app_ctx, overflow_net):
     assert findings.nan_selection(app_ctx, sid) == {"kind": "layer", "name": "exp1"}
     out = findings.findings(app_ctx, sid, "")
     assert "[Forward] Layer exp1, top blob e1 data: inf" in out[7]
-    assert "exp1" in str(out[0]) and "nonfinite" in str(out[0])       # engine.health's finding
+    assert "exp1" in str(out[0]) and "nonfinite" in str(out[0])       # engine.instruments.health's finding
 
 
 def test_export_report(app_ctx, sid):

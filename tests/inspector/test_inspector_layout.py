@@ -5,7 +5,7 @@ import random
 import networkx as nx
 import pytest
 
-from inspector import graph_layout as gl
+from engine.instruments import graph_layout as gl
 
 
 def _g(edges, nodes=()):

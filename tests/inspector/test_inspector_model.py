@@ -1,7 +1,7 @@
 """inspector.model: the plain graph of the net the engine built."""
 import engine
 import pytest
-from engine.upgrade import read_net_params
+from engine.core.upgrade import read_net_params
 
 from inspector.model import build_graph, setting_rows
 
@@ -85,7 +85,7 @@ def test_resnet_splits_and_backward_reasons():
 
 
 def test_setting_rows_of_a_message():
-    from engine import caffe_pb2
+    from engine.proto import caffe_pb2
     p = caffe_pb2.PoolingParameter()
     p.kernel_size = 2
     rows = {r[0]: r for r in setting_rows(p)}

@@ -98,7 +98,7 @@ def test_debug_info_lines_match_caffe(lenet):
         def emit(self, record):
             captured.append(record.getMessage())
 
-    from engine.log import net_log
+    from engine.core.log import net_log
     h = H()
     net_log.addHandler(h)
     old_level = net_log.level

@@ -1,7 +1,8 @@
 """view_models and run_state: what the graph shows, from graph + records."""
 import pytest
 
-from inspector import graph_layout as gl, presenter, run_state as rs, runner, view_models as vm
+from engine.instruments import graph_layout as gl
+from inspector import presenter, run_state as rs, runner, view_models as vm
 from inspector.sessions import Session
 
 from inspector_testlib import LENET, RESNET_TINY, build_loaded
@@ -181,7 +182,7 @@ def test_params_changed_makes_param_layers_stale(lenet):
 def test_flops_and_memory_from_engine_analysis(lenet):
     from inspector import adapters, panel_models as pm
     if not adapters.analysis_available():
-        pytest.skip("engine.analysis is not available")
+        pytest.skip("engine.instruments.analysis is not available")
     an = lenet.analysis
     assert an["conv1"]["flops"] > 0 and an["conv1"]["macc"] > 0
     v = _view(lenet, "flops")

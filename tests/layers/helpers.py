@@ -2,14 +2,14 @@
 import numpy as np
 from google.protobuf import text_format
 
-from engine import backend
-from engine.blob import Blob
-from engine.layers import create_layer
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.layers import create_layer
 
 
 def make_layer(text, phase="TRAIN", dtype=np.float64):
     """A layer from LayerParameter text (``type: "ReLU" relu_param {...}``)."""
-    from engine import caffe_pb2
+    from engine.proto import caffe_pb2
     p = caffe_pb2.LayerParameter()
     text_format.Merge(text, p)
     if not p.name:

@@ -6,7 +6,7 @@ LayerSetUp/Reshape and zero-initialized on first allocation, so Backward before
 Forward computes with zeros and never crashes.  For every registered layer type:
 
 - SetUp, then Backward (propagate_down True wherever the layer takes a gradient)
-  without Forward: nothing but :class:`engine.errors.CaffeError` may escape (and
+  without Forward: nothing but :class:`engine.core.errors.CaffeError` may escape (and
   for the layers whose Caffe Backward is NOT_IMPLEMENTED, a LayerError must);
 - then Forward + Backward give exactly what a fresh layer's Forward + Backward give;
 - the buffers are Blobs of the layer's dtype (or an integer index type).
@@ -21,9 +21,9 @@ import os
 import numpy as np
 import pytest
 
-from engine.blob import Blob
-from engine.errors import CaffeError, LayerError
-from engine.layers import layer_types
+from engine.core.blob import Blob
+from engine.core.errors import CaffeError, LayerError
+from engine.core.layers import layer_types
 
 from tests.layers.helpers import empty_blobs, make_layer, seed
 
@@ -79,7 +79,7 @@ class Ctx:
 
     def lmdb(self):
         lmdb = pytest.importorskip("lmdb")
-        from engine.io import array_to_datum
+        from engine.core.io import array_to_datum
         path = str(self.tmp / "db")
         if not os.path.exists(path):
             imgs = np.random.default_rng(0).integers(0, 256, (6, 3, 5, 4), dtype=np.uint8)
@@ -126,7 +126,7 @@ class Ctx:
 
 
 PY_MODULE = '''
-from engine.layers.python_layer import PyLayer
+from engine.core.layers.python_layer import PyLayer
 
 
 class Twice(PyLayer):
@@ -489,8 +489,8 @@ MAX_NET_ELEMENTS = 20_000_000
 
 def test_golden_nets_backward_before_forward(shared_dir):
     """Every golden-case net with force_backward: Backward with no Forward before it."""
-    from engine.net import Net, TEST, TRAIN
-    from engine.upgrade import read_net_params
+    from engine.core.net import Net, TEST, TRAIN
+    from engine.core.upgrade import read_net_params
     bad = []
     ran = skipped = 0
     for path in sorted(glob.glob(str(shared_dir / "golden" / "cases" / "*.json"))):

@@ -1,15 +1,15 @@
-"""Tests of engine/layers/common.py, after Caffe's test_*_layer.cpp: forward
+"""Tests of engine/core/layers/common.py, after Caffe's test_*_layer.cpp: forward
 against NumPy references, Caffe's gradient checks (float64 blobs), and the CHECK
 messages.  Forward tests run on the CPU and, where a GPU is present, on the GPU
 (compared with the CPU within 1e-5 relative)."""
 import numpy as np
 import pytest
 
-from engine import backend
-from engine.blob import Blob
-from engine.errors import LayerError, ShapeError
-from engine.gradient_check import GradientChecker
-from engine.layers.common import softmax_forward, softmax_backward
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.errors import LayerError, ShapeError
+from engine.instruments.gradient_check import GradientChecker
+from engine.core.layers.common import softmax_forward, softmax_backward
 
 from tests.layers.helpers import make_layer, gaussian_blob, uniform_blob, empty_blobs, seed
 

@@ -8,11 +8,12 @@ import logging
 import numpy as np
 import pytest
 
-from engine import backend, caffe_pb2
-from engine.blob import Blob
-from engine.data_transformer import DataTransformer, read_image, resize_linear
-from engine.errors import LayerError, ShapeError
-from engine.io import array_to_blobproto, array_to_datum, write_binary
+from engine.core import backend
+from engine.proto import caffe_pb2
+from engine.core.blob import Blob
+from engine.core.data_transformer import DataTransformer, read_image, resize_linear
+from engine.core.errors import LayerError, ShapeError
+from engine.core.io import array_to_blobproto, array_to_datum, write_binary
 
 from tests.layers.helpers import empty_blobs, make_layer
 
@@ -368,7 +369,7 @@ def test_data_empty_lmdb_names_the_path(tmp_path):
 
 
 def test_data_in_a_net(raw_lmdb, raw_images, tmp_path):
-    from engine.net import Net
+    from engine.core.net import Net
     model = tmp_path / "net.prototxt"
     model.write_text('layer { name: "data" type: "Data" top: "data" top: "label" '
                      'data_param { source: "%s" batch_size: 2 backend: LMDB } }' % raw_lmdb)
@@ -632,7 +633,7 @@ def test_memory_data_add_datum_vector_transforms():
 
 
 def test_memory_data_in_a_net(tmp_path):
-    from engine.net import Net
+    from engine.core.net import Net
     model = tmp_path / "net.prototxt"
     model.write_text('layer { name: "data" type: "MemoryData" top: "data" top: "label" '
                      'memory_data_param { batch_size: 2 channels: 1 height: 2 width: 2 } }')

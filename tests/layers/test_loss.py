@@ -4,10 +4,10 @@ weights, ignore_label and Caffe's CHECK messages."""
 import numpy as np
 import pytest
 
-from engine import backend
-from engine.blob import Blob
-from engine.errors import LayerError
-from engine.gradient_check import GradientChecker
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.errors import LayerError
+from engine.instruments.gradient_check import GradientChecker
 from tests.layers.helpers import make_layer, gaussian_blob, uniform_blob, empty_blobs
 
 FLT_MIN = np.finfo(np.float32).tiny
@@ -493,7 +493,7 @@ def test_infogain_gradient(mode):
 
 
 def test_infogain_from_source(tmp_path):
-    from engine import io
+    from engine.core import io
     bottom = infogain_bottoms()
     path = tmp_path / "H.binaryproto"
     io.write_binary(str(path), io.array_to_blobproto(bottom[2].data.astype(np.float32)))

@@ -5,10 +5,10 @@ Caffe's error messages."""
 import numpy as np
 import pytest
 
-from engine import backend
-from engine.blob import Blob
-from engine.errors import LayerError
-from engine.gradient_check import GradientChecker
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.errors import LayerError
+from engine.instruments.gradient_check import GradientChecker
 
 from tests.layers.helpers import gaussian_blob, make_layer, seed
 
@@ -469,7 +469,7 @@ def test_dropout_in_place(x):
 
 
 def test_dropout_scale_train_false(x):
-    from engine import caffe_pb2
+    from engine.proto import caffe_pb2
     if "scale_train" not in caffe_pb2.DropoutParameter.DESCRIPTOR.fields_by_name:
         pytest.skip("this caffe.proto (BVLC master) has no DropoutParameter.scale_train")
     text = 'type: "Dropout" dropout_param { dropout_ratio: 0.25 scale_train: false }'
@@ -594,19 +594,19 @@ def test_prelu_two_axes(mode):
 def test_prelu_errors(x):
     with pytest.raises(LayerError, match="Number of axes of bottom blob must be >=2."):
         forward('type: "PReLU"', np.zeros(5))
-    from engine import caffe_pb2
+    from engine.proto import caffe_pb2
     from google.protobuf import text_format
     p = caffe_pb2.LayerParameter()
     text_format.Merge('name: "p" type: "PReLU" blobs { shape { dim: 2 } data: 0.1 data: 0.2 }', p)
-    from engine.layers import create_layer
+    from engine.core.layers import create_layer
     layer = create_layer(p, dtype=np.float64)
     with pytest.raises(LayerError, match="Negative slope size is inconsistent with prototxt config"):
         layer.SetUp([_blob_like(x)], [Blob(dtype=np.float64)])
 
 
 def test_prelu_keeps_given_blobs(x):
-    from engine import caffe_pb2
-    from engine.layers import create_layer
+    from engine.proto import caffe_pb2
+    from engine.core.layers import create_layer
     from google.protobuf import text_format
     p = caffe_pb2.LayerParameter()
     text_format.Merge('name: "p" type: "PReLU" '

@@ -4,10 +4,10 @@ and Caffe's CHECK messages."""
 import numpy as np
 import pytest
 
-from engine import backend
-from engine.blob import Blob
-from engine.errors import LayerError, ShapeError
-from engine.gradient_check import GradientChecker
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.errors import LayerError, ShapeError
+from engine.instruments.gradient_check import GradientChecker
 from tests.layers.helpers import make_layer, gaussian_blob, empty_blobs
 
 

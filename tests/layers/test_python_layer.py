@@ -5,18 +5,18 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine import caffe_pb2
-from engine.blob import Blob
-from engine.errors import LayerError, PythonLayerRefused
-from engine.gradient_check import GradientChecker
-from engine.layers import create_layer
-from engine.layers.python_layer import PyLayer
+from engine.proto import caffe_pb2
+from engine.core.blob import Blob
+from engine.core.errors import LayerError, PythonLayerRefused
+from engine.instruments.gradient_check import GradientChecker
+from engine.core.layers import create_layer
+from engine.core.layers.python_layer import PyLayer
 
 from tests.layers.helpers import empty_blobs, uniform_blob
 
 LAYER_MODULE = '''
 import numpy as np
-from engine.layers.python_layer import PyLayer
+from engine.core.layers.python_layer import PyLayer
 
 
 class ScaleBy(PyLayer):
@@ -100,7 +100,7 @@ def _param(text):
 
 
 def test_python_layer_beside_the_model(tmp_path):
-    from engine.net import Net
+    from engine.core.net import Net
     path, module = _model(tmp_path)
     net = Net(path, caffe_pb2.TEST)
     layer = net.layers[1]
@@ -115,7 +115,7 @@ def test_python_layer_beside_the_model(tmp_path):
 
 
 def test_python_layer_refused(tmp_path):
-    from engine.net import Net
+    from engine.core.net import Net
     path, _ = _model(tmp_path)
     with pytest.raises(PythonLayerRefused, match="Layer 'scale' is a Python layer"):
         Net(path, caffe_pb2.TEST, allow_python=False)
@@ -170,7 +170,7 @@ def test_module_from_sys_path(tmp_path, monkeypatch):
 
 
 def test_same_module_name_in_two_model_dirs(tmp_path):
-    src = "from engine.layers.python_layer import PyLayer\nclass L(PyLayer):\n    VALUE = %d\n"
+    src = "from engine.core.layers.python_layer import PyLayer\nclass L(PyLayer):\n    VALUE = %d\n"
     dirs = []
     for i in (1, 2):
         d = tmp_path / ("m%d" % i)
@@ -194,7 +194,7 @@ def test_learnable_blobs_gradient(tmp_path):
 
 
 def test_python_layer_in_gpu_mode(tmp_path, mode):
-    from engine import backend
+    from engine.core import backend
     _, module = _model(tmp_path)
     p = _param('name: "s" type: "Python" python_param { module: "%s" layer: "ScaleBy" param_str: "-2" }'
                % module)

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from engine import backend
-from engine.blob import Blob
-from engine.errors import LayerError
-from engine.gradient_check import GradientChecker
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.errors import LayerError
+from engine.instruments.gradient_check import GradientChecker
 
 from tests.layers.helpers import empty_blobs, gaussian_blob, make_layer, uniform_blob
 

@@ -13,10 +13,10 @@ import sys
 import numpy as np
 import pytest
 
-from engine import backend
-from engine.blob import Blob
-from engine.errors import LayerError
-from engine.gradient_check import GradientChecker
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.errors import LayerError
+from engine.instruments.gradient_check import GradientChecker
 from tests.layers.helpers import make_layer, gaussian_blob, uniform_blob, empty_blobs
 
 
@@ -176,7 +176,7 @@ DECONV = ('type: "Deconvolution" convolution_param { %s weight_filler { type: "g
 @pytest.fixture(params=["batch_last", "standard"])
 def col_layout(request, monkeypatch):
     """Run a convolution test with each CPU column layout."""
-    from engine.layers import vision
+    from engine.core.layers import vision
     monkeypatch.setattr(vision, "CPU_COL_LAYOUT", request.param)
     return request.param
 
@@ -359,7 +359,7 @@ def test_conv_errors():
 
 
 def test_conv_large_batch_is_chunked(monkeypatch, col_layout):
-    from engine.layers import vision
+    from engine.core.layers import vision
     x = gaussian_blob((5, 2, 4, 4))
     layer = make_layer(CONV % "kernel_size: 3 pad: 1 num_output: 3")
     full = run(layer, [x])[0].data.copy()
@@ -880,13 +880,13 @@ def test_gpu_stochastic_pool_test_phase_matches_cpu():
 
 # ====================================================================== misc
 def test_kernels_import_without_cupy():
-    code = ("import sys; import engine.kernels.im2col, engine.kernels.pooling, engine.kernels.lrn, "
-            "engine.layers.vision; assert 'cupy' not in sys.modules")
+    code = ("import sys; import engine.core.kernels.im2col, engine.core.kernels.pooling, engine.core.kernels.lrn, "
+            "engine.core.layers.vision; assert 'cupy' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__)
                                                                      .resolve().parents[2]))
 
 
 def test_registered_types():
-    from engine.layers import layer_types
+    from engine.core.layers import layer_types
     for t in ["Convolution", "Deconvolution", "Pooling", "LRN", "Im2col", "SPP", "Crop"]:
         assert t in layer_types()

@@ -1,0 +1,443 @@
+"""Blob: Caffe's N-D array of data and diff, with SyncedMemory semantics.
+
+Each of data and diff is a :class:`SyncedMemory`: a flat buffer that lives on
+the host (NumPy) and/or the device (CuPy) and is copied only when the other
+side asks for it and the side asked for is stale.  ``Blob.data``/``Blob.diff``
+are pycaffe's writable NumPy views (asking for them makes the host copy the
+current one); layers use ``get_data``/``mut_data`` (and the ``diff`` twins),
+which return arrays on the device of the current mode.
+"""
+import threading
+
+import numpy as np
+
+from engine.core import backend
+from engine.core.errors import NetError, ShapeError
+from engine.core.log import shape_string
+
+MAX_BLOB_AXES = 32
+_ASUM_LANES = 16
+_ASUM_ROWS = 1 << 12            # rows of 16 per block (256 KiB)
+_asum_local = threading.local()
+
+
+def caffe_asum(a):
+    """Sum of |a| as Caffe's CPU build computes it (cblas_sasum: 16 float32
+    accumulators run along the array, then added), so that debug_info numbers of
+    very large blobs round as Caffe's do.  On the GPU (cublasSasum), and for
+    other dtypes, a plain reduction."""
+    xp = backend.xp_of(a)
+    x = a.reshape(-1)
+    if xp is not np or x.dtype != np.float32 or x.size < 4 * _ASUM_LANES:
+        return float(xp.abs(x).sum())
+    m = (x.size // _ASUM_LANES) * _ASUM_LANES
+    rows = m // _ASUM_LANES
+    x2 = x[:m].reshape(rows, _ASUM_LANES)
+    if rows <= _ASUM_ROWS:
+        lanes = np.abs(x2).sum(axis=0, dtype=np.float32)
+    else:
+        # The same sums in blocks of rows through a small buffer (no |x| temporary as
+        # big as the blob): row 0 of the buffer carries the lanes so far, and the
+        # reduction down the rows adds in the same order as over the whole array.
+        buf = getattr(_asum_local, "buf", None)
+        if buf is None:
+            buf = _asum_local.buf = np.empty((_ASUM_ROWS + 1, _ASUM_LANES), np.float32)
+        lanes = np.zeros(_ASUM_LANES, np.float32)
+        for r0 in range(0, rows, _ASUM_ROWS):
+            k = min(rows, r0 + _ASUM_ROWS) - r0
+            buf[0] = lanes
+            np.abs(x2[r0:r0 + k], out=buf[1:k + 1])
+            lanes = buf[:k + 1].sum(axis=0, dtype=np.float32)
+    tail = np.abs(x[m:]).sum(dtype=np.float32)
+    return float(np.float32(lanes.sum(dtype=np.float32) + tail))
+_UNINIT, _HOST, _DEV, _SYNCED = 0, 1, 2, 3
+
+
+class SyncedMemory:
+    """A flat buffer of ``size`` elements held on the host, the device or both."""
+
+    __slots__ = ("size", "dtype", "_host", "_dev", "head")
+
+    def __init__(self, size, dtype):
+        self.size, self.dtype = int(size), np.dtype(dtype)
+        self._host = self._dev = None
+        self.head = _UNINIT
+
+    def host(self):
+        """Host buffer, current (copied from the device if that is newer)."""
+        if self.head == _UNINIT:
+            self._host = np.zeros(self.size, self.dtype)
+            self.head = _HOST
+        elif self.head == _DEV:
+            if self._host is None:
+                self._host = np.empty(self.size, self.dtype)
+            self._dev.get(out=self._host)
+            self.head = _SYNCED
+        return self._host
+
+    def dev(self):
+        """Device buffer, current (copied from the host if that is newer)."""
+        cp = backend.cupy()
+        if self.head == _UNINIT:
+            self._dev = cp.zeros(self.size, self.dtype)
+            self.head = _DEV
+        elif self.head == _HOST:
+            if self._dev is None:
+                self._dev = cp.empty(self.size, self.dtype)
+            self._dev.set(self._host)
+            self.head = _SYNCED
+        return self._dev
+
+    def mutable_host(self):
+        h = self.host()
+        self.head = _HOST
+        return h
+
+    def mutable_dev(self):
+        d = self.dev()
+        self.head = _DEV
+        return d
+
+    def get(self, gpu):
+        return self.dev() if gpu else self.host()
+
+    def mutable(self, gpu):
+        return self.mutable_dev() if gpu else self.mutable_host()
+
+    @property
+    def where(self):
+        return ("uninitialized", "host", "device", "synced")[self.head]
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+
+class Blob:
+    """An N-D blob: shape, data and diff.  ``Blob(shape, dtype=float32)``."""
+
+    def __init__(self, shape=(), dtype=np.float32):
+        self.dtype = np.dtype(dtype)
+        self._shape = ()
+        self._count = 0
+        self._capacity = 0
+        self._data = None
+        self._diff = None
+        # Caffe's default Blob() has count 0; a shape given here reshapes.
+        if shape is not None and len(tuple(shape)):
+            self.reshape(shape)
+
+    # ------------------------------------------------------------------ shape
+    def reshape(self, *shape):
+        """Blob::Reshape: new shape; memory grows only past the capacity."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        shape = tuple(int(d) for d in shape)
+        if len(shape) > MAX_BLOB_AXES:
+            raise ShapeError("Blob shape has %d axes; at most %d are allowed" % (len(shape), MAX_BLOB_AXES))
+        count = 1
+        for d in shape:
+            if d < 0:
+                raise ShapeError("Blob shape %s has a negative dimension" % (shape,))
+            count *= d
+        if count > np.iinfo(np.int32).max:
+            raise ShapeError("blob size exceeds INT_MAX")
+        self._shape, self._count = shape, count
+        if count > self._capacity:
+            self._capacity = count
+            self._data = SyncedMemory(count, self.dtype)
+            self._diff = SyncedMemory(count, self.dtype)
+        elif self._data is None:
+            self._data = SyncedMemory(0, self.dtype)
+            self._diff = SyncedMemory(0, self.dtype)
+
+    Reshape = reshape
+
+    def reshape_like(self, other):
+        self.reshape(other.shape)
+
+    ReshapeLike = reshape_like
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def count(self):
+        return self._count
+
+    def count_range(self, start, end=None):
+        """Blob::count(start, end): product of dims in [start, end)."""
+        end = self.num_axes if end is None else end
+        c = 1
+        for d in self._shape[start:end]:
+            c *= d
+        return c
+
+    @property
+    def num_axes(self):
+        return len(self._shape)
+
+    def canonical_axis(self, axis_index):
+        """Blob::CanonicalAxisIndex: negative axes count from the end."""
+        n = self.num_axes
+        if not -n <= axis_index < n:
+            raise ShapeError("axis %d out of range for %d-D Blob with shape %s"
+                             % (axis_index, n, shape_string(self._shape, self._count)))
+        return axis_index + n if axis_index < 0 else axis_index
+
+    CanonicalAxisIndex = canonical_axis
+
+    def shape_at(self, index):
+        return self._shape[self.canonical_axis(index)]
+
+    def legacy_shape(self, index):
+        if self.num_axes > 4:
+            raise ShapeError("Cannot use legacy accessors on Blobs with > 4 axes.")
+        if index >= self.num_axes or index < -self.num_axes:
+            return 1
+        return self.shape_at(index)
+
+    num = property(lambda self: self.legacy_shape(0))
+    channels = property(lambda self: self.legacy_shape(1))
+    height = property(lambda self: self.legacy_shape(2))
+    width = property(lambda self: self.legacy_shape(3))
+
+    def shape_string(self):
+        return shape_string(self._shape, self._count)
+
+    # ------------------------------------------------------------------ memory
+    def _view(self, flat):
+        return flat[: self._count].reshape(self._shape)
+
+    def _gpu(self, gpu):
+        return backend.mode() == backend.GPU if gpu is None else gpu
+
+    def _mem(self, mem):
+        if mem is None:   # Blob() never reshaped: Caffe's CHECK(data_) in cpu_data() & co.
+            raise ShapeError("Check failed: data_ (the blob was never given a shape, so it holds no "
+                             "memory: reshape it first, e.g. with input_param { shape {...} } or "
+                             "blob.reshape(...))")
+        return mem
+
+    def get_data(self, gpu=None):
+        """Data on the device of the current mode (read-only by convention)."""
+        return self._view(self._mem(self._data).get(self._gpu(gpu)))
+
+    def mut_data(self, gpu=None):
+        """Data on the device of the current mode, marked as the current copy."""
+        return self._view(self._mem(self._data).mutable(self._gpu(gpu)))
+
+    def get_diff(self, gpu=None):
+        return self._view(self._mem(self._diff).get(self._gpu(gpu)))
+
+    def mut_diff(self, gpu=None):
+        return self._view(self._mem(self._diff).mutable(self._gpu(gpu)))
+
+    def set_data(self, value):
+        self.mut_data()[...] = value
+
+    def set_diff(self, value):
+        self.mut_diff()[...] = value
+
+    @property
+    def data(self):
+        """pycaffe's ``blob.data``: a writable NumPy view of the host data."""
+        return self._view(self._mem(self._data).mutable_host())
+
+    @data.setter
+    def data(self, value):
+        self.data[...] = value
+
+    @property
+    def diff(self):
+        """pycaffe's ``blob.diff``: a writable NumPy view of the host diff."""
+        return self._view(self._mem(self._diff).mutable_host())
+
+    @diff.setter
+    def diff(self, value):
+        self.diff[...] = value
+
+    @property
+    def data_memory(self):
+        return self._data
+
+    @property
+    def diff_memory(self):
+        return self._diff
+
+    def share_data(self, other):
+        """Blob::ShareData: use ``other``'s data memory (counts must agree)."""
+        if self._count != other.count:
+            raise ShapeError("ShareData: count %d vs %d" % (self._count, other.count))
+        self._data = other._data
+
+    def share_diff(self, other):
+        if self._count != other.count:
+            raise ShapeError("ShareDiff: count %d vs %d" % (self._count, other.count))
+        self._diff = other._diff
+
+    ShareData, ShareDiff = share_data, share_diff
+
+    def shares_data_with(self, other):
+        return self._data is other._data
+
+    # ------------------------------------------------------------------ math
+    def _reduce(self, mem, fn):
+        if self._count == 0:
+            return 0.0
+        gpu = mem.head == _DEV  # compute where the current copy lives
+        a = mem.get(gpu)[: self._count]
+        return float(fn(a))
+
+    def asum_data(self):
+        return self._reduce(self._data, caffe_asum)
+
+    def asum_diff(self):
+        return self._reduce(self._diff, caffe_asum)
+
+    def sumsq_data(self):
+        return self._reduce(self._data, lambda a: backend.xp_of(a).dot(a, a))
+
+    def sumsq_diff(self):
+        return self._reduce(self._diff, lambda a: backend.xp_of(a).dot(a, a))
+
+    def scale_data(self, s):
+        d = self.mut_data()
+        d *= d.dtype.type(s)
+
+    def scale_diff(self, s):
+        d = self.mut_diff()
+        d *= d.dtype.type(s)
+
+    def update(self):
+        """Blob::Update: data -= diff, where the data currently lives."""
+        if self._count == 0:
+            return
+        gpu = self._data.head == _DEV
+        data = self._view(self._data.mutable(gpu))
+        data -= self._view(self._diff.get(gpu))
+
+    Update = update
+
+    # ------------------------------------------------------------------ protos
+    def shape_equals(self, proto):
+        """Blob::ShapeEquals, including the legacy num/channels/height/width form."""
+        if proto.HasField("num") or proto.HasField("channels") or proto.HasField("height") \
+                or proto.HasField("width"):
+            if self.num_axes > 4:
+                return False
+            return (self.legacy_shape(-4), self.legacy_shape(-3), self.legacy_shape(-2),
+                    self.legacy_shape(-1)) == (proto.num, proto.channels, proto.height, proto.width)
+        return tuple(proto.shape.dim) == self._shape
+
+    @staticmethod
+    def proto_shape(proto):
+        if proto.HasField("num") or proto.HasField("channels") or proto.HasField("height") \
+                or proto.HasField("width"):
+            return (proto.num, proto.channels, proto.height, proto.width)
+        return tuple(int(d) for d in proto.shape.dim)
+
+    def from_proto(self, proto, reshape=True):
+        """Blob::FromProto: copy data (and diff, if present) from a BlobProto."""
+        if reshape:
+            self.reshape(self.proto_shape(proto))
+        elif not self.shape_equals(proto):
+            raise ShapeError("shape mismatch (reshape not set)")
+        count = self._count
+        data_field = "double_data" if len(proto.double_data) > 0 else "data"
+        diff_field = "double_diff" if len(proto.double_diff) > 0 else "diff"
+        for field in (data_field, diff_field):
+            n = len(getattr(proto, field))
+            if n != count and (field == data_field or n > 0):
+                raise ShapeError("BlobProto has %d %s values for a blob of count %d" % (n, field, count))
+        with np.errstate(all="ignore"):   # doubles beyond float range become inf, as in Caffe
+            if len(proto.double_data) > 0:
+                self.data.reshape(-1)[:] = np.asarray(proto.double_data, dtype=np.float64)
+            else:
+                self.data.reshape(-1)[:] = np.asarray(proto.data, dtype=np.float32)
+            if len(proto.double_diff) > 0:
+                self.diff.reshape(-1)[:] = np.asarray(proto.double_diff, dtype=np.float64)
+            elif len(proto.diff) > 0:
+                self.diff.reshape(-1)[:] = np.asarray(proto.diff, dtype=np.float32)
+
+    FromProto = from_proto
+
+    def to_proto(self, proto, write_diff=False):
+        """Blob::ToProto: shape, float data and optionally diff."""
+        proto.Clear()
+        proto.shape.dim.extend(self._shape)
+        if self.dtype == np.float64:
+            proto.double_data.extend(self.data.reshape(-1).tolist())
+            if write_diff:
+                proto.double_diff.extend(self.diff.reshape(-1).tolist())
+        else:
+            proto.data.extend(self.data.reshape(-1).tolist())
+            if write_diff:
+                proto.diff.extend(self.diff.reshape(-1).tolist())
+        return proto
+
+    ToProto = to_proto
+
+    def copy_from(self, other, copy_diff=False, reshape=False):
+        """Blob::CopyFrom."""
+        if other.count != self._count or other.shape != self._shape:
+            if reshape:
+                self.reshape_like(other)
+            else:
+                raise ShapeError("Trying to copy blobs of different sizes.")
+        if copy_diff:
+            self.set_diff(other.get_diff())
+        else:
+            self.set_data(other.get_data())
+
+    CopyFrom = copy_from
+
+    @property
+    def nbytes(self):
+        return self._count * self.dtype.itemsize
+
+    def __repr__(self):
+        return "<Blob %s %s>" % (self.shape_string(), self.dtype.name)
+
+
+class BlobPayload:
+    """A BlobProto's shape fields and values, with the values as NumPy arrays.
+
+    Quacks like the BlobProto it was made from for ``Blob.from_proto``,
+    ``shape_equals`` and ``proto_shape`` (``HasField``, ``num``..``width``,
+    ``shape``, ``data``/``double_data``/``diff``/``double_diff``), so weights can be
+    taken out of a parsed caffemodel once and the message dropped or upgraded
+    without copying them (``Net.CopyTrainedLayersFrom``)."""
+
+    __slots__ = ("_shape", "data", "double_data", "diff", "double_diff")
+    _LEGACY = ("num", "channels", "height", "width")
+
+    def __init__(self, proto, data=None):
+        sp = type(proto)()
+        for f in self._LEGACY:
+            if proto.HasField(f):
+                setattr(sp, f, getattr(proto, f))
+        if proto.HasField("shape"):
+            sp.shape.CopyFrom(proto.shape)
+        self._shape = sp
+        # ``data``: the values when the caller has them already (e.g. a view of
+        # the serialized bytes); converting a big repeated field costs more.
+        self.data = np.asarray(proto.data, dtype=np.float32) if data is None else data
+        self.double_data = np.asarray(proto.double_data, dtype=np.float64)
+        self.diff = np.asarray(proto.diff, dtype=np.float32)
+        self.double_diff = np.asarray(proto.double_diff, dtype=np.float64)
+
+    def HasField(self, name):
+        return self._shape.HasField(name)
+
+    num = property(lambda self: self._shape.num)
+    channels = property(lambda self: self._shape.channels)
+    height = property(lambda self: self._shape.height)
+    width = property(lambda self: self._shape.width)
+    shape = property(lambda self: self._shape.shape)
+
+
+def check_same_count(a, b, what, layer=None):
+    if a.count != b.count:
+        raise NetError("%s: count %d vs %d" % (what, a.count, b.count), layer=layer)

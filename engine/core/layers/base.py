@@ -1,0 +1,260 @@
+"""Layer: the base class of every layer, after Caffe's layer.hpp.
+
+``SetUp`` always runs in the same order: check blob counts, ``layer_setup``,
+``reshape``, set loss weights.  ``Forward`` reshapes, runs ``forward`` and
+returns the weighted loss of the tops (the loss weight lives in the top's
+diff, as in Caffe).  Subclasses declare their blob counts as class attributes
+and write one ``forward``/``backward`` body against ``self.xp`` (NumPy on the
+CPU, CuPy on the GPU).
+"""
+import threading
+
+import numpy as np
+
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.errors import LayerError
+
+_WORK = threading.local()
+
+
+def workspace(xp, name, shape, dtype):
+    """A work array of ``shape``/``dtype`` on ``xp``'s device, kept between calls so a
+    step allocates nothing (no page faults for big temporaries on the host).
+
+    One flat buffer per (thread, ``name``, module, dtype), grown on demand and shared
+    by every layer: its contents are undefined, and it is valid only until the next
+    request for the same ``name`` on this thread (each call site uses its own name,
+    so a layer that runs another layer inside it keeps its own buffer).  On the GPU
+    the stream orders the reuse."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    arrays = _WORK.__dict__.setdefault("arrays", {})
+    key = (name, xp.__name__, np.dtype(dtype).str)
+    a = arrays.get(key)
+    if a is None or a.size < n:
+        arrays[key] = None          # let the old buffer go before the new one is made
+        a = arrays[key] = xp.empty(max(n, 1), dtype=dtype)
+    return a[:n].reshape(shape)
+
+
+def fill_param(blob, filler):
+    """``engine.core.fillers.fill``, with the constant filler (the default, and what deploy
+    nets whose weights come from a caffemodel use) written in place: the same values
+    without a float64 temporary of the blob's size; zeros into fresh memory are the
+    zeros it was allocated with (no page touched until a value is written)."""
+    if filler.type == "constant":
+        mem = blob.data_memory
+        fresh = mem is not None and mem.head == 0 and mem.size >= blob.count
+        data = blob.data                    # the host copy, current (as fill leaves it)
+        if not (fresh and filler.value == 0):
+            data[...] = np.float64(filler.value)
+        return
+    from engine.core.fillers import fill
+    fill(blob, filler)
+
+
+class Layer:
+    type = None
+    # Blob-count declarations (-1: no constraint), as layer.hpp's virtuals.
+    exact_num_bottom = -1
+    min_bottom = -1
+    max_bottom = -1
+    exact_num_top = -1
+    min_top = -1
+    max_top = -1
+    equal_num_bottom_top = False
+    auto_top_blobs = False
+
+    def __init__(self, param, dtype=np.float32):
+        from engine.proto import caffe_pb2
+        p = caffe_pb2.LayerParameter()
+        p.CopyFrom(param)
+        self.layer_param = p
+        self.phase = p.phase
+        self.dtype = np.dtype(dtype)
+        self.blobs = []
+        self.param_propagate_down = []
+        self._loss = []
+        if len(p.blobs):
+            # Layer(param) constructor: blobs given in the param are copied in.
+            for bp in p.blobs:
+                b = Blob(dtype=self.dtype)
+                b.from_proto(bp)
+                self.blobs.append(b)
+
+    # ---------------------------------------------------------------- helpers
+    @property
+    def name(self):
+        return self.layer_param.name
+
+    @property
+    def xp(self):
+        return backend.xp()
+
+    @property
+    def on_gpu(self):
+        return backend.mode() == backend.GPU
+
+    def error(self, message, cls=LayerError, blob=None):
+        """An exception naming this layer (raise the result)."""
+        return cls("%s (layer '%s', type %s)" % (message, self.name, self.type),
+                   layer=self.name, blob=blob)
+
+    def check(self, cond, message, cls=LayerError):
+        if not cond:
+            raise self.error(message, cls)
+
+    def new_blob(self, shape):
+        return Blob(shape, dtype=self.dtype)
+
+    # ---------------------------------------------------------------- SetUp
+    def SetUp(self, bottom, top):
+        with np.errstate(all="ignore"):
+            self.check_blob_counts(bottom, top)
+            self.layer_setup(bottom, top)
+            self.reshape(bottom, top)
+            self.set_loss_weights(top)
+
+    def check_blob_counts(self, bottom, top):
+        t, nb, nt = self.type, len(bottom), len(top)
+        if self.exact_num_bottom >= 0 and nb != self.exact_num_bottom:
+            raise self.error("%s Layer takes %d bottom blob(s) as input." % (t, self.exact_num_bottom))
+        if self.min_bottom >= 0 and nb < self.min_bottom:
+            raise self.error("%s Layer takes at least %d bottom blob(s) as input." % (t, self.min_bottom))
+        if self.max_bottom >= 0 and nb > self.max_bottom:
+            raise self.error("%s Layer takes at most %d bottom blob(s) as input." % (t, self.max_bottom))
+        if self.exact_num_top >= 0 and nt != self.exact_num_top:
+            raise self.error("%s Layer produces %d top blob(s) as output." % (t, self.exact_num_top))
+        if self.min_top >= 0 and nt < self.min_top:
+            raise self.error("%s Layer produces at least %d top blob(s) as output." % (t, self.min_top))
+        if self.max_top >= 0 and nt > self.max_top:
+            raise self.error("%s Layer produces at most %d top blob(s) as output." % (t, self.max_top))
+        if self.equal_num_bottom_top and nb != nt:
+            raise self.error("%s Layer produces one top blob as output for each bottom blob input." % t)
+
+    def set_loss_weights(self, top):
+        weights = self.layer_param.loss_weight
+        if len(weights):
+            if len(weights) != len(top):
+                raise self.error("loss_weight must be unspecified or specified once per top blob.")
+            for i, w in enumerate(weights):
+                if w == 0:
+                    continue
+                self.set_loss(i, w)
+                top[i].mut_diff()[...] = w
+
+    # ---------------------------------------------------------------- to override
+    def layer_setup(self, bottom, top):
+        """One-time setup (read params, make param blobs)."""
+
+    def reshape(self, bottom, top):
+        raise NotImplementedError("%s must implement reshape" % type(self).__name__)
+
+    def forward(self, bottom, top):
+        raise NotImplementedError("%s must implement forward" % type(self).__name__)
+
+    def backward(self, top, propagate_down, bottom):
+        """Default: no gradient (Caffe's layers without Backward_cpu)."""
+        for i, pd in enumerate(propagate_down):
+            if pd:
+                raise self.error("%s Layer cannot backpropagate to its inputs" % self.type)
+
+    # ---------------------------------------------------------------- Forward/Backward
+    def Forward(self, bottom, top):
+        # NaN and Inf travel through layers silently, as in Caffe; the debug
+        # records and health checks report them.
+        with np.errstate(all="ignore"):
+            self.reshape(bottom, top)
+            self.forward(bottom, top)
+            loss = self.dtype.type(0)
+            for i, t in enumerate(top):
+                if self.loss(i):
+                    d = t.get_data().reshape(-1)
+                    w = t.get_diff().reshape(-1)
+                    loss += self.dtype.type(self.xp.dot(d, w))
+        return loss
+
+    def Backward(self, top, propagate_down, bottom):
+        with np.errstate(all="ignore"):
+            self.backward(top, list(propagate_down), bottom)
+
+    # ---------------------------------------------------------------- loss
+    def loss(self, top_index):
+        return self._loss[top_index] if top_index < len(self._loss) else 0.0
+
+    def set_loss(self, top_index, value):
+        if len(self._loss) <= top_index:
+            self._loss.extend([0.0] * (top_index + 1 - len(self._loss)))
+        self._loss[top_index] = float(value)
+
+    def allow_force_backward(self, bottom_index):
+        return True
+
+    # ---------------------------------------------------------------- params
+    def set_param_propagate_down(self, param_id, value):
+        if len(self.param_propagate_down) <= param_id:
+            self.param_propagate_down.extend([True] * (param_id + 1 - len(self.param_propagate_down)))
+        self.param_propagate_down[param_id] = bool(value)
+
+    def get_param_propagate_down(self, param_id):
+        return self.param_propagate_down[param_id] if param_id < len(self.param_propagate_down) else True
+
+    def to_proto(self, write_diff=False):
+        """Layer::ToProto: the layer's param with its blobs."""
+        from engine.proto import caffe_pb2
+        p = caffe_pb2.LayerParameter()
+        p.CopyFrom(self.layer_param)
+        del p.blobs[:]
+        for b in self.blobs:
+            b.to_proto(p.blobs.add(), write_diff)
+        return p
+
+    def __repr__(self):
+        return "<%s layer '%s'>" % (self.type, self.name)
+
+
+class NeuronLayer(Layer):
+    """One bottom, one top of the same shape (may be in place)."""
+    exact_num_bottom = 1
+    exact_num_top = 1
+
+    def reshape(self, bottom, top):
+        top[0].reshape_like(bottom[0])
+
+
+class LossLayer(Layer):
+    """Two bottoms (prediction, label), one scalar top with loss weight 1 by default."""
+    exact_num_bottom = 2
+    exact_num_top = 1
+    auto_top_blobs = True
+
+    def layer_setup(self, bottom, top):
+        if len(self.layer_param.loss_weight) == 0:
+            self.layer_param.loss_weight.append(1.0)
+
+    def reshape(self, bottom, top):
+        if bottom[0].shape_at(0) != bottom[1].shape_at(0):
+            raise self.error("The data and label should have the same first dimension. (%d vs. %d)"
+                             % (bottom[0].shape_at(0), bottom[1].shape_at(0)))
+        top[0].reshape(())
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index != 1
+
+    def get_normalizer(self, mode, outer_num, inner_num, valid_count):
+        """LossLayer::GetNormalizer (FULL, VALID, BATCH_SIZE, NONE), at least 1."""
+        from engine.proto import caffe_pb2
+        LP = caffe_pb2.LossParameter
+        if mode == LP.FULL:
+            n = outer_num * inner_num
+        elif mode == LP.VALID:
+            n = outer_num * inner_num if valid_count == -1 else valid_count
+        elif mode == LP.BATCH_SIZE:
+            n = outer_num
+        elif mode == LP.NONE:
+            n = 1
+        else:
+            raise self.error("Unknown normalization mode: %s" % mode)
+        return max(1.0, float(n))

@@ -1,0 +1,218 @@
+"""Caffe's Python layer (python_layer.hpp) and pycaffe's ``caffe.Layer``.
+
+A layer of type "Python" names a module and a class in ``python_param``; the
+class subclasses :class:`PyLayer` (pycaffe's ``caffe.Layer``, re-exported as
+``engine.Layer``) and implements::
+
+    setup(self, bottom, top)
+    reshape(self, bottom, top)
+    forward(self, bottom, top)
+    backward(self, top, propagate_down, bottom)
+
+on lists of Blobs (``blob.data`` / ``blob.diff`` are NumPy arrays, as in
+pycaffe).  ``self.param_str``, ``self.phase`` (0 TRAIN, 1 TEST) and
+``self.blobs`` (with ``add_blob(*shape)``) are available from ``setup`` on;
+the class is constructed as pycaffe constructs it, ``cls(layer_param)``.
+
+The module is imported from ``sys.path``; a module that sits beside the model
+file (the net passes ``model_dir``) is imported from there.  The net refuses
+Python layers altogether when built with ``allow_python=False``.
+"""
+import importlib
+import importlib.util
+import os
+import sys
+import threading
+
+import numpy as np
+
+from engine.core.blob import Blob
+from engine.core.errors import CaffeError, LayerError
+from engine.core.layers.base import Layer
+from engine.core.layers.registry import register_layer
+
+_import_lock = threading.RLock()
+
+
+class BlobVec(list):
+    """pycaffe's BlobVec: a list of Blobs with ``add_blob(*shape)``."""
+
+    def __init__(self, iterable=(), dtype=np.float32):
+        super().__init__(iterable)
+        self.dtype = np.dtype(dtype)
+
+    def add_blob(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        b = Blob(tuple(int(d) for d in shape), dtype=self.dtype)
+        self.append(b)
+        return b
+
+
+class PyLayer(Layer):
+    """pycaffe's ``caffe.Layer``: subclass it and implement setup/reshape/forward/backward."""
+    type = "Python"
+
+    def __init__(self, param, dtype=np.float32, model_dir=None):
+        super().__init__(param, dtype)
+        self.blobs = BlobVec(self.blobs, dtype=self.dtype)
+        self.model_dir = model_dir
+        self.param_str = self.layer_param.python_param.param_str
+        self.phase = int(self.layer_param.phase)
+
+    def _configure(self, dtype, model_dir):
+        """Engine settings for an instance built as ``cls(param)`` by pycaffe's rule."""
+        if not hasattr(self, "layer_param"):
+            raise LayerError("Python layer class %s.__init__ must call the base class "
+                             "__init__(param)" % type(self).__name__)
+        dtype = np.dtype(dtype)
+        if dtype != self.dtype:
+            self.dtype = dtype
+            fresh = BlobVec(dtype=dtype)
+            for b in self.blobs:
+                nb = Blob(b.shape, dtype=dtype)
+                nb.data[...] = b.data
+                fresh.append(nb)
+            self.blobs = fresh
+        elif not isinstance(self.blobs, BlobVec):
+            self.blobs = BlobVec(self.blobs, dtype=self.dtype)
+        self.model_dir = model_dir
+
+    # ----------------------------------------------------------- the pycaffe contract
+    def setup(self, bottom, top):
+        """Called once, before the first reshape."""
+
+    def reshape(self, bottom, top):
+        raise NotImplementedError("Python layer class %s must implement reshape(bottom, top)"
+                                  % type(self).__name__)
+
+    def forward(self, bottom, top):
+        raise NotImplementedError("Python layer class %s must implement forward(bottom, top)"
+                                  % type(self).__name__)
+
+    def backward(self, top, propagate_down, bottom):
+        """Default: no gradient."""
+
+    # ----------------------------------------------------------- engine hooks
+    def _call(self, method, *args):
+        try:
+            return getattr(self, method)(*args)
+        except CaffeError:
+            raise
+        except Exception as e:
+            raise LayerError("Python layer '%s' (%s.%s): %s raised %s: %s"
+                             % (self.name, self.layer_param.python_param.module,
+                                self.layer_param.python_param.layer, method,
+                                type(e).__name__, e), layer=self.name) from e
+
+    def layer_setup(self, bottom, top):
+        self.param_str = self.layer_param.python_param.param_str
+        self.phase = int(self.layer_param.phase)
+        self._call("setup", bottom, top)
+
+    def SetUp(self, bottom, top):
+        self.check_blob_counts(bottom, top)
+        self.layer_setup(bottom, top)
+        self._call("reshape", bottom, top)
+        self.set_loss_weights(top)
+
+    def Forward(self, bottom, top):
+        with np.errstate(all="ignore"):
+            self._call("reshape", bottom, top)
+            self._call("forward", bottom, top)
+            loss = self.dtype.type(0)
+            for i, t in enumerate(top):
+                if self.loss(i):
+                    d = t.get_data().reshape(-1)
+                    w = t.get_diff().reshape(-1)
+                    loss += self.dtype.type(self.xp.dot(d, w))
+        return loss
+
+    def Backward(self, top, propagate_down, bottom):
+        with np.errstate(all="ignore"):
+            self._call("backward", top, list(propagate_down), bottom)
+
+    def __repr__(self):
+        return "<Python layer '%s' (%s.%s)>" % (self.name, self.layer_param.python_param.module,
+                                                 self.layer_param.python_param.layer)
+
+
+def _module_file_in(directory, module):
+    top = module.split(".")[0]
+    for cand in (os.path.join(directory, top + ".py"), os.path.join(directory, top, "__init__.py")):
+        if os.path.isfile(cand):
+            return cand
+    return None
+
+
+def _import_module(module, model_dir):
+    """Import ``module``; one beside the model file wins over a same-named one elsewhere."""
+    with _import_lock:
+        local = _module_file_in(model_dir, module) if model_dir else None
+        if local is None:
+            return importlib.import_module(module)
+        top = module.split(".")[0]
+        cached = sys.modules.get(top)
+        cached_file = getattr(cached, "__file__", None) if cached is not None else None
+        if cached is not None and cached_file and os.path.abspath(cached_file) == os.path.abspath(local):
+            return importlib.import_module(module)
+        # A different module of that name is loaded (or none is): load the model's own,
+        # with its folder on sys.path so that its own imports resolve.
+        for name in list(sys.modules):
+            if name == top or name.startswith(top + "."):
+                del sys.modules[name]
+        if model_dir not in sys.path:
+            sys.path.insert(0, model_dir)
+            added = True
+        else:
+            added = False
+        try:
+            importlib.invalidate_caches()
+            return importlib.import_module(module)
+        finally:
+            if added:
+                try:
+                    sys.path.remove(model_dir)
+                except ValueError:
+                    pass
+                # keep the folder reachable for imports the module makes later
+                sys.path.append(model_dir)
+
+
+@register_layer
+class PythonLayer(Layer):
+    """Registered under type "Python": builds the user's class (a PyLayer subclass)."""
+    type = "Python"
+
+    def __new__(cls, param, dtype=np.float32, model_dir=None, **kwargs):
+        pp = param.python_param
+        name = param.name
+        if not pp.module:
+            raise LayerError("Python layer '%s': python_param.module is not set" % name, layer=name)
+        if not pp.layer:
+            raise LayerError("Python layer '%s': python_param.layer is not set" % name, layer=name)
+        try:
+            mod = _import_module(pp.module, model_dir)
+        except ModuleNotFoundError as e:
+            where = " (looked in sys.path%s)" % (" and %s" % model_dir if model_dir else "")
+            raise LayerError("Python layer '%s': cannot import module '%s': %s%s"
+                             % (name, pp.module, e, where), layer=name) from e
+        except Exception as e:
+            raise LayerError("Python layer '%s': importing module '%s' failed: %s: %s"
+                             % (name, pp.module, type(e).__name__, e), layer=name) from e
+        user_cls = getattr(mod, pp.layer, None)
+        if user_cls is None:
+            raise LayerError("Python layer '%s': module '%s' (%s) has no attribute '%s'"
+                             % (name, pp.module, getattr(mod, "__file__", "?"), pp.layer), layer=name)
+        if not (isinstance(user_cls, type) and issubclass(user_cls, PyLayer)):
+            raise LayerError("Python layer '%s': %s.%s is not a subclass of caffe.Layer "
+                             "(engine.Layer)" % (name, pp.module, pp.layer), layer=name)
+        try:
+            obj = user_cls(param)
+        except CaffeError:
+            raise
+        except Exception as e:
+            raise LayerError("Python layer '%s': constructing %s.%s raised %s: %s"
+                             % (name, pp.module, pp.layer, type(e).__name__, e), layer=name) from e
+        obj._configure(dtype, model_dir)
+        return obj

@@ -1,0 +1,52 @@
+"""Caffe's message formats in one place.
+
+Numbers are printed as C++ iostreams print them by default (``%g``, six
+significant digits), so log lines read exactly as Caffe's.
+"""
+import logging
+import math
+
+net_log = logging.getLogger("engine.core.net")
+layer_log = logging.getLogger("engine.layer")
+solver_log = logging.getLogger("engine.solver")
+upgrade_log = logging.getLogger("engine.core.upgrade")
+io_log = logging.getLogger("engine.core.io")
+
+
+def num(x):
+    """A number as ``std::ostream << x`` prints it (default precision 6)."""
+    if isinstance(x, (bool,)):
+        return "1" if x else "0"
+    if isinstance(x, int):
+        return str(x)
+    try:
+        import numpy as np
+        if isinstance(x, np.integer):
+            return str(int(x))
+    except ImportError:  # pragma: no cover
+        pass
+    f = float(x)
+    if math.isnan(f):
+        return "-nan" if math.copysign(1.0, f) < 0 else "nan"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    return "%g" % f
+
+
+def shape_string(shape, count=None):
+    """Blob::shape_string: ``"64 1 28 28 (50176)"``; a scalar blob gives ``"(1)"``."""
+    if count is None:
+        count = 1
+        for d in shape:
+            count *= int(d)
+    return "".join("%d " % d for d in shape) + "(%d)" % count
+
+
+def check_failed(expr, a=None, b=None, message=""):
+    """glog's CHECK failure text: ``Check failed: expr (a vs. b) message``."""
+    text = "Check failed: %s" % expr
+    if a is not None or b is not None:
+        text += " (%s vs. %s)" % (a, b)
+    if message:
+        text += " " + message
+    return text

@@ -1,0 +1,1117 @@
+"""Net: Caffe's Net re-implemented (net.cpp, BVLC Caffe 1.0 master).
+
+Init runs in net.cpp's order: FilterNet, InsertSplits, then per layer
+AppendBottom, AppendTop (in-place tops, Input tops as net inputs), anonymous
+AutoTopBlobs tops, SetUp, loss weights, memory, AppendParam; then the backward
+analysis (blobs under the loss, skipped propagation, force_backward), the
+outputs, ShareWeights.  It logs net.cpp's messages word for word and keeps a
+structured record of every decision for the inspector (``net.init_record``).
+
+The API is pycaffe's (``blobs``, ``params``, ``forward``, ``backward``, ...),
+plus, public, what a debugger needs (``layer_need_backward``,
+``param_owners``, ``memory_used``, ...).
+"""
+import logging
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import List
+
+import numpy as np
+from google.protobuf import text_format
+
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.errors import CaffeError, NetError, ShapeError
+from engine.core.log import net_log as log, num
+from engine.core.weights import read_weights
+
+TRAIN, TEST = 0, 1
+
+
+# ------------------------------------------------------------------ Init record
+@dataclass
+class BackwardDecision:
+    """Why a layer does or does not need backward computation."""
+    need: bool
+    rule: str          # short key: "bottom", "param", "none", "not-under-loss", "skip-propagate", "force"
+    detail: str        # a sentence for people
+
+
+@dataclass
+class SharedParam:
+    net_param_id: int
+    layer: str
+    param_index: int
+    name: str
+    owner_net_param_id: int
+    owner_layer: str
+    owner_param_index: int
+    mode: str          # "STRICT" or "PERMISSIVE"
+
+
+@dataclass
+class InitRecord:
+    """What Init decided, for the inspector and reports."""
+    filtered: list = field(default_factory=list)       # engine.core.filter dropped-layer records
+    splits: list = field(default_factory=list)         # engine.core.splits inserted-split records
+    in_place: list = field(default_factory=list)       # (layer name, top index, blob name)
+    shared: List[SharedParam] = field(default_factory=list)
+    backward: List[BackwardDecision] = field(default_factory=list)
+    transcript: list = field(default_factory=list)     # (level name, message) of Init's log
+    upgraded: bool = False
+
+
+class _Capture(logging.Handler):
+    def __init__(self, sink):
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record):
+        try:
+            self.sink.append((record.levelname, record.getMessage()))
+        except Exception:  # pragma: no cover
+            pass
+
+
+# ------------------------------------------------------------------ Net
+class Net:
+    """pycaffe's Net: ``Net(model_file, phase, level=0, stages=None, weights=None)``
+    or the deprecated ``Net(model_file, weights, phase)``.
+
+    Extra keyword arguments: ``allow_python`` (default True: Python layers run the
+    model author's code, as in Caffe), ``dtype`` (default float32).
+    """
+
+    def __init__(self, network_file, *args, level=0, stages=None, weights=None, phase=None,
+                 allow_python=True, dtype=np.float32, param=None):
+        if len(args) == 2 and isinstance(args[0], (str, os.PathLike)):
+            weights, phase = args          # Net(model, weights, phase)
+        elif len(args) == 1:
+            phase = args[0]
+        elif len(args) > 2:
+            raise TypeError("Net(model_file, phase, level=0, stages=None, weights=None)")
+        if phase is None:
+            raise TypeError("Net() needs a phase: engine.TRAIN or engine.TEST")
+        from engine.core.upgrade import read_net_params
+        self.model_file = None
+        if param is None:
+            self.model_file = os.fspath(network_file)
+            param = read_net_params(self.model_file)
+        else:
+            from engine.proto import caffe_pb2
+            p = caffe_pb2.NetParameter()
+            p.CopyFrom(param)
+            param = p
+        param.state.phase = int(phase)
+        for s in (stages or []):
+            param.state.stage.append(s)
+        param.state.level = int(level)
+        self._allow_python = allow_python
+        self._dtype = np.dtype(dtype)
+        self.init(param)
+        if weights is not None:
+            self.copy_from(weights)
+
+    @classmethod
+    def from_param(cls, param, phase=None, level=None, stages=None, allow_python=True,
+                   dtype=np.float32, model_dir=None):
+        """A Net from a NetParameter (Net(const NetParameter&)).  ``phase``/``level``/
+        ``stages`` override the param's state only when given."""
+        from engine.proto import caffe_pb2
+        from engine.core.upgrade import net_needs_upgrade, upgrade_net
+        p = caffe_pb2.NetParameter()
+        p.CopyFrom(param)
+        if net_needs_upgrade(p):
+            p = upgrade_net(p)
+        if phase is not None:
+            p.state.phase = int(phase)
+        if stages:
+            for s in stages:
+                p.state.stage.append(s)
+        if level is not None:
+            p.state.level = int(level)
+        self = cls.__new__(cls)
+        self.model_file = os.path.join(model_dir, "<param>") if model_dir else None
+        self._allow_python = allow_python
+        self._dtype = np.dtype(dtype)
+        self.init(p)
+        return self
+
+    # -------------------------------------------------------------- Init
+    def init(self, in_param):
+        from engine.core.filter import filter_net
+        from engine.core.splits import insert_splits
+        self.init_record = rec = InitRecord()
+        handler = _Capture(rec.transcript)
+        # Record the transcript even when INFO is not enabled for the user; then
+        # keep those records away from the user's handlers.
+        saved = (log.level, log.propagate)
+        quiet = not log.isEnabledFor(logging.INFO)
+        if quiet:
+            log.setLevel(logging.INFO)
+            log.propagate = False
+        log.addHandler(handler)
+        try:
+            self._init(in_param, filter_net, insert_splits)
+        finally:
+            log.removeHandler(handler)
+            if quiet:
+                log.setLevel(saved[0])
+                log.propagate = saved[1]
+
+    def _init(self, in_param, filter_net, insert_splits):
+        rec = self.init_record
+        self.phase = in_param.state.phase
+        filtered, rec.filtered = filter_net(in_param)
+        log.info("Initializing net from parameters: \n%s", text_format.MessageToString(filtered).rstrip("\n"))
+        param, rec.splits = insert_splits(filtered)
+        self.param = param
+        self.name = param.name
+
+        self._layers, self._layer_names = [], []
+        self._blobs, self._blob_names = [], []
+        self._blob_need_backward = []
+        self._blob_loss_weights = []
+        self._bottom_vecs, self._top_vecs = [], []
+        self._bottom_id_vecs, self._top_id_vecs, self._param_id_vecs = [], [], []
+        self._bottom_need_backward, self._layer_need_backward = [], []
+        self._inputs, self._outputs = [], []
+        self._params, self._param_owners, self._param_display_names = [], [], []
+        self._param_layer_indices, self._param_names_index = [], {}
+        self._learnable_params, self._learnable_param_ids = [], []
+        self._params_lr, self._params_weight_decay = [], []
+        self._has_params_lr, self._has_params_decay = [], []
+        self.memory_used = 0
+        self.debug_info = False
+        self._before_forward, self._after_forward = [], []
+        self._before_backward, self._after_backward = [], []
+        self.debug_observers = []
+        blob_name_to_idx, available = {}, set()
+        model_dir = os.path.dirname(os.path.abspath(self.model_file)) if self.model_file else None
+
+        from engine.proto import caffe_pb2
+        from engine.core.layers.registry import create_layer
+        for layer_id in range(len(param.layer)):
+            lp = param.layer[layer_id]
+            if not lp.HasField("phase"):
+                lp.phase = self.phase
+            if len(lp.propagate_down) > 0 and len(lp.propagate_down) != len(lp.bottom):
+                raise NetError("propagate_down param must be specified either 0 or bottom_size times "
+                               "(layer '%s': %d vs. %d)" % (lp.name, len(lp.propagate_down), len(lp.bottom)),
+                               layer=lp.name)
+            kwargs = {"dtype": self._dtype}
+            if lp.type == "Python":
+                kwargs["model_dir"] = model_dir
+            layer = create_layer(lp, allow_python=self._allow_python, **kwargs)
+            self._layers.append(layer)
+            self._layer_names.append(lp.name)
+            log.info("Creating Layer %s", lp.name)
+            self._bottom_vecs.append([])
+            self._top_vecs.append([])
+            self._bottom_id_vecs.append([])
+            self._top_id_vecs.append([])
+            self._param_id_vecs.append([])
+            self._bottom_need_backward.append([])
+            need_backward = False
+            why = None
+            for bottom_id in range(len(lp.bottom)):
+                blob_id = self._append_bottom(param, layer_id, bottom_id, available, blob_name_to_idx)
+                if self._blob_need_backward[blob_id]:
+                    need_backward = True
+                    why = why or BackwardDecision(True, "bottom", "bottom blob '%s' needs backward"
+                                                  % self._blob_names[blob_id])
+            num_top = len(lp.top)
+            for top_id in range(num_top):
+                self._append_top(param, layer_id, top_id, available, blob_name_to_idx)
+                if lp.type == "Input":
+                    blob_id = len(self._blobs) - 1
+                    self._inputs.append(blob_id)
+            if layer.auto_top_blobs:
+                needed = max(layer.min_top, layer.exact_num_top)
+                while num_top < needed:
+                    self._append_top(param, layer_id, num_top, None, None)
+                    num_top += 1
+            try:
+                with backend.translate_gpu_errors():
+                    layer.SetUp(self._bottom_vecs[layer_id], self._top_vecs[layer_id])
+            except CaffeError as e:
+                if getattr(e, "layer", None) is None:
+                    e.layer = lp.name
+                    e.args = ("%s (layer '%s', type %s)" % (e, lp.name, lp.type),)
+                raise
+            log.info("Setting up %s", lp.name)   # master logs it after SetUp
+            for top_id, top in enumerate(self._top_vecs[layer_id]):
+                bid = self._top_id_vecs[layer_id][top_id]
+                if len(self._blob_loss_weights) <= bid:
+                    self._blob_loss_weights.extend([0.0] * (bid + 1 - len(self._blob_loss_weights)))
+                self._blob_loss_weights[bid] = layer.loss(top_id)
+                log.info("Top shape: %s", top.shape_string())
+                if layer.loss(top_id):
+                    log.info("    with loss weight %s", num(np.float32(layer.loss(top_id))))
+                self.memory_used += top.count
+            log.info("Memory required for data: %d", self.memory_used * self._dtype.itemsize)
+            param_size = len(lp.param)
+            num_param_blobs = len(layer.blobs)
+            if param_size > num_param_blobs:
+                raise NetError("Too many params specified for layer %s" % lp.name, layer=lp.name)
+            default_spec = caffe_pb2.ParamSpec()
+            for param_id in range(num_param_blobs):
+                spec = lp.param[param_id] if param_id < param_size else default_spec
+                pnb = spec.lr_mult > 0
+                if pnb and not need_backward:
+                    why = BackwardDecision(True, "param", "param %d has lr_mult %s > 0"
+                                           % (param_id, num(spec.lr_mult)))
+                need_backward |= pnb
+                layer.set_param_propagate_down(param_id, pnb)
+            for param_id in range(num_param_blobs):
+                self._append_param(param, layer_id, param_id)
+            self._layer_need_backward.append(need_backward)
+            if why is None:
+                why = BackwardDecision(False, "none", "no bottom needs backward and no param has lr_mult > 0")
+            rec.backward.append(why)
+            if need_backward:
+                for bid in self._top_id_vecs[layer_id]:
+                    self._blob_need_backward[bid] = True
+
+        # Backward pass over the net: which blobs contribute to the loss, and
+        # which layers can skip backward because none of their tops propagates.
+        under_loss, skip_backp = set(), set()
+        for layer_id in range(len(self._layers) - 1, -1, -1):
+            layer = self._layers[layer_id]
+            contributes = False
+            skip_prop = True
+            for top_id, bid in enumerate(self._top_id_vecs[layer_id]):
+                bname = self._blob_names[bid]
+                if layer.loss(top_id) or bname in under_loss:
+                    contributes = True
+                if bname not in skip_backp:
+                    skip_prop = False
+                if contributes and not skip_prop:
+                    break
+            if self._layer_need_backward[layer_id] and skip_prop:
+                self._layer_need_backward[layer_id] = False
+                for b in range(len(self._bottom_vecs[layer_id])):
+                    self._bottom_need_backward[layer_id][b] = False
+                rec.backward[layer_id] = BackwardDecision(
+                    False, "skip-propagate", "no top blob propagates a gradient back "
+                    "(every consumer skips it via propagate_down or needs no backward)")
+            if not contributes:
+                if self._layer_need_backward[layer_id]:
+                    rec.backward[layer_id] = BackwardDecision(
+                        False, "not-under-loss", "no top blob contributes to a loss")
+                elif rec.backward[layer_id].rule == "none" and self._top_id_vecs[layer_id]:
+                    rec.backward[layer_id].detail += "; no top blob contributes to a loss"
+                self._layer_need_backward[layer_id] = False
+            if self._layer_need_backward[layer_id]:
+                log.info("%s needs backward computation.", self._layer_names[layer_id])
+            else:
+                log.info("%s does not need backward computation.", self._layer_names[layer_id])
+            for b, bid in enumerate(self._bottom_id_vecs[layer_id]):
+                if contributes:
+                    under_loss.add(self._blob_names[bid])
+                else:
+                    self._bottom_need_backward[layer_id][b] = False
+                if not self._bottom_need_backward[layer_id][b]:
+                    skip_backp.add(self._blob_names[bid])
+
+        if param.force_backward:
+            for layer_id, layer in enumerate(self._layers):
+                if not self._layer_need_backward[layer_id]:
+                    rec.backward[layer_id] = BackwardDecision(
+                        True, "force", "force_backward is set (was: %s)" % rec.backward[layer_id].detail)
+                self._layer_need_backward[layer_id] = True
+                for b, bid in enumerate(self._bottom_id_vecs[layer_id]):
+                    nb = self._bottom_need_backward[layer_id][b] or layer.allow_force_backward(b)
+                    self._bottom_need_backward[layer_id][b] = nb
+                    self._blob_need_backward[bid] = self._blob_need_backward[bid] or nb
+                for pid in range(len(layer.blobs)):
+                    layer.set_param_propagate_down(pid, True)
+
+        for name in sorted(available):
+            log.info("This network produces output %s", name)
+            self._outputs.append(blob_name_to_idx[name])
+        self._blob_names_index = {n: i for i, n in enumerate(self._blob_names)}
+        self._layer_names_index = {n: i for i, n in enumerate(self._layer_names)}
+        self._share_weights()
+        self._blobs_dict = OrderedDict(zip(self._blob_names, self._blobs))
+        self._layer_dict = OrderedDict(zip(self._layer_names, self._layers))
+        self.debug_info = bool(param.debug_info)
+        log.info("Network initialization done.")
+
+    def _append_top(self, param, layer_id, top_id, available, name_to_idx):
+        lp = param.layer[layer_id]
+        blob_name = lp.top[top_id] if top_id < len(lp.top) else "(automatic)"
+        if name_to_idx is not None and top_id < len(lp.bottom) and blob_name == lp.bottom[top_id]:
+            log.info("%s -> %s (in-place)", lp.name, blob_name)
+            bid = name_to_idx[blob_name]
+            self._top_vecs[layer_id].append(self._blobs[bid])
+            self._top_id_vecs[layer_id].append(bid)
+            self.init_record.in_place.append((lp.name, top_id, blob_name))
+        elif name_to_idx is not None and blob_name in name_to_idx:
+            raise NetError("Top blob '%s' produced by multiple sources. (layer '%s', top index %d)"
+                           % (blob_name, lp.name, top_id), layer=lp.name, blob=blob_name)
+        else:
+            log.info("%s -> %s", lp.name, blob_name)
+            blob = Blob(dtype=self._dtype)
+            bid = len(self._blobs)
+            self._blobs.append(blob)
+            self._blob_names.append(blob_name)
+            self._blob_need_backward.append(False)
+            if name_to_idx is not None:
+                name_to_idx[blob_name] = bid
+            self._top_id_vecs[layer_id].append(bid)
+            self._top_vecs[layer_id].append(blob)
+        if available is not None:
+            available.add(blob_name)
+
+    def _append_bottom(self, param, layer_id, bottom_id, available, name_to_idx):
+        lp = param.layer[layer_id]
+        blob_name = lp.bottom[bottom_id]
+        if blob_name not in available:
+            raise NetError("Unknown bottom blob '%s' (layer '%s', bottom index %d)"
+                           % (blob_name, lp.name, bottom_id), layer=lp.name, blob=blob_name)
+        bid = name_to_idx[blob_name]
+        log.info("%s <- %s", self._layer_names[layer_id], blob_name)
+        self._bottom_vecs[layer_id].append(self._blobs[bid])
+        self._bottom_id_vecs[layer_id].append(bid)
+        available.discard(blob_name)
+        # Master's rule: an explicit propagate_down decides, either way (the
+        # recurrent layers' unrolled nets rely on propagate_down: true).
+        need = self._blob_need_backward[bid]
+        if len(lp.propagate_down) > 0:
+            need = bool(lp.propagate_down[bottom_id])
+        self._bottom_need_backward[layer_id].append(need)
+        return bid
+
+    def _append_param(self, param, layer_id, param_id):
+        from engine.proto import caffe_pb2
+        layer = self._layers[layer_id]
+        lp = layer.layer_param
+        param_size = len(lp.param)
+        pname = lp.param[param_id].name if param_size > param_id else ""
+        self._param_display_names.append(pname if pname else str(param_id))
+        net_param_id = len(self._params)
+        self._params.append(layer.blobs[param_id])
+        self._param_id_vecs[layer_id].append(net_param_id)
+        self._param_layer_indices.append((layer_id, param_id))
+        spec = lp.param[param_id] if param_size > param_id else caffe_pb2.ParamSpec()
+        if not param_size or not pname or pname not in self._param_names_index:
+            self._param_owners.append(-1)
+            if pname:
+                self._param_names_index[pname] = net_param_id
+            self._learnable_param_ids.append(len(self._learnable_params))
+            self._learnable_params.append(self._params[net_param_id])
+            self._has_params_lr.append(spec.HasField("lr_mult"))
+            self._has_params_decay.append(spec.HasField("decay_mult"))
+            self._params_lr.append(spec.lr_mult)
+            self._params_weight_decay.append(spec.decay_mult)
+            return
+        owner_id = self._param_names_index[pname]
+        self._param_owners.append(owner_id)
+        owner_layer_id, owner_param_id = self._param_layer_indices[owner_id]
+        log.info("Sharing parameters '%s' owned by layer '%s', param index %d",
+                 pname, self._layer_names[owner_layer_id], owner_param_id)
+        this_blob = layer.blobs[param_id]
+        owner_blob = self._layers[owner_layer_id].blobs[owner_param_id]
+        permissive = param_size > param_id and spec.share_mode == caffe_pb2.ParamSpec.PERMISSIVE
+        if permissive:
+            if this_blob.count != owner_blob.count:
+                raise NetError("Shared parameter blobs must have the same count. Cannot share param "
+                               "'%s' owned by layer '%s' with layer '%s'; count mismatch.  Owner layer "
+                               "param shape is %s; sharing layer shape is %s"
+                               % (pname, self._layer_names[owner_layer_id], self._layer_names[layer_id],
+                                  owner_blob.shape_string(), this_blob.shape_string()),
+                               layer=self._layer_names[layer_id], blob=pname)
+        elif this_blob.shape != owner_blob.shape:
+            raise NetError("Cannot share param '%s' owned by layer '%s' with layer '%s'; shape mismatch.  "
+                           "Owner layer param shape is %s; sharing layer expects shape %s"
+                           % (pname, self._layer_names[owner_layer_id], self._layer_names[layer_id],
+                              owner_blob.shape_string(), this_blob.shape_string()),
+                           layer=self._layer_names[layer_id], blob=pname)
+        lid = self._learnable_param_ids[owner_id]
+        self._learnable_param_ids.append(lid)
+        if spec.HasField("lr_mult"):
+            if self._has_params_lr[lid]:
+                if spec.lr_mult != self._params_lr[lid]:
+                    raise NetError("Shared param '%s' has mismatched lr_mult. (layer '%s' gives %s, "
+                                   "owner layer '%s' %s)"
+                                   % (pname, self._layer_names[layer_id], num(spec.lr_mult),
+                                      self._layer_names[owner_layer_id], num(self._params_lr[lid])),
+                                   layer=self._layer_names[layer_id], blob=pname)
+            else:
+                self._has_params_lr[lid] = True
+                self._params_lr[lid] = spec.lr_mult
+        if spec.HasField("decay_mult"):
+            if self._has_params_decay[lid]:
+                if spec.decay_mult != self._params_weight_decay[lid]:
+                    raise NetError("Shared param '%s' has mismatched decay_mult. (layer '%s' gives %s, "
+                                   "owner layer '%s' %s)"
+                                   % (pname, self._layer_names[layer_id], num(spec.decay_mult),
+                                      self._layer_names[owner_layer_id], num(self._params_weight_decay[lid])),
+                                   layer=self._layer_names[layer_id], blob=pname)
+            else:
+                self._has_params_decay[lid] = True
+                self._params_weight_decay[lid] = spec.decay_mult
+        self.init_record.shared.append(SharedParam(
+            net_param_id, self._layer_names[layer_id], param_id, pname, owner_id,
+            self._layer_names[owner_layer_id], owner_param_id, "PERMISSIVE" if permissive else "STRICT"))
+
+    def _share_weights(self):
+        for i, owner in enumerate(self._param_owners):
+            if owner < 0:
+                continue
+            self._params[i].share_data(self._params[owner])
+            self._params[i].share_diff(self._params[owner])
+
+    # -------------------------------------------------------------- running
+    def _check_range(self, start, end, forward=True):
+        n = len(self._layers)
+        if forward:
+            if start < 0:
+                raise NetError("ForwardFromTo: start %d < 0" % start)
+            if end >= n:
+                raise NetError("ForwardFromTo: end %d >= number of layers %d" % (end, n))
+        else:
+            if end < 0:
+                raise NetError("BackwardFromTo: end %d < 0" % end)
+            if start >= n:
+                raise NetError("BackwardFromTo: start %d >= number of layers %d" % (start, n))
+
+    def ForwardFromTo(self, start, end):
+        """Run layers start..end (inclusive); return the weighted loss."""
+        self._check_range(start, end, True)
+        loss = self._dtype.type(0)
+        for obs in self.debug_observers:
+            obs.begin("forward", start, end)
+        try:
+            for i in range(start, end + 1):
+                for cb in self._before_forward:
+                    cb(i)
+                for obs in self.debug_observers:
+                    obs.before_layer("forward", i)
+                layer = self._layers[i]
+                try:
+                    with backend.translate_gpu_errors():
+                        layer_loss = layer.Forward(self._bottom_vecs[i], self._top_vecs[i])
+                except CaffeError as e:
+                    _annotate(e, self._layer_names[i], layer.type, "Forward")
+                    raise
+                loss += layer_loss
+                for obs in self.debug_observers:
+                    obs.after_layer("forward", i)
+                if self.debug_info:
+                    self._forward_debug_info(i)
+                for cb in self._after_forward:
+                    cb(i)
+        finally:
+            for obs in self.debug_observers:
+                obs.end("forward", start, end)
+        return loss
+
+    def ForwardFrom(self, start):
+        return self.ForwardFromTo(start, len(self._layers) - 1)
+
+    def ForwardTo(self, end):
+        return self.ForwardFromTo(0, end)
+
+    def Forward(self):
+        """Net::Forward(&loss): run every layer; returns (outputs, loss)."""
+        loss = self.ForwardFromTo(0, len(self._layers) - 1)
+        return [self._blobs[i] for i in self._outputs], loss
+
+    def BackwardFromTo(self, start, end):
+        self._check_range(start, end, False)
+        for obs in self.debug_observers:
+            obs.begin("backward", start, end)
+        try:
+            for i in range(start, end - 1, -1):
+                for cb in self._before_backward:
+                    cb(i)
+                if self._layer_need_backward[i]:
+                    for obs in self.debug_observers:
+                        obs.before_layer("backward", i)
+                    layer = self._layers[i]
+                    try:
+                        with backend.translate_gpu_errors():
+                            layer.Backward(self._top_vecs[i], self._bottom_need_backward[i],
+                                           self._bottom_vecs[i])
+                    except CaffeError as e:
+                        _annotate(e, self._layer_names[i], layer.type, "Backward")
+                        raise
+                    for obs in self.debug_observers:
+                        obs.after_layer("backward", i)
+                    if self.debug_info:
+                        self._backward_debug_info(i)
+                for cb in self._after_backward:
+                    cb(i)
+        finally:
+            for obs in self.debug_observers:
+                obs.end("backward", start, end)
+
+    def BackwardFrom(self, start):
+        self.BackwardFromTo(start, 0)
+
+    def BackwardTo(self, end):
+        self.BackwardFromTo(len(self._layers) - 1, end)
+
+    def Backward(self):
+        self.BackwardFromTo(len(self._layers) - 1, 0)
+        if self.debug_info:
+            asum_data = asum_diff = sumsq_data = sumsq_diff = 0.0
+            for i, p in enumerate(self._params):
+                if self._param_owners[i] >= 0:
+                    continue
+                asum_data += p.asum_data()
+                asum_diff += p.asum_diff()
+                sumsq_data += p.sumsq_data()
+                sumsq_diff += p.sumsq_diff()
+            log.info("    [Backward] All net params (data, diff): L1 norm = (%s, %s); L2 norm = (%s, %s)",
+                     num(np.float32(asum_data)), num(np.float32(asum_diff)),
+                     num(np.float32(np.sqrt(sumsq_data))), num(np.float32(np.sqrt(sumsq_diff))))
+
+    def ForwardBackward(self):
+        _, loss = self.Forward()
+        self.Backward()
+        return loss
+
+    def _forward_debug_info(self, i):
+        name = self._layer_names[i]
+        for top_id, blob in enumerate(self._top_vecs[i]):
+            bname = self._blob_names[self._top_id_vecs[i][top_id]]
+            log.info("    [Forward] Layer %s, top blob %s data: %s", name, bname, _mean_abs(blob, "data", self.debug_observers))
+        for pid, blob in enumerate(self._layers[i].blobs):
+            pname = self._param_display_names[self._param_id_vecs[i][pid]]
+            log.info("    [Forward] Layer %s, param blob %s data: %s", name, pname, _mean_abs(blob, "data", self.debug_observers))
+
+    def _backward_debug_info(self, i):
+        name = self._layer_names[i]
+        for b, blob in enumerate(self._bottom_vecs[i]):
+            if not self._bottom_need_backward[i][b]:
+                continue
+            bname = self._blob_names[self._bottom_id_vecs[i][b]]
+            log.info("    [Backward] Layer %s, bottom blob %s diff: %s", name, bname, _mean_abs(blob, "diff", self.debug_observers))
+        layer = self._layers[i]
+        for pid, blob in enumerate(layer.blobs):
+            if not layer.get_param_propagate_down(pid):
+                continue
+            log.info("    [Backward] Layer %s, param blob %d diff: %s", name, pid, _mean_abs(blob, "diff", self.debug_observers))
+
+    def update_debug_info(self, param_id):
+        """Net::UpdateDebugInfo for one net param (used by solvers under debug_info)."""
+        blob = self._params[param_id]
+        owner = self._param_owners[param_id]
+        lname = self._layer_names[self._param_layer_indices[param_id][0]]
+        disp = self._param_display_names[param_id]
+        if owner < 0:
+            log.info("    [Update] Layer %s, param %s data: %s; diff: %s", lname, disp,
+                     _mean_abs(blob, "data", self.debug_observers), _mean_abs(blob, "diff", self.debug_observers))
+        else:
+            olname = self._layer_names[self._param_layer_indices[owner][0]]
+            log.info("    [Update] Layer %s, param blob %s (owned by layer %s, param %s) diff: %s",
+                     lname, disp, olname, self._param_display_names[owner], _mean_abs(blob, "diff", self.debug_observers))
+
+    def Update(self):
+        """Net::Update: every learnable (owned) param: data -= diff.  Shared params
+        share the owner's data and diff (ShareWeights), so their gradients are
+        already accumulated in the owner's diff."""
+        for p in self._learnable_params:
+            p.update()
+
+    def ClearParamDiffs(self):
+        for p in self._learnable_params:
+            p.mut_diff()[...] = 0
+
+    def Reshape(self):
+        for i, layer in enumerate(self._layers):
+            try:
+                layer.reshape(self._bottom_vecs[i], self._top_vecs[i])
+            except CaffeError as e:
+                _annotate(e, self._layer_names[i], layer.type, "Reshape")
+                raise
+
+    # -------------------------------------------------------------- weights
+    def CopyTrainedLayersFrom(self, source):
+        """From a NetParameter, a .caffemodel path or an .h5 path.
+
+        Every source layer is checked against its target (blob count, shapes,
+        value counts) before anything is copied, so a model that does not fit
+        raises and leaves every param as it was (Caffe copies layer by layer
+        and would leave the layers before the bad one overwritten)."""
+        if isinstance(source, (str, os.PathLike)):
+            path = os.fspath(source)
+            if path.endswith(".h5"):
+                return self._copy_from_hdf5(path)
+            source = read_weights(path)
+        plan = []
+        for src in getattr(source, "layer", source):
+            lname = src.name
+            if lname not in self._layer_names_index:
+                log.info("Ignoring source layer %s", lname)
+                continue
+            target_id = self._layer_names.index(lname)
+            target_blobs = self._layers[target_id].blobs
+            if len(target_blobs) != len(src.blobs):
+                raise ShapeError("Incompatible number of blobs for layer %s (source has %d, target %d)"
+                                 % (lname, len(src.blobs), len(target_blobs)), layer=lname)
+            for j, tb in enumerate(target_blobs):
+                if not tb.shape_equals(src.blobs[j]):
+                    sshape = Blob.proto_shape(src.blobs[j])
+                    raise ShapeError(
+                        "Cannot copy param %d weights from layer '%s'; shape mismatch.  Source param shape "
+                        "is %s; target param shape is %s. To learn this layer's parameters from scratch "
+                        "rather than copying from a saved net, rename the layer."
+                        % (j, lname, _shape_str(sshape), tb.shape_string()), layer=lname)
+                _check_proto_values(src.blobs[j], tb, j, lname)
+            plan.append((target_blobs, src))
+        with np.errstate(all="ignore"):     # doubles beyond float range become inf, as in Caffe
+            for target_blobs, src in plan:
+                for j, tb in enumerate(target_blobs):
+                    tb.from_proto(src.blobs[j], reshape=False)
+
+    def _copy_from_hdf5(self, path):
+        import h5py
+        plan = []
+        try:
+            with h5py.File(path, "r") as f:
+                data = f["data"]
+                for lname in data:
+                    if lname not in self._layer_names_index:
+                        log.info("Ignoring source layer %s", lname)
+                        continue
+                    target_id = self._layer_names.index(lname)
+                    target_blobs = self._layers[target_id].blobs
+                    grp = data[lname]
+                    if len(grp) != len(target_blobs):
+                        raise ShapeError("Incompatible number of blobs for layer %s" % lname, layer=lname)
+                    for j, tb in enumerate(target_blobs):
+                        with np.errstate(all="ignore"):
+                            arr = np.asarray(grp[str(j)]).astype(tb.dtype)
+                        if tuple(arr.shape) != tb.shape:
+                            raise ShapeError("Cannot copy param %d weights from layer '%s'; shape mismatch.  "
+                                             "Source param shape is %s; target param shape is %s."
+                                             % (j, lname, _shape_str(arr.shape), tb.shape_string()),
+                                             layer=lname)
+                        plan.append((tb, arr))
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:   # h5py: corrupt files
+            from engine.core.errors import ParseError
+            raise ParseError("cannot read weights from HDF5 file: %s: %s" % (type(e).__name__, e),
+                             path) from None
+        for tb, arr in plan:
+            tb.data[...] = arr
+
+    def ShareTrainedLayersWith(self, other):
+        """Share every same-named layer's params with ``other``; all are checked first,
+        so a mismatch raises before anything is shared."""
+        plan = []
+        for i, src_layer in enumerate(other.layers):
+            lname = other._layer_names[i]
+            if lname not in self._layer_names_index:
+                log.info("Ignoring source layer %s", lname)
+                continue
+            target_blobs = self._layers[self._layer_names.index(lname)].blobs
+            if len(target_blobs) != len(src_layer.blobs):
+                raise ShapeError("Incompatible number of blobs for layer %s" % lname, layer=lname)
+            for j, tb in enumerate(target_blobs):
+                if tb.shape != src_layer.blobs[j].shape:
+                    raise ShapeError("Cannot share param %d of layer '%s': shape %s vs %s"
+                                     % (j, lname, src_layer.blobs[j].shape_string(), tb.shape_string()),
+                                     layer=lname)
+                plan.append((tb, src_layer.blobs[j]))
+        for tb, sb in plan:
+            tb.share_data(sb)
+
+    def ToProto(self, write_diff=False):
+        from engine.proto import caffe_pb2
+        p = caffe_pb2.NetParameter()
+        p.name = self.name
+        for layer in self._layers:
+            p.layer.add().CopyFrom(layer.to_proto(write_diff))
+        return p
+
+    def ToHDF5(self, filename, write_diff=False):
+        import h5py
+        with h5py.File(filename, "w") as f:
+            data = f.create_group("data")
+            diff = f.create_group("diff") if write_diff else None
+            for i, layer in enumerate(self._layers):
+                lname = self._layer_names[i]
+                if lname in data:
+                    continue
+                g = data.create_group(lname)
+                gd = diff.create_group(lname) if diff is not None else None
+                for j, b in enumerate(layer.blobs):
+                    g.create_dataset(str(j), data=b.data)
+                    if gd is not None:
+                        gd.create_dataset(str(j), data=b.diff)
+
+    # -------------------------------------------------------------- pycaffe API
+    @property
+    def layers(self):
+        return self._layers
+
+    @property
+    def blobs(self):
+        return self._blobs_dict
+
+    @property
+    def blob_loss_weights(self):
+        return OrderedDict(zip(self._blob_names, self._blob_loss_weights))
+
+    @property
+    def layer_dict(self):
+        return self._layer_dict
+
+    @property
+    def params(self):
+        return OrderedDict((n, l.blobs) for n, l in zip(self._layer_names, self._layers) if l.blobs)
+
+    @property
+    def inputs(self):
+        return [self._blob_names[i] for i in self._inputs]
+
+    @property
+    def outputs(self):
+        return [self._blob_names[i] for i in self._outputs]
+
+    @property
+    def top_names(self):
+        return OrderedDict((n, [self._blob_names[b] for b in self._top_id_vecs[i]])
+                           for i, n in enumerate(self._layer_names))
+
+    @property
+    def bottom_names(self):
+        return OrderedDict((n, [self._blob_names[b] for b in self._bottom_id_vecs[i]])
+                           for i, n in enumerate(self._layer_names))
+
+    def _bottom_ids(self, i):
+        return list(self._bottom_id_vecs[i])
+
+    def _top_ids(self, i):
+        return list(self._top_id_vecs[i])
+
+    def _forward(self, start, end):
+        return self.ForwardFromTo(start, end)
+
+    def _backward(self, start, end):
+        self.BackwardFromTo(start, end)
+
+    def _layer_index(self, name):
+        try:
+            return self._layer_names.index(name)
+        except ValueError:
+            raise NetError("Unknown layer name '%s'" % name, layer=name) from None
+
+    def forward(self, blobs=None, start=None, end=None, **kwargs):
+        """pycaffe's Net.forward: returns {output blob: data}."""
+        blobs = list(blobs or [])
+        start_ind = self._layer_index(start) if start is not None else 0
+        if end is not None:
+            end_ind = self._layer_index(end)
+            outputs = set([end] + blobs)
+        else:
+            end_ind = len(self._layers) - 1
+            outputs = set(self.outputs + blobs)
+        if kwargs:
+            if set(kwargs) != set(self.inputs):
+                raise NetError("Input blob arguments do not match net inputs. (given: %s; net inputs: %s)"
+                               % (", ".join(sorted(kwargs)), ", ".join(self.inputs)))
+            for name, arr in kwargs.items():
+                arr = np.asarray(arr)
+                if arr.shape[:1] != self.blobs[name].shape[:1]:
+                    raise ShapeError("Input is not batch sized (blob '%s': %s given for a batch of %s)"
+                                     % (name, _first_dim(arr.shape), _first_dim(self.blobs[name].shape)),
+                                     blob=name)
+                self.blobs[name].data[...] = arr
+        self._forward(start_ind, end_ind)
+        allb = self.blobs
+        return {out: allb[out].data for out in outputs}
+
+    def backward(self, diffs=None, start=None, end=None, **kwargs):
+        """pycaffe's Net.backward: returns {input blob: diff}."""
+        diffs = list(diffs or [])
+        start_ind = self._layer_index(start) if start is not None else len(self._layers) - 1
+        if end is not None:
+            end_ind = self._layer_index(end)
+            outputs = set([end] + diffs)
+        else:
+            end_ind = 0
+            outputs = set(self.inputs + diffs)
+        if kwargs:
+            if set(kwargs) != set(self.outputs):
+                raise NetError("Top diff arguments do not match net outputs. (given: %s; net outputs: %s)"
+                               % (", ".join(sorted(kwargs)), ", ".join(self.outputs)))
+            for name, arr in kwargs.items():
+                arr = np.asarray(arr)
+                if arr.shape[:1] != self.blobs[name].shape[:1]:
+                    raise ShapeError("Diff is not batch sized (blob '%s': %s given for a batch of %s)"
+                                     % (name, _first_dim(arr.shape), _first_dim(self.blobs[name].shape)),
+                                     blob=name)
+                self.blobs[name].diff[...] = arr
+        self._backward(start_ind, end_ind)
+        allb = self.blobs
+        return {out: allb[out].diff for out in outputs}
+
+    def forward_all(self, blobs=None, **kwargs):
+        """pycaffe's forward_all: run in batches over all the given inputs."""
+        all_outs = {out: [] for out in set(self.outputs + list(blobs or []))}
+        for batch in self._batch(kwargs):
+            outs = self.forward(blobs=blobs, **batch)
+            for out, out_blob in outs.items():
+                all_outs[out].extend(out_blob.copy())
+        pad = len(next(iter(all_outs.values()))) - len(next(iter(kwargs.values()))) if kwargs else 0
+        for out in all_outs:
+            all_outs[out] = np.asarray(all_outs[out])
+            if pad:
+                all_outs[out] = all_outs[out][:-pad]
+        return all_outs
+
+    def forward_backward_all(self, blobs=None, diffs=None, **kwargs):
+        all_outs = {out: [] for out in set(self.outputs + list(blobs or []))}
+        all_diffs = {d: [] for d in set(self.inputs + list(diffs or []))}
+        fwd = {k: v for k, v in kwargs.items() if k in self.inputs}
+        bwd = {k: v for k, v in kwargs.items() if k in self.outputs}
+        for fb, bb in zip(self._batch(fwd), self._batch(bwd)):
+            outs = self.forward(blobs=blobs, **fb)
+            ds = self.backward(diffs=diffs, **bb)
+            for k, v in outs.items():
+                all_outs[k].extend(v.copy())
+            for k, v in ds.items():
+                all_diffs[k].extend(v.copy())
+        pad = 0
+        if kwargs:
+            pad = len(next(iter(all_outs.values()))) - len(next(iter(kwargs.values())))
+        for d in (all_outs, all_diffs):
+            for k in d:
+                d[k] = np.asarray(d[k])
+                if pad:
+                    d[k] = d[k][:-pad]
+        return all_outs, all_diffs
+
+    def _batch(self, blobs):
+        num = len(next(iter(blobs.values()))) if blobs else 0
+        batch_size = next(iter(self.blobs.values())).shape[0]
+        remainder = num % batch_size
+        num_batches = num // batch_size
+        for b in range(num_batches):
+            i = b * batch_size
+            yield {name: blobs[name][i:i + batch_size] for name in blobs}
+        if remainder > 0:
+            padded = {}
+            for name in blobs:
+                pad_shape = (batch_size - remainder,) + tuple(blobs[name].shape[1:])
+                padded[name] = np.concatenate([blobs[name][-remainder:], np.zeros(pad_shape)])
+            yield padded
+        if not blobs:
+            yield {}
+
+    def reshape(self):
+        self.Reshape()
+
+    def copy_from(self, filename):
+        self.CopyTrainedLayersFrom(filename)
+
+    def share_with(self, other):
+        self.ShareTrainedLayersWith(other)
+
+    def save(self, filename, write_diff=False):
+        from engine.core.io import write_binary
+        write_binary(filename, self.ToProto(write_diff))
+
+    def save_hdf5(self, filename, write_diff=False):
+        self.ToHDF5(filename, write_diff)
+
+    def clear_param_diffs(self):
+        self.ClearParamDiffs()
+
+    def before_forward(self, callback):
+        self._before_forward.append(callback)
+
+    def after_forward(self, callback):
+        self._after_forward.append(callback)
+
+    def before_backward(self, callback):
+        self._before_backward.append(callback)
+
+    def after_backward(self, callback):
+        self._after_backward.append(callback)
+
+    def set_input_arrays(self, data, labels):
+        """pycaffe's set_input_arrays: feed the first (MemoryData) layer."""
+        layer = self._layers[0]
+        if layer.type != "MemoryData":
+            raise NetError("set_input_arrays needs a MemoryData layer first, found %s" % layer.type)
+        layer.set_input_arrays(data, labels)
+
+    _set_input_arrays = set_input_arrays
+
+    # -------------------------------------------------------------- debugger API
+    @property
+    def _blob_loss_weights_list(self):
+        return list(self._blob_loss_weights)
+
+    @property
+    def layer_names(self):
+        return list(self._layer_names)
+
+    @property
+    def blob_names(self):
+        return list(self._blob_names)
+
+    @property
+    def layer_need_backward(self):
+        return list(self._layer_need_backward)
+
+    @property
+    def bottom_need_backward(self):
+        return [list(v) for v in self._bottom_need_backward]
+
+    @property
+    def blob_need_backward(self):
+        return list(self._blob_need_backward)
+
+    @property
+    def param_owners(self):
+        return list(self._param_owners)
+
+    @property
+    def param_display_names(self):
+        return list(self._param_display_names)
+
+    @property
+    def param_layer_indices(self):
+        return list(self._param_layer_indices)
+
+    @property
+    def learnable_params(self):
+        return list(self._learnable_params)
+
+    @property
+    def learnable_param_ids(self):
+        return list(self._learnable_param_ids)
+
+    @property
+    def all_params(self):
+        """Net::params(): every param blob, sharing ones included, in net order."""
+        return list(self._params)
+
+    @property
+    def params_lr(self):
+        return list(self._params_lr)
+
+    @property
+    def params_weight_decay(self):
+        return list(self._params_weight_decay)
+
+    @property
+    def has_params_lr(self):
+        return list(self._has_params_lr)
+
+    @property
+    def has_params_decay(self):
+        return list(self._has_params_decay)
+
+    @property
+    def param_id_vecs(self):
+        return [list(v) for v in self._param_id_vecs]
+
+    @property
+    def bottom_vecs(self):
+        return self._bottom_vecs
+
+    @property
+    def top_vecs(self):
+        return self._top_vecs
+
+    @property
+    def bottom_id_vecs(self):
+        return [list(v) for v in self._bottom_id_vecs]
+
+    @property
+    def top_id_vecs(self):
+        return [list(v) for v in self._top_id_vecs]
+
+    @property
+    def input_blob_indices(self):
+        return list(self._inputs)
+
+    @property
+    def output_blob_indices(self):
+        return list(self._outputs)
+
+    @property
+    def memory_used_bytes(self):
+        return self.memory_used * self._dtype.itemsize
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    def has_blob(self, name):
+        return name in self._blob_names_index
+
+    def blob_by_name(self, name):
+        if name not in self._blob_names_index:
+            raise NetError("Unknown blob name %s" % name, blob=name)
+        return self._blobs[self._blob_names_index[name]]
+
+    def has_layer(self, name):
+        return name in self._layer_names_index
+
+    def layer_by_name(self, name):
+        if name not in self._layer_names_index:
+            raise NetError("Unknown layer name %s" % name, layer=name)
+        return self._layers[self._layer_names_index[name]]
+
+    def __repr__(self):
+        return "<Net '%s' phase %s: %d layers, %d blobs>" % (
+            self.name, "TRAIN" if self.phase == TRAIN else "TEST", len(self._layers), len(self._blobs))
+
+
+def _mean_abs(blob, which, observers=()):
+    """Caffe's debug_info number (mean |x|), taken from a debug record when one
+    was just computed for this blob, else reduced here."""
+    for obs in observers:
+        v = obs.asum_mean(blob, which)
+        if v is not None:
+            return num(np.float32(v))
+    if blob.count == 0:
+        return num(np.float32(np.nan))
+    s = blob.asum_data() if which == "data" else blob.asum_diff()
+    return num(np.float32(s) / np.float32(blob.count))
+
+
+def _shape_str(shape):
+    c = 1
+    for d in shape:
+        c *= int(d)
+    return "".join("%d " % d for d in shape) + "(%d)" % c
+
+
+def _first_dim(shape):
+    return str(shape[0]) if len(shape) else "a 0-d array"
+
+
+def _check_proto_values(proto, blob, j, lname):
+    """Blob::FromProto's value-count CHECKs, done before copying anything."""
+    count = blob.count
+    for which in ("data", "diff"):
+        n_double, n_float = len(getattr(proto, "double_" + which)), len(getattr(proto, which))
+        n = n_double if n_double else n_float
+        if which == "diff" and n == 0:
+            continue
+        if n != count:
+            raise ShapeError("Check failed: count_ == proto.%s_size() (%d vs. %d): param %d of layer '%s' "
+                             "has %d %s values for shape %s" % (("double_" if n_double else "") + which,
+                                                               count, n, j, lname, n, which,
+                                                               blob.shape_string()), layer=lname)
+
+
+def _annotate(e, layer_name, layer_type, stage):
+    """Name the layer in an error raised while running it (once)."""
+    if getattr(e, "layer", None) is None:
+        try:
+            e.layer = layer_name
+        except AttributeError:
+            pass
+        e.args = ("%s: %s (layer '%s', type %s)" % (stage, e, layer_name, layer_type),) + tuple(e.args[1:])

@@ -1,0 +1,377 @@
+"""Static analysis of a Net: params, FLOPs and MACCs, memory, per layer and in total.
+
+``analyze_net(net)`` -> :class:`NetAnalysis` (plain dataclasses; ``to_dict()``
+is JSON-serialisable).  Shapes are the blobs' current shapes (those of Init
+unless the net was reshaped since).
+
+FLOPs and MACCs (forward pass, one batch)
+-----------------------------------------
+A MACC is one multiply-accumulate; for the linear layers FLOPs = 2 × MACC plus
+one add per output for the bias.  Element-wise work counts one FLOP per
+element whatever the function (exp, tanh, pow: one each).  ``out`` is the
+count of top 0, ``in`` the count of bottom 0, N × ... the blob dimensions.
+
+==========================  =======================================  =========================================
+type                        MACC                                     FLOPs
+==========================  =======================================  =========================================
+Convolution                 out × (C_in / group) × ∏kernel            2 × MACC (+ out with bias)
+                            (= out × weight.count / C_out; dilation
+                            changes where taps land, not how many)
+Deconvolution               in × (C_out / group) × ∏kernel            2 × MACC (+ out with bias)
+                            (= in × weight.count / C_in)
+InnerProduct                M × K × N_out (M = count before axis,     2 × MACC (+ M × N_out with bias)
+                            K = count from axis; transpose: same)
+Embed                       0 (a lookup)                              M × N_out with bias, else 0
+Pooling MAX / AVE / STOCH   0                                         out × kh × kw (global: kh × kw = H × W)
+SPP                         0                                         Σ levels N × C × bins² × kh × kw
+LRN ACROSS_CHANNELS         out × local_size                          out × (2 × local_size + 3)
+LRN WITHIN_CHANNEL          out × local_size²                         out × (2 × local_size² + 3)
+BatchNorm                   0                                         out × 2 (global stats) or × 5 (batch
+                                                                      mean and variance too)
+MVN                         0                                         out × 2 (mean only) or × 5 (variance)
+Scale                       out with bias, else 0                     out (+ out with bias)
+Bias                        0                                         out
+Eltwise SUM                 out × K with coefficients, else 0         out × (K - 1) (+ out × K coefficients)
+Eltwise PROD / MAX          0                                         out × (K - 1)
+ReLU, PReLU, ELU, Sigmoid,  0                                         out (1 per element)
+TanH, AbsVal, BNLL, Power,
+Exp, Log, Threshold, Clip,
+Swish, Dropout
+Softmax                     0                                         in × 5 (max, subtract, exp, sum, divide)
+SoftmaxWithLoss             0                                         in × 5 + outer count (the logs)
+Euclidean / Hinge / Sigmoid 0                                         in × 3
+CrossEntropy / Contrastive /
+Infogain / MultinomialLog.
+Accuracy, ArgMax            0                                         in (one comparison per element)
+Reduction                   0                                         in (SUM, MEAN), in × 2 (ASUM, SUMSQ)
+LSTMUnit                    0                                         out × 9 (3 sigmoids, 2 tanh, 3 mul, 1 add)
+RNN / LSTM                  Σ of the unrolled net                    Σ of the unrolled net
+Concat, Slice, Split,       0                                         0 (copies or views)
+Flatten, Reshape, Crop,
+Tile, Silence, Input, data
+layers, BatchReindex,
+Filter, Parameter, Im2col
+Python and unknown types    0, ``counted = False``                   0
+==========================  =======================================  =========================================
+
+Memory
+------
+``top_data_bytes``: count × itemsize of every top, as net.cpp adds them up for
+"Memory required for data" — in-place tops and tops that share their bottom's
+data (Split, Flatten, Reshape) included — so ``Σ top_data_bytes ==
+net.memory_used_bytes`` (checked: ``totals.reconciles``).  Of that,
+``inplace_bytes`` are in-place tops and ``shared_top_bytes`` tops sharing a
+bottom's data (Split and Flatten, which share when they run as in Caffe master,
+and Reshape): what Caffe's number counts but never allocates;
+``allocated_top_bytes`` is the rest.  Diffs: the same for top diffs (Split tops
+have their own diff; in-place, Flatten and Reshape tops share it).  Params:
+``param_data_bytes``/``param_diff_bytes`` of the blobs a layer owns;
+``shared_param_bytes`` (data + diff) is what sharing a param by name saves.
+Sizes are what the blobs need, not what is resident (memory is allocated when
+first touched).  ``memory_bytes`` = ``top_data_bytes`` (Caffe's per-layer figure).
+"""
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import List
+
+
+@dataclass
+class LayerAnalysis:
+    index: int
+    name: str
+    type: str
+    bottoms: List[str]
+    tops: List[str]
+    bottom_shapes: List[List[int]]
+    top_shapes: List[List[int]]
+    param_shapes: List[List[int]]
+    params: int                  # elements of the layer's param blobs (shared ones included)
+    params_owned: int            # ... not shared from another layer
+    macc: int
+    flops: int
+    counted: bool                # False: FLOPs of this type are not modelled (0 given)
+    formula: str
+    top_data_bytes: int
+    top_diff_bytes: int
+    allocated_top_bytes: int
+    inplace_bytes: int
+    shared_top_bytes: int
+    allocated_diff_bytes: int
+    param_data_bytes: int
+    param_diff_bytes: int
+    shared_param_bytes: int
+    memory_bytes: int
+    need_backward: bool
+    backward_reason: str = ""
+    inplace_tops: List[str] = field(default_factory=list)
+    shared_params: List[str] = field(default_factory=list)
+
+    def to_dict(self):
+        return asdict(self)
+
+
+@dataclass
+class NetAnalysis:
+    name: str
+    phase: str
+    dtype: str
+    itemsize: int
+    layers: List[LayerAnalysis]
+    totals: dict
+
+    def layer(self, name):
+        for l in self.layers:
+            if l.name == name:
+                return l
+        return None
+
+    def to_dict(self):
+        return {"name": self.name, "phase": self.phase, "dtype": self.dtype, "itemsize": self.itemsize,
+                "layers": [l.to_dict() for l in self.layers], "totals": dict(self.totals)}
+
+    def to_json(self, **kw):
+        return json.dumps(self.to_dict(), **kw)
+
+
+# ---------------------------------------------------------------------- FLOPs
+def _prod(xs):
+    p = 1
+    for x in xs:
+        p *= int(x)
+    return p
+
+
+NEURON_TYPES = {"ReLU", "PReLU", "ELU", "Sigmoid", "TanH", "AbsVal", "BNLL", "Power", "Exp", "Log",
+                "Threshold", "Clip", "Swish", "Dropout"}
+ZERO_TYPES = {"Concat", "Slice", "Split", "Flatten", "Reshape", "Crop", "Tile", "Silence", "Input",
+              "Data", "ImageData", "HDF5Data", "HDF5Output", "MemoryData", "WindowData", "DummyData",
+              "BatchReindex", "Filter", "Parameter", "Im2col"}
+SHARE_DATA_ON_RUN = {"Flatten", "Split"}
+SHARE_DIFF_ON_RUN = {"Flatten"}
+LOSS3_TYPES = {"EuclideanLoss", "HingeLoss", "SigmoidCrossEntropyLoss", "ContrastiveLoss",
+               "InfogainLoss", "MultinomialLogisticLoss"}
+
+
+def _axis(axis, ndim):
+    return axis + ndim if axis < 0 else axis
+
+
+def _count(b):
+    return int(b.count)
+
+
+def layer_flops(layer, bottoms, tops, phase=None):
+    """(macc, flops, counted, formula) of one layer with its bottom/top blobs."""
+    t = layer.type
+    lp = layer.layer_param
+    out = _count(tops[0]) if tops else 0
+    inn = _count(bottoms[0]) if bottoms else 0
+    if t == "Convolution":
+        w = layer.blobs[0]
+        macc = out * (w.count // max(w.shape[0], 1))
+        bias = out if lp.convolution_param.bias_term else 0
+        return macc, 2 * macc + bias, True, "out × C_in/group × ∏kernel"
+    if t == "Deconvolution":
+        w = layer.blobs[0]
+        macc = inn * (w.count // max(w.shape[0], 1))
+        bias = out if lp.convolution_param.bias_term else 0
+        return macc, 2 * macc + bias, True, "in × C_out/group × ∏kernel"
+    if t == "InnerProduct":
+        ip = lp.inner_product_param
+        b = bottoms[0]
+        axis = _axis(ip.axis, len(b.shape))
+        m, k = _prod(b.shape[:axis]), _prod(b.shape[axis:])
+        macc = m * k * int(ip.num_output)
+        bias = m * int(ip.num_output) if ip.bias_term else 0
+        return macc, 2 * macc + bias, True, "M × K × N_out"
+    if t == "Embed":
+        ep = lp.embed_param
+        return 0, (out if ep.bias_term else 0), True, "lookup (+ bias adds)"
+    if t == "Pooling":
+        pp = lp.pooling_param
+        b = bottoms[0]
+        if pp.global_pooling:
+            kh, kw = (b.shape[2], b.shape[3]) if len(b.shape) >= 4 else (1, 1)
+        elif pp.HasField("kernel_h") or pp.HasField("kernel_w"):
+            kh, kw = pp.kernel_h, pp.kernel_w
+        else:
+            kh = kw = pp.kernel_size
+        return 0, out * int(kh) * int(kw), True, "out × kh × kw"
+    if t == "SPP":
+        b = bottoms[0]
+        n, c, h, w = (list(b.shape) + [1, 1, 1, 1])[:4]
+        total = 0
+        for level in range(int(lp.spp_param.pyramid_height)):
+            bins = 2 ** level
+            kh, kw = int(math.ceil(h / float(bins))), int(math.ceil(w / float(bins)))
+            total += n * c * bins * bins * kh * kw
+        return 0, total, True, "Σ levels N × C × bins² × kh × kw"
+    if t == "LRN":
+        lr = lp.lrn_param
+        from engine.proto import caffe_pb2
+        if lr.norm_region == caffe_pb2.LRNParameter.WITHIN_CHANNEL:
+            taps = int(lr.local_size) ** 2
+            return out * taps, out * (2 * taps + 3), True, "out × (2 × local_size² + 3)"
+        taps = int(lr.local_size)
+        return out * taps, out * (2 * taps + 3), True, "out × (2 × local_size + 3)"
+    if t == "BatchNorm":
+        bn = lp.batch_norm_param
+        use_global = bn.use_global_stats if bn.HasField("use_global_stats") else phase == 1
+        return 0, out * (2 if use_global else 5), True, "out × 2 (global stats) / × 5"
+    if t == "MVN":
+        mv = lp.mvn_param
+        return 0, out * (5 if mv.normalize_variance else 2), True, "out × 5 (variance) / × 2"
+    if t == "Scale":
+        bias = lp.scale_param.bias_term
+        return (out if bias else 0), out * (2 if bias else 1), True, "out (+ out bias)"
+    if t == "Bias":
+        return 0, out, True, "out"
+    if t == "Eltwise":
+        from engine.proto import caffe_pb2
+        ew = lp.eltwise_param
+        k = len(bottoms)
+        if ew.operation == caffe_pb2.EltwiseParameter.SUM:
+            coeff = len(ew.coeff) > 0 and any(c != 1 for c in ew.coeff)
+            return (out * k if coeff else 0), out * (k - 1) + (out * k if coeff else 0), True, \
+                "out × (K - 1) (+ out × K coefficients)"
+        return 0, out * (k - 1), True, "out × (K - 1)"
+    if t in NEURON_TYPES:
+        return 0, out, True, "out"
+    if t == "Softmax":
+        return 0, inn * 5, True, "in × 5"
+    if t == "SoftmaxWithLoss":
+        b = bottoms[0]
+        axis = _axis(lp.softmax_param.axis, len(b.shape)) if len(b.shape) else 0
+        outer = _prod(b.shape[:axis]) * _prod(b.shape[axis + 1:])
+        return 0, inn * 5 + outer, True, "in × 5 + outer"
+    if t in LOSS3_TYPES:
+        return 0, inn * 3, True, "in × 3"
+    if t in ("Accuracy", "ArgMax"):
+        return 0, inn, True, "in"
+    if t == "Reduction":
+        from engine.proto import caffe_pb2
+        op = lp.reduction_param.operation
+        two = op in (caffe_pb2.ReductionParameter.ASUM, caffe_pb2.ReductionParameter.SUMSQ)
+        return 0, inn * (2 if two else 1), True, "in (× 2 for ASUM/SUMSQ)"
+    if t == "LSTMUnit":
+        return 0, out * 9, True, "out × 9"
+    if t in ("RNN", "LSTM"):
+        inner = getattr(layer, "unrolled_net", None)
+        if inner is None:
+            return 0, 0, False, "unrolled net not built"
+        sub = analyze_net(inner)
+        return sub.totals["macc"], sub.totals["flops"], sub.totals["uncounted_layers"] == 0, \
+            "Σ unrolled net"
+    if t in ZERO_TYPES:
+        return 0, 0, True, "0"
+    return 0, 0, False, "not modelled"
+
+
+# ---------------------------------------------------------------------- the analysis
+def analyze_net(net):
+    """Per-layer and total params, MACC/FLOPs and memory of ``net``."""
+    itemsize = net.dtype.itemsize
+    names = net.blob_names
+    owners = net.param_owners
+    pids = net.param_id_vecs
+    rec = getattr(net, "init_record", None)
+    seen_data, seen_diff = set(), set()
+    # Net inputs and params never count as tops; start with nothing seen.
+    layers = []
+    totals = dict(params=0, params_all=0, macc=0, flops=0, uncounted_layers=0,
+                  caffe_data_bytes=0, allocated_top_bytes=0, inplace_bytes=0, shared_top_bytes=0,
+                  top_diff_bytes=0, allocated_diff_bytes=0, param_data_bytes=0, param_diff_bytes=0,
+                  shared_param_bytes=0)
+    for i, layer in enumerate(net.layers):
+        bottoms, tops = net.bottom_vecs[i], net.top_vecs[i]
+        b_ids, t_ids = net.bottom_id_vecs[i], net.top_id_vecs[i]
+        macc, flops, counted, formula = layer_flops(layer, bottoms, tops, net.phase)
+        top_bytes = alloc = inplace = shared_top = diff_bytes = alloc_diff = 0
+        inplace_tops = []
+        bottom_objs = {id(b) for b in bottoms}
+        for k, top in enumerate(tops):
+            nb = top.count * itemsize
+            top_bytes += nb
+            diff_bytes += nb
+            # Split (data) and Flatten (data and diff) share their bottom's memory when they
+            # run (Caffe master's Forward / Backward); Reshape from Reshape on: identity tells.
+            shares = layer.type in SHARE_DATA_ON_RUN and bool(bottoms)
+            shares_diff = layer.type in SHARE_DIFF_ON_RUN and bool(bottoms)
+            if id(top) in bottom_objs:
+                inplace += nb
+                inplace_tops.append(names[t_ids[k]])
+            elif shares or id(top.data_memory) in seen_data:
+                shared_top += nb
+            else:
+                alloc += nb
+                seen_data.add(id(top.data_memory))
+            if not shares_diff and id(top.diff_memory) not in seen_diff:
+                alloc_diff += nb
+                seen_diff.add(id(top.diff_memory))
+        params = owned = pdata = pdiff = pshared = 0
+        shared_names = []
+        for k, blob in enumerate(layer.blobs):
+            params += blob.count
+            pid = pids[i][k] if k < len(pids[i]) else -1
+            if pid >= 0 and owners[pid] >= 0:
+                pshared += 2 * blob.count * itemsize
+                shared_names.append(net.param_display_names[pid])
+            else:
+                owned += blob.count
+                pdata += blob.count * itemsize
+                pdiff += blob.count * itemsize
+        why = ""
+        if rec is not None and i < len(rec.backward):
+            why = rec.backward[i].detail
+        la = LayerAnalysis(
+            i, net.layer_names[i], layer.type, [names[b] for b in b_ids], [names[t] for t in t_ids],
+            [list(b.shape) for b in bottoms], [list(t.shape) for t in tops], [list(p.shape) for p in layer.blobs],
+            int(params), int(owned), int(macc), int(flops), bool(counted), formula,
+            int(top_bytes), int(diff_bytes), int(alloc), int(inplace), int(shared_top), int(alloc_diff),
+            int(pdata), int(pdiff), int(pshared), int(top_bytes), bool(net.layer_need_backward[i]), why,
+            inplace_tops, shared_names)
+        layers.append(la)
+        totals["params"] += la.params_owned
+        totals["params_all"] += la.params
+        totals["macc"] += la.macc
+        totals["flops"] += la.flops
+        totals["uncounted_layers"] += 0 if la.counted else 1
+        totals["caffe_data_bytes"] += la.top_data_bytes
+        totals["allocated_top_bytes"] += la.allocated_top_bytes
+        totals["inplace_bytes"] += la.inplace_bytes
+        totals["shared_top_bytes"] += la.shared_top_bytes
+        totals["top_diff_bytes"] += la.top_diff_bytes
+        totals["allocated_diff_bytes"] += la.allocated_diff_bytes
+        totals["param_data_bytes"] += la.param_data_bytes
+        totals["param_diff_bytes"] += la.param_diff_bytes
+        totals["shared_param_bytes"] += la.shared_param_bytes
+    totals["memory_used_bytes"] = int(net.memory_used_bytes)
+    totals["reconciles"] = (totals["caffe_data_bytes"] == totals["memory_used_bytes"] and
+                            totals["caffe_data_bytes"] == totals["allocated_top_bytes"] +
+                            totals["inplace_bytes"] + totals["shared_top_bytes"])
+    totals["total_allocated_bytes"] = (totals["allocated_top_bytes"] + totals["allocated_diff_bytes"] +
+                                       totals["param_data_bytes"] + totals["param_diff_bytes"])
+    return NetAnalysis(net.name, "TRAIN" if net.phase == 0 else "TEST", str(net.dtype), int(itemsize),
+                       layers, totals)
+
+
+analyse_net = analyze_net
+
+
+def human_bytes(n):
+    """1536 -> '1.5 KiB'."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
+        n /= 1024.0
+
+
+def human_count(n):
+    """12345678 -> '12.3M'."""
+    n = float(n)
+    for unit in ("", "K", "M", "G", "T"):
+        if abs(n) < 1000 or unit == "T":
+            return ("%d" % n) if unit == "" else ("%.1f%s" % (n, unit))
+        n /= 1000.0

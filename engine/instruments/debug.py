@@ -1,0 +1,877 @@
+"""Per-layer debug records: what every step did to every blob it touched.
+
+A :class:`Recorder` attaches to a Net (``Recorder(net)``) and, for each
+ForwardFromTo / BackwardFromTo range (and solver update), keeps one
+:class:`StepRecord` with a :class:`LayerRecord` per layer run: wall time
+(GPU-synchronised) and, for each bottom, top and param blob, statistics of data
+and diff (:class:`BlobStats`).  Caffe's debug_info lines are derived from these
+records when a Recorder is attached (``net._mean_abs`` asks :meth:`Recorder.asum_mean`).
+
+Statistics (:func:`array_stats`) are reduced on the device the data lives on;
+on the GPU only one summary vector (ten numbers and the histogram counts)
+crosses to the host per blob.  Within a step, a blob's statistics are computed
+once and reused until a layer may have written it: forward invalidates the
+layer's tops and params, backward its bottoms' and tops' diffs and its params
+(Caffe's contract: Forward writes tops, Backward writes bottom diffs and param
+diffs, never a top's diff unless it is in place; BatchNorm writes its params in
+Forward; the conformance checks compare every blob's diff after backward, so a
+layer that scribbled on its top diff would show there).  A Python layer may write
+anything, so it invalidates everything.  In forward, bottom statistics are
+taken after the layer ran (for an in-place layer they are the top's).
+
+Solver updates
+--------------
+``Recorder.attach_solver(solver)`` records every update the solver applies: it
+wraps the solver instance's ``apply_update`` (``detach_solver`` restores it), so
+that before the update the params' data and gradients are summarised and the
+data copied, and after it one :class:`StepRecord` of kind ``"update"`` holds,
+per learnable param, the data after (``data``), the update Caffe left in the
+diff (``diff``), the data before (``before``), the gradient (``grad``), the
+change ``delta`` = w_after - w_before and ``ratio`` = |Δw|₂ / |w_before|₂.
+Without touching the solver, the same record comes from::
+
+    before = recorder.snapshot_params(net)       # gradients ready, update not applied
+    solver.apply_update()                        # or anything that changes the params
+    recorder.record_update(net, before)
+
+or from the solver's callbacks (``solver.add_callback(UpdateHook(recorder, solver))``;
+``hook.flush()`` after the last step; ``diff`` is then not known, because the
+next iteration clears it before ``on_start``).
+"""
+import itertools
+import math
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional
+
+import numpy as np
+
+from engine.core import backend
+from engine.core.blob import caffe_asum
+from engine.core.errors import CaffeError
+
+HIST_BINS = 32
+SCHEMA_VERSION = 2
+_N_SUMMARY = 10   # asum, min, max, sum, sumsq, zeros, nan, inf, finite lo, finite hi
+
+
+# ---------------------------------------------------------------------- statistics
+@dataclass
+class BlobStats:
+    """Statistics of one array (a blob's data or diff).
+
+    ``asum_mean`` is Caffe's debug_info number (sum |x| in the blob's dtype
+    divided by the count); ``min``/``max``/``mean``/``std`` follow NumPy (NaN
+    when any value is NaN; ``std`` is the population one); ``l2`` = sqrt(sum
+    x²) accumulated in float64; ``frac_zero`` = fraction of exact zeros;
+    ``hist`` counts the finite values in ``HIST_BINS`` equal bins over
+    [``hist_lo``, ``hist_hi``] (the finite range; one unit wide when all finite
+    values are equal).  Stats parsed from a Caffe log carry only ``asum_mean``
+    (the rest NaN / 0 / empty) and ``partial`` set.
+    """
+    shape: tuple
+    count: int
+    asum_mean: float
+    min: float
+    max: float
+    mean: float
+    std: float
+    l2: float
+    frac_zero: float
+    nan: int
+    inf: int
+    hist: List[int]
+    hist_lo: float
+    hist_hi: float
+    partial: bool = False   # True: only asum_mean (and shape/count when given) is known
+
+    @property
+    def finite(self):
+        return self.nan == 0 and self.inf == 0
+
+    @property
+    def rms(self):
+        return self.l2 / math.sqrt(self.count) if self.count else float("nan")
+
+    def to_dict(self):
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        if d is None:
+            return None
+        d = dict(d)
+        d["shape"] = tuple(d.get("shape") or ())
+        names = cls.__dataclass_fields__
+        for k in ("asum_mean", "min", "max", "mean", "std", "l2", "frac_zero", "hist_lo", "hist_hi"):
+            d[k] = _num(d.get(k))
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def only_asum(cls, asum_mean, shape=(), count=-1):
+        """Stats that know only Caffe's mean |x| (read from a log)."""
+        nan = float("nan")
+        return cls(tuple(shape), count, float(asum_mean), nan, nan, nan, nan, nan, nan, 0, 0, [], nan, nan,
+                   partial=True)
+
+
+def _num(v):
+    """A float from a number or its JSON string form ("nan", "inf", "-inf"); None stays None."""
+    if v is None:
+        return None
+    return float(v)
+
+
+def _empty_stats(shape, bins):
+    nan = float("nan")
+    return BlobStats(shape, 0, nan, nan, nan, nan, nan, 0.0, 0.0, 0, 0, [0] * bins, 0.0, 0.0)
+
+
+def array_stats(a, bins=HIST_BINS):
+    """BlobStats of an array (NumPy or CuPy), reduced where it lives.
+
+    On the GPU the reductions run there and one vector comes back; on the host
+    a fast path skips the NaN/Inf masks when the min and max are finite.
+    ``bins=0`` skips the histogram.
+    """
+    xp = backend.xp_of(a)
+    shape = tuple(int(d) for d in a.shape)
+    n = int(a.size)
+    if n == 0:
+        return _empty_stats(shape, bins)
+    x = a.reshape(-1)
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float64)
+    if xp is np:
+        summary, counts = _host_summary(x, bins)
+    else:
+        v = backend.to_host(_device_summary(x, xp, bins))   # the one transfer
+        summary, counts = [float(t) for t in v[:_N_SUMMARY]], v[_N_SUMMARY:]
+    return _finish(shape, n, x.dtype, summary, counts, bins)
+
+
+def health_stats(a):
+    """The cheap level: Caffe's mean |x| and the NaN/Inf counts, nothing else.
+
+    One pass over the array (the |x| sum) when every value is finite -- a finite
+    sum of |x| proves it; only when the sum is not finite are NaN and Inf counted.
+    The other fields are NaN (``partial`` set), as for stats read from a log.
+    """
+    shape = tuple(int(d) for d in a.shape)
+    n = int(a.size)
+    if n == 0:
+        return _empty_stats(shape, 0)
+    xp = backend.xp_of(a)
+    x = a.reshape(-1)
+    with np.errstate(all="ignore"):
+        if xp is np and x.dtype == np.float32:
+            asum = caffe_asum(x)
+        else:
+            asum = float(xp.abs(x).sum())
+        nan = inf = 0
+        if not math.isfinite(asum):
+            counts = backend.to_host(xp.stack([xp.isnan(x).sum(), xp.isinf(x).sum()]))
+            nan, inf = int(counts[0]), int(counts[1])
+        if x.dtype == np.float32:
+            asum_mean = float(np.float32(asum) / np.float32(n))
+        else:
+            asum_mean = asum / n
+    st = BlobStats.only_asum(asum_mean, shape, n)
+    st.nan, st.inf = nan, inf
+    return st
+
+
+def _host_summary(x, bins):
+    """(summary list, histogram counts) of a flat float32/float64 NumPy array."""
+    with np.errstate(all="ignore"):
+        mn, mx = x.min(), x.max()
+        if np.isfinite(mn) and np.isfinite(mx):
+            nans = infs = 0
+            fin = x
+            lo, hi = float(mn), float(mx)
+        else:
+            nan_mask = np.isnan(x)
+            inf_mask = np.isinf(x)
+            nans, infs = int(np.count_nonzero(nan_mask)), int(np.count_nonzero(inf_mask))
+            fin = x[~(nan_mask | inf_mask)]
+            lo, hi = (float(fin.min()), float(fin.max())) if fin.size else (math.inf, -math.inf)
+        if x.dtype == np.float32:
+            asum = caffe_asum(x)      # Caffe's accumulation order, for its debug_info number
+            sq = float(np.einsum("i,i->", x, x, dtype=np.float64, casting="unsafe"))
+        else:
+            asum = float(np.abs(x).sum())
+            sq = float(np.dot(x, x))
+        tot = float(x.sum(dtype=np.float64))
+        zeros = int(np.count_nonzero(x == 0))
+        counts = np.zeros(bins, np.int64)
+        if bins and fin.size:
+            width = hi - lo
+            if not width > 0:
+                width = 1.0
+            scale = bins / width
+            f32 = np.float32
+            m = fin.size
+            y, idx = _scratch(m)
+            if fin.dtype == np.float32 and np.isfinite(f32(scale)) and np.isfinite(f32(hi) - f32(lo)) \
+                    and np.isfinite(f32(width) * f32(scale)):
+                # (x - lo) * scale' < bins for x <= hi: the scale is shrunk by 2^-20, far more than
+                # the two float32 roundings, so no clipping pass is needed.
+                y = np.subtract(fin, f32(lo), out=y)      # >= 0: fin >= lo
+                np.multiply(y, f32(scale * (1.0 - 2.0 ** -20)), out=y)
+                np.copyto(idx, y, casting="unsafe")
+            else:
+                y = (fin.astype(np.float64) - lo) * scale
+                np.copyto(idx, y, casting="unsafe")
+                np.minimum(idx, bins - 1, out=idx)
+            counts = np.bincount(idx, minlength=bins)
+    return [asum, float(mn), float(mx), tot, sq, zeros, nans, infs, lo, hi], counts
+
+
+_SCRATCH_MAX = 1 << 21       # elements kept between calls (24 MiB, main thread only)
+_scratch_local = threading.local()
+
+
+def _scratch(m):
+    """(float32[m], intp[m]) work buffers, reused between calls on the main thread
+    when small enough (no page faults for every blob); other threads (a web
+    server's) allocate them per call, so that nothing stays behind per thread."""
+    if m > _SCRATCH_MAX or threading.current_thread() is not threading.main_thread():
+        return np.empty(m, np.float32), np.empty(m, np.intp)
+    buf = getattr(_scratch_local, "buf", None)
+    if buf is None or buf[0].size < m:
+        size = min(max(m, 1 << 16), _SCRATCH_MAX)
+        size = max(size, m)
+        buf = _scratch_local.buf = (np.empty(size, np.float32), np.empty(size, np.intp))
+    return buf[0][:m], buf[1][:m]
+
+
+def _device_summary(x, xp, bins):
+    """One float64 vector: the ten summary numbers then the histogram counts,
+    computed with ``xp`` (CuPy on the GPU; NumPy works too, for tests)."""
+    f64 = xp.float64
+    with np.errstate(all="ignore"):
+        x64 = x.astype(f64)
+        finite = xp.isfinite(x)
+        n_nan = xp.isnan(x).sum()
+        n_fin = finite.sum()
+        big = xp.asarray(xp.inf, dtype=f64)
+        flo = xp.where(finite, x64, big).min()
+        fhi = xp.where(finite, x64, -big).max()
+        parts = [xp.abs(x).sum(dtype=x.dtype), x.min(), x.max(), x64.sum(), xp.dot(x64, x64),
+                 (x == 0).sum(), n_nan, x.size - n_fin - n_nan, flo, fhi]
+        summary = xp.stack([xp.asarray(p).astype(f64).reshape(()) for p in parts])
+        if not bins:
+            return summary
+        width = fhi - flo
+        width = xp.where(width > 0, width, xp.asarray(1.0, dtype=f64))
+        y = (x64 - flo) * (bins / width)
+        y = xp.where(finite, xp.minimum(xp.maximum(y, 0), bins - 1), bins)
+        counts = xp.bincount(y.astype(xp.int64), minlength=bins + 1)[:bins]
+        return xp.concatenate([summary, counts.astype(f64)])
+
+
+def _finish(shape, n, dtype, s, counts, bins):
+    asum, mn, mx, tot, sq, zeros, nans, infs, lo, hi = s
+    nans, infs, zeros = int(nans), int(infs), int(zeros)
+    if not (math.isfinite(lo) and math.isfinite(hi)):     # no finite value
+        lo = hi = 0.0
+        counts = np.zeros(bins, np.int64)
+    elif not hi > lo:
+        hi = lo + 1.0
+    mean = tot / n
+    if math.isfinite(sq) and math.isfinite(mean):
+        var = max(sq / n - mean * mean, 0.0)
+        std = math.sqrt(var)
+    else:
+        std = float("nan") if nans or math.isnan(sq) or math.isnan(mean) else float("inf")
+    l2 = math.sqrt(sq) if sq >= 0 else float("nan")
+    if math.isnan(sq):
+        l2 = float("nan")
+    # Caffe's number: asum in Dtype, divided by count in Dtype.
+    if dtype == np.float32:
+        if abs(asum) < 3.0e38:
+            asum_mean = float(np.float32(asum) / np.float32(n))
+        else:
+            with np.errstate(all="ignore"):
+                asum_mean = float(np.float32(asum) / np.float32(n))
+    else:
+        asum_mean = asum / n
+    hist = counts.tolist() if hasattr(counts, "tolist") else list(counts)
+    return BlobStats(shape, n, asum_mean, mn, mx, mean, std, l2, zeros / n, nans, infs,
+                     [int(c) for c in hist], lo, hi)
+
+
+# ---------------------------------------------------------------------- records
+@dataclass
+class BlobRecord:
+    name: str            # blob name (params: the display name, e.g. "0" or "conv1_w")
+    role: str            # "bottom", "top" or "param"
+    index: int           # position among the layer's bottoms/tops/params
+    data: Optional[BlobStats] = None
+    diff: Optional[BlobStats] = None
+    propagate: Optional[bool] = None     # backward: bottom_need_backward / param_propagate_down
+    # update records only:
+    before: Optional[BlobStats] = None   # data before the update
+    grad: Optional[BlobStats] = None     # diff before the update (the gradient)
+    delta: Optional[BlobStats] = None    # data after - data before
+    ratio: Optional[float] = None        # |delta|_2 / |before|_2 (inf when |before| = 0 < |delta|)
+
+    def to_dict(self):
+        d = {"name": self.name, "role": self.role, "index": self.index,
+             "data": self.data.to_dict() if self.data else None,
+             "diff": self.diff.to_dict() if self.diff else None,
+             "propagate": self.propagate}
+        if self.before is not None or self.delta is not None or self.grad is not None:
+            d.update(before=self.before.to_dict() if self.before else None,
+                     grad=self.grad.to_dict() if self.grad else None,
+                     delta=self.delta.to_dict() if self.delta else None,
+                     ratio=self.ratio)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        f = BlobStats.from_dict
+        return cls(d["name"], d["role"], int(d["index"]), f(d.get("data")), f(d.get("diff")),
+                   d.get("propagate"), f(d.get("before")), f(d.get("grad")), f(d.get("delta")),
+                   _num(d.get("ratio")))
+
+
+@dataclass
+class LayerRecord:
+    layer_index: int
+    layer: str
+    type: str
+    direction: str       # "forward", "backward" or "update"
+    time_ms: float
+    blobs: List[BlobRecord] = field(default_factory=list)
+    loss: Optional[float] = None
+
+    def blob(self, role, index):
+        for b in self.blobs:
+            if b.role == role and b.index == index:
+                return b
+        return None
+
+    def blobs_of(self, role):
+        return [b for b in self.blobs if b.role == role]
+
+    @property
+    def nonfinite(self):
+        for b in self.blobs:
+            for s in (b.data, b.diff):
+                if s is not None and not s.finite:
+                    return True
+        return False
+
+    def to_dict(self):
+        return {"layer_index": self.layer_index, "layer": self.layer, "type": self.type,
+                "direction": self.direction, "time_ms": self.time_ms, "loss": self.loss,
+                "blobs": [b.to_dict() for b in self.blobs]}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(int(d["layer_index"]), d["layer"], d["type"], d["direction"], _num(d.get("time_ms")),
+                   [BlobRecord.from_dict(b) for b in d.get("blobs", [])], _num(d.get("loss")))
+
+
+@dataclass
+class StepRecord:
+    id: int
+    kind: str            # "forward", "backward" or "update"
+    start: int
+    end: int
+    device: str
+    layers: List[LayerRecord] = field(default_factory=list)
+    wall_ms: float = 0.0
+    iteration: Optional[int] = None
+    meta: dict = field(default_factory=dict)   # e.g. {"lr": ...} (update), {"source": "caffe-log"}
+
+    def layer(self, name):
+        for l in self.layers:
+            if l.layer == name:
+                return l
+        return None
+
+    def to_dict(self):
+        return {"id": self.id, "kind": self.kind, "start": self.start, "end": self.end,
+                "device": self.device, "wall_ms": self.wall_ms, "iteration": self.iteration,
+                "meta": dict(self.meta), "layers": [l.to_dict() for l in self.layers]}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(int(d["id"]), d["kind"], int(d["start"]), int(d["end"]), d.get("device", ""),
+                   [LayerRecord.from_dict(l) for l in d.get("layers", [])], _num(d.get("wall_ms")) or 0.0,
+                   d.get("iteration"), dict(d.get("meta") or {}))
+
+
+class NonFiniteError(CaffeError, FloatingPointError):
+    """Raised by the sentinel: the first layer whose output or gradient is not finite."""
+
+    def __init__(self, finding):
+        self.finding = finding
+        super().__init__(finding.message)
+
+
+@dataclass
+class NonFiniteFinding:
+    step_id: int
+    direction: str
+    layer_index: int
+    layer: str
+    type: str
+    blob: str
+    role: str
+    which: str           # "data" or "diff"
+    nan: int
+    inf: int
+    count: int
+    inputs_finite: bool
+    params_finite: bool
+
+    @property
+    def message(self):
+        return ("%s of layer '%s' (%s): %s blob '%s' %s has %d NaN and %d Inf of %d values; "
+                "its inputs were %s and its params %s" % (
+                    self.direction.capitalize(), self.layer, self.type, self.role, self.blob, self.which,
+                    self.nan, self.inf, self.count, "finite" if self.inputs_finite else "NOT finite",
+                    "finite" if self.params_finite else "NOT finite"))
+
+    def to_dict(self):
+        d = asdict(self)
+        d["message"] = self.message
+        return d
+
+
+@dataclass
+class ParamSnapshot:
+    """The learnable params before an update: their stats and a copy of their data."""
+    net_param_ids: List[int]
+    data: list               # copies, where each param's data lived
+    data_stats: List[BlobStats]
+    grad_stats: List[Optional[BlobStats]]
+    iteration: Optional[int] = None
+    t0: float = 0.0
+
+
+def _current(blob, which):
+    """The blob's data or diff array where its current copy lives."""
+    mem = blob.data_memory if which == "data" else blob.diff_memory
+    gpu = mem.head == 2  # the device copy is the current one
+    return blob.get_data(gpu) if which == "data" else blob.get_diff(gpu)
+
+
+# ---------------------------------------------------------------------- the recorder
+class Recorder:
+    """Observes a Net's ranges and records per-layer statistics.
+
+    ``stats``: compute blob statistics (else only times).  ``sentinel``: raise
+    :class:`NonFiniteError` at the first layer producing a non-finite output
+    (forward) or gradient (backward), or a non-finite param after an update.
+    ``bins``: histogram bins (0: none).  ``max_steps`` bounds memory (oldest
+    steps are dropped).  ``level``: "full" (every statistic and the histogram)
+    or "health" (Caffe's mean |x| and NaN/Inf counts only: one pass per blob,
+    cheap enough to leave on; the sentinel and debug_info lines work the same).
+    """
+
+    _ids = itertools.count(1)
+
+    LEVELS = ("full", "health")
+
+    def __init__(self, net, stats=True, sentinel=False, bins=HIST_BINS, max_steps=200, level="full"):
+        if level not in self.LEVELS:
+            raise ValueError("Recorder level must be one of %s, not %r" % (", ".join(self.LEVELS), level))
+        self.net = net
+        self.level = level
+        self.stats, self.sentinel, self.bins = stats, sentinel, bins
+        self.max_steps = max_steps
+        self.steps: List[StepRecord] = []
+        self.first_nonfinite: Optional[NonFiniteFinding] = None
+        self._cur = None
+        self._t0 = self._tl = 0.0
+        self._cache = {}
+        self._solvers = []
+        self.iteration = None
+        net.debug_observers.append(self)
+
+    def detach(self):
+        if self in self.net.debug_observers:
+            self.net.debug_observers.remove(self)
+        for solver, _ in list(self._solvers):
+            self.detach_solver(solver)
+
+    def clear(self):
+        self.steps.clear()
+        self.first_nonfinite = None
+
+    # ---------------------------------------------------------- observer protocol
+    def begin(self, kind, start, end):
+        self._cache = {}
+        self._cur = StepRecord(next(self._ids), kind, start, end, backend.mode(), iteration=self.iteration)
+        self._t0 = time.perf_counter()
+
+    def before_layer(self, kind, i):
+        backend.synchronize()
+        self._tl = time.perf_counter()
+
+    def after_layer(self, kind, i):
+        backend.synchronize()
+        ms = (time.perf_counter() - self._tl) * 1000.0
+        net = self.net
+        layer = net.layers[i]
+        rec = LayerRecord(i, net._layer_names[i], layer.type, kind, ms)
+        self._invalidate(kind, i)
+        if self.stats:
+            whiches = ("data",) if kind == "forward" else ("data", "diff")
+            self._add(rec, net, i, ("bottom", "top", "param"), whiches, kind)
+        if kind == "forward":
+            for t in range(len(net.top_vecs[i])):
+                if layer.loss(t):
+                    rec.loss = (rec.loss or 0.0) + float(layer.loss(t)) * _scalar(net.top_vecs[i][t])
+        self._cur.layers.append(rec)
+        if self.stats:
+            self._check_finite(rec, net, i, kind)
+
+    def end(self, kind, start, end):
+        self._cache = {}
+        if self._cur is None:
+            return
+        self._cur.wall_ms = (time.perf_counter() - self._t0) * 1000.0
+        self._append(self._cur)
+        self._cur = None
+
+    def _append(self, step):
+        self.steps.append(step)
+        if len(self.steps) > self.max_steps:
+            del self.steps[: len(self.steps) - self.max_steps]
+
+    # ---------------------------------------------------------- recording
+    def _invalidate(self, kind, i):
+        """Forget the cached stats of what layer ``i`` may have written."""
+        net = self.net
+        layer = net.layers[i]
+        if layer.type == "Python":
+            self._cache.clear()
+            return
+        drop = self._cache.pop
+        for p in layer.blobs:
+            drop(id(p.data_memory), None)
+            drop(id(p.diff_memory), None)
+        if kind == "forward":
+            for t in net.top_vecs[i]:
+                drop(id(t.data_memory), None)
+                drop(id(t.diff_memory), None)
+        else:
+            for b in net.bottom_vecs[i]:
+                drop(id(b.diff_memory), None)
+
+    def _add(self, rec, net, i, roles, whiches, kind):
+        layer = net.layers[i]
+        for role in roles:
+            if role == "bottom":
+                blobs = net.bottom_vecs[i]
+                names = [net._blob_names[b] for b in net._bottom_id_vecs[i]]
+            elif role == "top":
+                blobs = net.top_vecs[i]
+                names = [net._blob_names[b] for b in net._top_id_vecs[i]]
+            else:
+                blobs = layer.blobs
+                names = [net._param_display_names[p] for p in net._param_id_vecs[i]]
+            for k, (blob, name) in enumerate(zip(blobs, names)):
+                br = BlobRecord(name, role, k)
+                if kind == "backward":
+                    if role == "bottom":
+                        br.propagate = bool(net._bottom_need_backward[i][k])
+                    elif role == "param":
+                        br.propagate = bool(layer.get_param_propagate_down(k))
+                for which in whiches:
+                    setattr(br, which, self._stats(blob, which))
+                rec.blobs.append(br)
+
+    def _stats(self, blob, which):
+        mem = blob.data_memory if which == "data" else blob.diff_memory
+        per_mem = self._cache.get(id(mem))
+        if per_mem is None:
+            per_mem = self._cache[id(mem)] = {}
+        st = per_mem.get(blob.shape)
+        if st is None:
+            arr = _current(blob, which)
+            st = array_stats(arr, self.bins) if self.level == "full" else health_stats(arr)
+            per_mem[blob.shape] = st
+        return st
+
+    def asum_mean(self, blob, which):
+        """Caffe's debug_info number of a blob recorded in the step under way, if any."""
+        if self._cur is None:
+            return None
+        mem = blob.data_memory if which == "data" else blob.diff_memory
+        st = self._cache.get(id(mem), {}).get(blob.shape)
+        return None if st is None else st.asum_mean
+
+    def _check_finite(self, rec, net, i, kind):
+        out_role, which = ("top", "data") if kind == "forward" else ("bottom", "diff")
+        for b in rec.blobs:
+            s = getattr(b, which)
+            if b.role != out_role or s is None or s.finite:
+                continue
+            if kind == "backward" and not net._bottom_need_backward[i][b.index]:
+                continue
+            in_role = "bottom" if kind == "forward" else "top"
+            in_which = "data" if kind == "forward" else "diff"
+            inputs_ok = all(getattr(x, in_which) is None or getattr(x, in_which).finite
+                            for x in rec.blobs if x.role == in_role)
+            params_ok = all(x.data is None or x.data.finite for x in rec.blobs if x.role == "param")
+            f = NonFiniteFinding(self._cur.id, kind, i, rec.layer, rec.type, b.name, b.role, which,
+                                 s.nan, s.inf, s.count, inputs_ok, params_ok)
+            self._found(f, kind)
+            return
+        if kind == "backward":   # param gradients
+            for b in rec.blobs:
+                if b.role != "param" or not b.propagate or b.diff is None or b.diff.finite:
+                    continue
+                inputs_ok = all(x.diff is None or x.diff.finite for x in rec.blobs if x.role == "top")
+                params_ok = all(x.data is None or x.data.finite for x in rec.blobs if x.role == "param")
+                f = NonFiniteFinding(self._cur.id, kind, i, rec.layer, rec.type, b.name, "param", "diff",
+                                     b.diff.nan, b.diff.inf, b.diff.count, inputs_ok, params_ok)
+                self._found(f, kind)
+                return
+
+    def _found(self, f, kind):
+        if self.first_nonfinite is None:
+            self.first_nonfinite = f
+        if self.sentinel:
+            self.end(kind, self._cur.start, self._cur.end)
+            raise NonFiniteError(f)
+
+    # ---------------------------------------------------------- solver updates
+    def snapshot_params(self, net=None, iteration=None):
+        """Stats of every learnable param's data and diff, and a copy of its data
+        (on the device it lives on): the "before" of :meth:`record_update`."""
+        net = net or self.net
+        ids, data, dstats, gstats = [], [], [], []
+        owners = net.param_owners
+        for pid, owner in enumerate(owners):
+            if owner >= 0:
+                continue
+            blob = net.all_params[pid]
+            arr = _current(blob, "data")
+            ids.append(pid)
+            data.append(arr.copy())
+            dstats.append(array_stats(arr, self.bins) if self.stats else None)
+            gstats.append(array_stats(_current(blob, "diff"), self.bins) if self.stats else None)
+        return ParamSnapshot(ids, data, dstats, gstats, iteration, time.perf_counter())
+
+    def record_update(self, net=None, before=None, iteration=None, lr=None):
+        """One StepRecord of kind "update": per learnable param the data after,
+        the diff (the update value Caffe leaves there), the data before and the
+        gradient (from ``before``), delta = after - before and the update-to-weight
+        ratio |Δw|/|w|.  ``before``: a :class:`ParamSnapshot` from
+        :meth:`snapshot_params` or a list of arrays (the learnable params' data,
+        in ``net.learnable_params`` order)."""
+        net = net or self.net
+        if before is None:
+            raise ValueError("record_update needs the params before the update (snapshot_params)")
+        if not isinstance(before, ParamSnapshot):
+            arrays = [np.asarray(a) if not backend.is_gpu_array(a) else a for a in before]
+            ids = [pid for pid, o in enumerate(net.param_owners) if o < 0]
+            if len(arrays) != len(ids):
+                raise ValueError("record_update: %d arrays for %d learnable params" % (len(arrays), len(ids)))
+            before = ParamSnapshot(ids, arrays, [array_stats(a, self.bins) for a in arrays],
+                                   [None] * len(ids), None, 0.0)
+        backend.synchronize()
+        t_end = time.perf_counter()
+        it = iteration if iteration is not None else before.iteration
+        step = StepRecord(next(self._ids), "update", 0, max(len(net.layers) - 1, 0), backend.mode(),
+                          iteration=it if it is not None else self.iteration)
+        if lr is not None:
+            step.meta["lr"] = float(lr)
+        step.wall_ms = (t_end - before.t0) * 1000.0 if before.t0 else 0.0
+        layer_recs = {}
+        lr_mults = net.params_lr
+        learnable_index = {pid: k for k, pid in enumerate(pid for pid, o in enumerate(net.param_owners)
+                                                          if o < 0)}
+        for k, pid in enumerate(before.net_param_ids):
+            li, pi = net.param_layer_indices[pid]
+            rec = layer_recs.get(li)
+            if rec is None:
+                rec = layer_recs[li] = LayerRecord(li, net.layer_names[li], net.layers[li].type, "update", 0.0)
+            blob = net.all_params[pid]
+            after = _current(blob, "data")
+            old = before.data[k]
+            xp = backend.xp_of(after)
+            if backend.xp_of(old) is not xp:
+                old = backend.to_host(old) if xp is np else backend.to_device(old)
+            with np.errstate(all="ignore"):
+                delta = after.astype(old.dtype, copy=False) - old
+            br = BlobRecord(net.param_display_names[pid], "param", pi)
+            br.data = array_stats(after, self.bins)
+            br.diff = array_stats(_current(blob, "diff"), self.bins)
+            br.before = before.data_stats[k] or array_stats(old, self.bins)
+            br.grad = before.grad_stats[k]
+            br.delta = array_stats(delta, self.bins)
+            br.ratio = update_ratio(br.delta.l2, br.before.l2)
+            lk = learnable_index.get(pid)
+            br.propagate = bool(lr_mults[lk] != 0) if lk is not None and lk < len(lr_mults) else None
+            rec.blobs.append(br)
+        step.layers = [layer_recs[i] for i in sorted(layer_recs)]
+        self._append(step)
+        for rec in step.layers:
+            for b in rec.blobs:
+                if not b.data.finite:
+                    f = NonFiniteFinding(step.id, "update", rec.layer_index, rec.layer, rec.type, b.name,
+                                         "param", "data", b.data.nan, b.data.inf, b.data.count,
+                                         b.grad is None or b.grad.finite, b.before.finite)
+                    if self.first_nonfinite is None:
+                        self.first_nonfinite = f
+                    if self.sentinel:
+                        raise NonFiniteError(f)
+                    break
+        return step
+
+    def attach_solver(self, solver):
+        """Record every update ``solver`` applies (wraps the instance's
+        ``apply_update``; :meth:`detach_solver` restores it).  Also stamps the
+        records with the solver's iteration."""
+        if any(s is solver for s, _ in self._solvers):
+            return
+        original = solver.__dict__.get("apply_update")
+        bound = solver.apply_update
+        rec = self
+
+        def apply_update():
+            before = rec.snapshot_params(solver.net, iteration=solver.iter)
+            bound()
+            rec.record_update(solver.net, before)
+            rec.iteration = solver.iter
+
+        solver.apply_update = apply_update
+        self._solvers.append((solver, original))
+        self.iteration = solver.iter
+
+    def detach_solver(self, solver):
+        for k, (s, original) in enumerate(self._solvers):
+            if s is solver:
+                if original is None:
+                    solver.__dict__.pop("apply_update", None)
+                else:
+                    solver.apply_update = original
+                del self._solvers[k]
+                return
+
+    # ---------------------------------------------------------- queries
+    def last(self, kind=None):
+        for s in reversed(self.steps):
+            if kind is None or s.kind == kind:
+                return s
+        return None
+
+    def latest_layer_records(self):
+        """{(layer_index, direction): LayerRecord} of the most recent run of each."""
+        out = {}
+        for s in self.steps:
+            for l in s.layers:
+                out[(l.layer_index, l.direction)] = l
+        return out
+
+    def to_dict(self):
+        return {"schema_version": SCHEMA_VERSION, "steps": [s.to_dict() for s in self.steps],
+                "first_nonfinite": self.first_nonfinite.to_dict() if self.first_nonfinite else None}
+
+
+class UpdateHook:
+    """A solver callback (``solver.add_callback(UpdateHook(recorder, solver))``)
+    that records updates without wrapping the solver: ``on_gradients_ready``
+    snapshots the params, the next ``on_start`` (or :meth:`flush`, after the last
+    step) records the update.  The update value (``diff``) is then the cleared
+    diff; ``delta`` and ``ratio`` are exact."""
+
+    def __init__(self, recorder, solver):
+        self.recorder, self.solver = recorder, solver
+        self._before = None
+
+    def on_start(self):
+        self.flush()
+        self.recorder.iteration = self.solver.iter
+
+    def on_gradients_ready(self):
+        self._before = self.recorder.snapshot_params(self.solver.net, iteration=self.solver.iter)
+
+    def flush(self):
+        if self._before is not None:
+            before, self._before = self._before, None
+            return self.recorder.record_update(self.solver.net, before)
+        return None
+
+
+def update_ratio(delta_l2, weight_l2):
+    """|Δw| / |w|: None when both are 0, inf when only |w| is 0."""
+    if weight_l2 is None or delta_l2 is None:
+        return None
+    if weight_l2 == 0:
+        return None if delta_l2 == 0 else float("inf")
+    return delta_l2 / weight_l2
+
+
+def _scalar(blob):
+    """The sum of a loss top's values, as a float (one number crosses to the host)."""
+    if blob.count == 0:
+        return 0.0
+    arr = _current(blob, "data")
+    with np.errstate(all="ignore"):
+        return float(backend.to_host(arr.reshape(-1).sum(dtype=backend.xp_of(arr).float64)))
+
+
+def steps_from_dicts(items):
+    """StepRecords from their ``to_dict`` form (a report's ``steps``)."""
+    return [StepRecord.from_dict(d) for d in items]
+
+
+def caffe_debug_lines(step):
+    """Caffe's debug_info lines (net.cpp ForwardDebugInfo / BackwardDebugInfo) of a
+    recorded step, from its records (numbers as Caffe prints them)."""
+    from engine.core.log import num
+    out = []
+    for rec in step.layers:
+        if rec.direction == "forward":
+            for b in rec.blobs:
+                if b.role == "top" and b.data is not None:
+                    out.append("    [Forward] Layer %s, top blob %s data: %s"
+                               % (rec.layer, b.name, num(np.float32(b.data.asum_mean))))
+            for b in rec.blobs:
+                if b.role == "param" and b.data is not None:
+                    out.append("    [Forward] Layer %s, param blob %s data: %s"
+                               % (rec.layer, b.name, num(np.float32(b.data.asum_mean))))
+        elif rec.direction == "backward":
+            for b in rec.blobs:
+                if b.role == "bottom" and b.propagate and b.diff is not None:
+                    out.append("    [Backward] Layer %s, bottom blob %s diff: %s"
+                               % (rec.layer, b.name, num(np.float32(b.diff.asum_mean))))
+            for b in rec.blobs:
+                if b.role == "param" and b.propagate and b.diff is not None:
+                    out.append("    [Backward] Layer %s, param blob %d diff: %s"
+                               % (rec.layer, b.index, num(np.float32(b.diff.asum_mean))))
+        else:
+            for b in rec.blobs:
+                if b.role == "param" and b.data is not None:
+                    out.append("    [Update] Layer %s, param %s data: %s; diff: %s"
+                               % (rec.layer, b.name, num(np.float32(b.data.asum_mean)),
+                                  num(np.float32(b.diff.asum_mean)) if b.diff is not None else "-"))
+    return out
+
+
+def all_params_line(net):
+    """Net::Backward's debug line: L1 and L2 norms of every owned param's data and diff."""
+    from engine.core.log import num
+    asum_data = asum_diff = sumsq_data = sumsq_diff = 0.0
+    for p, owner in zip(net.all_params, net.param_owners):
+        if owner >= 0:
+            continue
+        asum_data += p.asum_data()
+        asum_diff += p.asum_diff()
+        sumsq_data += p.sumsq_data()
+        sumsq_diff += p.sumsq_diff()
+    return ("    [Backward] All net params (data, diff): L1 norm = (%s, %s); L2 norm = (%s, %s)"
+            % (num(np.float32(asum_data)), num(np.float32(asum_diff)),
+               num(np.float32(np.sqrt(sumsq_data))), num(np.float32(np.sqrt(sumsq_diff)))))

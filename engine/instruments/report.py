@@ -1,0 +1,561 @@
+"""Export a run: JSON (documented schema), self-contained HTML, Markdown, CSV.
+
+    doc = build_report(net, recorder)               # the JSON document (a dict)
+    text = render(net, recorder=recorder, fmt="html")   # "json", "html", "markdown"/"md", "csv"
+    write_report("run.html", net, recorder)         # format from the extension
+
+The JSON schema is in ``docs/report-schema.md`` (``schema_version`` below).
+The HTML page embeds Plotly's JavaScript once (offline, no network): the net's
+DAG (:mod:`engine.instruments.draw`), bar charts of FLOPs, memory and time per layer,
+statistics per layer (mean |x| of the data and the gradients, NaN/Inf), the
+update-to-weight ratios, the per-layer table, the findings and what Init
+decided.  CSV is the per-layer table (one row per layer); Markdown holds the
+summary, the table, the findings and Init's decisions.
+"""
+import csv
+import datetime
+import html
+import io
+import json
+import math
+import os
+
+from engine.core import backend
+from engine.instruments.analysis import analyze_net, human_bytes, human_count
+from engine.instruments.debug import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
+
+SCHEMA = "engine-report"
+SCHEMA_VERSION = 1
+FORMATS = ("json", "html", "markdown", "md", "csv")
+CSV_COLUMNS = ["index", "name", "type", "bottoms", "tops", "top_shapes", "params", "macc", "flops",
+               "memory_bytes", "top_diff_bytes", "param_bytes", "in_place", "need_backward", "backward_reason",
+               "forward_ms", "backward_ms", "top_asum_mean", "bottom_diff_asum_mean", "nonfinite"]
+
+
+def _clean(x):
+    """JSON-safe: NaN/Inf as strings ("nan", "inf", "-inf"), tuples as lists."""
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return x
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        try:
+            return _clean(x.item())
+        except Exception:
+            return str(x)
+    return x
+
+
+def _init_doc(net):
+    rec = net.init_record
+    filtered = []
+    for d in rec.filtered:
+        filtered.append({"index": d.index, "name": d.name, "type": d.type, "rule_kind": d.rule_kind,
+                         "rule_index": d.rule_index, "rule": d.rule, "reason": d.reason})
+    splits = []
+    for s in rec.splits:
+        splits.append({"name": s.name, "blob": s.blob, "producer": s.producer, "tops": list(s.tops),
+                       "loss_weight": s.loss_weight, "position": s.position,
+                       "consumers": [{"layer": c.layer, "bottom_index": c.bottom_index, "split_top": c.split_top}
+                                     for c in s.consumers]})
+    return {
+        "filtered": filtered,
+        "splits": splits,
+        "in_place": [{"layer": l, "top_index": k, "blob": b} for (l, k, b) in rec.in_place],
+        "shared": [{"net_param_id": s.net_param_id, "layer": s.layer, "param_index": s.param_index,
+                    "name": s.name, "owner_layer": s.owner_layer, "owner_param_index": s.owner_param_index,
+                    "mode": s.mode} for s in rec.shared],
+        "backward": [{"layer": net.layer_names[i], "need": b.need, "rule": b.rule, "detail": b.detail}
+                     for i, b in enumerate(rec.backward)],
+        "transcript": [[lv, msg] for lv, msg in rec.transcript],
+    }
+
+
+def _latest(steps):
+    out = {}
+    for s in steps:
+        for l in s.layers:
+            out[(l.layer_index, l.direction)] = l
+    return out
+
+
+def _layer_rows(net, analysis, steps):
+    latest = _latest(steps)
+    rows = []
+    for la in analysis.layers:
+        i = la.index
+        layer = net.layers[i]
+        pids = net.param_id_vecs[i]
+        params = []
+        for k, b in enumerate(layer.blobs):
+            pid = pids[k] if k < len(pids) else -1
+            owner = net.param_owners[pid] if pid >= 0 else -1
+            owner_name = None
+            if owner >= 0:
+                oli, opi = net.param_layer_indices[owner]
+                owner_name = "%s/%d" % (net.layer_names[oli], opi)
+            params.append({"name": net.param_display_names[pid] if pid >= 0 else str(k), "shape": list(b.shape),
+                           "count": int(b.count), "owner": owner_name})
+        fwd = latest.get((i, "forward"))
+        bwd = latest.get((i, "backward"))
+        top_asum = [b.data.asum_mean for b in fwd.blobs if b.role == "top" and b.data] if fwd else []
+        bot_diff = [b.diff.asum_mean for b in bwd.blobs if b.role == "bottom" and b.propagate and b.diff] \
+            if bwd else []
+        inplace = set(la.inplace_tops)
+        rows.append({
+            "index": i, "name": la.name, "type": la.type,
+            "bottoms": [{"name": n, "shape": s} for n, s in zip(la.bottoms, la.bottom_shapes)],
+            "tops": [{"name": n, "shape": s, "in_place": n in inplace and n in la.bottoms}
+                     for n, s in zip(la.tops, la.top_shapes)],
+            "params": params,
+            "params_count": la.params, "params_owned": la.params_owned,
+            "macc": la.macc, "flops": la.flops, "flops_counted": la.counted, "flops_formula": la.formula,
+            "memory_bytes": la.memory_bytes, "top_data_bytes": la.top_data_bytes,
+            "top_diff_bytes": la.top_diff_bytes, "allocated_top_bytes": la.allocated_top_bytes,
+            "inplace_bytes": la.inplace_bytes, "shared_top_bytes": la.shared_top_bytes,
+            "param_data_bytes": la.param_data_bytes, "param_diff_bytes": la.param_diff_bytes,
+            "shared_param_bytes": la.shared_param_bytes,
+            "need_backward": la.need_backward, "backward_reason": la.backward_reason,
+            "loss_weights": [float(layer.loss(k)) for k in range(len(la.tops))],
+            "forward_ms": fwd.time_ms if fwd else None,
+            "backward_ms": bwd.time_ms if bwd else None,
+            "top_asum_mean": top_asum, "bottom_diff_asum_mean": bot_diff,
+            "nonfinite": bool((fwd and fwd.nonfinite) or (bwd and bwd.nonfinite)),
+        })
+    return rows
+
+
+def build_report(net, recorder=None, steps=None, findings=None, timing=None, analysis=None, comparison=None,
+                 health_config=None, meta=None, include_transcript=True):
+    """The report document (a JSON-ready dict; see docs/report-schema.md)."""
+    from engine import __version__
+    from engine.instruments import health
+    if steps is None:
+        steps = list(recorder.steps) if recorder is not None else []
+    analysis = analysis or analyze_net(net)
+    if findings is None:
+        findings = health.check(steps, health_config)
+        first = getattr(recorder, "first_nonfinite", None) if recorder is not None else None
+        if first is not None and not any(f.check == "nonfinite" and f.layer == first.layer for f in findings):
+            findings = health.findings_from_nonfinite(first) + findings
+    state = net.param.state
+    init = _init_doc(net)
+    if not include_transcript:
+        init.pop("transcript", None)
+    doc = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "record_schema_version": RECORD_SCHEMA_VERSION,
+        "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "engine_version": __version__,
+        "net": {
+            "name": net.name, "model_file": net.model_file,
+            "phase": "TRAIN" if net.phase == 0 else "TEST", "level": int(state.level),
+            "stages": list(state.stage), "dtype": str(net.dtype), "device": backend.mode(),
+            "inputs": net.inputs, "outputs": net.outputs,
+            "memory_used_bytes": int(net.memory_used_bytes),
+            "num_layers": len(net.layers), "num_blobs": len(net.blob_names),
+        },
+        "layers": _layer_rows(net, analysis, steps),
+        "totals": analysis.totals,
+        "init": init,
+        "steps": [s.to_dict() for s in steps],
+        "findings": [f.to_dict() for f in findings],
+        "first_nonfinite": recorder.first_nonfinite.to_dict()
+        if recorder is not None and getattr(recorder, "first_nonfinite", None) else None,
+        "timing": timing.to_dict() if hasattr(timing, "to_dict") else timing,
+        "comparison": comparison.to_dict() if hasattr(comparison, "to_dict") else comparison,
+        "meta": dict(meta or {}),
+    }
+    return _clean(doc)
+
+
+# ---------------------------------------------------------------------- text formats
+def to_json(doc, indent=1):
+    return json.dumps(doc, indent=indent, allow_nan=False) + "\n"
+
+
+def _cell(v):
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return "%.6g" % v
+    if isinstance(v, list):
+        return " ".join(_cell(x) for x in v)
+    return str(v)
+
+
+def csv_rows(doc):
+    for r in doc["layers"]:
+        yield {
+            "index": r["index"], "name": r["name"], "type": r["type"],
+            "bottoms": " ".join(b["name"] for b in r["bottoms"]),
+            "tops": " ".join(t["name"] for t in r["tops"]),
+            "top_shapes": " ".join("x".join(str(d) for d in t["shape"]) or "scalar" for t in r["tops"]),
+            "params": r["params_count"], "macc": r["macc"], "flops": r["flops"],
+            "memory_bytes": r["memory_bytes"], "top_diff_bytes": r["top_diff_bytes"],
+            "param_bytes": r["param_data_bytes"],
+            "in_place": " ".join(t["name"] for t in r["tops"] if t["in_place"]),
+            "need_backward": int(bool(r["need_backward"])), "backward_reason": r["backward_reason"],
+            "forward_ms": _cell(r["forward_ms"]), "backward_ms": _cell(r["backward_ms"]),
+            "top_asum_mean": _cell(r["top_asum_mean"]), "bottom_diff_asum_mean": _cell(r["bottom_diff_asum_mean"]),
+            "nonfinite": int(bool(r["nonfinite"])),
+        }
+
+
+def to_csv(doc):
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for row in csv_rows(doc):
+        w.writerow(row)
+    return buf.getvalue()
+
+
+def _md_escape(s):
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(doc):
+    n, t = doc["net"], doc["totals"]
+    out = ["# Net report: %s" % _md_escape(n["name"]), ""]
+    out.append("- model: `%s`; phase %s, level %d, stages [%s]; %s on %s" % (
+        n.get("model_file") or "-", n["phase"], n["level"], ", ".join(n["stages"]), n["dtype"], n["device"]))
+    out.append("- %d layers, %d blobs; inputs: %s; outputs: %s" % (
+        n["num_layers"], n["num_blobs"], ", ".join(n["inputs"]) or "-", ", ".join(n["outputs"]) or "-"))
+    out.append("- params: %s (%s with shared); MACC %s; FLOPs %s (forward, one batch)" % (
+        human_count(t["params"]), human_count(t["params_all"]), human_count(t["macc"]), human_count(t["flops"])))
+    out.append("- Memory required for data (Caffe): %d bytes (%s); in place %s, shared tops %s, allocated %s; "
+               "params %s" % (n["memory_used_bytes"], human_bytes(n["memory_used_bytes"]),
+                              human_bytes(t["inplace_bytes"]), human_bytes(t["shared_top_bytes"]),
+                              human_bytes(t["allocated_top_bytes"]), human_bytes(t["param_data_bytes"])))
+    out.append("- generated %s by engine %s (report schema %d)" % (doc["generated"], doc["engine_version"],
+                                                                   doc["schema_version"]))
+    out += ["", "## Layers", ""]
+    out.append("| # | layer | type | bottoms | tops (shape) | params | MACC | FLOPs | memory | backward | "
+               "fwd ms | bwd ms | top mean\\|x\\| | bottom diff mean\\|x\\| |")
+    out.append("|---:|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    for r in doc["layers"]:
+        tops = ", ".join("%s%s (%s)" % (tp["name"], " [in place]" if tp["in_place"] else "",
+                                         "x".join(str(d) for d in tp["shape"]) or "scalar") for tp in r["tops"])
+        out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["index"], _md_escape(r["name"]), r["type"], _md_escape(", ".join(b["name"] for b in r["bottoms"])),
+            _md_escape(tops), human_count(r["params_count"]), human_count(r["macc"]), human_count(r["flops"]),
+            human_bytes(r["memory_bytes"]), "yes" if r["need_backward"] else "no", _cell(r["forward_ms"]),
+            _cell(r["backward_ms"]), _cell(r["top_asum_mean"]), _cell(r["bottom_diff_asum_mean"])))
+    out += ["", "## Findings", ""]
+    if doc["findings"]:
+        for f in doc["findings"]:
+            out.append("- **%s** `%s` %s" % (f["severity"], f["check"], _md_escape(f["message"])))
+    else:
+        out.append("No findings%s." % ("" if doc["steps"] else " (no steps recorded)"))
+    init = doc["init"]
+    out += ["", "## What Init decided", ""]
+    out.append("### Filtered layers")
+    out.append("")
+    if init["filtered"]:
+        for d in init["filtered"]:
+            out.append("- `%s` (%s): %s rule %d `{%s}`: %s" % (d["name"], d["type"], d["rule_kind"], d["rule_index"],
+                                                               d["rule"], _md_escape(d["reason"])))
+    else:
+        out.append("None.")
+    out += ["", "### Split layers", ""]
+    if init["splits"]:
+        for s in init["splits"]:
+            out.append("- `%s`: blob `%s` from `%s` to %d consumers (%s)" % (
+                s["name"], s["blob"], s["producer"], len(s["tops"]), ", ".join(s["tops"])))
+    else:
+        out.append("None.")
+    out += ["", "### Shared params", ""]
+    if init["shared"]:
+        for s in init["shared"]:
+            out.append("- `%s` param %d (`%s`) owned by `%s` param %d (%s)" % (
+                s["layer"], s["param_index"], s["name"], s["owner_layer"], s["owner_param_index"], s["mode"]))
+    else:
+        out.append("None.")
+    out += ["", "### Backward", ""]
+    for b in init["backward"]:
+        out.append("- `%s`: %s (%s)" % (b["layer"], "needs backward" if b["need"] else "no backward",
+                                         _md_escape(b["detail"])))
+    if doc.get("timing"):
+        tm = doc["timing"]
+        out += ["", "## Timing (%d iterations, %s)" % (tm["iterations"], tm["device"]), "",
+                "| layer | forward ms | backward ms |", "|---|---:|---:|"]
+        for l in tm["layers"]:
+            out.append("| %s | %s | %s |" % (_md_escape(l["name"]), _cell(l["forward_ms"]), _cell(l["backward_ms"])))
+        out.append("")
+        out.append("Average forward %s ms, backward %s ms, forward-backward %s ms." % (
+            _cell(tm["forward_ms"]), _cell(tm["backward_ms"]), _cell(tm["forward_backward_ms"])))
+    out.append("")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------- HTML
+def _figures(net, doc):
+    """[(title, plotly Figure)] for the HTML page."""
+    import plotly.graph_objects as go
+    from engine.instruments.draw import layout, net_graph, to_plotly
+    figs = []
+    g = net_graph(net)
+    if g.width > 1300 and g.width > g.height:
+        layout(g, "TB")      # long nets read better top to bottom on a page
+    figs.append(("Net graph", to_plotly(g, title="%s (%s)" % (net.name, doc["net"]["phase"]))))
+    rows = doc["layers"]
+    names = ["%d %s" % (r["index"], r["name"]) for r in rows]
+
+    def bar(title, ys, ytitle, log=False):
+        fig = go.Figure(go.Bar(x=names, y=ys, marker_color="#4e79a7"))
+        fig.update_layout(title=title, yaxis_title=ytitle, height=380, margin=dict(l=60, r=20, t=40, b=120))
+        if log:
+            fig.update_yaxes(type="log")
+        return fig
+
+    figs.append(("FLOPs per layer", bar("FLOPs per layer (forward)", [r["flops"] for r in rows], "FLOPs")))
+    figs.append(("Memory per layer", bar("Top data per layer (Caffe's count)", [r["memory_bytes"] for r in rows],
+                                         "bytes")))
+    if any(r["forward_ms"] is not None for r in rows):
+        fig = go.Figure()
+        fig.add_trace(go.Bar(x=names, y=[r["forward_ms"] or 0 for r in rows], name="forward"))
+        fig.add_trace(go.Bar(x=names, y=[r["backward_ms"] or 0 for r in rows], name="backward"))
+        fig.update_layout(title="Time per layer (last recorded step, ms)", barmode="group", height=380,
+                          margin=dict(l=60, r=20, t=40, b=120))
+        figs.append(("Time per layer", fig))
+    tm = doc.get("timing")
+    if tm:
+        fig = go.Figure()
+        fig.add_trace(go.Bar(x=[l["name"] for l in tm["layers"]], y=[l["forward_ms"] for l in tm["layers"]],
+                             name="forward"))
+        fig.add_trace(go.Bar(x=[l["name"] for l in tm["layers"]], y=[l["backward_ms"] for l in tm["layers"]],
+                             name="backward"))
+        fig.update_layout(title="caffe time: average per layer over %d iterations (ms)" % tm["iterations"],
+                          barmode="group", height=380, margin=dict(l=60, r=20, t=40, b=120))
+        figs.append(("Benchmark", fig))
+    steps = doc["steps"]
+    fwd = [s for s in steps if s["kind"] == "forward"]
+    bwd = [s for s in steps if s["kind"] == "backward"]
+
+    def pos(v):
+        return v if isinstance(v, (int, float)) and v > 0 else None
+
+    if fwd or bwd:
+        fig = go.Figure()
+        if fwd:
+            s = fwd[-1]
+            xs, ys, hover = [], [], []
+            for l in s["layers"]:
+                for b in l["blobs"]:
+                    if b["role"] == "top" and b["data"]:
+                        xs.append("%d %s" % (l["layer_index"], l["layer"]))
+                        ys.append(pos(b["data"]["asum_mean"]))
+                        hover.append("%s: %s" % (b["name"], b["data"]["asum_mean"]))
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name="top data mean |x|", hovertext=hover))
+        if bwd:
+            s = bwd[-1]
+            xs, ys, hover = [], [], []
+            for l in reversed(s["layers"]):
+                for b in l["blobs"]:
+                    if b["role"] == "bottom" and b.get("propagate") and b["diff"]:
+                        xs.append("%d %s" % (l["layer_index"], l["layer"]))
+                        ys.append(pos(b["diff"]["asum_mean"]))
+                        hover.append("%s: %s" % (b["name"], b["diff"]["asum_mean"]))
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name="bottom diff mean |x|", hovertext=hover))
+        fig.update_yaxes(type="log")
+        fig.update_layout(title="Blob statistics (last forward / backward step): mean |x|, log scale", height=420,
+                          margin=dict(l=60, r=20, t=40, b=120))
+        figs.append(("Statistics", fig))
+        # NaN / Inf per layer
+        xs, nans = [], []
+        for s in steps:
+            for l in s["layers"]:
+                k = 0
+                for b in l["blobs"]:
+                    for which in ("data", "diff"):
+                        st = b.get(which)
+                        if st and isinstance(st.get("nan"), int):
+                            k += st["nan"] + st["inf"]
+                if k:
+                    xs.append("step %s %s %s" % (s["id"], s["kind"], l["layer"]))
+                    nans.append(k)
+        if xs:
+            fig = go.Figure(go.Bar(x=xs, y=nans, marker_color="#e15759"))
+            fig.update_layout(title="Non-finite values (NaN + Inf) per layer record", height=380,
+                              margin=dict(l=60, r=20, t=40, b=160))
+            figs.append(("Non-finite values", fig))
+    upd = [s for s in steps if s["kind"] == "update"]
+    if upd:
+        fig = go.Figure()
+        series = {}
+        for s in upd:
+            for l in s["layers"]:
+                for b in l["blobs"]:
+                    r = b.get("ratio")
+                    if isinstance(r, (int, float)) and r > 0:
+                        series.setdefault("%s/%s" % (l["layer"], b["name"]), []).append(
+                            (s["iteration"] if s["iteration"] is not None else s["id"], r))
+        for k, pts in series.items():
+            fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=k))
+        fig.add_hrect(y0=1e-4, y1=1e-2, fillcolor="#59a14f", opacity=0.08, line_width=0)
+        fig.update_yaxes(type="log")
+        fig.update_layout(title="Update-to-weight ratio |Δw|/|w| per param", xaxis_title="iteration", height=420,
+                          margin=dict(l=60, r=20, t=40, b=40))
+        figs.append(("Updates", fig))
+    return figs
+
+
+_CSS = """
+body{font-family:Helvetica,Arial,sans-serif;margin:20px;color:#222}
+table{border-collapse:collapse;font-size:12px;margin:8px 0}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
+th{background:#f0f0f0} td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.bad td{background:#fde2e2} .error{color:#b00020;font-weight:bold} .warning{color:#a65c00}
+.summary li{margin:2px 0} h2{margin-top:28px;border-bottom:1px solid #ddd}
+code{background:#f6f6f6;padding:0 3px}
+"""
+
+
+def to_html(doc, net=None, figures=True):
+    """A self-contained HTML page (Plotly's JS inline, once)."""
+    e = html.escape
+    n, t = doc["net"], doc["totals"]
+    parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
+             "<title>Net report: %s</title>" % e(n["name"]), "<style>%s</style>" % _CSS]
+    if figures and net is not None:
+        import plotly.offline
+        parts.append('<script type="text/javascript">%s</script>' % plotly.offline.get_plotlyjs())
+    parts.append("</head><body>")
+    parts.append("<h1>Net report: %s</h1>" % e(n["name"]))
+    parts.append("<ul class='summary'>")
+    parts.append("<li>model <code>%s</code>; phase %s, level %d, stages [%s]; %s on %s</li>" % (
+        e(str(n.get("model_file") or "-")), n["phase"], n["level"], e(", ".join(n["stages"])), n["dtype"], n["device"]))
+    parts.append("<li>%d layers, %d blobs; inputs %s; outputs %s</li>" % (
+        n["num_layers"], n["num_blobs"], e(", ".join(n["inputs"]) or "-"), e(", ".join(n["outputs"]) or "-")))
+    parts.append("<li>params %s (%s with shared); MACC %s; FLOPs %s (forward, one batch)</li>" % (
+        human_count(t["params"]), human_count(t["params_all"]), human_count(t["macc"]), human_count(t["flops"])))
+    parts.append("<li>Memory required for data (Caffe's count): %d bytes (%s): allocated %s, in place %s, "
+                 "shared with a bottom %s; params %s</li>" % (
+                     n["memory_used_bytes"], human_bytes(n["memory_used_bytes"]), human_bytes(t["allocated_top_bytes"]),
+                     human_bytes(t["inplace_bytes"]), human_bytes(t["shared_top_bytes"]),
+                     human_bytes(t["param_data_bytes"])))
+    parts.append("<li>%d steps recorded; %d findings</li>" % (len(doc["steps"]), len(doc["findings"])))
+    parts.append("<li>generated %s by engine %s (report schema %d)</li></ul>" % (
+        e(doc["generated"]), e(doc["engine_version"]), doc["schema_version"]))
+
+    parts.append("<h2 id='findings'>Findings</h2>")
+    if doc["findings"]:
+        parts.append("<table><tr><th>severity</th><th>check</th><th>layer</th><th>blob</th><th>message</th></tr>")
+        for f in doc["findings"]:
+            parts.append("<tr><td class='%s'>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+                e(f["severity"]), e(f["severity"]), e(f["check"]), e(f["layer"]), e(str(f["blob"] or "")),
+                e(f["message"])))
+        parts.append("</table>")
+    else:
+        parts.append("<p>No findings%s.</p>" % ("" if doc["steps"] else " (no steps recorded)"))
+
+    if figures and net is not None:
+        for k, (title, fig) in enumerate(_figures(net, doc)):
+            parts.append("<h2>%s</h2>" % e(title))
+            parts.append(fig.to_html(include_plotlyjs=False, full_html=False, div_id="fig%d" % k))
+
+    parts.append("<h2 id='layers'>Layers</h2>")
+    cols = ["#", "layer", "type", "bottoms", "tops (shape)", "params", "MACC", "FLOPs", "memory", "backward",
+            "fwd ms", "bwd ms", "top mean |x|", "bottom diff mean |x|"]
+    parts.append("<table id='layer-table'><tr>%s</tr>" % "".join("<th>%s</th>" % e(c) for c in cols))
+    for r in doc["layers"]:
+        tops = "<br>".join("%s%s <span>(%s)</span>" % (e(tp["name"]), " [in place]" if tp["in_place"] else "",
+                                                       "x".join(str(d) for d in tp["shape"]) or "scalar")
+                           for tp in r["tops"])
+        cells = [str(r["index"]), e(r["name"]), e(r["type"]), e(", ".join(b["name"] for b in r["bottoms"])), tops,
+                 human_count(r["params_count"]), human_count(r["macc"]), human_count(r["flops"]),
+                 human_bytes(r["memory_bytes"]),
+                 ("yes" if r["need_backward"] else "no") + "<br><small>%s</small>" % e(r["backward_reason"]),
+                 e(_cell(r["forward_ms"])), e(_cell(r["backward_ms"])), e(_cell(r["top_asum_mean"])),
+                 e(_cell(r["bottom_diff_asum_mean"]))]
+        parts.append("<tr%s>%s</tr>" % (" class='bad'" if r["nonfinite"] else "",
+                                        "".join("<td%s>%s</td>" % (" class='num'" if k in (0, 5, 6, 7, 8, 10, 11, 12, 13)
+                                                                   else "", c) for k, c in enumerate(cells))))
+    parts.append("</table>")
+
+    init = doc["init"]
+    parts.append("<h2 id='init'>What Init decided</h2>")
+    parts.append("<h3>Filtered layers</h3>")
+    if init["filtered"]:
+        parts.append("<table><tr><th>layer</th><th>type</th><th>rule</th><th>reason</th></tr>")
+        for d in init["filtered"]:
+            parts.append("<tr><td>%s</td><td>%s</td><td>%s %d {%s}</td><td>%s</td></tr>" % (
+                e(d["name"]), e(d["type"]), e(d["rule_kind"]), d["rule_index"], e(d["rule"]), e(d["reason"])))
+        parts.append("</table>")
+    else:
+        parts.append("<p>None.</p>")
+    parts.append("<h3>Split layers</h3>")
+    if init["splits"]:
+        parts.append("<table><tr><th>split</th><th>blob</th><th>producer</th><th>tops</th></tr>")
+        for s in init["splits"]:
+            parts.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+                e(s["name"]), e(s["blob"]), e(s["producer"]), e(", ".join(s["tops"]))))
+        parts.append("</table>")
+    else:
+        parts.append("<p>None.</p>")
+    parts.append("<h3>Shared params</h3>")
+    if init["shared"]:
+        parts.append("<table><tr><th>layer</th><th>param</th><th>name</th><th>owner</th><th>mode</th></tr>")
+        for s in init["shared"]:
+            parts.append("<tr><td>%s</td><td>%d</td><td>%s</td><td>%s param %d</td><td>%s</td></tr>" % (
+                e(s["layer"]), s["param_index"], e(s["name"]), e(s["owner_layer"]), s["owner_param_index"],
+                e(s["mode"])))
+        parts.append("</table>")
+    else:
+        parts.append("<p>None.</p>")
+    if doc.get("timing"):
+        tm = doc["timing"]
+        parts.append("<h2 id='timing'>Timing</h2><p>%d iterations on %s: forward %s ms, backward %s ms, "
+                     "forward-backward %s ms.</p>" % (tm["iterations"], e(tm["device"]), _cell(tm["forward_ms"]),
+                                                       _cell(tm["backward_ms"]), _cell(tm["forward_backward_ms"])))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------------- entry points
+def _fmt(fmt):
+    fmt = (fmt or "json").lower()
+    if fmt == "md":
+        fmt = "markdown"
+    if fmt == "htm":
+        fmt = "html"
+    if fmt not in ("json", "html", "markdown", "csv"):
+        raise ValueError("report format must be one of json, html, markdown (md), csv (got %r)" % fmt)
+    return fmt
+
+
+def render(net, recorder=None, fmt="json", **kwargs):
+    """The report as text in ``fmt`` ("json", "html", "markdown"/"md", "csv");
+    ``kwargs`` go to :func:`build_report`."""
+    fmt = _fmt(fmt)
+    doc = build_report(net, recorder, **kwargs)
+    if fmt == "json":
+        return to_json(doc)
+    if fmt == "csv":
+        return to_csv(doc)
+    if fmt == "markdown":
+        return to_markdown(doc)
+    return to_html(doc, net)
+
+
+def format_from_path(path):
+    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    return {"json": "json", "html": "html", "htm": "html", "md": "markdown", "markdown": "markdown",
+            "csv": "csv"}.get(ext, "json")
+
+
+def write_report(path, net, recorder=None, fmt=None, **kwargs):
+    text = render(net, recorder, fmt or format_from_path(path), **kwargs)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path

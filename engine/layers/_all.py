@@ -1,2 +1,0 @@
-"""Imports every layer family module so that each registers its layers."""
-from . import data, neuron, common, vision, loss, norm, recurrent, python_layer  # noqa: F401

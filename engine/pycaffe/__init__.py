@@ -1,0 +1,1 @@
+"""pycaffe's ``python/caffe`` surface on the engine."""

@@ -1,1 +1,0 @@
-"""The Caffe protobuf schema (caffe.proto) and its generated Python module."""
