@@ -21,6 +21,8 @@ _LAZY = {
     "filter_net": ("engine.core.filter", "filter_net"),
     "insert_splits": ("engine.core.splits", "insert_splits"),
     "layer_type_list": ("engine.core.layers.registry", "layer_types"),
+    "layer_class": ("engine.core.layers.registry", "find_layer_class"),
+    "layer_categories": ("engine.core.layers.registry", "layer_categories"),
     "Layer": ("engine.core.layers.python_layer", "PyLayer"),
     "get_solver": ("engine.core.solvers", "get_solver"),
     "SGDSolver": ("engine.core.solvers", "SGDSolver"),

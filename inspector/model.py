@@ -17,6 +17,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import text_format
 
 from inspector import layer_meta
+from engine.proto import caffe_pb2
 
 TRAIN, TEST = 0, 1
 
@@ -260,7 +261,6 @@ def _settings(lp):
 
 
 def _written(lp):
-    from engine.proto import caffe_pb2
     p = caffe_pb2.LayerParameter()
     p.CopyFrom(lp)
     del p.blobs[:]

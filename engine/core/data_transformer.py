@@ -22,6 +22,7 @@ import numpy as np
 
 from engine.core import backend
 from engine.core.errors import LayerError, ShapeError
+from engine.proto import caffe_pb2
 
 TRAIN, TEST = 0, 1
 
@@ -156,7 +157,6 @@ class DataTransformer:
     """DataTransformer(TransformationParameter, phase)."""
 
     def __init__(self, param, phase, dtype=np.float32, layer_name=None):
-        from engine.proto import caffe_pb2
         p = caffe_pb2.TransformationParameter()
         p.CopyFrom(param)
         self.param = p
@@ -214,7 +214,6 @@ class DataTransformer:
     # ------------------------------------------------------------------ shapes
     def infer_blob_shape(self, record):
         """InferBlobShape for a Datum, an H x W x C image, or a C x H x W array (1, C, H, W)."""
-        from engine.proto import caffe_pb2
         crop = self.param.crop_size
         if isinstance(record, caffe_pb2.Datum):
             if record.encoded:
@@ -314,7 +313,6 @@ class DataTransformer:
 
     def transform(self, record):
         """Transform a Datum, an H x W x C uint8 image, or a list of either (stacked)."""
-        from engine.proto import caffe_pb2
         if isinstance(record, caffe_pb2.Datum):
             return self.transform_datum(record)
         if isinstance(record, (list, tuple)):

@@ -8,6 +8,7 @@ import numpy as np
 
 from engine.core import backend
 from engine.core.errors import LayerError
+from engine.proto import caffe_pb2
 
 
 def _fans(blob):
@@ -18,7 +19,6 @@ def _fans(blob):
 
 
 def _norm_n(param, blob):
-    from engine.proto import caffe_pb2
     fan_in, fan_out = _fans(blob)
     vn = param.variance_norm
     FP = caffe_pb2.FillerParameter

@@ -25,6 +25,7 @@ from engine.core.blob import Blob
 from engine.core.errors import CaffeError, NetError, ShapeError
 from engine.core.log import net_log as log, num
 from engine.core.weights import read_weights
+from engine.proto import caffe_pb2
 
 TRAIN, TEST = 0, 1
 
@@ -99,7 +100,6 @@ class Net:
             self.model_file = os.fspath(network_file)
             param = read_net_params(self.model_file)
         else:
-            from engine.proto import caffe_pb2
             p = caffe_pb2.NetParameter()
             p.CopyFrom(param)
             param = p
@@ -118,7 +118,6 @@ class Net:
                    dtype=np.float32, model_dir=None):
         """A Net from a NetParameter (Net(const NetParameter&)).  ``phase``/``level``/
         ``stages`` override the param's state only when given."""
-        from engine.proto import caffe_pb2
         from engine.core.upgrade import net_needs_upgrade, upgrade_net
         p = caffe_pb2.NetParameter()
         p.CopyFrom(param)
@@ -190,7 +189,6 @@ class Net:
         blob_name_to_idx, available = {}, set()
         model_dir = os.path.dirname(os.path.abspath(self.model_file)) if self.model_file else None
 
-        from engine.proto import caffe_pb2
         from engine.core.layers.registry import create_layer
         for layer_id in range(len(param.layer)):
             lp = param.layer[layer_id]
@@ -385,7 +383,6 @@ class Net:
         return bid
 
     def _append_param(self, param, layer_id, param_id):
-        from engine.proto import caffe_pb2
         layer = self._layers[layer_id]
         lp = layer.layer_param
         param_size = len(lp.param)
@@ -722,7 +719,6 @@ class Net:
             tb.share_data(sb)
 
     def ToProto(self, write_diff=False):
-        from engine.proto import caffe_pb2
         p = caffe_pb2.NetParameter()
         p.name = self.name
         for layer in self._layers:

@@ -7,6 +7,7 @@ matched back to the upgraded layers by position.  V0/V1 nets and anything the
 walk does not recognise take the plain protobuf path.
 """
 import numpy as np
+from engine.proto import caffe_pb2
 
 class _WeightsLayer:
     __slots__ = ("name", "blobs")
@@ -27,7 +28,6 @@ def read_weights(path):
     the rest is upgraded, and the blobs are matched back by position.  V0/V1 nets,
     whose upgrade rebuilds the layers, and bytes the walk does not understand take
     the plain path (which also raises Caffe's messages for unreadable files)."""
-    from engine.proto import caffe_pb2
     from engine.core import io
     from engine.core.blob import BlobPayload
     from engine.core.errors import ParseError

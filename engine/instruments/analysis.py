@@ -71,7 +71,6 @@ Sizes are what the blobs need, not what is resident (memory is allocated when
 first touched).  ``memory_bytes`` = ``top_data_bytes`` (Caffe's per-layer figure).
 """
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from typing import List
 
@@ -135,137 +134,10 @@ class NetAnalysis:
 
 
 # ---------------------------------------------------------------------- FLOPs
-def _prod(xs):
-    p = 1
-    for x in xs:
-        p *= int(x)
-    return p
-
-
-NEURON_TYPES = {"ReLU", "PReLU", "ELU", "Sigmoid", "TanH", "AbsVal", "BNLL", "Power", "Exp", "Log",
-                "Threshold", "Clip", "Swish", "Dropout"}
-ZERO_TYPES = {"Concat", "Slice", "Split", "Flatten", "Reshape", "Crop", "Tile", "Silence", "Input",
-              "Data", "ImageData", "HDF5Data", "HDF5Output", "MemoryData", "WindowData", "DummyData",
-              "BatchReindex", "Filter", "Parameter", "Im2col"}
-SHARE_DATA_ON_RUN = {"Flatten", "Split"}
-SHARE_DIFF_ON_RUN = {"Flatten"}
-LOSS3_TYPES = {"EuclideanLoss", "HingeLoss", "SigmoidCrossEntropyLoss", "ContrastiveLoss",
-               "InfogainLoss", "MultinomialLogisticLoss"}
-
-
-def _axis(axis, ndim):
-    return axis + ndim if axis < 0 else axis
-
-
-def _count(b):
-    return int(b.count)
-
-
 def layer_flops(layer, bottoms, tops, phase=None):
-    """(macc, flops, counted, formula) of one layer with its bottom/top blobs."""
-    t = layer.type
-    lp = layer.layer_param
-    out = _count(tops[0]) if tops else 0
-    inn = _count(bottoms[0]) if bottoms else 0
-    if t == "Convolution":
-        w = layer.blobs[0]
-        macc = out * (w.count // max(w.shape[0], 1))
-        bias = out if lp.convolution_param.bias_term else 0
-        return macc, 2 * macc + bias, True, "out × C_in/group × ∏kernel"
-    if t == "Deconvolution":
-        w = layer.blobs[0]
-        macc = inn * (w.count // max(w.shape[0], 1))
-        bias = out if lp.convolution_param.bias_term else 0
-        return macc, 2 * macc + bias, True, "in × C_out/group × ∏kernel"
-    if t == "InnerProduct":
-        ip = lp.inner_product_param
-        b = bottoms[0]
-        axis = _axis(ip.axis, len(b.shape))
-        m, k = _prod(b.shape[:axis]), _prod(b.shape[axis:])
-        macc = m * k * int(ip.num_output)
-        bias = m * int(ip.num_output) if ip.bias_term else 0
-        return macc, 2 * macc + bias, True, "M × K × N_out"
-    if t == "Embed":
-        ep = lp.embed_param
-        return 0, (out if ep.bias_term else 0), True, "lookup (+ bias adds)"
-    if t == "Pooling":
-        pp = lp.pooling_param
-        b = bottoms[0]
-        if pp.global_pooling:
-            kh, kw = (b.shape[2], b.shape[3]) if len(b.shape) >= 4 else (1, 1)
-        elif pp.HasField("kernel_h") or pp.HasField("kernel_w"):
-            kh, kw = pp.kernel_h, pp.kernel_w
-        else:
-            kh = kw = pp.kernel_size
-        return 0, out * int(kh) * int(kw), True, "out × kh × kw"
-    if t == "SPP":
-        b = bottoms[0]
-        n, c, h, w = (list(b.shape) + [1, 1, 1, 1])[:4]
-        total = 0
-        for level in range(int(lp.spp_param.pyramid_height)):
-            bins = 2 ** level
-            kh, kw = int(math.ceil(h / float(bins))), int(math.ceil(w / float(bins)))
-            total += n * c * bins * bins * kh * kw
-        return 0, total, True, "Σ levels N × C × bins² × kh × kw"
-    if t == "LRN":
-        lr = lp.lrn_param
-        from engine.proto import caffe_pb2
-        if lr.norm_region == caffe_pb2.LRNParameter.WITHIN_CHANNEL:
-            taps = int(lr.local_size) ** 2
-            return out * taps, out * (2 * taps + 3), True, "out × (2 × local_size² + 3)"
-        taps = int(lr.local_size)
-        return out * taps, out * (2 * taps + 3), True, "out × (2 × local_size + 3)"
-    if t == "BatchNorm":
-        bn = lp.batch_norm_param
-        use_global = bn.use_global_stats if bn.HasField("use_global_stats") else phase == 1
-        return 0, out * (2 if use_global else 5), True, "out × 2 (global stats) / × 5"
-    if t == "MVN":
-        mv = lp.mvn_param
-        return 0, out * (5 if mv.normalize_variance else 2), True, "out × 5 (variance) / × 2"
-    if t == "Scale":
-        bias = lp.scale_param.bias_term
-        return (out if bias else 0), out * (2 if bias else 1), True, "out (+ out bias)"
-    if t == "Bias":
-        return 0, out, True, "out"
-    if t == "Eltwise":
-        from engine.proto import caffe_pb2
-        ew = lp.eltwise_param
-        k = len(bottoms)
-        if ew.operation == caffe_pb2.EltwiseParameter.SUM:
-            coeff = len(ew.coeff) > 0 and any(c != 1 for c in ew.coeff)
-            return (out * k if coeff else 0), out * (k - 1) + (out * k if coeff else 0), True, \
-                "out × (K - 1) (+ out × K coefficients)"
-        return 0, out * (k - 1), True, "out × (K - 1)"
-    if t in NEURON_TYPES:
-        return 0, out, True, "out"
-    if t == "Softmax":
-        return 0, inn * 5, True, "in × 5"
-    if t == "SoftmaxWithLoss":
-        b = bottoms[0]
-        axis = _axis(lp.softmax_param.axis, len(b.shape)) if len(b.shape) else 0
-        outer = _prod(b.shape[:axis]) * _prod(b.shape[axis + 1:])
-        return 0, inn * 5 + outer, True, "in × 5 + outer"
-    if t in LOSS3_TYPES:
-        return 0, inn * 3, True, "in × 3"
-    if t in ("Accuracy", "ArgMax"):
-        return 0, inn, True, "in"
-    if t == "Reduction":
-        from engine.proto import caffe_pb2
-        op = lp.reduction_param.operation
-        two = op in (caffe_pb2.ReductionParameter.ASUM, caffe_pb2.ReductionParameter.SUMSQ)
-        return 0, inn * (2 if two else 1), True, "in (× 2 for ASUM/SUMSQ)"
-    if t == "LSTMUnit":
-        return 0, out * 9, True, "out × 9"
-    if t in ("RNN", "LSTM"):
-        inner = getattr(layer, "unrolled_net", None)
-        if inner is None:
-            return 0, 0, False, "unrolled net not built"
-        sub = analyze_net(inner)
-        return sub.totals["macc"], sub.totals["flops"], sub.totals["uncounted_layers"] == 0, \
-            "Σ unrolled net"
-    if t in ZERO_TYPES:
-        return 0, 0, True, "0"
-    return 0, 0, False, "not modelled"
+    """(macc, flops, counted, formula) of one layer with its bottom/top blobs: the layer
+    class's own formula (``Layer.flops``)."""
+    return layer.flops(bottoms, tops)
 
 
 # ---------------------------------------------------------------------- the analysis
@@ -296,8 +168,8 @@ def analyze_net(net):
             diff_bytes += nb
             # Split (data) and Flatten (data and diff) share their bottom's memory when they
             # run (Caffe master's Forward / Backward); Reshape from Reshape on: identity tells.
-            shares = layer.type in SHARE_DATA_ON_RUN and bool(bottoms)
-            shares_diff = layer.type in SHARE_DIFF_ON_RUN and bool(bottoms)
+            shares = layer.shares_data_on_run and bool(bottoms)
+            shares_diff = layer.shares_diff_on_run and bool(bottoms)
             if id(top) in bottom_objs:
                 inplace += nb
                 inplace_tops.append(names[t_ids[k]])

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from engine.instruments.debug import BlobRecord, BlobStats, LayerRecord, StepRecord
+from engine.proto import caffe_pb2
 
 GLOG = re.compile(r"^([IWEF])(\d{4,8}) (\d\d:\d\d:\d\d\.\d+)\s+(\d+) ([^:\]\s]+):(\d+)\] ?(.*)$")
 _NUM = r"([-+]?(?:nan|inf|[0-9.]+(?:e[-+]?\d+)?))"
@@ -191,7 +192,6 @@ def _net_from_prototxt(lognet, text):
     """Fill the layer list from the printed (filtered) NetParameter, with Splits inserted."""
     try:
         from google.protobuf import text_format
-        from engine.proto import caffe_pb2
         from engine.core.splits import insert_splits
         p = caffe_pb2.NetParameter()
         text_format.Parse(text, p)

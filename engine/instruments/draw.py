@@ -26,6 +26,7 @@ from typing import List
 from xml.sax.saxutils import escape
 
 from engine.core.errors import CaffeError
+from engine.proto import caffe_pb2
 
 LAYER_COLOR = "#6495ED"
 NEURON_COLOR = "#90EE90"
@@ -92,7 +93,6 @@ def _layer_lines(lp, ltype):
         lines.append("stride: %d" % s)
         lines.append("pad: %d" % p)
     elif ltype == "Pooling":
-        from engine.proto import caffe_pb2
         pp = lp.pooling_param
         pool = caffe_pb2.PoolingParameter.PoolMethod.Name(pp.pool)
         lines[1] = "(%s %s)" % (pool, ltype)
@@ -381,7 +381,6 @@ def to_plotly(g, title=None, arrows_max=400):
 
 # ---------------------------------------------------------------------- files
 def _load_param(model, phase=None, level=0, stages=()):
-    from engine.proto import caffe_pb2
     from engine.core.filter import filter_net
     from engine.core.upgrade import read_net_params
     param = read_net_params(model)

@@ -29,6 +29,7 @@ import sys
 import time
 
 import numpy as np
+from engine.proto import caffe_pb2
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIFFER, EXIT_INTERRUPT = 0, 1, 2, 3, 130
 _LEVEL_CHAR = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
@@ -512,7 +513,6 @@ def cmd_compare(args, out, err):
 
 
 def cmd_upgrade(args, out, err):
-    from engine.proto import caffe_pb2
     from engine.core import io
     from engine.core.errors import ParseError
     from engine.core.upgrade import (net_needs_data_upgrade,

@@ -14,6 +14,7 @@ import numpy as np
 from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import LayerError
+from engine.proto import caffe_pb2
 
 _WORK = threading.local()
 
@@ -55,8 +56,36 @@ def fill_param(blob, filler):
     fill(blob, filler)
 
 
+def top_count(tops, i=0):
+    """Element count of ``tops[i]`` (0 when the layer has no such top)."""
+    return int(tops[i].count) if len(tops) > i else 0
+
+
+def bottom_count(bottoms, i=0):
+    """Element count of ``bottoms[i]`` (0 when the layer has no such bottom)."""
+    return int(bottoms[i].count) if len(bottoms) > i else 0
+
+
+def no_flops(layer, bottoms, tops):
+    """Data, plumbing and copy layers: no arithmetic."""
+    return 0, 0, True, "0"
+
+
+def elementwise_flops(layer, bottoms, tops):
+    """One operation per output element."""
+    return 0, top_count(tops), True, "out"
+
+
 class Layer:
     type = None
+    # Per-type facts, kept on the class like the blob counts below; registries, the
+    # inspector's table and the FLOP/memory analysis are derived from them, and
+    # tests/test_layer_facts.py fails for a registered type that lacks one.
+    category = None            # a key of engine.core.layers.registry.CATEGORIES
+    summary = None             # one line: what the layer computes
+    param_fields = ()          # the LayerParameter fields holding its settings
+    shares_data_on_run = False  # top data shares the bottom's memory once it runs (Split, Flatten)
+    shares_diff_on_run = False  # top diff shares the bottom's (Flatten)
     # Blob-count declarations (-1: no constraint), as layer.hpp's virtuals.
     exact_num_bottom = -1
     min_bottom = -1
@@ -67,8 +96,13 @@ class Layer:
     equal_num_bottom_top = False
     auto_top_blobs = False
 
+    def flops(self, bottoms, tops):
+        """``(macc, flops, counted, formula)`` of one forward pass over ``bottoms`` -> ``tops``
+        (multiply-accumulates, floating-point operations, whether the type is modelled,
+        the formula in words).  Every layer type overrides it."""
+        return 0, 0, False, "not modelled"
+
     def __init__(self, param, dtype=np.float32):
-        from engine.proto import caffe_pb2
         p = caffe_pb2.LayerParameter()
         p.CopyFrom(param)
         self.layer_param = p
@@ -203,7 +237,6 @@ class Layer:
 
     def to_proto(self, write_diff=False):
         """Layer::ToProto: the layer's param with its blobs."""
-        from engine.proto import caffe_pb2
         p = caffe_pb2.LayerParameter()
         p.CopyFrom(self.layer_param)
         del p.blobs[:]
@@ -219,6 +252,7 @@ class NeuronLayer(Layer):
     """One bottom, one top of the same shape (may be in place)."""
     exact_num_bottom = 1
     exact_num_top = 1
+    flops = elementwise_flops
 
     def reshape(self, bottom, top):
         top[0].reshape_like(bottom[0])
@@ -245,7 +279,6 @@ class LossLayer(Layer):
 
     def get_normalizer(self, mode, outer_num, inner_num, valid_count):
         """LossLayer::GetNormalizer (FULL, VALID, BATCH_SIZE, NONE), at least 1."""
-        from engine.proto import caffe_pb2
         LP = caffe_pb2.LossParameter
         if mode == LP.FULL:
             n = outer_num * inner_num

@@ -16,8 +16,9 @@ import numpy as np
 from engine.core.blob import Blob
 from engine.core.kernels.blas import gemm_acc
 from engine.core.log import layer_log, check_failed as _check_failed
-from engine.core.layers.base import Layer, workspace, fill_param as fill
+from engine.core.layers.base import Layer, workspace, fill_param as fill, top_count, bottom_count, no_flops
 from engine.core.layers.registry import register_layer
+from engine.proto import caffe_pb2
 
 
 # --------------------------------------------------------------------------- helpers
@@ -57,6 +58,17 @@ def _host(blob):
 @register_layer
 class InnerProductLayer(Layer):
     type = "InnerProduct"
+    category = "fc"
+    summary = "Fully connected layer (GEMM)."
+    param_fields = ("inner_product_param",)
+    def flops(self, bottoms, tops):
+        ip = self.layer_param.inner_product_param
+        shape = bottoms[0].shape
+        axis = ip.axis + len(shape) if ip.axis < 0 else ip.axis
+        m, k = int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis:], dtype=np.int64))
+        macc = m * k * int(ip.num_output)
+        bias = m * int(ip.num_output) if ip.bias_term else 0
+        return macc, 2 * macc + bias, True, "M × K × N_out"
     exact_num_bottom = 1
     exact_num_top = 1
 
@@ -140,6 +152,10 @@ class InnerProductLayer(Layer):
 @register_layer
 class ConcatLayer(Layer):
     type = "Concat"
+    category = "structure"
+    summary = "Concatenates bottoms along an axis."
+    param_fields = ("concat_param",)
+    flops = no_flops
     min_bottom = 1
     exact_num_top = 1
 
@@ -213,6 +229,10 @@ class ConcatLayer(Layer):
 @register_layer
 class SliceLayer(Layer):
     type = "Slice"
+    category = "structure"
+    summary = "Slices a bottom along an axis."
+    param_fields = ("slice_param",)
+    flops = no_flops
     exact_num_bottom = 1
     min_top = 1
 
@@ -295,6 +315,12 @@ class SliceLayer(Layer):
 @register_layer
 class SplitLayer(Layer):
     type = "Split"
+    category = "split"
+    summary = "Copies a blob to several consumers (inserted by InsertSplits)."
+    param_fields = ()
+    shares_data_on_run = True
+    shares_diff_on_run = False
+    flops = no_flops
     exact_num_bottom = 1
     min_top = 1
 
@@ -342,11 +368,19 @@ def _ptr(blob):
 @register_layer
 class EltwiseLayer(Layer):
     type = "Eltwise"
+    category = "structure"
+    summary = "Element-wise sum / product / max."
+    param_fields = ("eltwise_param",)
+    def flops(self, bottoms, tops):
+        ew, out, k = self.layer_param.eltwise_param, top_count(tops), len(bottoms)
+        if ew.operation == caffe_pb2.EltwiseParameter.SUM:
+            coeff = out * k if any(c != 1 for c in ew.coeff) else 0
+            return coeff, out * (k - 1) + coeff, True, "out × (K - 1) (+ out × K coefficients)"
+        return 0, out * (k - 1), True, "out × (K - 1)"
     min_bottom = 2
     exact_num_top = 1
 
     def layer_setup(self, bottom, top):
-        from engine.proto import caffe_pb2
         p = self.layer_param.eltwise_param
         EP = caffe_pb2.EltwiseParameter
         if not (len(p.coeff) == 0 or len(p.coeff) == len(bottom)):
@@ -455,6 +489,12 @@ class EltwiseLayer(Layer):
 @register_layer
 class FlattenLayer(Layer):
     type = "Flatten"
+    category = "structure"
+    summary = "Flattens axes into one."
+    param_fields = ("flatten_param",)
+    shares_data_on_run = True
+    shares_diff_on_run = True
+    flops = no_flops
     exact_num_bottom = 1
     exact_num_top = 1
 
@@ -485,6 +525,10 @@ class FlattenLayer(Layer):
 @register_layer
 class ReshapeLayer(Layer):
     type = "Reshape"
+    category = "structure"
+    summary = "Changes the shape, keeps the data."
+    param_fields = ("reshape_param",)
+    flops = no_flops
     exact_num_bottom = 1
     exact_num_top = 1
 
@@ -569,6 +613,10 @@ class ReshapeLayer(Layer):
 @register_layer
 class TileLayer(Layer):
     type = "Tile"
+    category = "structure"
+    summary = "Repeats a bottom along an axis."
+    param_fields = ("tile_param",)
+    flops = no_flops
     exact_num_bottom = 1
     exact_num_top = 1
 
@@ -608,11 +656,17 @@ class TileLayer(Layer):
 @register_layer
 class ReductionLayer(Layer):
     type = "Reduction"
+    category = "structure"
+    summary = "Sum / mean / asum / sumsq over trailing axes."
+    param_fields = ("reduction_param",)
+    def flops(self, bottoms, tops):
+        op = self.layer_param.reduction_param.operation
+        two = op in (caffe_pb2.ReductionParameter.ASUM, caffe_pb2.ReductionParameter.SUMSQ)
+        return 0, bottom_count(bottoms) * (2 if two else 1), True, "in (× 2 for ASUM/SUMSQ)"
     exact_num_bottom = 1
     exact_num_top = 1
 
     def layer_setup(self, bottom, top):
-        from engine.proto import caffe_pb2
         RP = caffe_pb2.ReductionParameter
         self.SUM, self.ASUM, self.SUMSQ, self.MEAN = RP.SUM, RP.ASUM, RP.SUMSQ, RP.MEAN
         self.op = self.layer_param.reduction_param.operation
@@ -668,6 +722,12 @@ class ReductionLayer(Layer):
 @register_layer
 class EmbedLayer(Layer):
     type = "Embed"
+    category = "fc"
+    summary = "Lookup table of learned vectors."
+    param_fields = ("embed_param",)
+    def flops(self, bottoms, tops):
+        bias = top_count(tops) if self.layer_param.embed_param.bias_term else 0
+        return 0, bias, True, "lookup (+ bias adds)"
     exact_num_bottom = 1
     exact_num_top = 1
 
@@ -736,6 +796,10 @@ class EmbedLayer(Layer):
 @register_layer
 class BatchReindexLayer(Layer):
     type = "BatchReindex"
+    category = "structure"
+    summary = "Picks batch items by index."
+    param_fields = ()
+    flops = no_flops
     exact_num_bottom = 2
     exact_num_top = 1
 
@@ -782,6 +846,10 @@ class BatchReindexLayer(Layer):
 @register_layer
 class FilterLayer(Layer):
     type = "Filter"
+    category = "structure"
+    summary = "Keeps batch items whose selector is non-zero."
+    param_fields = ()
+    flops = no_flops
     min_bottom = 2
     min_top = 1
 
@@ -842,6 +910,11 @@ class FilterLayer(Layer):
 @register_layer
 class ArgMaxLayer(Layer):
     type = "ArgMax"
+    category = "output"
+    summary = "Index (and value) of the top-k maxima."
+    param_fields = ("argmax_param",)
+    def flops(self, bottoms, tops):
+        return 0, bottom_count(bottoms), True, "in"
     exact_num_bottom = 1
     exact_num_top = 1
 
@@ -920,6 +993,10 @@ class ArgMaxLayer(Layer):
 @register_layer
 class SilenceLayer(Layer):
     type = "Silence"
+    category = "structure"
+    summary = "Consumes bottoms, produces nothing."
+    param_fields = ()
+    flops = no_flops
     min_bottom = 1
     exact_num_top = 0
 
@@ -939,6 +1016,10 @@ class SilenceLayer(Layer):
 @register_layer
 class ParameterLayer(Layer):
     type = "Parameter"
+    category = "structure"
+    summary = "A learned blob as a top."
+    param_fields = ("parameter_param",)
+    flops = no_flops
     exact_num_bottom = 0
     exact_num_top = 1
 
@@ -967,6 +1048,11 @@ class ParameterLayer(Layer):
 @register_layer
 class SoftmaxLayer(Layer):
     type = "Softmax"
+    category = "output"
+    summary = "Softmax over an axis."
+    param_fields = ("softmax_param",)
+    def flops(self, bottoms, tops):
+        return 0, bottom_count(bottoms) * 5, True, "in × 5"
     exact_num_bottom = 1
     exact_num_top = 1
 

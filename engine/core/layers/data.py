@@ -31,8 +31,9 @@ from engine.core.data_transformer import (DataTransformer,
 from engine.core.errors import LayerError, ShapeError
 from engine.core.fillers import fill
 from engine.core.log import layer_log, check_failed as _check_failed
-from engine.core.layers.base import Layer
+from engine.core.layers.base import Layer, no_flops
 from engine.core.layers.registry import register_layer
+from engine.proto import caffe_pb2
 
 
 
@@ -57,6 +58,10 @@ def _to_top(blob, array):
 class InputLayer(Layer):
     """Input: tops shaped by input_param (one shape for all tops, or one per top)."""
     type = "Input"
+    category = "input"
+    summary = "Net input of a given shape; filled from outside."
+    param_fields = ("input_param",)
+    flops = no_flops
     exact_num_bottom = 0
     min_top = 1
 
@@ -88,6 +93,10 @@ class InputLayer(Layer):
 class DummyDataLayer(Layer):
     """DummyData: tops filled by fillers; only non-constant fillers refill each Forward."""
     type = "DummyData"
+    category = "input"
+    summary = "Constant or filled blobs (fillers)."
+    param_fields = ("dummy_data_param",)
+    flops = no_flops
     exact_num_bottom = 0
     min_top = 1
 
@@ -95,7 +104,6 @@ class DummyDataLayer(Layer):
         super().__init__(param, dtype)
 
     def layer_setup(self, bottom, top):
-        from engine.proto import caffe_pb2
         p = self.layer_param.dummy_data_param
         num_top = len(top)
         num_fill = len(p.data_filler)
@@ -355,7 +363,6 @@ class _DatumLoader:
         self.dtype, self.layer_name = dtype, layer_name
 
     def parse(self):
-        from engine.proto import caffe_pb2
         datum = caffe_pb2.Datum()
         try:
             datum.ParseFromString(self.cursor.value())
@@ -390,9 +397,12 @@ class _DatumLoader:
 class DataLayer(_BaseDataLayer):
     """Data: Datum records from an LMDB (data_param.source, backend: LMDB)."""
     type = "Data"
+    category = "input"
+    summary = "Reads Datums from LMDB/LevelDB, transformed."
+    param_fields = ("data_param", "transform_param",)
+    flops = no_flops
 
     def data_layer_setup(self, bottom, top):
-        from engine.proto import caffe_pb2
         p = self.layer_param.data_param
         source = self._path(p.source)
         if p.backend == caffe_pb2.DataParameter.LEVELDB:
@@ -493,6 +503,10 @@ def _atoi(text):
 class ImageDataLayer(_BaseDataLayer):
     """ImageData: an image list file of "<path> <label>" lines."""
     type = "ImageData"
+    category = "input"
+    summary = "Reads images listed in a text file."
+    param_fields = ("image_data_param", "transform_param",)
+    flops = no_flops
     min_top = -1
     max_top = -1
     exact_num_top = 2
@@ -572,6 +586,10 @@ def _h5py(layer_type, name):
 class HDF5DataLayer(Layer):
     """HDF5Data: rows of the datasets named by the tops, from the .h5 files listed in source."""
     type = "HDF5Data"
+    category = "input"
+    summary = "Reads arrays from HDF5 files."
+    param_fields = ("hdf5_data_param",)
+    flops = no_flops
     exact_num_bottom = 0
     min_top = 1
 
@@ -694,6 +712,10 @@ class HDF5DataLayer(Layer):
 class HDF5OutputLayer(Layer):
     """HDF5Output: writes bottom 0 as dataset "data" and bottom 1 as "label" to file_name."""
     type = "HDF5Output"
+    category = "output"
+    summary = "Writes its bottoms to an HDF5 file."
+    param_fields = ("hdf5_output_param",)
+    flops = no_flops
     exact_num_bottom = 2
     exact_num_top = 0
 
@@ -749,6 +771,10 @@ def _close_h5(f):
 class MemoryDataLayer(_BaseDataLayer):
     """MemoryData: batches from arrays given with set_input_arrays / reset / add_*_vector."""
     type = "MemoryData"
+    category = "input"
+    summary = "Arrays handed in from Python (set_input_arrays)."
+    param_fields = ("memory_data_param", "transform_param",)
+    flops = no_flops
     min_top = -1
     max_top = -1
     exact_num_top = 2
@@ -1013,6 +1039,10 @@ class _WindowLoader:
 class WindowDataLayer(_BaseDataLayer):
     """WindowData: windows (boxes) of images listed in a window file, warped to crop_size."""
     type = "WindowData"
+    category = "input"
+    summary = "Windows of images for R-CNN."
+    param_fields = ("window_data_param", "transform_param",)
+    flops = no_flops
     min_top = -1
     max_top = -1
     exact_num_top = 2

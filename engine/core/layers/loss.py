@@ -9,8 +9,9 @@ import numpy as np
 
 from engine.core.blob import Blob
 from engine.core.log import layer_log
-from engine.core.layers.base import Layer, LossLayer
+from engine.core.layers.base import Layer, LossLayer, bottom_count
 from engine.core.layers.registry import register_layer
+from engine.proto import caffe_pb2
 
 # Caffe's loss_layer.hpp: the floor applied to probabilities before a log.
 kLOG_THRESHOLD = 1e-20
@@ -45,7 +46,6 @@ def _int_labels(xp, a):
 
 def _loss_mode(loss_param, default_mode):
     """The normalization mode the way SoftmaxWithLoss/SigmoidCrossEntropyLoss pick it."""
-    from engine.proto import caffe_pb2
     LP = caffe_pb2.LossParameter
     if loss_param.HasField("normalization"):
         return loss_param.normalization
@@ -101,12 +101,20 @@ class SoftmaxWithLossLayer(_ClassLossMixin, LossLayer):
     blob's data, as Caffe's ShareData does).
     """
     type = "SoftmaxWithLoss"
+    category = "loss"
+    summary = "Softmax + multinomial logistic loss."
+    param_fields = ("softmax_param", "loss_param",)
+    def flops(self, bottoms, tops):
+        shape = bottoms[0].shape
+        axis = self.layer_param.softmax_param.axis
+        axis = (axis + len(shape) if axis < 0 else axis) if len(shape) else 0
+        outer = int(np.prod(shape[:axis], dtype=np.int64)) * int(np.prod(shape[axis + 1:], dtype=np.int64))
+        return 0, bottom_count(bottoms) * 5 + outer, True, "in × 5 + outer"
     exact_num_top = -1
     min_top = 1
     max_top = 2
 
     def layer_setup(self, bottom, top):
-        from engine.proto import caffe_pb2
         super().layer_setup(bottom, top)
         # Caffe builds an internal Softmax layer through the registry (which logs it).
         layer_log.info("Creating layer %s", self.name)
@@ -176,9 +184,13 @@ class SoftmaxWithLossLayer(_ClassLossMixin, LossLayer):
 class SigmoidCrossEntropyLossLayer(LossLayer):
     """Cross-entropy of sigmoid(bottom[0]) against targets in bottom[1] (same count)."""
     type = "SigmoidCrossEntropyLoss"
+    category = "loss"
+    summary = "Sigmoid + cross-entropy loss."
+    param_fields = ("loss_param",)
+    def flops(self, bottoms, tops):
+        return 0, bottom_count(bottoms) * 3, True, "in × 3"
 
     def layer_setup(self, bottom, top):
-        from engine.proto import caffe_pb2
         super().layer_setup(bottom, top)
         self.sigmoid_output = Blob(dtype=self.dtype)
         lp = self.layer_param.loss_param
@@ -237,6 +249,11 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
 class EuclideanLossLayer(LossLayer):
     """sum((b0 - b1)^2) / (2 N); gradients to both bottoms."""
     type = "EuclideanLoss"
+    category = "loss"
+    summary = "Sum of squared differences / 2N."
+    param_fields = ("loss_param",)
+    def flops(self, bottoms, tops):
+        return 0, bottom_count(bottoms) * 3, True, "in × 3"
 
     def layer_setup(self, bottom, top):
         super().layer_setup(bottom, top)
@@ -276,6 +293,11 @@ class EuclideanLossLayer(LossLayer):
 class ContrastiveLossLayer(LossLayer):
     """Hadsell et al.'s contrastive loss on pairs (a, b) with a similarity label."""
     type = "ContrastiveLoss"
+    category = "loss"
+    summary = "Siamese contrastive loss."
+    param_fields = ("contrastive_loss_param", "loss_param",)
+    def flops(self, bottoms, tops):
+        return 0, bottom_count(bottoms) * 3, True, "in × 3"
     exact_num_bottom = 3
 
     def layer_setup(self, bottom, top):
@@ -368,9 +390,13 @@ class ContrastiveLossLayer(LossLayer):
 class HingeLossLayer(LossLayer):
     """One-vs-all hinge loss, L1 or L2 norm (bottom[0]'s diff is scratch, as in Caffe)."""
     type = "HingeLoss"
+    category = "loss"
+    summary = "One-vs-all hinge loss (L1 / L2)."
+    param_fields = ("hinge_loss_param", "loss_param",)
+    def flops(self, bottoms, tops):
+        return 0, bottom_count(bottoms) * 3, True, "in × 3"
 
     def _norm(self):
-        from engine.proto import caffe_pb2
         n = self.layer_param.hinge_loss_param.norm
         HP = caffe_pb2.HingeLossParameter
         if n not in (HP.L1, HP.L2):
@@ -434,6 +460,11 @@ class InfogainLossLayer(_ClassLossMixin, LossLayer):
     """Softmax then the infogain-weighted log loss (Caffe master: axis, ignore_label,
     normalization); H comes from ``infogain_loss_param.source`` or a third bottom."""
     type = "InfogainLoss"
+    category = "loss"
+    summary = "Loss weighted by an infogain matrix."
+    param_fields = ("infogain_loss_param", "loss_param",)
+    def flops(self, bottoms, tops):
+        return 0, bottom_count(bottoms) * 3, True, "in × 3"
     exact_num_bottom = -1
     min_bottom = 2
     max_bottom = 3
@@ -545,6 +576,11 @@ class InfogainLossLayer(_ClassLossMixin, LossLayer):
 class MultinomialLogisticLossLayer(LossLayer):
     """-log(max(p[label], 1e-20)) averaged over the batch; bottom[0] holds probabilities."""
     type = "MultinomialLogisticLoss"
+    category = "loss"
+    summary = "-log p(label) of given probabilities."
+    param_fields = ("loss_param",)
+    def flops(self, bottoms, tops):
+        return 0, bottom_count(bottoms) * 3, True, "in × 3"
 
     def reshape(self, bottom, top):
         super().reshape(bottom, top)
@@ -592,6 +628,11 @@ class MultinomialLogisticLossLayer(LossLayer):
 class AccuracyLayer(_ClassLossMixin, Layer):
     """Top-k classification accuracy; optional second top: per-class accuracy."""
     type = "Accuracy"
+    category = "output"
+    summary = "Top-k accuracy (no gradient)."
+    param_fields = ("accuracy_param",)
+    def flops(self, bottoms, tops):
+        return 0, bottom_count(bottoms), True, "in"
     exact_num_bottom = 2
     min_top = 1
     max_top = 2

@@ -21,6 +21,7 @@ from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.layers.base import NeuronLayer
 from engine.core.layers.registry import register_layer
+from engine.proto import caffe_pb2
 
 
 
@@ -74,6 +75,9 @@ class _Neuron(NeuronLayer):
 @register_layer
 class AbsValLayer(_Neuron):
     type = "AbsVal"
+    category = "activation"
+    summary = "|x|."
+    param_fields = ()
 
     def layer_setup(self, bottom, top):
         if top[0] is bottom[0]:
@@ -101,6 +105,9 @@ _BNLL_THRESHOLD = 50.0
 @register_layer
 class BNLLLayer(_Neuron):
     type = "BNLL"
+    category = "activation"
+    summary = "log(1 + exp(x))."
+    param_fields = ()
 
     def forward(self, bottom, top):
         # Caffe: x > 0 ? x + log(1. + exp(-x)) : log(1. + exp(x)), i.e.
@@ -137,6 +144,9 @@ class BNLLLayer(_Neuron):
 @register_layer
 class ClipLayer(_Neuron):
     type = "Clip"
+    category = "activation"
+    summary = "Clamps to [min, max]."
+    param_fields = ("clip_param",)
 
     def layer_setup(self, bottom, top):
         cp = self.layer_param.clip_param
@@ -175,6 +185,9 @@ class DropoutLayer(_Neuron):
     (1 - ratio).
     """
     type = "Dropout"
+    category = "activation"
+    summary = "Zeroes inputs at random while training."
+    param_fields = ("dropout_param",)
 
     def layer_setup(self, bottom, top):
         dp = self.layer_param.dropout_param
@@ -231,6 +244,9 @@ class DropoutLayer(_Neuron):
 @register_layer
 class ELULayer(_Neuron):
     type = "ELU"
+    category = "activation"
+    summary = "Exponential linear unit."
+    param_fields = ("elu_param",)
 
     def layer_setup(self, bottom, top):
         self.alpha = self.scalar(self.layer_param.elu_param.alpha)
@@ -282,6 +298,9 @@ def _log_base(layer, base):
 class ExpLayer(_Neuron):
     """y = base ^ (shift + scale * x), base -1 meaning e."""
     type = "Exp"
+    category = "activation"
+    summary = "base ^ (shift + scale * x)."
+    param_fields = ("exp_param",)
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.exp_param
@@ -328,6 +347,9 @@ class ExpLayer(_Neuron):
 class LogLayer(_Neuron):
     """y = log_base(shift + scale * x), base -1 meaning e."""
     type = "Log"
+    category = "activation"
+    summary = "log_base(shift + scale * x)."
+    param_fields = ("log_param",)
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.log_param
@@ -390,6 +412,9 @@ class LogLayer(_Neuron):
 class PowerLayer(_Neuron):
     """y = (shift + scale * x) ^ power."""
     type = "Power"
+    category = "activation"
+    summary = "(shift + scale * x) ^ power."
+    param_fields = ("power_param",)
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.power_param
@@ -454,10 +479,12 @@ class PowerLayer(_Neuron):
 class PReLULayer(_Neuron):
     """y = max(x, 0) + a_c * min(x, 0), one learned slope per channel (or one)."""
     type = "PReLU"
+    category = "activation"
+    summary = "ReLU with a learned negative slope."
+    param_fields = ("prelu_param",)
 
     def layer_setup(self, bottom, top):
         from engine.core.fillers import fill
-        from engine.proto import caffe_pb2
         if bottom[0].num_axes < 2:
             raise self.error("Number of axes of bottom blob must be >=2.")
         p = self.layer_param.prelu_param
@@ -557,6 +584,9 @@ class PReLULayer(_Neuron):
 class ReLULayer(_Neuron):
     """y = max(x, 0) + negative_slope * min(x, 0)."""
     type = "ReLU"
+    category = "activation"
+    summary = "max(0, x) (leaky with negative_slope)."
+    param_fields = ("relu_param",)
 
     def layer_setup(self, bottom, top):
         self.negative_slope = self.scalar(self.layer_param.relu_param.negative_slope)
@@ -595,6 +625,9 @@ class ReLULayer(_Neuron):
 class SigmoidLayer(_Neuron):
     """y = 1 / (1 + exp(-x)), computed as Caffe does: 0.5 * tanh(0.5 * x) + 0.5."""
     type = "Sigmoid"
+    category = "activation"
+    summary = "Logistic sigmoid."
+    param_fields = ("sigmoid_param",)
 
     def forward(self, bottom, top):
         x = bottom[0].get_data()
@@ -619,6 +652,9 @@ class SigmoidLayer(_Neuron):
 class SwishLayer(_Neuron):
     """y = x * sigmoid(beta * x), with Caffe's internal sigmoid."""
     type = "Swish"
+    category = "activation"
+    summary = "x * sigmoid(beta * x)."
+    param_fields = ("swish_param",)
 
     def layer_setup(self, bottom, top):
         self.beta = self.scalar(self.layer_param.swish_param.beta)
@@ -658,6 +694,9 @@ class SwishLayer(_Neuron):
 @register_layer
 class TanHLayer(_Neuron):
     type = "TanH"
+    category = "activation"
+    summary = "Hyperbolic tangent."
+    param_fields = ("tanh_param",)
 
     def forward(self, bottom, top):
         self.xp.tanh(bottom[0].get_data(), out=top[0].mut_data())
@@ -678,6 +717,9 @@ class TanHLayer(_Neuron):
 class ThresholdLayer(_Neuron):
     """y = 1 where x > threshold, else 0.  No gradient (Caffe: NOT_IMPLEMENTED)."""
     type = "Threshold"
+    category = "activation"
+    summary = "1 if x > threshold else 0."
+    param_fields = ("threshold_param",)
 
     def layer_setup(self, bottom, top):
         self.threshold = self.scalar(self.layer_param.threshold_param.threshold)

@@ -7,8 +7,9 @@ first, then over the batch, as Caffe's two gemv calls do.
 
 from engine.core.blob import Blob
 from engine.core.log import layer_log
-from engine.core.layers.base import Layer, workspace, fill_param
+from engine.core.layers.base import Layer, workspace, fill_param, top_count, elementwise_flops
 from engine.core.layers.registry import register_layer, create_layer
+from engine.proto import caffe_pb2
 
 
 def _check_eq(layer, a, b, expr, message=""):
@@ -30,13 +31,19 @@ class BatchNormLayer(Layer):
     ParamSpecs (and rejects a nonzero lr_mult given for them).
     """
     type = "BatchNorm"
+    category = "norm"
+    summary = "Normalises by batch (or stored) mean and variance."
+    param_fields = ("batch_norm_param",)
+    def flops(self, bottoms, tops):
+        bn = self.layer_param.batch_norm_param
+        use_global = bn.use_global_stats if bn.HasField("use_global_stats") else self.phase == caffe_pb2.TEST
+        return 0, top_count(tops) * (2 if use_global else 5), True, "out × 2 (global stats) / × 5"
     exact_num_bottom = 1
     exact_num_top = 1
 
     def layer_setup(self, bottom, top):
         p = self.layer_param.batch_norm_param
         dt = self.dtype.type
-        from engine.proto import caffe_pb2
         self.moving_average_fraction = dt(p.moving_average_fraction)
         self.use_global_stats = self.phase == caffe_pb2.TEST
         if p.HasField("use_global_stats"):
@@ -198,6 +205,10 @@ class BiasLayer(Layer):
     """top = bottom[0] + bias, the bias broadcast along bottom[0]'s axes
     [axis, axis + num_axes); the bias is bottom[1] or a learned blob."""
     type = "Bias"
+    category = "norm"
+    summary = "Per-channel bias."
+    param_fields = ("bias_param",)
+    flops = elementwise_flops
     min_bottom = 1
     max_bottom = 2
     exact_num_top = 1
@@ -252,6 +263,12 @@ class ScaleLayer(Layer):
     [axis, axis + num_axes); the scale is bottom[1] or a learned blob (param
     order [scale, bias]).  The bias is an internal Bias layer, as in Caffe."""
     type = "Scale"
+    category = "norm"
+    summary = "Per-channel scale (and bias)."
+    param_fields = ("scale_param",)
+    def flops(self, bottoms, tops):
+        out, bias = top_count(tops), self.layer_param.scale_param.bias_term
+        return (out if bias else 0), out * (2 if bias else 1), True, "out (+ out bias)"
     min_bottom = 1
     max_bottom = 2
     exact_num_top = 1
@@ -263,7 +280,6 @@ class ScaleLayer(Layer):
         elif len(bottom) == 1:
             shape = _param_shape(self, bottom[0], p.axis, p.num_axes, "scale")
             self.blobs = [_blob_of_shape(self, shape)]
-            from engine.proto import caffe_pb2
             fp = caffe_pb2.FillerParameter()
             fp.CopyFrom(p.filler)
             if not p.HasField("filler"):
@@ -275,7 +291,6 @@ class ScaleLayer(Layer):
         self.temp = Blob(dtype=self.dtype)
         self.bias_layer = None
         if p.bias_term:
-            from engine.proto import caffe_pb2
             lp = caffe_pb2.LayerParameter()
             lp.CopyFrom(self.layer_param)
             lp.type = "Bias"
@@ -379,6 +394,12 @@ class MVNLayer(Layer):
     Caffe divides by (sqrt(var) + eps).  Uses the legacy 4-D accessors, so the
     top is (num, channels, height, width)."""
     type = "MVN"
+    category = "norm"
+    summary = "Mean-variance normalisation."
+    param_fields = ("mvn_param",)
+    def flops(self, bottoms, tops):
+        per = 5 if self.layer_param.mvn_param.normalize_variance else 2
+        return 0, top_count(tops) * per, True, "out × 5 (variance) / × 2"
     exact_num_bottom = 1
     exact_num_top = 1
 

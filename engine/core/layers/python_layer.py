@@ -52,6 +52,11 @@ class BlobVec(list):
 class PyLayer(Layer):
     """pycaffe's ``caffe.Layer``: subclass it and implement setup/reshape/forward/backward."""
     type = "Python"
+    category = "python"
+    summary = "A layer written in Python (runs the model author's code)."
+    param_fields = ("python_param",)
+    def flops(self, bottoms, tops):
+        return 0, 0, False, "the model author's Python code: not modelled"
 
     def __init__(self, param, dtype=np.float32, model_dir=None):
         super().__init__(param, dtype)
@@ -183,6 +188,11 @@ def _import_module(module, model_dir):
 class PythonLayer(Layer):
     """Registered under type "Python": builds the user's class (a PyLayer subclass)."""
     type = "Python"
+    category = "python"
+    summary = "A layer written in Python (runs the model author's code)."
+    param_fields = ("python_param",)
+    def flops(self, bottoms, tops):
+        return 0, 0, False, "the model author's Python code: not modelled"
 
     def __new__(cls, param, dtype=np.float32, model_dir=None, **kwargs):
         pp = param.python_param

@@ -16,8 +16,9 @@ import numpy as np
 
 from engine.core.errors import LayerError
 from engine.core.log import layer_log, check_failed as _check_failed
-from engine.core.layers.base import Layer
+from engine.core.layers.base import Layer, top_count
 from engine.core.layers.registry import register_layer
+from engine.proto import caffe_pb2
 
 
 
@@ -35,6 +36,17 @@ def _layer(net_param, type_=None, name=None, template=None):
 
 class RecurrentLayer(Layer):
     """RecurrentLayer: the unrolled-net machinery shared by RNN and LSTM."""
+
+    def flops(self, bottoms, tops):
+        inner = getattr(self, "unrolled_net", None)
+        if inner is None:
+            return 0, 0, False, "unrolled net not built"
+        macc = flops = 0
+        counted = True
+        for i, layer in enumerate(inner.layers):
+            m, f, c, _ = layer.flops(inner.bottom_vecs[i], inner.top_vecs[i])
+            macc, flops, counted = macc + m, flops + f, counted and c
+        return macc, flops, counted, "Σ unrolled net"
 
     def __init__(self, param, dtype=np.float32, model_dir=None):
         super().__init__(param, dtype)
@@ -84,7 +96,6 @@ class RecurrentLayer(Layer):
 
     # setup -------------------------------------------------------------------
     def layer_setup(self, bottom, top):
-        from engine.proto import caffe_pb2
         from engine.core.net import Net
         if not bottom[0].num_axes >= 2:
             raise self.error(_check_failed("bottom[0]->num_axes() >= 2", bottom[0].num_axes, 2,
@@ -260,7 +271,6 @@ class RecurrentLayer(Layer):
         fn()
 
     def forward(self, bottom, top):
-        from engine.proto import caffe_pb2
         if self.phase == caffe_pb2.TEST:
             # Re-share the inner params: ShareTrainedLayersWith may have replaced
             # the owners' memory (Caffe's "hacky fix for test time").
@@ -286,6 +296,9 @@ class RecurrentLayer(Layer):
 class RNNLayer(RecurrentLayer):
     """RNN: h_t = tanh(W_hh h_{t-1} + W_xh x_t + b_h), o_t = tanh(W_ho h_t + b_o)."""
     type = "RNN"
+    category = "recurrent"
+    summary = "Vanilla recurrent layer (unrolled net inside)."
+    param_fields = ("recurrent_param",)
 
     def recurrent_input_blob_names(self):
         return ["h_0"]
@@ -300,7 +313,6 @@ class RNNLayer(RecurrentLayer):
         return ["o"]
 
     def fill_unrolled_net(self, net_param):
-        from engine.proto import caffe_pb2
         rp = self.layer_param.recurrent_param
         num_output = int(rp.num_output)
         if not num_output > 0:
@@ -421,6 +433,9 @@ class RNNLayer(RecurrentLayer):
 class LSTMLayer(RecurrentLayer):
     """LSTM ("Learning to Execute" variant, no peepholes), unrolled over T timesteps."""
     type = "LSTM"
+    category = "recurrent"
+    summary = "Long short-term memory (unrolled net inside)."
+    param_fields = ("recurrent_param",)
 
     def recurrent_input_blob_names(self):
         return ["h_0", "c_0"]
@@ -436,7 +451,6 @@ class LSTMLayer(RecurrentLayer):
         return ["h"]
 
     def fill_unrolled_net(self, net_param):
-        from engine.proto import caffe_pb2
         rp = self.layer_param.recurrent_param
         num_output = int(rp.num_output)
         if not num_output > 0:
@@ -562,6 +576,11 @@ def _tanh(xp, x):
 class LSTMUnitLayer(Layer):
     """LSTMUnit: one LSTM timestep on (c_{t-1}, gate inputs [i f o g], cont_t) -> (c_t, h_t)."""
     type = "LSTMUnit"
+    category = "recurrent"
+    summary = "One LSTM time step."
+    param_fields = ()
+    def flops(self, bottoms, tops):
+        return 0, top_count(tops) * 9, True, "out × 9"
     exact_num_bottom = 3
     exact_num_top = 2
 

@@ -11,6 +11,23 @@ from engine.core.log import layer_log
 
 _REGISTRY = {}
 
+# The categories a layer class declares (``Layer.category``), with their labels.
+CATEGORIES = {
+    "input": "input / data",
+    "conv": "convolution",
+    "pool": "pooling",
+    "fc": "inner product / embed",
+    "activation": "activation",
+    "norm": "normalisation / scale",
+    "structure": "blob plumbing",
+    "split": "split (inserted)",
+    "recurrent": "recurrent",
+    "loss": "loss",
+    "output": "output / metric",
+    "python": "python",
+    "other": "other",
+}
+
 
 def register_layer(cls):
     """Class decorator: register ``cls`` under ``cls.type``."""
@@ -30,12 +47,24 @@ def layer_types():
 
 
 def layer_class(type_name):
+    """The registered class of ``type_name`` (UnknownLayerTypeError listing the known ones)."""
     _load_all()
     try:
         return _REGISTRY[type_name]
     except KeyError:
         raise UnknownLayerTypeError(
             "Unknown layer type: %s (known types: %s)" % (type_name, ", ".join(layer_types()))) from None
+
+
+def find_layer_class(type_name):
+    """The registered class of ``type_name``, or None."""
+    _load_all()
+    return _REGISTRY.get(type_name)
+
+
+def layer_categories():
+    """{category: label} of the categories layer classes declare."""
+    return dict(CATEGORIES)
 
 
 def create_layer(param, allow_python=True, **kwargs):
@@ -53,10 +82,7 @@ def create_layer(param, allow_python=True, **kwargs):
             "because they run the model author's code" % (param.name, param.python_param.module),
             layer=param.name)
     layer_log.info("Creating layer %s", param.name)
-    try:
-        return cls(param, **kwargs)
-    except UnknownLayerTypeError as e:
-        raise e
+    return cls(param, **kwargs)
 
 
 _loaded = False

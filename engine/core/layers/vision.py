@@ -21,8 +21,9 @@ from engine.core.kernels.blas import gemm_acc
 from engine.core.kernels import lrn as _lrn
 from engine.core.kernels import pooling as _pool
 from engine.core.log import shape_string
-from engine.core.layers.base import Layer
+from engine.core.layers.base import Layer, top_count, bottom_count, no_flops
 from engine.core.layers.registry import register_layer
+from engine.proto import caffe_pb2
 
 COL_BUFFER_LIMIT = 1 << 24  # elements per column-buffer chunk (64 MiB of float32)
 # CPU column layout: "auto" puts the batch innermost when the column side's last
@@ -46,7 +47,6 @@ def _check_failed(expr, a, b, msg=""):
 
 
 def _pb2():
-    from engine.proto import caffe_pb2
     return caffe_pb2
 
 
@@ -320,6 +320,14 @@ class BaseConvolutionLayer(Layer):
 @register_layer
 class ConvolutionLayer(BaseConvolutionLayer):
     type = "Convolution"
+    category = "conv"
+    summary = "2-D (N-D) convolution: im2col + GEMM."
+    param_fields = ("convolution_param",)
+    def flops(self, bottoms, tops):
+        out, w = top_count(tops), self.blobs[0]
+        macc = out * (w.count // max(w.shape[0], 1))
+        bias = out if self.layer_param.convolution_param.bias_term else 0
+        return macc, 2 * macc + bias, True, "out × C_in/group × ∏kernel"
 
     def compute_output_shape(self):
         out = []
@@ -387,6 +395,14 @@ class ConvolutionLayer(BaseConvolutionLayer):
 @register_layer
 class DeconvolutionLayer(BaseConvolutionLayer):
     type = "Deconvolution"
+    category = "conv"
+    summary = "Transposed convolution."
+    param_fields = ("convolution_param",)
+    def flops(self, bottoms, tops):
+        w = self.blobs[0]
+        macc = bottom_count(bottoms) * (w.count // max(w.shape[0], 1))
+        bias = top_count(tops) if self.layer_param.convolution_param.bias_term else 0
+        return macc, 2 * macc + bias, True, "in × C_out/group × ∏kernel"
     reverse_dimensions = True
 
     def compute_output_shape(self):
@@ -446,6 +462,10 @@ class DeconvolutionLayer(BaseConvolutionLayer):
 @register_layer
 class Im2colLayer(Layer):
     type = "Im2col"
+    category = "conv"
+    summary = "Unfolds patches into columns."
+    param_fields = ("convolution_param",)
+    flops = no_flops
     exact_num_bottom = 1
     exact_num_top = 1
 
@@ -494,6 +514,19 @@ class Im2colLayer(Layer):
 @register_layer
 class PoolingLayer(Layer):
     type = "Pooling"
+    category = "pool"
+    summary = "Max / average / stochastic pooling."
+    param_fields = ("pooling_param",)
+    def flops(self, bottoms, tops):
+        pp = self.layer_param.pooling_param
+        shape = bottoms[0].shape
+        if pp.global_pooling:
+            kh, kw = (shape[2], shape[3]) if len(shape) >= 4 else (1, 1)
+        elif pp.HasField("kernel_h") or pp.HasField("kernel_w"):
+            kh, kw = pp.kernel_h, pp.kernel_w
+        else:
+            kh = kw = pp.kernel_size
+        return 0, top_count(tops) * int(kh) * int(kw), True, "out × kh × kw"
     exact_num_bottom = 1
     min_top = 1
     max_top = 2
@@ -681,6 +714,16 @@ def _uniform(shape, dtype):
 @register_layer
 class LRNLayer(Layer):
     type = "LRN"
+    category = "norm"
+    summary = "Local response normalisation."
+    param_fields = ("lrn_param",)
+    def flops(self, bottoms, tops):
+        lr, out = self.layer_param.lrn_param, top_count(tops)
+        if lr.norm_region == caffe_pb2.LRNParameter.WITHIN_CHANNEL:
+            taps = int(lr.local_size) ** 2
+            return out * taps, out * (2 * taps + 3), True, "out × (2 × local_size² + 3)"
+        taps = int(lr.local_size)
+        return out * taps, out * (2 * taps + 3), True, "out × (2 × local_size + 3)"
     exact_num_bottom = 1
     exact_num_top = 1
 
@@ -784,6 +827,17 @@ class LRNLayer(Layer):
 @register_layer
 class SPPLayer(Layer):
     type = "SPP"
+    category = "pool"
+    summary = "Spatial pyramid pooling."
+    param_fields = ("spp_param",)
+    def flops(self, bottoms, tops):
+        n, c, h, w = (list(bottoms[0].shape) + [1, 1, 1, 1])[:4]
+        total = 0
+        for level in range(int(self.layer_param.spp_param.pyramid_height)):
+            bins = 2 ** level
+            kh, kw = -(-h // bins), -(-w // bins)
+            total += n * c * bins * bins * kh * kw
+        return 0, total, True, "Σ levels N × C × bins² × kh × kw"
     exact_num_bottom = 1
     exact_num_top = 1
 
@@ -897,6 +951,10 @@ class SPPLayer(Layer):
 @register_layer
 class CropLayer(Layer):
     type = "Crop"
+    category = "structure"
+    summary = "Crops a bottom to another's shape."
+    param_fields = ("crop_param",)
+    flops = no_flops
     exact_num_bottom = 2
     exact_num_top = 1
 

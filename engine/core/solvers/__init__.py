@@ -24,6 +24,7 @@ from engine.core.solvers.updates import (SGDSolver,
                                          RMSPropSolver,
                                          AdaDeltaSolver,
                                          AdamSolver)
+from engine.proto import caffe_pb2
 
 __all__ = ["get_solver", "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver",
            "RMSPropSolver", "AdaDeltaSolver", "AdamSolver", "SOLVERS", "SolverAction",
@@ -34,7 +35,6 @@ __all__ = ["get_solver", "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver
 def get_solver(source, **kwargs):
     """pycaffe's ``get_solver(filename)``: read the solver prototxt (or take a
     SolverParameter) and build the solver its ``type`` names."""
-    from engine.proto import caffe_pb2
     if isinstance(source, caffe_pb2.SolverParameter):
         param = source
     else:
