@@ -9,6 +9,14 @@ SESSION = "session-id"            # the server-side session's id
 NET_VERSION = "net-version"       # bumped by the server when a net is (re)loaded
 RUN_VERSION = "run-version"       # bumped by the server after every run / input change
 SELECTION = "selection"           # {"kind": "layer"|"blob", "name": str}
+EXPANDED_BLOCKS = "expanded-blocks"   # list of expanded block ids (owner: the graph)
+
+# ---------------------------------------------------------------- the address (inspector/urlstate.py)
+URL = "page-url"                  # dcc.Location: the query string the page was opened with
+URL_POP = "url-pop"               # {"search", "n"}: set by the browser's back/forward buttons
+URL_STATE = "url-state"           # {"search", "net"}: the address the page should show now
+URL_WRITTEN = "url-written"       # what the clientside writer last put into the address bar
+URL_RESTORE = "url-restore"       # {"selection", "expanded", "n"}: restored from the address after a load
 
 # ---------------------------------------------------------------- page chrome
 ERROR_BANNER = "error-banner"
