@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from engine.core.log import human_bytes
 from inspector import layer_meta
 from .run_state import FRESH, NA, NOT_RUN, STALE
 
@@ -419,13 +420,7 @@ def _fmt(v, unit=""):
 
 
 def format_bytes(n):
-    if n is None:
-        return "—"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
-        n /= 1024.0
-    return str(n)
+    return "—" if n is None else human_bytes(n)
 
 
 def _layer_hover(graph, idx, metrics, analysis, states):

@@ -14,6 +14,7 @@ import threading
 import numpy as np
 
 from engine.core.errors import CaffeError, DeviceError
+from engine.core.log import human_bytes
 
 backend_log = logging.getLogger("engine.core.backend")
 
@@ -214,11 +215,7 @@ def is_gpu_oom(exc):
 
 
 def _bytes(n):
-    n = float(n)
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return ("%d %s" % (n, unit)) if unit == "bytes" else ("%.1f %s" % (n, unit))
-        n /= 1024.0
+    return human_bytes(n, unit_b="bytes")
 
 
 def _asked_bytes(exc):

@@ -42,11 +42,29 @@ def shape_string(shape, count=None):
     return "".join("%d " % d for d in shape) + "(%d)" % count
 
 
+def human_bytes(n, unit_b="B"):
+    """1536 -> '1.5 KiB' (binary units; ``unit_b`` names the unit below 1 KiB)."""
+    n = float(n)
+    for unit in (unit_b, "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == unit_b else ("%.1f %s" % (n, unit))
+        n /= 1024.0
+
+
+def human_count(n):
+    """12345678 -> '12.3M'."""
+    n = float(n)
+    for unit in ("", "K", "M", "G", "T"):
+        if abs(n) < 1000 or unit == "T":
+            return ("%d" % n) if unit == "" else ("%.1f%s" % (n, unit))
+        n /= 1000.0
+
+
 def check_failed(expr, a=None, b=None, message=""):
-    """glog's CHECK failure text: ``Check failed: expr (a vs. b) message``."""
-    text = "Check failed: %s" % expr
+    """glog's CHECK failure text, spaced as glog writes it: ``Check failed: expr (a vs. b) message``
+    (CHECK_op writes ``(a vs. b) `` and then the streamed message, so without a message
+    the text ends in a space)."""
+    text = "Check failed: %s " % expr
     if a is not None or b is not None:
-        text += " (%s vs. %s)" % (a, b)
-    if message:
-        text += " " + message
-    return text
+        text += "(%s vs. %s) " % (a, b)
+    return text + message

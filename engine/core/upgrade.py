@@ -33,7 +33,7 @@ import os
 
 from engine.proto import caffe_pb2
 from engine.core.errors import NetError, ParseError, SolverError
-from engine.core.log import upgrade_log
+from engine.core.log import check_failed, upgrade_log
 
 __all__ = [
     "net_needs_upgrade", "upgrade_net", "upgrade_net_as_needed",
@@ -166,7 +166,7 @@ def upgrade_v0_net(net_param):
 
 
 def _check_failed(condition, message):
-    return NetError("Check failed: %s %s" % (condition, message))
+    return NetError(check_failed(condition, message=message))
 
 
 def upgrade_v0_padding_layers(net_param):

@@ -73,6 +73,7 @@ first touched).  ``memory_bytes`` = ``top_data_bytes`` (Caffe's per-layer figure
 import json
 from dataclasses import asdict, dataclass, field
 from typing import List
+from engine.core.log import human_bytes, human_count  # noqa: F401  (the reports and the CLI use them from here)
 
 
 @dataclass
@@ -229,21 +230,3 @@ def analyze_net(net):
 
 
 analyse_net = analyze_net
-
-
-def human_bytes(n):
-    """1536 -> '1.5 KiB'."""
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
-        n /= 1024.0
-
-
-def human_count(n):
-    """12345678 -> '12.3M'."""
-    n = float(n)
-    for unit in ("", "K", "M", "G", "T"):
-        if abs(n) < 1000 or unit == "T":
-            return ("%d" % n) if unit == "" else ("%.1f%s" % (n, unit))
-        n /= 1000.0

@@ -14,6 +14,7 @@ import numpy as np
 from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import LayerError
+from engine.core.log import check_failed
 from engine.proto import caffe_pb2
 
 _WORK = threading.local()
@@ -74,6 +75,12 @@ def no_flops(layer, bottoms, tops):
 def elementwise_flops(layer, bottoms, tops):
     """One operation per output element."""
     return 0, top_count(tops), True, "out"
+
+
+def check_eq(layer, a, b, expr, message=""):
+    """CHECK_EQ(a, b) inside a layer: raises the layer's error with glog's text."""
+    if a != b:
+        raise layer.error(check_failed(expr, a, b, message))
 
 
 class Layer:

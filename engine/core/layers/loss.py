@@ -9,7 +9,8 @@ import numpy as np
 
 from engine.core.blob import Blob
 from engine.core.log import layer_log
-from engine.core.layers.base import Layer, LossLayer, bottom_count
+from engine.core.layers.base import check_eq as _check_eq, Layer, LossLayer, bottom_count
+from engine.core.layers.common import softmax_forward
 from engine.core.layers.registry import register_layer
 from engine.proto import caffe_pb2
 
@@ -17,26 +18,6 @@ from engine.proto import caffe_pb2
 kLOG_THRESHOLD = 1e-20
 # FLT_MIN (the smallest normal float), SoftmaxWithLoss's floor.
 FLT_MIN = float(np.finfo(np.float32).tiny)
-
-_softmax_impl = None
-
-
-def _softmax(xp, x, axis):
-    """Softmax probabilities along ``axis`` (common.softmax_forward when it exists)."""
-    global _softmax_impl
-    if _softmax_impl is None:
-        try:
-            from engine.core.layers.common import softmax_forward
-            _softmax_impl = softmax_forward
-        except ImportError:
-            return _softmax_inline(xp, x, axis)
-    return _softmax_impl(xp, x, axis)
-
-
-def _softmax_inline(xp, x, axis):
-    # Caffe's SoftmaxLayer: subtract the channel max, exp, divide by the channel sum.
-    e = xp.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
 
 
 def _int_labels(xp, a):
@@ -54,13 +35,6 @@ def _loss_mode(loss_param, default_mode):
     return default_mode
 
 
-def _check_eq(layer, a, b, expr, message=""):
-    """CHECK_EQ(a, b) with glog's text: ``Check failed: expr (a vs. b) message``."""
-    if a != b:
-        text = "Check failed: %s (%s vs. %s)" % (expr, a, b)
-        if message:
-            text += " " + message
-        raise layer.error(text)
 
 
 def _top_weight(top):
@@ -152,7 +126,7 @@ class SoftmaxWithLossLayer(_ClassLossMixin, LossLayer):
         xp = self.xp
         dt = self.dtype.type
         prob = self.prob.mut_data()
-        prob[...] = _softmax(xp, bottom[0].get_data(), self.axis)
+        prob[...] = softmax_forward(xp, bottom[0].get_data(), self.axis)
         labels, valid, safe = self._labels(bottom)
         C = bottom[0].shape[self.axis]
         p3 = prob.reshape(self.outer_num, C, self.inner_num)
@@ -536,7 +510,7 @@ class InfogainLossLayer(_ClassLossMixin, LossLayer):
         dt = self.dtype.type
         L = self.num_labels
         prob = self.prob.mut_data()
-        prob[...] = _softmax(xp, bottom[0].get_data(), self.axis)
+        prob[...] = softmax_forward(xp, bottom[0].get_data(), self.axis)
         labels, valid, safe = self._labels(bottom)
         H = self._H(bottom).get_data().reshape(L, L)
         logp = xp.log(xp.maximum(prob, dt(kLOG_THRESHOLD)))

@@ -7,17 +7,11 @@ first, then over the batch, as Caffe's two gemv calls do.
 
 from engine.core.blob import Blob
 from engine.core.log import layer_log
-from engine.core.layers.base import Layer, workspace, fill_param, top_count, elementwise_flops
+from engine.core.layers.base import check_eq as _check_eq, Layer, workspace, fill_param, top_count, elementwise_flops
 from engine.core.layers.registry import register_layer, create_layer
 from engine.proto import caffe_pb2
 
 
-def _check_eq(layer, a, b, expr, message=""):
-    if a != b:
-        text = "Check failed: %s (%s vs. %s)" % (expr, a, b)
-        if message:
-            text += " " + message
-        raise layer.error(text)
 
 
 # ---------------------------------------------------------------------------- BatchNorm

@@ -10,7 +10,6 @@ column buffer would grow past ``COL_BUFFER_LIMIT`` elements.  Parameter
 gradients accumulate into the param diffs, as Caffe's do.
 """
 import math
-import threading
 
 import numpy as np
 
@@ -20,8 +19,8 @@ from engine.core.kernels import im2col as _im2col
 from engine.core.kernels.blas import gemm_acc
 from engine.core.kernels import lrn as _lrn
 from engine.core.kernels import pooling as _pool
-from engine.core.log import shape_string
-from engine.core.layers.base import Layer, top_count, bottom_count, no_flops
+from engine.core.log import check_failed as _check_failed, shape_string
+from engine.core.layers.base import Layer, workspace, top_count, bottom_count, no_flops
 from engine.core.layers.registry import register_layer
 from engine.proto import caffe_pb2
 
@@ -33,21 +32,11 @@ CPU_COL_LAYOUT = "auto"
 BATCH_LAST_MAX_WIDTH = 16
 
 
-_WORKSPACE = threading.local()
-
-
 def _cdiv(a, b):
     """C++ integer division (truncates toward zero)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
 
-
-def _check_failed(expr, a, b, msg=""):
-    return ("Check failed: %s (%s vs. %s) %s" % (expr, a, b, msg)).rstrip()
-
-
-def _pb2():
-    return caffe_pb2
 
 
 # ====================================================================== geometry
@@ -214,15 +203,7 @@ class BaseConvolutionLayer(Layer):
 
         The scratch is per thread and shared by every convolution layer (layers run one
         at a time and copy their results out), so it is as big as the largest need."""
-        xp = self.xp
-        ws = _WORKSPACE.__dict__.setdefault("arrays", {})
-        key = (name, xp.__name__, np.dtype(dtype).str)
-        a = ws.get(key)
-        if a is None or a.size < count:
-            ws[key] = None
-            a = xp.empty(max(int(count), 1), dtype=dtype)
-            ws[key] = a
-        return a
+        return workspace(self.xp, "conv." + name, (int(count),), dtype)
 
     def _batch_last(self, nb):
         """Column layout: batch innermost (CPU) when the column side's rows are short,
@@ -533,7 +514,7 @@ class PoolingLayer(Layer):
 
     def __init__(self, param, dtype=np.float32):
         super().__init__(param, dtype)
-        PP = _pb2().PoolingParameter
+        PP = caffe_pb2.PoolingParameter
         # MaxTopBlobs: the mask is a second top only for MAX pooling.
         self.max_top = 2 if self.layer_param.pooling_param.pool == PP.MAX else 1
         self.max_idx = None
@@ -541,7 +522,7 @@ class PoolingLayer(Layer):
 
     def layer_setup(self, bottom, top):
         pp = self.layer_param.pooling_param
-        PP = _pb2().PoolingParameter
+        PP = caffe_pb2.PoolingParameter
         has = pp.HasField
         if pp.global_pooling:
             if has("kernel_size") or has("kernel_h") or has("kernel_w"):
@@ -617,7 +598,7 @@ class PoolingLayer(Layer):
         N, C, H, W = bottom[0].shape
         if self.global_pooling:
             self.kernel_h, self.kernel_w = H, W
-        PP = _pb2().PoolingParameter
+        PP = caffe_pb2.PoolingParameter
         rnd = np.float32
         if self.round_mode == PP.CEIL:
             ph = int(math.ceil(rnd(H + 2 * self.pad_h - self.kernel_h) / rnd(self.stride_h))) + 1
@@ -654,7 +635,7 @@ class PoolingLayer(Layer):
                                    self.stride_w, self.pad_h, self.pad_w, ph, pw)
 
     def forward(self, bottom, top):
-        PP = _pb2().PoolingParameter
+        PP = caffe_pb2.PoolingParameter
         g = self.geom
         x = bottom[0].get_data()
         y = top[0].mut_data()
@@ -670,7 +651,7 @@ class PoolingLayer(Layer):
         elif self.pool == PP.AVE:
             _pool.ave_forward(x, g, y)
         elif self.pool == PP.STOCHASTIC:
-            if self.phase == _pb2().TRAIN:
+            if self.phase == caffe_pb2.TRAIN:
                 u = _uniform(y.shape, self.dtype)
                 _pool.sto_forward_train(x, g, u, y, self.rand_idx.mut_data())
             else:
@@ -681,7 +662,7 @@ class PoolingLayer(Layer):
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
-        PP = _pb2().PoolingParameter
+        PP = caffe_pb2.PoolingParameter
         g = self.geom
         dy = top[0].get_diff()
         dx = bottom[0].mut_diff()
@@ -749,7 +730,7 @@ class LRNLayer(Layer):
                                            "Input must have 4 axes, corresponding to (num, channels, "
                                            "height, width)"))
         top[0].reshape(bottom[0].shape)
-        LP = _pb2().LRNParameter
+        LP = caffe_pb2.LRNParameter
         if self.norm_region == LP.ACROSS_CHANNELS:
             self.scale.reshape(bottom[0].shape)
         elif self.norm_region == LP.WITHIN_CHANNEL:
@@ -760,7 +741,7 @@ class LRNLayer(Layer):
         self.pool_geom = _pool.PoolGeom(N, C, H, W, s, s, 1, 1, p, p, H, W)
 
     def forward(self, bottom, top):
-        LP = _pb2().LRNParameter
+        LP = caffe_pb2.LRNParameter
         x = bottom[0].get_data()
         if self.norm_region == LP.ACROSS_CHANNELS:
             _lrn.across_forward(x, self.size, self.alpha, self.beta, self.k, top[0].mut_data(),
@@ -771,7 +752,7 @@ class LRNLayer(Layer):
             raise self.error("Unknown normalization region.")
 
     def backward(self, top, propagate_down, bottom):
-        LP = _pb2().LRNParameter
+        LP = caffe_pb2.LRNParameter
         if self.norm_region == LP.ACROSS_CHANNELS:
             # Caffe's CrossChannelBackward ignores propagate_down.
             _lrn.across_backward(bottom[0].get_data(), top[0].get_data(), self.scale.get_data(),
@@ -842,7 +823,7 @@ class SPPLayer(Layer):
     exact_num_top = 1
 
     def _pooling_param(self, level, h, w):
-        pb = _pb2()
+        pb = caffe_pb2
         p = pb.LayerParameter()
         num_bins = 2 ** level
         kh = int(math.ceil(h / float(num_bins)))

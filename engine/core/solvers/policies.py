@@ -15,17 +15,16 @@ and ``exp`` run in double, and the result is cast to the solver's Dtype.
 import numpy as np
 
 from engine.core.errors import SolverError
-from engine.core.log import num, solver_log as log
+from engine.core.log import check_failed as log_check_failed, num, solver_log as log
 
 POLICIES = ("fixed", "step", "exp", "inv", "multistep", "poly", "sigmoid")
 
 
 def check_failed(expr, a=None, b=None, message=""):
     """A SolverError with glog's CHECK text: ``Check failed: expr (a vs. b) message``."""
-    text = "Check failed: %s " % expr
     if a is not None or b is not None:
-        text += "(%s vs. %s) " % (num(a), num(b))
-    return SolverError(text + message)
+        a, b = num(a), num(b)
+    return SolverError(log_check_failed(expr, a, b, message))
 
 
 def learning_rate(param, iter_, current_step, dtype=np.float32):
