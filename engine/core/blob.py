@@ -7,6 +7,7 @@ are pycaffe's writable NumPy views (asking for them makes the host copy the
 current one); layers use ``get_data``/``mut_data`` (and the ``diff`` twins),
 which return arrays on the device of the current mode.
 """
+from __future__ import annotations
 import threading
 
 import numpy as np
@@ -14,6 +15,9 @@ import numpy as np
 from engine.core import backend
 from engine.core.errors import NetError, ShapeError
 from engine.core.log import shape_string
+from typing import Any, Sequence
+from engine.core.types import Array
+from engine.proto import caffe_pb2
 
 MAX_BLOB_AXES = 32
 _ASUM_LANES = 16
@@ -54,14 +58,19 @@ _UNINIT, _HOST, _DEV, _SYNCED = 0, 1, 2, 3
 
 
 class SyncedMemory:
-    """A flat buffer of ``size`` elements held on the host, the device or both."""
+    """A flat buffer of ``size`` elements held on the host, the device or both.
 
-    __slots__ = ("size", "dtype", "_host", "_dev", "head")
+    ``version`` counts the times a writable copy was handed out (``mutable_*``,
+    hence ``Blob.mut_data``, ``Blob.data`` ...): statistics taken at one version
+    (engine.instruments.debug.Recorder) are stale once it moves."""
+
+    __slots__ = ("size", "dtype", "_host", "_dev", "head", "version")
 
     def __init__(self, size, dtype):
         self.size, self.dtype = int(size), np.dtype(dtype)
         self._host = self._dev = None
         self.head = _UNINIT
+        self.version = 0
 
     def host(self):
         """Host buffer, current (copied from the device if that is newer)."""
@@ -91,11 +100,13 @@ class SyncedMemory:
     def mutable_host(self):
         h = self.host()
         self.head = _HOST
+        self.version += 1
         return h
 
     def mutable_dev(self):
         d = self.dev()
         self.head = _DEV
+        self.version += 1
         return d
 
     def get(self, gpu):
@@ -128,11 +139,11 @@ class Blob:
             self.reshape(shape)
 
     # ------------------------------------------------------------------ shape
-    def reshape(self, *shape):
+    def reshape(self, *shape: int | Sequence[int]) -> None:
         """Blob::Reshape: new shape; memory grows only past the capacity."""
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = tuple(shape[0])
-        shape = tuple(int(d) for d in shape)
+        given = shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
+        dims: tuple[int, ...] = tuple(int(d) for d in given)  # type: ignore[arg-type]
+        shape = dims
         if len(shape) > MAX_BLOB_AXES:
             raise ShapeError("Blob shape has %d axes; at most %d are allowed" % (len(shape), MAX_BLOB_AXES))
         count = 1
@@ -153,20 +164,20 @@ class Blob:
 
     Reshape = reshape
 
-    def reshape_like(self, other):
+    def reshape_like(self, other: Blob) -> None:
         self.reshape(other.shape)
 
     ReshapeLike = reshape_like
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return self._shape
 
     @property
-    def count(self):
+    def count(self) -> int:
         return self._count
 
-    def count_range(self, start, end=None):
+    def count_range(self, start: int, end: int | None = None) -> int:
         """Blob::count(start, end): product of dims in [start, end)."""
         end = self.num_axes if end is None else end
         c = 1
@@ -175,10 +186,10 @@ class Blob:
         return c
 
     @property
-    def num_axes(self):
+    def num_axes(self) -> int:
         return len(self._shape)
 
-    def canonical_axis(self, axis_index):
+    def canonical_axis(self, axis_index: int) -> int:
         """Blob::CanonicalAxisIndex: negative axes count from the end."""
         n = self.num_axes
         if not -n <= axis_index < n:
@@ -188,22 +199,33 @@ class Blob:
 
     CanonicalAxisIndex = canonical_axis
 
-    def shape_at(self, index):
+    def shape_at(self, index: int) -> int:
         return self._shape[self.canonical_axis(index)]
 
-    def legacy_shape(self, index):
+    def legacy_shape(self, index: int) -> int:
         if self.num_axes > 4:
             raise ShapeError("Cannot use legacy accessors on Blobs with > 4 axes.")
         if index >= self.num_axes or index < -self.num_axes:
             return 1
         return self.shape_at(index)
 
-    num = property(lambda self: self.legacy_shape(0))
-    channels = property(lambda self: self.legacy_shape(1))
-    height = property(lambda self: self.legacy_shape(2))
-    width = property(lambda self: self.legacy_shape(3))
+    @property
+    def num(self) -> int:
+        return self.legacy_shape(0)
 
-    def shape_string(self):
+    @property
+    def channels(self) -> int:
+        return self.legacy_shape(1)
+
+    @property
+    def height(self) -> int:
+        return self.legacy_shape(2)
+
+    @property
+    def width(self) -> int:
+        return self.legacy_shape(3)
+
+    def shape_string(self) -> str:
         return shape_string(self._shape, self._count)
 
     # ------------------------------------------------------------------ memory
@@ -220,66 +242,66 @@ class Blob:
                              "blob.reshape(...))")
         return mem
 
-    def get_data(self, gpu=None):
+    def get_data(self, gpu: bool | None = None) -> Array:
         """Data on the device of the current mode (read-only by convention)."""
         return self._view(self._mem(self._data).get(self._gpu(gpu)))
 
-    def mut_data(self, gpu=None):
+    def mut_data(self, gpu: bool | None = None) -> Array:
         """Data on the device of the current mode, marked as the current copy."""
         return self._view(self._mem(self._data).mutable(self._gpu(gpu)))
 
-    def get_diff(self, gpu=None):
+    def get_diff(self, gpu: bool | None = None) -> Array:
         return self._view(self._mem(self._diff).get(self._gpu(gpu)))
 
-    def mut_diff(self, gpu=None):
+    def mut_diff(self, gpu: bool | None = None) -> Array:
         return self._view(self._mem(self._diff).mutable(self._gpu(gpu)))
 
-    def set_data(self, value):
+    def set_data(self, value: Any) -> None:
         self.mut_data()[...] = value
 
-    def set_diff(self, value):
+    def set_diff(self, value: Any) -> None:
         self.mut_diff()[...] = value
 
     @property
-    def data(self):
+    def data(self) -> np.ndarray:
         """pycaffe's ``blob.data``: a writable NumPy view of the host data."""
         return self._view(self._mem(self._data).mutable_host())
 
     @data.setter
-    def data(self, value):
+    def data(self, value: Any) -> None:
         self.data[...] = value
 
     @property
-    def diff(self):
+    def diff(self) -> np.ndarray:
         """pycaffe's ``blob.diff``: a writable NumPy view of the host diff."""
         return self._view(self._mem(self._diff).mutable_host())
 
     @diff.setter
-    def diff(self, value):
+    def diff(self, value: Any) -> None:
         self.diff[...] = value
 
     @property
-    def data_memory(self):
+    def data_memory(self) -> SyncedMemory | None:
         return self._data
 
     @property
-    def diff_memory(self):
+    def diff_memory(self) -> SyncedMemory | None:
         return self._diff
 
-    def share_data(self, other):
+    def share_data(self, other: Blob) -> None:
         """Blob::ShareData: use ``other``'s data memory (counts must agree)."""
         if self._count != other.count:
             raise ShapeError("ShareData: count %d vs %d" % (self._count, other.count))
         self._data = other._data
 
-    def share_diff(self, other):
+    def share_diff(self, other: Blob) -> None:
         if self._count != other.count:
             raise ShapeError("ShareDiff: count %d vs %d" % (self._count, other.count))
         self._diff = other._diff
 
     ShareData, ShareDiff = share_data, share_diff
 
-    def shares_data_with(self, other):
+    def shares_data_with(self, other: Blob) -> bool:
         return self._data is other._data
 
     # ------------------------------------------------------------------ math
@@ -290,27 +312,27 @@ class Blob:
         a = mem.get(gpu)[: self._count]
         return float(fn(a))
 
-    def asum_data(self):
+    def asum_data(self) -> float:
         return self._reduce(self._data, caffe_asum)
 
-    def asum_diff(self):
+    def asum_diff(self) -> float:
         return self._reduce(self._diff, caffe_asum)
 
-    def sumsq_data(self):
+    def sumsq_data(self) -> float:
         return self._reduce(self._data, lambda a: backend.xp_of(a).dot(a, a))
 
-    def sumsq_diff(self):
+    def sumsq_diff(self) -> float:
         return self._reduce(self._diff, lambda a: backend.xp_of(a).dot(a, a))
 
-    def scale_data(self, s):
+    def scale_data(self, s: float) -> None:
         d = self.mut_data()
         d *= d.dtype.type(s)
 
-    def scale_diff(self, s):
+    def scale_diff(self, s: float) -> None:
         d = self.mut_diff()
         d *= d.dtype.type(s)
 
-    def update(self):
+    def update(self) -> None:
         """Blob::Update: data -= diff, where the data currently lives."""
         if self._count == 0:
             return
@@ -321,7 +343,7 @@ class Blob:
     Update = update
 
     # ------------------------------------------------------------------ protos
-    def shape_equals(self, proto):
+    def shape_equals(self, proto: caffe_pb2.BlobProto) -> bool:
         """Blob::ShapeEquals, including the legacy num/channels/height/width form."""
         if proto.HasField("num") or proto.HasField("channels") or proto.HasField("height") \
                 or proto.HasField("width"):
@@ -332,13 +354,13 @@ class Blob:
         return tuple(proto.shape.dim) == self._shape
 
     @staticmethod
-    def proto_shape(proto):
+    def proto_shape(proto: caffe_pb2.BlobProto) -> tuple[int, ...]:
         if proto.HasField("num") or proto.HasField("channels") or proto.HasField("height") \
                 or proto.HasField("width"):
             return (proto.num, proto.channels, proto.height, proto.width)
         return tuple(int(d) for d in proto.shape.dim)
 
-    def from_proto(self, proto, reshape=True):
+    def from_proto(self, proto: caffe_pb2.BlobProto, reshape: bool = True) -> None:
         """Blob::FromProto: copy data (and diff, if present) from a BlobProto."""
         if reshape:
             self.reshape(self.proto_shape(proto))
@@ -363,7 +385,7 @@ class Blob:
 
     FromProto = from_proto
 
-    def to_proto(self, proto, write_diff=False):
+    def to_proto(self, proto: caffe_pb2.BlobProto, write_diff: bool = False) -> caffe_pb2.BlobProto:
         """Blob::ToProto: shape, float data and optionally diff."""
         proto.Clear()
         proto.shape.dim.extend(self._shape)
@@ -379,7 +401,7 @@ class Blob:
 
     ToProto = to_proto
 
-    def copy_from(self, other, copy_diff=False, reshape=False):
+    def copy_from(self, other: Blob, copy_diff: bool = False, reshape: bool = False) -> None:
         """Blob::CopyFrom."""
         if other.count != self._count or other.shape != self._shape:
             if reshape:
@@ -394,7 +416,7 @@ class Blob:
     CopyFrom = copy_from
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         return self._count * self.dtype.itemsize
 
     def __repr__(self):

@@ -11,6 +11,7 @@ The API is pycaffe's (``blobs``, ``params``, ``forward``, ``backward``, ...),
 plus, public, what a debugger needs (``layer_need_backward``,
 ``param_owners``, ``memory_used``, ...).
 """
+from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
@@ -26,6 +27,8 @@ from engine.core.errors import CaffeError, NetError, ShapeError
 from engine.core.log import net_log as log, num
 from engine.core.weights import read_weights
 from engine.proto import caffe_pb2
+from typing import Any, Callable, Sequence
+from engine.core.layers.base import Layer  # noqa: F401  (annotations)
 
 TRAIN, TEST = 0, 1
 
@@ -114,8 +117,7 @@ class Net:
             self.copy_from(weights)
 
     @classmethod
-    def from_param(cls, param, phase=None, level=None, stages=None, allow_python=True,
-                   dtype=np.float32, model_dir=None):
+    def from_param(cls, param: caffe_pb2.NetParameter, phase: int | None = None, level: int | None = None, stages: Sequence[str] | None = None, allow_python: bool = True, dtype: Any = np.float32, model_dir: str | None = None) -> Net:
         """A Net from a NetParameter (Net(const NetParameter&)).  ``phase``/``level``/
         ``stages`` override the param's state only when given."""
         from engine.core.upgrade import net_needs_upgrade, upgrade_net
@@ -124,7 +126,7 @@ class Net:
         if net_needs_upgrade(p):
             p = upgrade_net(p)
         if phase is not None:
-            p.state.phase = int(phase)
+            p.state.phase = int(phase)  # type: ignore[assignment]
         if stages:
             for s in stages:
                 p.state.stage.append(s)
@@ -138,7 +140,7 @@ class Net:
         return self
 
     # -------------------------------------------------------------- Init
-    def init(self, in_param):
+    def init(self, in_param: caffe_pb2.NetParameter) -> None:
         from engine.core.filter import filter_net
         from engine.core.splits import insert_splits
         self.init_record = rec = InitRecord()
@@ -475,7 +477,7 @@ class Net:
             if start >= n:
                 raise NetError("BackwardFromTo: start %d >= number of layers %d" % (start, n))
 
-    def ForwardFromTo(self, start, end):
+    def ForwardFromTo(self, start: int, end: int) -> float:
         """Run layers start..end (inclusive); return the weighted loss."""
         self._check_range(start, end, True)
         loss = self._dtype.type(0)
@@ -506,18 +508,18 @@ class Net:
                 obs.end("forward", start, end)
         return loss
 
-    def ForwardFrom(self, start):
+    def ForwardFrom(self, start: int) -> float:
         return self.ForwardFromTo(start, len(self._layers) - 1)
 
-    def ForwardTo(self, end):
+    def ForwardTo(self, end: int) -> float:
         return self.ForwardFromTo(0, end)
 
-    def Forward(self):
+    def Forward(self) -> tuple[list[Blob], float]:
         """Net::Forward(&loss): run every layer; returns (outputs, loss)."""
         loss = self.ForwardFromTo(0, len(self._layers) - 1)
         return [self._blobs[i] for i in self._outputs], loss
 
-    def BackwardFromTo(self, start, end):
+    def BackwardFromTo(self, start: int, end: int) -> None:
         self._check_range(start, end, False)
         for obs in self.debug_observers:
             obs.begin("backward", start, end)
@@ -546,13 +548,13 @@ class Net:
             for obs in self.debug_observers:
                 obs.end("backward", start, end)
 
-    def BackwardFrom(self, start):
+    def BackwardFrom(self, start: int) -> None:
         self.BackwardFromTo(start, 0)
 
-    def BackwardTo(self, end):
+    def BackwardTo(self, end: int) -> None:
         self.BackwardFromTo(len(self._layers) - 1, end)
 
-    def Backward(self):
+    def Backward(self) -> None:
         self.BackwardFromTo(len(self._layers) - 1, 0)
         if self.debug_info:
             asum_data = asum_diff = sumsq_data = sumsq_diff = 0.0
@@ -567,7 +569,7 @@ class Net:
                      num(np.float32(asum_data)), num(np.float32(asum_diff)),
                      num(np.float32(np.sqrt(sumsq_data))), num(np.float32(np.sqrt(sumsq_diff))))
 
-    def ForwardBackward(self):
+    def ForwardBackward(self) -> float:
         _, loss = self.Forward()
         self.Backward()
         return loss
@@ -594,7 +596,7 @@ class Net:
                 continue
             log.info("    [Backward] Layer %s, param blob %d diff: %s", name, pid, _mean_abs(blob, "diff", self.debug_observers))
 
-    def update_debug_info(self, param_id):
+    def update_debug_info(self, param_id: int) -> None:
         """Net::UpdateDebugInfo for one net param (used by solvers under debug_info)."""
         blob = self._params[param_id]
         owner = self._param_owners[param_id]
@@ -608,18 +610,18 @@ class Net:
             log.info("    [Update] Layer %s, param blob %s (owned by layer %s, param %s) diff: %s",
                      lname, disp, olname, self._param_display_names[owner], _mean_abs(blob, "diff", self.debug_observers))
 
-    def Update(self):
+    def Update(self) -> None:
         """Net::Update: every learnable (owned) param: data -= diff.  Shared params
         share the owner's data and diff (ShareWeights), so their gradients are
         already accumulated in the owner's diff."""
         for p in self._learnable_params:
             p.update()
 
-    def ClearParamDiffs(self):
+    def ClearParamDiffs(self) -> None:
         for p in self._learnable_params:
             p.mut_diff()[...] = 0
 
-    def Reshape(self):
+    def Reshape(self) -> None:
         for i, layer in enumerate(self._layers):
             try:
                 layer.reshape(self._bottom_vecs[i], self._top_vecs[i])
@@ -628,7 +630,7 @@ class Net:
                 raise
 
     # -------------------------------------------------------------- weights
-    def CopyTrainedLayersFrom(self, source):
+    def CopyTrainedLayersFrom(self, source: str | os.PathLike | caffe_pb2.NetParameter) -> None:
         """From a NetParameter, a .caffemodel path or an .h5 path.
 
         Every source layer is checked against its target (blob count, shapes,
@@ -641,7 +643,8 @@ class Net:
                 return self._copy_from_hdf5(path)
             source = read_weights(path)
         plan = []
-        for src in getattr(source, "layer", source):
+        src: Any
+        for src in getattr(source, "layer", source):  # type: ignore[union-attr]
             lname = src.name
             if lname not in self._layer_names_index:
                 log.info("Ignoring source layer %s", lname)
@@ -697,7 +700,7 @@ class Net:
         for tb, arr in plan:
             tb.data[...] = arr
 
-    def ShareTrainedLayersWith(self, other):
+    def ShareTrainedLayersWith(self, other: Net) -> None:
         """Share every same-named layer's params with ``other``; all are checked first,
         so a mismatch raises before anything is shared."""
         plan = []
@@ -718,14 +721,14 @@ class Net:
         for tb, sb in plan:
             tb.share_data(sb)
 
-    def ToProto(self, write_diff=False):
+    def ToProto(self, write_diff: bool = False) -> caffe_pb2.NetParameter:
         p = caffe_pb2.NetParameter()
         p.name = self.name
         for layer in self._layers:
             p.layer.add().CopyFrom(layer.to_proto(write_diff))
         return p
 
-    def ToHDF5(self, filename, write_diff=False):
+    def ToHDF5(self, filename: str | os.PathLike, write_diff: bool = False) -> None:
         import h5py
         with h5py.File(filename, "w") as f:
             data = f.create_group("data")
@@ -743,40 +746,40 @@ class Net:
 
     # -------------------------------------------------------------- pycaffe API
     @property
-    def layers(self):
+    def layers(self) -> list[Layer]:
         return self._layers
 
     @property
-    def blobs(self):
+    def blobs(self) -> OrderedDict[str, Blob]:
         return self._blobs_dict
 
     @property
-    def blob_loss_weights(self):
+    def blob_loss_weights(self) -> OrderedDict[str, float]:
         return OrderedDict(zip(self._blob_names, self._blob_loss_weights))
 
     @property
-    def layer_dict(self):
+    def layer_dict(self) -> OrderedDict[str, Layer]:
         return self._layer_dict
 
     @property
-    def params(self):
+    def params(self) -> OrderedDict[str, list[Blob]]:
         return OrderedDict((n, l.blobs) for n, l in zip(self._layer_names, self._layers) if l.blobs)
 
     @property
-    def inputs(self):
+    def inputs(self) -> list[str]:
         return [self._blob_names[i] for i in self._inputs]
 
     @property
-    def outputs(self):
+    def outputs(self) -> list[str]:
         return [self._blob_names[i] for i in self._outputs]
 
     @property
-    def top_names(self):
+    def top_names(self) -> OrderedDict[str, list[str]]:
         return OrderedDict((n, [self._blob_names[b] for b in self._top_id_vecs[i]])
                            for i, n in enumerate(self._layer_names))
 
     @property
-    def bottom_names(self):
+    def bottom_names(self) -> OrderedDict[str, list[str]]:
         return OrderedDict((n, [self._blob_names[b] for b in self._bottom_id_vecs[i]])
                            for i, n in enumerate(self._layer_names))
 
@@ -798,7 +801,8 @@ class Net:
         except ValueError:
             raise NetError("Unknown layer name '%s'" % name, layer=name) from None
 
-    def forward(self, blobs=None, start=None, end=None, **kwargs):
+    def forward(self, blobs: Sequence[str] | None = None, start: str | None = None, end: str | None = None,
+                **kwargs: Any) -> dict[str, np.ndarray]:
         """pycaffe's Net.forward: returns {output blob: data}."""
         blobs = list(blobs or [])
         start_ind = self._layer_index(start) if start is not None else 0
@@ -823,7 +827,8 @@ class Net:
         allb = self.blobs
         return {out: allb[out].data for out in outputs}
 
-    def backward(self, diffs=None, start=None, end=None, **kwargs):
+    def backward(self, diffs: Sequence[str] | None = None, start: str | None = None, end: str | None = None,
+                 **kwargs: Any) -> dict[str, np.ndarray]:
         """pycaffe's Net.backward: returns {input blob: diff}."""
         diffs = list(diffs or [])
         start_ind = self._layer_index(start) if start is not None else len(self._layers) - 1
@@ -848,9 +853,9 @@ class Net:
         allb = self.blobs
         return {out: allb[out].diff for out in outputs}
 
-    def forward_all(self, blobs=None, **kwargs):
+    def forward_all(self, blobs: Sequence[str] | None = None, **kwargs: Any) -> dict[str, np.ndarray]:
         """pycaffe's forward_all: run in batches over all the given inputs."""
-        all_outs = {out: [] for out in set(self.outputs + list(blobs or []))}
+        all_outs: dict[str, Any] = {out: [] for out in set(self.outputs + list(blobs or []))}
         for batch in self._batch(kwargs):
             outs = self.forward(blobs=blobs, **batch)
             for out, out_blob in outs.items():
@@ -862,9 +867,10 @@ class Net:
                 all_outs[out] = all_outs[out][:-pad]
         return all_outs
 
-    def forward_backward_all(self, blobs=None, diffs=None, **kwargs):
-        all_outs = {out: [] for out in set(self.outputs + list(blobs or []))}
-        all_diffs = {d: [] for d in set(self.inputs + list(diffs or []))}
+    def forward_backward_all(self, blobs: Sequence[str] | None = None, diffs: Sequence[str] | None = None,
+                             **kwargs: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        all_outs: dict[str, Any] = {out: [] for out in set(self.outputs + list(blobs or []))}
+        all_diffs: dict[str, Any] = {d: [] for d in set(self.inputs + list(diffs or []))}
         fwd = {k: v for k, v in kwargs.items() if k in self.inputs}
         bwd = {k: v for k, v in kwargs.items() if k in self.outputs}
         for fb, bb in zip(self._batch(fwd), self._batch(bwd)):
@@ -901,38 +907,38 @@ class Net:
         if not blobs:
             yield {}
 
-    def reshape(self):
+    def reshape(self) -> None:
         self.Reshape()
 
-    def copy_from(self, filename):
+    def copy_from(self, filename: str | os.PathLike) -> None:
         self.CopyTrainedLayersFrom(filename)
 
-    def share_with(self, other):
+    def share_with(self, other: Net) -> None:
         self.ShareTrainedLayersWith(other)
 
-    def save(self, filename, write_diff=False):
+    def save(self, filename: str | os.PathLike, write_diff: bool = False) -> None:
         from engine.core.io import write_binary
         write_binary(filename, self.ToProto(write_diff))
 
-    def save_hdf5(self, filename, write_diff=False):
+    def save_hdf5(self, filename: str | os.PathLike, write_diff: bool = False) -> None:
         self.ToHDF5(filename, write_diff)
 
-    def clear_param_diffs(self):
+    def clear_param_diffs(self) -> None:
         self.ClearParamDiffs()
 
-    def before_forward(self, callback):
+    def before_forward(self, callback: Callable[[int], None]) -> None:
         self._before_forward.append(callback)
 
-    def after_forward(self, callback):
+    def after_forward(self, callback: Callable[[int], None]) -> None:
         self._after_forward.append(callback)
 
-    def before_backward(self, callback):
+    def before_backward(self, callback: Callable[[int], None]) -> None:
         self._before_backward.append(callback)
 
-    def after_backward(self, callback):
+    def after_backward(self, callback: Callable[[int], None]) -> None:
         self._after_backward.append(callback)
 
-    def set_input_arrays(self, data, labels):
+    def set_input_arrays(self, data: np.ndarray, labels: np.ndarray) -> None:
         """pycaffe's set_input_arrays: feed the first (MemoryData) layer."""
         layer = self._layers[0]
         if layer.type != "MemoryData":
@@ -947,114 +953,114 @@ class Net:
         return list(self._blob_loss_weights)
 
     @property
-    def layer_names(self):
+    def layer_names(self) -> list[str]:
         return list(self._layer_names)
 
     @property
-    def blob_names(self):
+    def blob_names(self) -> list[str]:
         return list(self._blob_names)
 
     @property
-    def layer_need_backward(self):
+    def layer_need_backward(self) -> list[bool]:
         return list(self._layer_need_backward)
 
     @property
-    def bottom_need_backward(self):
+    def bottom_need_backward(self) -> list[list[bool]]:
         return [list(v) for v in self._bottom_need_backward]
 
     @property
-    def blob_need_backward(self):
+    def blob_need_backward(self) -> list[bool]:
         return list(self._blob_need_backward)
 
     @property
-    def param_owners(self):
+    def param_owners(self) -> list[int]:
         return list(self._param_owners)
 
     @property
-    def param_display_names(self):
+    def param_display_names(self) -> list[str]:
         return list(self._param_display_names)
 
     @property
-    def param_layer_indices(self):
+    def param_layer_indices(self) -> list[tuple[int, int]]:
         return list(self._param_layer_indices)
 
     @property
-    def learnable_params(self):
+    def learnable_params(self) -> list[Blob]:
         return list(self._learnable_params)
 
     @property
-    def learnable_param_ids(self):
+    def learnable_param_ids(self) -> list[int]:
         return list(self._learnable_param_ids)
 
     @property
-    def all_params(self):
+    def all_params(self) -> list[Blob]:
         """Net::params(): every param blob, sharing ones included, in net order."""
         return list(self._params)
 
     @property
-    def params_lr(self):
+    def params_lr(self) -> list[float]:
         return list(self._params_lr)
 
     @property
-    def params_weight_decay(self):
+    def params_weight_decay(self) -> list[float]:
         return list(self._params_weight_decay)
 
     @property
-    def has_params_lr(self):
+    def has_params_lr(self) -> list[bool]:
         return list(self._has_params_lr)
 
     @property
-    def has_params_decay(self):
+    def has_params_decay(self) -> list[bool]:
         return list(self._has_params_decay)
 
     @property
-    def param_id_vecs(self):
+    def param_id_vecs(self) -> list[list[int]]:
         return [list(v) for v in self._param_id_vecs]
 
     @property
-    def bottom_vecs(self):
+    def bottom_vecs(self) -> list[list[Blob]]:
         return self._bottom_vecs
 
     @property
-    def top_vecs(self):
+    def top_vecs(self) -> list[list[Blob]]:
         return self._top_vecs
 
     @property
-    def bottom_id_vecs(self):
+    def bottom_id_vecs(self) -> list[list[int]]:
         return [list(v) for v in self._bottom_id_vecs]
 
     @property
-    def top_id_vecs(self):
+    def top_id_vecs(self) -> list[list[int]]:
         return [list(v) for v in self._top_id_vecs]
 
     @property
-    def input_blob_indices(self):
+    def input_blob_indices(self) -> list[int]:
         return list(self._inputs)
 
     @property
-    def output_blob_indices(self):
+    def output_blob_indices(self) -> list[int]:
         return list(self._outputs)
 
     @property
-    def memory_used_bytes(self):
+    def memory_used_bytes(self) -> int:
         return self.memory_used * self._dtype.itemsize
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
         return self._dtype
 
-    def has_blob(self, name):
+    def has_blob(self, name: str) -> bool:
         return name in self._blob_names_index
 
-    def blob_by_name(self, name):
+    def blob_by_name(self, name: str) -> Blob:
         if name not in self._blob_names_index:
             raise NetError("Unknown blob name %s" % name, blob=name)
         return self._blobs[self._blob_names_index[name]]
 
-    def has_layer(self, name):
+    def has_layer(self, name: str) -> bool:
         return name in self._layer_names_index
 
-    def layer_by_name(self, name):
+    def layer_by_name(self, name: str) -> Layer:
         if name not in self._layer_names_index:
             raise NetError("Unknown layer name %s" % name, layer=name)
         return self._layers[self._layer_names_index[name]]

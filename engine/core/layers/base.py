@@ -7,6 +7,7 @@ diff, as in Caffe).  Subclasses declare their blob counts as class attributes
 and write one ``forward``/``backward`` body against ``self.xp`` (NumPy on the
 CPU, CuPy on the GPU).
 """
+from __future__ import annotations
 import threading
 
 import numpy as np
@@ -16,6 +17,9 @@ from engine.core.blob import Blob
 from engine.core.errors import LayerError
 from engine.core.log import check_failed
 from engine.proto import caffe_pb2
+from typing import Any, Sequence, Type
+from engine.core.errors import NetError
+from engine.core.types import BlobVec
 
 _WORK = threading.local()
 
@@ -103,7 +107,7 @@ class Layer:
     equal_num_bottom_top = False
     auto_top_blobs = False
 
-    def flops(self, bottoms, tops):
+    def flops(self, bottoms: BlobVec, tops: BlobVec) -> tuple[int, int, bool, str]:
         """``(macc, flops, counted, formula)`` of one forward pass over ``bottoms`` -> ``tops``
         (multiply-accumulates, floating-point operations, whether the type is modelled,
         the formula in words).  Every layer type overrides it."""
@@ -127,38 +131,38 @@ class Layer:
 
     # ---------------------------------------------------------------- helpers
     @property
-    def name(self):
+    def name(self) -> str:
         return self.layer_param.name
 
     @property
-    def xp(self):
+    def xp(self) -> Any:
         return backend.xp()
 
     @property
-    def on_gpu(self):
+    def on_gpu(self) -> bool:
         return backend.mode() == backend.GPU
 
-    def error(self, message, cls=LayerError, blob=None):
+    def error(self, message: str, cls: Type[NetError] = LayerError, blob: str | None = None) -> NetError:
         """An exception naming this layer (raise the result)."""
         return cls("%s (layer '%s', type %s)" % (message, self.name, self.type),
                    layer=self.name, blob=blob)
 
-    def check(self, cond, message, cls=LayerError):
+    def check(self, cond: Any, message: str, cls: Type[NetError] = LayerError) -> None:
         if not cond:
             raise self.error(message, cls)
 
-    def new_blob(self, shape):
+    def new_blob(self, shape: Sequence[int]) -> Blob:
         return Blob(shape, dtype=self.dtype)
 
     # ---------------------------------------------------------------- SetUp
-    def SetUp(self, bottom, top):
+    def SetUp(self, bottom: BlobVec, top: BlobVec) -> None:
         with np.errstate(all="ignore"):
             self.check_blob_counts(bottom, top)
             self.layer_setup(bottom, top)
             self.reshape(bottom, top)
             self.set_loss_weights(top)
 
-    def check_blob_counts(self, bottom, top):
+    def check_blob_counts(self, bottom: BlobVec, top: BlobVec) -> None:
         t, nb, nt = self.type, len(bottom), len(top)
         if self.exact_num_bottom >= 0 and nb != self.exact_num_bottom:
             raise self.error("%s Layer takes %d bottom blob(s) as input." % (t, self.exact_num_bottom))
@@ -175,7 +179,7 @@ class Layer:
         if self.equal_num_bottom_top and nb != nt:
             raise self.error("%s Layer produces one top blob as output for each bottom blob input." % t)
 
-    def set_loss_weights(self, top):
+    def set_loss_weights(self, top: BlobVec) -> None:
         weights = self.layer_param.loss_weight
         if len(weights):
             if len(weights) != len(top):
@@ -187,23 +191,23 @@ class Layer:
                 top[i].mut_diff()[...] = w
 
     # ---------------------------------------------------------------- to override
-    def layer_setup(self, bottom, top):
+    def layer_setup(self, bottom: BlobVec, top: BlobVec) -> None:
         """One-time setup (read params, make param blobs)."""
 
-    def reshape(self, bottom, top):
+    def reshape(self, bottom: BlobVec, top: BlobVec) -> None:
         raise NotImplementedError("%s must implement reshape" % type(self).__name__)
 
-    def forward(self, bottom, top):
+    def forward(self, bottom: BlobVec, top: BlobVec) -> None:
         raise NotImplementedError("%s must implement forward" % type(self).__name__)
 
-    def backward(self, top, propagate_down, bottom):
+    def backward(self, top: BlobVec, propagate_down: Sequence[bool], bottom: BlobVec) -> None:
         """Default: no gradient (Caffe's layers without Backward_cpu)."""
         for i, pd in enumerate(propagate_down):
             if pd:
                 raise self.error("%s Layer cannot backpropagate to its inputs" % self.type)
 
     # ---------------------------------------------------------------- Forward/Backward
-    def Forward(self, bottom, top):
+    def Forward(self, bottom: BlobVec, top: BlobVec) -> float:
         # NaN and Inf travel through layers silently, as in Caffe; the debug
         # records and health checks report them.
         with np.errstate(all="ignore"):
@@ -217,32 +221,32 @@ class Layer:
                     loss += self.dtype.type(self.xp.dot(d, w))
         return loss
 
-    def Backward(self, top, propagate_down, bottom):
+    def Backward(self, top: BlobVec, propagate_down: Sequence[bool], bottom: BlobVec) -> None:
         with np.errstate(all="ignore"):
             self.backward(top, list(propagate_down), bottom)
 
     # ---------------------------------------------------------------- loss
-    def loss(self, top_index):
+    def loss(self, top_index: int) -> float:
         return self._loss[top_index] if top_index < len(self._loss) else 0.0
 
-    def set_loss(self, top_index, value):
+    def set_loss(self, top_index: int, value: float) -> None:
         if len(self._loss) <= top_index:
             self._loss.extend([0.0] * (top_index + 1 - len(self._loss)))
         self._loss[top_index] = float(value)
 
-    def allow_force_backward(self, bottom_index):
+    def allow_force_backward(self, bottom_index: int) -> bool:
         return True
 
     # ---------------------------------------------------------------- params
-    def set_param_propagate_down(self, param_id, value):
+    def set_param_propagate_down(self, param_id: int, value: bool) -> None:
         if len(self.param_propagate_down) <= param_id:
             self.param_propagate_down.extend([True] * (param_id + 1 - len(self.param_propagate_down)))
         self.param_propagate_down[param_id] = bool(value)
 
-    def get_param_propagate_down(self, param_id):
+    def get_param_propagate_down(self, param_id: int) -> bool:
         return self.param_propagate_down[param_id] if param_id < len(self.param_propagate_down) else True
 
-    def to_proto(self, write_diff=False):
+    def to_proto(self, write_diff: bool = False) -> caffe_pb2.LayerParameter:
         """Layer::ToProto: the layer's param with its blobs."""
         p = caffe_pb2.LayerParameter()
         p.CopyFrom(self.layer_param)

@@ -14,6 +14,7 @@ on_gradients_ready)``.  Beyond it: ``test(k)``, ``test_all()``, ``set_action_fun
 ``request_stop()``/``request_snapshot()`` (Caffe's SolverAction requests), and
 :class:`SignalHandler` (caffe.cpp's SIGINT/SIGHUP handling).
 """
+from __future__ import annotations
 import collections
 import os
 import signal
@@ -29,6 +30,10 @@ from engine.proto import caffe_pb2
 from engine.core.errors import SolverError
 from engine.core.log import num, solver_log as log
 from engine.core.solvers.policies import check_failed
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from engine.core.net import Net
 
 TRAIN, TEST = 0, 1
 
@@ -52,7 +57,7 @@ class SolverAction:
 # ---------------------------------------------------------------------------
 # Registry (SolverRegistry)
 # ---------------------------------------------------------------------------
-_REGISTRY = {}
+_REGISTRY: dict = {}
 
 
 def register_solver(cls):
@@ -415,24 +420,24 @@ class Solver:
                 self._load_net_weights(net, w)
 
     # -------------------------------------------------------------- requests
-    def set_action_function(self, func):
+    def set_action_function(self, func: Callable[[], int] | None) -> None:
         """Solver::SetActionFunction: ``func()`` returns a SolverAction, asked after
         every iteration and before every test batch."""
         self._action_function = func
 
     SetActionFunction = set_action_function
 
-    def request_action(self, action):
+    def request_action(self, action: int) -> None:
         """Queue a one-shot SolverAction (STOP or SNAPSHOT), seen at the next check."""
         self._pending_actions.append(int(action))
 
-    def request_stop(self):
+    def request_stop(self) -> None:
         self.request_action(SolverAction.STOP)
 
-    def request_snapshot(self):
+    def request_snapshot(self) -> None:
         self.request_action(SolverAction.SNAPSHOT)
 
-    def get_requested_action(self):
+    def get_requested_action(self) -> int:
         if self._pending_actions:
             return self._pending_actions.popleft()
         if self._action_function is not None:
@@ -440,11 +445,11 @@ class Solver:
         return SolverAction.NONE
 
     @property
-    def requested_early_exit(self):
+    def requested_early_exit(self) -> bool:
         return self._requested_early_exit
 
     # -------------------------------------------------------------- callbacks
-    def add_callback(self, on_start, on_gradients_ready=None):
+    def add_callback(self, on_start: Any, on_gradients_ready: Callable[[], None] | None = None) -> None:
         """pycaffe's ``add_callback(on_start, on_gradients_ready)``; one argument with
         ``on_start``/``on_gradients_ready`` methods is a Caffe Solver::Callback."""
         if on_gradients_ready is None and (hasattr(on_start, "on_start")
@@ -454,11 +459,11 @@ class Solver:
             self._callbacks.append(_FunctionCallback(on_start, on_gradients_ready))
 
     @property
-    def callbacks(self):
+    def callbacks(self) -> list[Callback]:
         return list(self._callbacks)
 
     # -------------------------------------------------------------- training
-    def step(self, iters):
+    def step(self, iters: int) -> None:
         """Solver::Step: ``iters`` iterations of forward/backward, display, update,
         snapshot."""
         p, f = self._param, self._f
@@ -535,7 +540,7 @@ class Solver:
             self.smoothed_loss_ = f(self.smoothed_loss_ + (loss - self.losses_[idx]) / f(average_loss))
             self.losses_[idx] = loss
 
-    def solve(self, resume_file=None):
+    def solve(self, resume_file: str | None = None) -> None:
         """Solver::Solve: Step up to max_iter, snapshot, a last display and test."""
         p = self._param
         log.info("Solving %s", self.net.name)
@@ -563,7 +568,7 @@ class Solver:
     Solve = solve
 
     # -------------------------------------------------------------- testing
-    def test_all(self):
+    def test_all(self) -> None:
         for test_net_id in range(len(self.test_nets)):
             if self._requested_early_exit:
                 break
@@ -571,7 +576,7 @@ class Solver:
 
     TestAll = test_all
 
-    def test(self, test_net_id=0):
+    def test(self, test_net_id: int = 0) -> None:
         """Solver::Test: ``test_iter`` forward passes of a test net sharing the train
         net's weights; logs the mean of every output element."""
         p, f = self._param, self._f
@@ -641,11 +646,11 @@ class Solver:
             raise SolverError("Cannot write to snapshot prefix '%s'.  Make sure that the directory "
                               "exists and is writeable." % p.snapshot_prefix) from None
 
-    def snapshot_filename(self, extension):
+    def snapshot_filename(self, extension: str) -> str:
         """Solver::SnapshotFilename: ``<snapshot_prefix>_iter_<iter><extension>``."""
         return "%s_iter_%d%s" % (self._param.snapshot_prefix, self.iter_, extension)
 
-    def snapshot(self):
+    def snapshot(self) -> None:
         """Solver::Snapshot: the weights (binary proto or HDF5), then the solver state."""
         fmt = self._param.snapshot_format
         if fmt == caffe_pb2.SolverParameter.BINARYPROTO:
@@ -671,7 +676,7 @@ class Solver:
         self.net.ToHDF5(model_filename, self._param.snapshot_diff)
         return model_filename
 
-    def restore(self, state_file):
+    def restore(self, state_file: str) -> None:
         """Solver::Restore: a ``.h5`` solver state or a binary proto one."""
         state_file = os.fspath(state_file)
         if state_file.endswith(".h5"):
@@ -682,37 +687,37 @@ class Solver:
     Restore = restore
 
     # Hooks of the concrete solvers (SGDSolver and its family).
-    def apply_update(self):
+    def apply_update(self) -> None:
         raise NotImplementedError
 
-    def snapshot_solver_state(self, model_filename):
+    def snapshot_solver_state(self, model_filename: str) -> None:
         raise NotImplementedError
 
-    def restore_solver_state_from_binary_proto(self, state_file):
+    def restore_solver_state_from_binary_proto(self, state_file: str) -> None:
         raise NotImplementedError
 
-    def restore_solver_state_from_hdf5(self, state_file):
+    def restore_solver_state_from_hdf5(self, state_file: str) -> None:
         raise NotImplementedError
 
     # -------------------------------------------------------------- pycaffe API
     @property
-    def param(self):
+    def param(self) -> caffe_pb2.SolverParameter:
         """The live SolverParameter (pycaffe: ``solver.param``; changes take effect)."""
         return self._param
 
     @property
-    def iter(self):
+    def iter(self) -> int:
         return self.iter_
 
     @property
-    def max_iter(self):
+    def max_iter(self) -> int:
         return self._param.max_iter
 
     @property
-    def smoothed_loss(self):
+    def smoothed_loss(self) -> float:
         return self.smoothed_loss_
 
-    def share_weights(self, net):
+    def share_weights(self, net: Net) -> None:
         """pycaffe's ``share_weights(net)``: ``net`` uses the train net's weights."""
         net.ShareTrainedLayersWith(self.net)
 
