@@ -18,6 +18,8 @@ _LAZY = {
     "caffe_pb2": ("engine.proto.caffe_pb2", None),
     "io": ("engine.core.io", None),
     "upgrade_net": ("engine.core.upgrade", "upgrade_net"),
+    "read_net_params": ("engine.core.upgrade", "read_net_params"),
+    "read_solver_params": ("engine.core.upgrade", "read_solver_params"),
     "filter_net": ("engine.core.filter", "filter_net"),
     "insert_splits": ("engine.core.splits", "insert_splits"),
     "layer_type_list": ("engine.core.layers.registry", "layer_types"),

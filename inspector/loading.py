@@ -66,20 +66,80 @@ def _repeated(fd):
     return fd.label == fd.LABEL_REPEATED
 
 
-def check_file_access(param, model_root):
+def surviving_layers(param, state):
+    """The layers of ``param`` that the NetState ``state`` = (phase, level,
+    stages) keeps, as Net(model, phase, level, stages) filters them (the
+    stages are added to the file's own)."""
+    from engine.core.filter import filter_net
+    phase, level, stages = state
+    p = type(param)()
+    p.CopyFrom(param)
+    p.state.phase = int(phase)
+    p.state.level = int(level)
+    for s in stages:
+        p.state.stage.append(s)
+    kept, _dropped = filter_net(p, log=False)
+    return list(kept.layer)
+
+
+def _opened_at(value, cwd=None):
+    """Where Caffe opens the file ``value``: relative paths from the working directory."""
+    return os.path.join(cwd or os.getcwd(), value) if not os.path.isabs(value) else value
+
+
+def check_file_access(param, model_root, state=None):
     """Refuse a net (from the page) whose layers would write files, or read
     files outside the model root (paths resolve against the working
-    directory, as Caffe opens them)."""
+    directory, as Caffe opens them).  With ``state`` (phase, level, stages),
+    only the layers that NetState keeps are checked: a layer filtered out is
+    never built, so whatever it names is never opened."""
     root = os.path.realpath(model_root)
-    for lp in param.layer:
+    layers = param.layer if state is None else surviving_layers(param, state)
+    for lp in layers:
         if lp.type in WRITING_TYPES:
             raise FileAccessRefused("layer '%s' (%s) writes files on the server; refused for models opened "
                                     "from the page" % (lp.name, lp.type), layer=lp.name)
         for name, value in _file_fields(lp):
-            real = os.path.realpath(value)
+            real = os.path.realpath(_opened_at(value))
             if os.path.commonpath([root, real]) != root:
-                raise FileAccessRefused("layer '%s' reads %s = %r, outside the model root %s"
-                                        % (lp.name, name, value, root), layer=lp.name)
+                how = "" if os.path.isabs(value) else \
+                    " (relative paths are opened from the server's working directory, %s, as Caffe opens them)" \
+                    % os.getcwd()
+                raise FileAccessRefused("layer '%s' reads %s = %r, which is %s%s: outside the model root %s"
+                                        % (lp.name, name, value, real, how, root), layer=lp.name)
+
+
+def relative_path_hint(param, layer, model_path=None, cwd=None, private_model_dir=False):
+    """Where the missing relative files of ``layer`` were looked for (the
+    server's working directory, as Caffe opens them), and whether they are in
+    the model's folder instead; None when the layer names no missing relative
+    file.  ``private_model_dir``: the model is an upload (its folder is the
+    server's business, not named)."""
+    cwd = cwd or os.getcwd()
+    model_dir = os.path.dirname(os.path.abspath(model_path)) if model_path else None
+    lines = []
+    for lp in param.layer:
+        if lp.name != layer:
+            continue
+        for name, value in _file_fields(lp):
+            if os.path.isabs(value) or name.endswith("root_folder"):
+                continue
+            at = _opened_at(value, cwd)
+            if os.path.exists(at):
+                continue
+            line = ("%s = %r is relative: it was looked for at %s (relative paths are opened from the server's "
+                    "working directory, %s, as Caffe opens them)" % (name, value, at, cwd))
+            if model_dir and not private_model_dir:
+                beside = os.path.join(model_dir, value)
+                if os.path.exists(beside):
+                    line += ("; it is in the model's folder, %s: start the server in %s, or write the path "
+                             "relative to %s or as an absolute path" % (beside, model_dir, cwd))
+                else:
+                    line += "; it is not in the model's folder (%s) either" % model_dir
+            elif private_model_dir:
+                line += "; an uploaded net's data files must be on the server: open the model by path instead"
+            lines.append(line)
+    return "\n".join(lines) or None
 
 
 def resolve_model_path(path, root):
@@ -181,14 +241,12 @@ def build(spec, allow_python=False, device="CPU", model_root=None):
     with backend.using_mode(device):
         source = read_net_params(spec.model)
         if model_root is not None and not spec.trusted:
-            check_file_access(source, model_root)
+            check_file_access(source, model_root, state=(phase, level, stages))
         solver = None
         note = ""
         if spec.solver:
             if phase != 0:
                 note = "the solver steps the TRAIN net: switch the phase to TRAIN to use it"
-            elif not adapters.solver_available():
-                note = "engine.core.solvers is not available"
             else:
                 solver = adapters.build_solver(spec.solver, spec.model, spec.state(),
                                                allow_python=allow_python, weights=spec.weights)

@@ -156,9 +156,6 @@ def test_range_options(app_ctx, sid):
 
 
 def test_solver_iteration(app_ctx, sid):
-    from inspector import adapters
-    if not adapters.solver_available():
-        pytest.skip("engine.core.solvers is not available")
     solver = ROOT / "examples" / "lenet" / "lenet_solver.prototxt"
     v, err, s, _ = load.handle_load(app_ctx, sid, ids.UPLOAD_SOLVER,
                                     upload=(data_url(solver.read_text()), "lenet_solver.prototxt"))
@@ -191,26 +188,15 @@ def test_findings_and_nan(app_ctx, overflow_net):
 
 
 def test_export_report(app_ctx, sid):
-    from inspector import adapters
     stepping.act(app_ctx, sid, ids.FORWARD_BACKWARD)
     data = export.report(app_ctx, sid, "json")
     assert data["filename"] == "LeNetDigits_report.json"
     doc = json.loads(data["content"])
     assert "conv1" in data["content"]
-    if adapters.report_available():
-        assert doc["schema"] == "engine-report"
-        for fmt, ext, needle in (("html", "html", "<html"), ("markdown", "md", "conv1"), ("csv", "csv", "conv1")):
-            d = export.report(app_ctx, sid, fmt)
-            assert d["filename"].endswith("." + ext) and needle in d["content"]
-    else:
-        assert doc["schema"] == "inspector-records/1" and doc["steps"]
-
-
-def test_fallback_report_without_engine_report(lenet):
-    from inspector import adapters
-    doc = adapters.records_document(lenet.net, lenet.recorder)
-    assert doc["schema"] == "inspector-records/1" and doc["init"]["filtered"]
-    json.dumps(doc, default=adapters._json_default)
+    assert doc["schema"] == "engine-report"
+    for fmt, ext, needle in (("html", "html", "<html"), ("markdown", "md", "conv1"), ("csv", "csv", "conv1")):
+        d = export.report(app_ctx, sid, fmt)
+        assert d["filename"].endswith("." + ext) and needle in d["content"]
 
 
 def test_guarded_returns_no_update_on_error():

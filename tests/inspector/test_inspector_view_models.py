@@ -180,9 +180,7 @@ def test_params_changed_makes_param_layers_stale(lenet):
 
 
 def test_flops_and_memory_from_engine_analysis(lenet):
-    from inspector import adapters, panel_models as pm
-    if not adapters.analysis_available():
-        pytest.skip("engine.instruments.analysis is not available")
+    from inspector import panel_models as pm
     an = lenet.analysis
     assert an["conv1"]["flops"] > 0 and an["conv1"]["macc"] > 0
     v = _view(lenet, "flops")
