@@ -14,6 +14,7 @@ import numpy as np
 
 from inspector import layer_meta
 from .view_models import LayerMetric, _fmt, _shape_text, format_bytes, layer_memory
+from engine.instruments.debug import caffe_debug_lines
 
 
 # ------------------------------------------------------------------ details
@@ -248,40 +249,15 @@ def transcript_lines(transcript, text="", level=""):
 
 
 def debug_info_lines(graph, steps, text=""):
-    """Caffe's debug_info lines, derived from the recorded steps (those
-    containing ``text``, case-blind, when given)."""
+    """Caffe's debug_info lines as the engine formats them (``caffe_debug_lines``) for
+    the recorded steps (those containing ``text``, case-blind, when given)."""
     lines = _debug_info_lines(graph, steps)
     text = (text or "").lower()
     return [l for l in lines if text in l.lower()] if text else lines
 
 
 def _debug_info_lines(graph, steps):
-    from engine.core.log import num
-    out = []
-    for step in steps:
-        for lr in step.layers:
-            l = graph.layers[lr.layer_index] if lr.layer_index < len(graph.layers) else None
-            if lr.direction == "forward":
-                for b in lr.blobs:
-                    if b.role == "top" and b.data is not None:
-                        out.append("    [Forward] Layer %s, top blob %s data: %s"
-                                   % (lr.layer, b.name, num(np.float32(b.data.asum_mean))))
-                for b in lr.blobs:
-                    if b.role == "param" and b.data is not None:
-                        out.append("    [Forward] Layer %s, param blob %s data: %s"
-                                   % (lr.layer, b.name, num(np.float32(b.data.asum_mean))))
-            elif lr.direction == "backward":
-                for b in lr.blobs:
-                    if b.role == "bottom" and b.diff is not None and l is not None \
-                            and b.index < len(l.bottom_need_backward) and l.bottom_need_backward[b.index]:
-                        out.append("    [Backward] Layer %s, bottom blob %s diff: %s"
-                                   % (lr.layer, b.name, num(np.float32(b.diff.asum_mean))))
-                for b in lr.blobs:
-                    if b.role == "param" and b.diff is not None and l is not None \
-                            and b.index < len(l.params) and l.params[b.index].propagate_down:
-                        out.append("    [Backward] Layer %s, param blob %d diff: %s"
-                                   % (lr.layer, b.index, num(np.float32(b.diff.asum_mean))))
-    return out
+    return [line for step in steps for line in caffe_debug_lines(step)]
 
 
 def memory_rows(graph, analysis=None):
