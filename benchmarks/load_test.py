@@ -276,6 +276,8 @@ class Dependencies:
     """The callbacks as the page gets them (``/_dash-dependencies``)."""
 
     def __init__(self, deps):
+        # clientside callbacks run in the browser, not on the server: a tab never posts them
+        deps = [d for d in deps if not d.get("clientside_function")]
         self.deps = deps
         self.by_output = {d["output"]: d for d in deps}
         self.by_input = {}
@@ -293,7 +295,8 @@ class Dependencies:
         """The callback whose first output is ``first_output`` ("id.prop")."""
         for d in self.deps:
             outs, _m = split_output(d["output"])
-            if "%s.%s" % (outs[0]["id"], outs[0]["property"]) == first_output and "@" not in d["output"]:
+            first = d["output"].lstrip(".").split("...")[0]      # its other outputs may be duplicates ("@")
+            if "%s.%s" % (outs[0]["id"], outs[0]["property"]) == first_output and "@" not in first:
                 return d
         raise KeyError(first_output)
 

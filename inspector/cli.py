@@ -14,7 +14,7 @@ def parse_args(argv=None):
     p.add_argument("model", nargs="?", help="net prototxt (default: the bundled LeNet example)")
     p.add_argument("--weights", help="caffemodel (or .h5) to load into the net")
     p.add_argument("--solver", help="solver prototxt (enables solver iterations)")
-    p.add_argument("--phase", choices=["TRAIN", "TEST"], default=None, help="NetState phase (default: TEST for a *deploy* file, else TRAIN)")
+    p.add_argument("--phase", choices=["TRAIN", "TEST"], default=None, help="NetState phase (default: TEST for a deploy net - Input layers and no loss -, else TRAIN)")
     p.add_argument("--stage", action="append", default=[], help="NetState stage (repeatable)")
     p.add_argument("--level", type=int, default=0, help="NetState level")
     p.add_argument("--gpu", action="store_true", help="start sessions on the GPU (CuPy)")
@@ -35,9 +35,10 @@ def parse_args(argv=None):
 def config_from_args(args):
     import os
     from inspector.config import InspectorConfig
+    from inspector.netstate import default_phase
     return InspectorConfig(
         model=args.model, weights=args.weights, solver=args.solver,
-        phase=args.phase or ("TEST" if args.model and "deploy" in os.path.basename(args.model) else "TRAIN"),
+        phase=args.phase or (default_phase(args.model) if args.model else None),
         stages=tuple(args.stage), level=args.level, gpu=args.gpu, host=args.host, port=args.port,
         model_root=os.path.abspath(args.model_root or os.getcwd()),
         allow_python_layers=args.allow_python_layers, max_upload_bytes=args.max_upload_mb * 2 ** 20,

@@ -28,7 +28,7 @@ class InspectorConfig:
     model: Optional[str] = None               # prototxt given on the command line
     weights: Optional[str] = None
     solver: Optional[str] = None
-    phase: str = "TRAIN"
+    phase: Optional[str] = None               # None: the net's own (inspector.netstate.default_phase)
     stages: Tuple[str, ...] = ()
     level: int = 0
     gpu: bool = False

@@ -16,7 +16,6 @@ URL = "page-url"                  # dcc.Location: the query string the page was 
 URL_POP = "url-pop"               # {"search", "n"}: set by the browser's back/forward buttons
 URL_STATE = "url-state"           # {"search", "net"}: the address the page should show now
 URL_WRITTEN = "url-written"       # what the clientside writer last put into the address bar
-URL_RESTORE = "url-restore"       # {"selection", "expanded", "n"}: restored from the address after a load
 
 # ---------------------------------------------------------------- page chrome
 ERROR_BANNER = "error-banner"
@@ -44,6 +43,7 @@ COLOUR_BY = "colour-by"
 BLOB_MODE = "blob-mode"
 GRAPH_OPTIONS = "graph-options"   # checklist: fold splits / fold in-place / labels
 IMAGE_FORMAT = "image-format"
+IMAGE_FORMAT_APPLIED = "image-format-applied"   # the format the graph's camera button saves now
 
 # ---------------------------------------------------------------- stepping
 START = "range-start"

@@ -60,6 +60,7 @@ class LoadError:
     column: Optional[int] = None
     layer: Optional[str] = None
     blob: Optional[str] = None
+    hint: str = ""                      # what to do about it (e.g. where relative paths were looked for)
 
     @property
     def where(self):
@@ -98,6 +99,7 @@ class Session:
     loaded: Optional[Loaded] = None
     error: Optional[LoadError] = None
     spec: ModelSpec = field(default_factory=ModelSpec)
+    failed_spec: Optional[ModelSpec] = None   # what the last load tried, when it failed
     device: str = "CPU"
     net_version: int = 0
     run_version: int = 0

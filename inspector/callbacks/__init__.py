@@ -1,8 +1,8 @@
 """Callbacks, one module per feature."""
-from . import details, export, findings, graph, load, stepping
+from . import details, export, findings, graph, image_export, load, stepping, urlstate
 from .common import AppContext
 
-MODULES = (load, graph, details, stepping, findings, export)
+MODULES = (load, graph, details, stepping, findings, export, urlstate, image_export)
 
 
 def register_all(dash_app, app: AppContext):

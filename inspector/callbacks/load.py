@@ -1,18 +1,26 @@
-"""Loading: examples, a path under the model root, uploads, NetState and
-device.  A failed load keeps the last good net and shows where it failed."""
+"""Loading: examples, a path under the model root, uploads, NetState, device
+and the page's address.  A failed load keeps the last good net and shows
+where it failed; every control (Example, path, Phase, Level, Stages) always
+shows the state of the net that is loaded."""
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any, Optional
 
 from dash import Input, Output, State, no_update
+from dash.exceptions import PreventUpdate
 
-from inspector import ids, loading, runner
+from inspector import ids, loading, runner, urlstate
 from ..inputs import InputSettings
 from ..layout.header import load_error_box, load_status
+from ..netstate import default_phase
 from ..sessions import ModelSpec
 from .common import guarded, triggered
 
 UPLOAD_KINDS = {ids.UPLOAD_MODEL: "model", ids.UPLOAD_WEIGHTS: "weights", ids.UPLOAD_SOLVER: "solver",
                 ids.UPLOAD_MEAN: "mean"}
+OPEN_PATH = (ids.MODEL_PATH_OPEN, ids.MODEL_PATH)          # the Open button, Enter in the path box
+FROM_ADDRESS = (None, ids.URL_POP, ids.SESSION)            # page load, back/forward, a restored tab
+SAME_NET_NOOP = (ids.EXAMPLE, ids.PHASE, ids.LEVEL, ids.STAGES)   # choosing what is loaded changes nothing
 
 
 def initial_spec(app):
@@ -20,8 +28,8 @@ def initial_spec(app):
     cfg = app.config
     if cfg.model:
         return ModelSpec(model=os.path.abspath(cfg.model), weights=cfg.weights, solver=cfg.solver,
-                         phase=cfg.phase, level=cfg.level, stages=tuple(cfg.stages),
-                         label=os.path.basename(cfg.model), trusted=True)
+                         phase=cfg.phase or default_phase(cfg.model), level=cfg.level,
+                         stages=tuple(cfg.stages), label=os.path.basename(cfg.model), trusted=True)
     if cfg.solver:
         from engine.core.upgrade import read_solver_params
         sp = read_solver_params(cfg.solver)
@@ -35,35 +43,70 @@ def initial_spec(app):
     return ModelSpec()
 
 
+def shown_spec(app, session):
+    """The spec whose state the controls show: the loaded net's; with none
+    loaded, the one the last load tried."""
+    if session.loaded is not None:
+        return session.loaded.spec
+    return session.failed_spec or initial_spec(app)
+
+
 def next_spec(app, session, trigger, example=None, path=None, upload=None, phase=None, level=None,
               stages=None):
-    """The spec the trigger asks for (raises PathRefused for bad paths/uploads)."""
-    cur = session.spec if session.loaded is not None else initial_spec(app)
-    state = dict(phase=phase or cur.phase, level=int(level or 0), stages=tuple(stages or ()))
+    """The spec the trigger asks for (raises PathRefused for bad paths/uploads).
+
+    A net opened from the page (an example, a path, an uploaded prototxt)
+    opens in the NetState the command line would give it (a deploy net in
+    TEST; level 0, no stages); weights, solver and mean files keep the
+    current state; the Phase/Level/Stages controls rebuild the current net."""
+    cur = shown_spec(app, session)
     if trigger is None:
         return initial_spec(app) if session.loaded is None else None
     if trigger == ids.EXAMPLE:
         if example == "cli":
-            return replace(initial_spec(app), **state)
-        for label, p, _phase in app.examples:
+            return initial_spec(app)
+        for label, p, ex_phase in app.examples:
             if p == example:
-                return ModelSpec(model=p, label=label, trusted=True, **state)
+                return ModelSpec(model=p, label=label, trusted=True, phase=ex_phase)
         raise loading.PathRefused("unknown example %r" % (example,))
-    if trigger == ids.MODEL_PATH_OPEN:
+    if trigger in OPEN_PATH:
         real = loading.resolve_model_path(path, app.config.model_root)
         return ModelSpec(model=real, label=os.path.relpath(real, os.path.realpath(app.config.model_root)),
-                         **state)
+                         phase=default_phase(real))
     if trigger in UPLOAD_KINDS:
         kind = UPLOAD_KINDS[trigger]
         contents, filename = upload
         saved = loading.save_upload(session, kind, filename, contents, app.config.max_upload_bytes)
         if kind == "model":
             return ModelSpec(model=saved, label="uploaded %s" % os.path.basename(str(filename)), uploaded=True,
-                             mean=cur.mean, **state)
+                             mean=cur.mean, phase=default_phase(saved))
         return replace(cur, **{kind: saved})
     if trigger in (ids.PHASE, ids.LEVEL, ids.STAGES):
-        return replace(cur, **state)
+        return replace(cur, phase=phase or cur.phase, level=int(level or 0), stages=tuple(stages or ()))
     return None
+
+
+def _hide_uploads(session, err):
+    for saved in session.uploads.values():     # never show the server's temp folders
+        err.message = err.message.replace(saved, os.path.basename(saved))
+        err.hint = err.hint.replace(saved, os.path.basename(saved))
+        if err.path == saved:
+            err.path = os.path.basename(saved)
+    if session._dir:
+        err.message = err.message.replace(session._dir + os.sep, "")
+        err.hint = err.hint.replace(session._dir + os.sep, "")
+
+
+def _path_hint(spec, err):
+    """Where a failing layer's relative files were looked for (or "")."""
+    if not err.layer or not spec.model:
+        return ""
+    try:
+        from engine.core.upgrade import read_net_params
+        param = read_net_params(spec.model)
+    except Exception:  # noqa: BLE001 - the error itself is already shown
+        return ""
+    return loading.relative_path_hint(param, err.layer, spec.model, private_model_dir=spec.uploaded) or ""
 
 
 def load(app, session, spec, device=None):
@@ -78,11 +121,11 @@ def load(app, session, spec, device=None):
         err = loading.load_error(exc, spec.model)
         if type(exc).__name__ == "PythonLayerRefused":
             err.message += " (start the server with --allow-python-layers to run them)"
-        for saved in session.uploads.values():     # never show the server's temp folders
-            err.message = err.message.replace(saved, os.path.basename(saved))
-            if err.path == saved:
-                err.path = os.path.basename(saved)
+        if not isinstance(exc, loading.FileAccessRefused):
+            err.hint = _path_hint(spec, err)
+        _hide_uploads(session, err)
         session.error = err
+        session.failed_spec = spec
         return False
     old = session.loaded
     if old is not None:
@@ -90,6 +133,7 @@ def load(app, session, spec, device=None):
     session.loaded = loaded
     session.spec = spec
     session.error = None
+    session.failed_spec = None
     session.net_version += 1
     session.cursor_forward = 0
     session.cursor_backward = -1
@@ -106,52 +150,170 @@ def load(app, session, spec, device=None):
     return True
 
 
-def handle_load(app, sid, trigger, device=None, **kw):
-    """The load callback as a plain function: (net version, error, status, stage options)."""
+def _net_key(app, session, spec):
+    """What makes two specs the same net for an address: where it comes from
+    and its NetState."""
+    upload_name = session.upload_names.get("model") if spec.uploaded else None
+    return urlstate.net_of(app, spec, upload_name), spec.phase, int(spec.level or 0), tuple(spec.stages)
+
+
+def spec_from_address(app, session, search):
+    """(spec to load or None, UrlState, error) for the page's address.  None:
+    keep the loaded net (it is the one the address names, e.g. a reloaded tab
+    whose session lives on)."""
+    state = urlstate.decode(search)
+    problems = list(state.problems)
+    spec = None
+    try:
+        spec = urlstate.spec_for(app, session, state)
+    except (urlstate.AddressError, loading.PathRefused) as exc:
+        problems.insert(0, str(exc))
+    if spec is None:                 # no net named (or a bad one): the loaded net, else the default
+        if session.loaded is not None:
+            spec = None
+        else:
+            spec = initial_spec(app)
+            if not problems and (state.phase or state.level or state.stages):
+                spec = replace(spec, phase=state.phase or spec.phase, level=state.level, stages=state.stages)
+    elif session.loaded is not None and _net_key(app, session, session.loaded.spec) == _net_key(app, session, spec):
+        spec = None
+    err = None
+    if problems:
+        err = loading.load_error(urlstate.AddressError("; ".join(problems)))
+        err.kind = "address"
+    return spec, state, err
+
+
+@dataclass
+class LoadResult:
+    version: int
+    error: Any
+    session: Any
+    stages: list
+    restore: Optional[dict] = None          # selection and folding from the address
+    noop: bool = False                      # the controls asked for the net already loaded
+
+
+def handle_load_full(app, sid, trigger, device=None, search=None, **kw):
+    """The load callback as a plain function (see :class:`LoadResult`)."""
     with app.store.use(sid) as s:
-        try:
-            spec = next_spec(app, s, trigger, **kw)
-        except loading.PathRefused as exc:
-            s.error = loading.load_error(exc)
-            spec = None
-        except Exception as exc:  # noqa: BLE001 - e.g. unreadable solver on the command line
-            s.error = loading.load_error(exc)
-            spec = None
-        if spec is not None:
-            load(app, s, spec, device)
-        elif trigger is None and s.loaded is None:
-            pass
+        restore = None
+        noop = False
+        if trigger in FROM_ADDRESS:
+            spec, state, addr_err = spec_from_address(app, s, search)
+            if spec is not None:
+                load(app, s, spec, device)
+            if addr_err is not None:
+                s.error = addr_err if s.error is None or spec is None else s.error
+            elif spec is None and trigger is not None:
+                s.error = None
+            restore = {"selection": state.selection_dict(),
+                       "expanded": None if state.expanded is None else list(state.expanded),
+                       "net_version": s.net_version}
+        else:
+            try:
+                spec = next_spec(app, s, trigger, **kw)
+            except Exception as exc:  # noqa: BLE001 - PathRefused, or e.g. an unreadable solver
+                s.error = loading.load_error(exc)
+                s.failed_spec = None
+                spec = None
+            if spec is not None and trigger in SAME_NET_NOOP and s.loaded is not None and spec == s.loaded.spec:
+                noop = True                 # the controls already show this net: nothing to rebuild
+            elif spec is not None:
+                load(app, s, spec, device)
         stages = list(s.loaded.graph.rule_stages) if s.loaded is not None else []
-        return s.net_version, s.error, s, stages
+        return LoadResult(s.net_version, s.error, s, stages, restore, noop)
+
+
+def handle_load(app, sid, trigger, device=None, **kw):
+    """The load callback as a plain function: (net version, error, session, stage options)."""
+    r = handle_load_full(app, sid, trigger, device=device, **kw)
+    return r.version, r.error, r.session, r.stages
+
+
+def controls(app, session, stage_opts):
+    """The values of the load controls for the net the page shows:
+    (example, path, phase, level, stages, stage options)."""
+    spec = shown_spec(app, session)
+    example = None
+    path = ""
+    if spec.model:
+        source, name = urlstate.net_of(app, spec)
+        if source == "example":
+            example = next((p for _l, p, _ph in app.examples if urlstate.example_key(p) == name), None)
+        elif spec.trusted and app.config.model and urlstate.cli_model(app) and \
+                os.path.realpath(spec.model) == os.path.realpath(urlstate.cli_model(app)):
+            example = "cli"
+        if source == "model" and not spec.uploaded:
+            path = name
+    stages = list(spec.stages)
+    opts = sorted(set(stage_opts) | set(stages))
+    return example, path, spec.phase or "TRAIN", int(spec.level or 0), stages, \
+        [{"label": s, "value": s} for s in opts]
+
+
+def describe(session):
+    """How the error box names the net still shown (None: none)."""
+    ld = session.loaded
+    if ld is None:
+        return None
+    g = ld.graph
+    st = ld.spec
+    bits = [st.phase]
+    if st.level:
+        bits.append("level %d" % st.level)
+    if st.stages:
+        bits.append("stages " + ", ".join(st.stages))
+    return "%s from %s (%s)" % (g.name or "net", st.label or os.path.basename(st.model), "; ".join(bits))
 
 
 def register(dash_app, app):
     upload_ids = list(UPLOAD_KINDS)
+    n_out = 11 + len(upload_ids)
 
     @dash_app.callback(
         Output(ids.NET_VERSION, "data"), Output(ids.LOAD_ERROR, "children"), Output(ids.LOAD_STATUS, "children"),
         Output(ids.STAGES, "options"),
         *[Output(u, "contents") for u in upload_ids],
-        Input(ids.EXAMPLE, "value"), Input(ids.MODEL_PATH_OPEN, "n_clicks"),
+        Output(ids.EXAMPLE, "value"), Output(ids.MODEL_PATH, "value"), Output(ids.PHASE, "value"),
+        Output(ids.LEVEL, "value"), Output(ids.STAGES, "value"),
+        Output(ids.SELECTION, "data", allow_duplicate=True), Output(ids.EXPANDED_BLOCKS, "data", allow_duplicate=True),
+        Input(ids.EXAMPLE, "value"), Input(ids.MODEL_PATH_OPEN, "n_clicks"), Input(ids.MODEL_PATH, "n_submit"),
         *[Input(u, "contents") for u in upload_ids],
         Input(ids.PHASE, "value"), Input(ids.LEVEL, "value"), Input(ids.STAGES, "value"),
+        Input(ids.URL_POP, "data"), Input(ids.SESSION, "data"),
         State(ids.MODEL_PATH, "value"), *[State(u, "filename") for u in upload_ids],
-        State(ids.DEVICE, "value"), State(ids.SESSION, "data"))
-    @guarded(4 + len(upload_ids), "loading")
-    def load_cb(example, _open, c_model, c_weights, c_solver, c_mean, phase, level, stages, path,
-                f_model, f_weights, f_solver, f_mean, device, sid):
+        State(ids.DEVICE, "value"), State(ids.URL, "search"), State(ids.SELECTION, "data"),
+        prevent_initial_call="initial_duplicate")
+    @guarded(n_out, "loading")
+    def load_cb(example, _open, _submit, c_model, c_weights, c_solver, c_mean, phase, level, stages, pop, sid,
+                path, f_model, f_weights, f_solver, f_mean, device, search, selection):
         trigger = triggered()
         contents = dict(zip(upload_ids, (c_model, c_weights, c_solver, c_mean)))
         names = dict(zip(upload_ids, (f_model, f_weights, f_solver, f_mean)))
         upload = None
         if trigger in contents:
             if not contents[trigger]:
-                return tuple([no_update] * (4 + len(upload_ids)))
+                raise PreventUpdate
             upload = (contents[trigger], names[trigger])
-        version, err, session, stage_opts = handle_load(
-            app, sid, trigger, device=device, example=example, path=path, upload=upload, phase=phase,
-            level=level, stages=stages)
-        opts = sorted(set(stage_opts) | set(stages or []))
+        if trigger == ids.EXAMPLE and not example:
+            raise PreventUpdate              # the list was cleared to show a net opened otherwise
+        if trigger == ids.URL_POP:
+            if not isinstance(pop, dict):
+                raise PreventUpdate
+            search = pop.get("search") or ""
+        r = handle_load_full(app, sid, trigger, device=device, search=search, example=example, path=path,
+                             upload=upload, phase=phase, level=level, stages=stages)
+        if r.noop:
+            raise PreventUpdate
+        s = r.session
+        ex, path_value, ph, lv, st, opts = controls(app, s, r.stages)
         clear = [None if u == trigger else no_update for u in upload_ids]
-        return (version, load_error_box(err), load_status(session),
-                [{"label": s, "value": s} for s in opts], *clear)
+        sel, expanded = no_update, no_update
+        if r.restore is not None:           # loaded from the address: its selection and folding
+            if r.restore["selection"] != selection:
+                sel = r.restore["selection"]
+            if r.restore["expanded"] is not None:
+                expanded = r.restore["expanded"]
+        return (r.version, load_error_box(r.error, describe(s)), load_status(s), opts, *clear,
+                ex, path_value, ph, lv, st, sel, expanded)

@@ -2,6 +2,28 @@
 from dash import dcc, html
 
 
+# every Plotly figure's config: a local tool offers no cloud sharing ("Share chart...",
+# plotly.js 3's default) nor "Edit in Chart Studio" (plotly.js 2), and no Plotly logo
+PLOT_CONFIG = {"displaylogo": False, "showSendToCloud": False, "showEditInChartStudio": False}
+
+
+def plot_config(**extra):
+    """A dcc.Graph config: PLOT_CONFIG and ``extra``."""
+    return {**PLOT_CONFIG, **extra}
+
+
+def apply_plot_config(node):
+    """Give every dcc.Graph under ``node`` PLOT_CONFIG (over its own config);
+    returns ``node``."""
+    if isinstance(node, dcc.Graph):
+        node.config = {**(getattr(node, "config", None) or {}), **PLOT_CONFIG}
+    children = getattr(node, "children", None)
+    for c in children if isinstance(children, (list, tuple)) else [children]:
+        if c is not None and hasattr(c, "to_plotly_json"):
+            apply_plot_config(c)
+    return node
+
+
 def kv_table(rows, cls="kv"):
     """A two-column table of (key, value) pairs."""
     return html.Table([html.Tbody([html.Tr([html.Th(k), html.Td(v)]) for k, v in rows])], className=cls)

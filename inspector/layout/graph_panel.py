@@ -3,7 +3,7 @@ from dash import dcc, html
 
 from inspector import ids
 from ..view_models import COLOUR_MODES
-from .common import button, field
+from .common import button, field, plot_config
 
 GRAPH_OPTIONS = (("fold_splits", "fold splits"), ("fold_inplace", "fold in-place"),
                  ("labels", "labels"), ("ghosts", "filtered-out"))
@@ -58,6 +58,5 @@ def graph_panel(solver_ok):
         stepping_bar(solver_ok),
         graph_toolbar(),
         dcc.Graph(id=ids.GRAPH, className="net-graph", responsive=True, style={"height": "100%"},
-                  config={"displaylogo": False, "scrollZoom": True,
-                          "toImageButtonOptions": {"format": "png", "filename": "net"}}),
+                  config=plot_config(scrollZoom=True, toImageButtonOptions={"format": "png", "filename": "net"})),
     ], className="graph-col")

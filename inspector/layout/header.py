@@ -17,6 +17,7 @@ def header(config, examples, gpu):
         html.Div([
             html.H1(config.title, className="title"),
             field("Example", dcc.Dropdown(example_opts, default, id=ids.EXAMPLE, clearable=False,
+                                          placeholder="(a net opened by path or upload)",
                                           className="example-dropdown")),
             field("Path under the model root", html.Div([
                 dcc.Input(id=ids.MODEL_PATH, type="text", debounce=False, placeholder="models/x/deploy.prototxt",
@@ -54,8 +55,10 @@ def header(config, examples, gpu):
     ], className="header")
 
 
-def load_error_box(err):
-    """The load error panel (or nothing): message, file:line:col, layer, blob."""
+def load_error_box(err, shown=None):
+    """The load error panel (or nothing): message, file:line:col, layer, blob,
+    a hint, and what the page shows instead (``shown``: a description of the
+    net still loaded, None when there is none)."""
     if err is None:
         return None
     where = []
@@ -69,7 +72,9 @@ def load_error_box(err):
         html.Div([html.B("Could not load: "), html.Span(err.kind or "error", className="err-kind")]),
         html.Div(where, className="err-loc") if where else None,
         html.Pre(err.message, className="err-message"),
-        html.Div("The previous net stays loaded and usable.", className="muted"),
+        html.Pre(err.hint, className="err-hint") if getattr(err, "hint", "") else None,
+        html.Div("Still shown: %s, the last net that loaded; it stays usable." % shown if shown
+                 else "No net is loaded.", className="muted err-shown"),
     ], className="load-error", id="load-error-box")
 
 

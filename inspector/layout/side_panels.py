@@ -3,7 +3,7 @@ view data into components."""
 from dash import dcc, html
 
 from inspector import figures, ids
-from .common import field, kv_table, section, table, upload
+from .common import field, kv_table, plot_config, section, table, upload
 
 
 def details_tab():
@@ -17,8 +17,8 @@ def details_tab():
                 field("Channel page", dcc.Input(id=ids.FMAP_PAGE, type="number", value=0, min=0, step=1,
                                                 className="num-input")),
             ], className="inline"),
-            dcc.Graph(id=ids.HISTOGRAM, config={"displaylogo": False}, className="small-graph"),
-            dcc.Graph(id=ids.FEATURE_MAPS, config={"displaylogo": False}),
+            dcc.Graph(id=ids.HISTOGRAM, config=plot_config(), className="small-graph"),
+            dcc.Graph(id=ids.FEATURE_MAPS, config=plot_config()),
             field("Values at index (leading axes, e.g. 0,3)", dcc.Input(id=ids.VALUE_SLICE, type="text",
                                                                          value="0", debounce=True)),
             html.Div(id=ids.VALUE_TABLE, className="value-table"),
@@ -66,8 +66,8 @@ def findings_tab():
         section("Filtered-out layers (NetState rules)", html.Div(id=ids.FILTERED_TABLE)),
         section("Inserted splits", html.Div(id=ids.SPLITS_TABLE)),
         section("Shared params", html.Div(id=ids.SHARED_TABLE)),
-        section("Memory by layer", dcc.Graph(id=ids.MEMORY_CHART, config={"displaylogo": False})),
-        section("Time by layer (latest run of each)", dcc.Graph(id=ids.TIME_CHART, config={"displaylogo": False})),
+        section("Memory by layer", dcc.Graph(id=ids.MEMORY_CHART, config=plot_config())),
+        section("Time by layer (latest run of each)", dcc.Graph(id=ids.TIME_CHART, config=plot_config())),
         section("Init transcript and debug_info",
                 dcc.Input(id=ids.TRANSCRIPT_FILTER, type="text", placeholder="filter lines…",
                           debounce=True, className="path-input"),
@@ -97,7 +97,7 @@ def layer_details_children(d, filter_fig=None):
                                                                cls="grid settings")))
     parts.append(section("As written", html.Pre(d["written"], className="log written")))
     if filter_fig is not None:
-        parts.append(section("Filters", dcc.Graph(figure=filter_fig, config={"displaylogo": False})))
+        parts.append(section("Filters", dcc.Graph(figure=filter_fig, config=plot_config())))
     return html.Div(parts, className="layer-details")
 
 
