@@ -7,6 +7,7 @@ from inspector import adapters
 from .callbacks import AppContext, register_all
 from .callbacks.common import error_text
 from .config import InspectorConfig, data_dir
+from .jobs import ThreadJobManager
 from .layout import page
 from .sessions import SessionStore, new_session_id
 
@@ -20,8 +21,11 @@ def create_app(config=None, store=None):
     store = store or SessionStore(config.max_sessions, config.idle_seconds)
     _load_layer_registry()
     ctx = AppContext(config=config, store=store, examples=config.examples())
+    manager = ThreadJobManager(config.cache_dir, expire=config.job_expire_seconds)
     dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
-                    suppress_callback_exceptions=False, on_error=_last_resort)
+                    suppress_callback_exceptions=False, on_error=_last_resort,
+                    background_callback_manager=manager)
+    dash_app.job_manager = manager           # long actions: inspector/jobs.py
     gpu = adapters.gpu_available()
     solver_ok = True         # engine's solvers are part of the engine
 

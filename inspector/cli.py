@@ -29,6 +29,13 @@ def parse_args(argv=None):
                    help="browser tabs kept at once (each holds its own net; least recently used goes first)")
     p.add_argument("--idle-minutes", type=float, default=60, help="drop a tab's session after this idle time")
     p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, dev tools)")
+    p.add_argument("--serve", choices=["dev", "waitress"], default="dev",
+                   help="dev: Flask's development server (the quick local default); waitress: a production "
+                        "WSGI server for a team (docs/serving.md)")
+    p.add_argument("--threads", type=int, default=8, help="worker threads of the waitress server")
+    p.add_argument("--cache-dir", default=None,
+                   help="folder of the background-callback cache (long actions' progress and results; "
+                        "default: a temporary folder removed at exit)")
     return p.parse_args(argv)
 
 
@@ -42,7 +49,8 @@ def config_from_args(args):
         stages=tuple(args.stage), level=args.level, gpu=args.gpu, host=args.host, port=args.port,
         model_root=os.path.abspath(args.model_root or os.getcwd()),
         allow_python_layers=args.allow_python_layers, max_upload_bytes=args.max_upload_mb * 2 ** 20,
-        max_sessions=args.max_sessions, idle_seconds=args.idle_minutes * 60.0)
+        max_sessions=args.max_sessions, idle_seconds=args.idle_minutes * 60.0,
+        cache_dir=getattr(args, "cache_dir", None))
 
 
 def main(argv=None):
@@ -52,4 +60,26 @@ def main(argv=None):
     from inspector import create_app
     app = create_app(config)
     print("Caffe Inspector on http://%s:%d/" % (config.host, config.port), file=sys.stderr)
+    if args.serve == "waitress":
+        serve_waitress(app, config.host, config.port, args.threads)
+        return
     app.run(host=config.host, port=config.port, debug=args.debug)
+
+
+def serve_waitress(app, host, port, threads=8, **kw):
+    """Serve ``app`` (a Dash app) with waitress: ``threads`` worker threads, one
+    process (sessions and nets live in its memory; long actions run in threads
+    of it, their progress in the on-disk cache)."""
+    try:
+        from waitress import serve
+    except ImportError:  # pragma: no cover - waitress is in requirements.txt
+        raise SystemExit("--serve waitress needs waitress: pip install waitress") from None
+    serve(app.server, host=host, port=port, threads=int(threads), ident="caffe-inspector", **kw)
+
+
+def serve_main(argv=None):
+    """``inspector-serve``: the inspector under waitress (``--serve waitress``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--serve" not in argv:
+        argv = ["--serve", "waitress"] + argv
+    return main(argv)

@@ -40,6 +40,8 @@ class InspectorConfig:
     max_sessions: int = 8
     idle_seconds: float = 3600.0
     title: str = "Caffe Inspector"
+    cache_dir: Optional[str] = None           # background-callback cache (diskcache); None: a temp folder
+    job_expire_seconds: int = 3600            # unread job results are dropped after this
 
     def examples(self):
         """[(label, absolute path, phase)] of the bundled examples that exist."""

@@ -105,3 +105,54 @@ TIME_CHART = "time-chart"
 REPORT_FORMAT = "report-format"
 REPORT_BUTTON = "btn-report"
 DOWNLOAD = "download"
+
+# ---------------------------------------------------------------- the debugger (issue 14)
+# timeline
+TIMELINE_SLIDER = "timeline-slider"       # dcc.Slider over the timeline's steps
+TIMELINE_LIVE = "btn-timeline-live"       # back to the live net
+TIMELINE_INFO = "timeline-info"           # what the viewed step did
+TIMELINE_TABLE = "timeline-table"         # the steps, one row each
+TIMELINE_MEMORY = "timeline-memory"       # records + pinned arrays vs the budget
+TIMELINE_DIFF_A = "timeline-diff-a"
+TIMELINE_DIFF_B = "timeline-diff-b"
+TIMELINE_DIFF_BUTTON = "btn-timeline-diff"
+TIMELINE_DIFF = "timeline-diff"           # which blobs changed between two steps
+PIN_BLOB = "btn-pin-blob"                 # keep the selected blob's full arrays in the timeline
+PIN_STATUS = "pin-status"
+VIEW_STEP = "view-step"                   # dcc.Store: the timeline step shown (None: live)
+# breakpoints
+BREAK_TEXT = "break-text"
+BREAK_ADD = "btn-break-add"
+BREAK_TABLE = "break-table"
+BREAK_SELECT = "break-select"             # the breakpoint to edit / enable / remove
+BREAK_TOGGLE = "btn-break-toggle"
+BREAK_REMOVE = "btn-break-remove"
+BREAK_EDIT = "btn-break-edit"
+BREAK_STATUS = "break-status"
+BREAK_HIT = "break-hit"                   # where and why the last run stopped
+# long actions (background callbacks) and training
+JOB_ACTION = "job-action"                 # which long action: solver / forward_backward / ...
+JOB_ITERATIONS = "job-iterations"
+JOB_RUN = "btn-job-run"
+JOB_CANCEL = "btn-job-cancel"
+JOB_PROGRESS = "job-progress"             # html.Progress
+JOB_STATUS = "job-status"
+JOB_DONE = "job-done"                     # dcc.Store: bumped by the job's progress (triggers redraws)
+TRAIN_CURVES = "train-curves"
+TRAIN_RATIOS = "train-ratios"
+TRAIN_SUMMARY = "train-summary"
+# compare
+COMPARE_KIND = "compare-kind"
+COMPARE_A = "compare-a"
+COMPARE_B = "compare-b"
+COMPARE_UPLOAD = "upload-compare-log"
+COMPARE_RTOL = "compare-rtol"
+COMPARE_BUTTON = "btn-compare"
+COMPARE_CLEAR = "btn-compare-clear"
+COMPARE_SUMMARY = "compare-summary"
+COMPARE_TABLE = "compare-table"
+COMPARE_CHART = "compare-chart"
+# downloads
+NPY_WHICH = "npy-which"
+NPY_BUTTON = "btn-npy"
+NPY_DOWNLOAD = "npy-download"

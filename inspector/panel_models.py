@@ -70,7 +70,13 @@ def layer_details(graph, index, metric=None, state=None, analysis=None):
     if metric.data is not None:
         summary.append(("mean |data| of tops", _fmt(metric.data)))
     if metric.diff is not None:
-        summary.append(("mean |diff|", _fmt(metric.diff)))
+        summary.append(("bottom gradient: mean |diff| of bottoms", _fmt(metric.diff)))
+    if metric.param_diff is not None:
+        summary.append(("param gradient: mean |diff| of weights/biases", _fmt(metric.param_diff)))
+    if metric.update_ratio is not None:
+        summary.append(("update ratio |Δw|/|w| (last solver step)", _fmt(metric.update_ratio)))
+    if metric.rel_diff is not None:
+        summary.append(("relative difference (Compare)", _fmt(metric.rel_diff)))
     if metric.nonfinite:
         summary.append(("NaN / Inf", metric.nonfinite_where))
     settings = [{"param": field, "setting": name, "value": value, "set": "written" if is_set else "default"}

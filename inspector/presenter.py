@@ -33,7 +33,16 @@ def display_and_layout(loaded, opts):
 
 
 def metrics(loaded):
-    return vm.layer_metrics(loaded.graph, loaded.recorder.latest_layer_records())
+    """Per-layer numbers of the live records, or of the timeline step being
+    viewed; with a comparison active, each layer's relative difference."""
+    from dataclasses import replace
+    from inspector import debug_views, debugger
+    m = vm.layer_metrics(loaded.graph, debugger.latest_records(loaded))
+    cmp = getattr(loaded, "comparison", None)
+    if cmp is not None:
+        for i, v in debug_views.compare_layer_values(cmp, loaded.graph).items():
+            m[i] = replace(m.get(i, vm.LayerMetric()), rel_diff=v)
+    return m
 
 
 def states(loaded):
@@ -86,7 +95,14 @@ def _blob_array(loaded, name, which):
 
 def blob_panel(loaded, name):
     from engine.instruments.debug import array_stats
+    from inspector import debug_views, debugger
     g = loaded.graph
+    step = debugger.viewed_step(loaded)
+    if step is not None:     # as it was after that step: its records (and pinned arrays)
+        data = debugger.recorded_blob_stats(loaded, name, "data")[0]
+        diff = debugger.recorded_blob_stats(loaded, name, "diff")[0]
+        d = pm.blob_details(g, name, data, diff, "as recorded at " + debug_views.step_text(step, g))
+        return d
     data = array_stats(_blob_array(loaded, name, "data"))
     diff = array_stats(_blob_array(loaded, name, "diff"))
     bst = blob_states(g, loaded.runlog, states(loaded))
@@ -96,7 +112,20 @@ def blob_panel(loaded, name):
 def blob_figures(loaded, name, which="data", item=0, page=0, index=()):
     """(histogram, feature maps, (rows, index, full shape)) of a blob."""
     from engine.instruments.debug import array_stats
-    arr = _blob_array(loaded, name, which)
+    from inspector import debugger
+    if debugger.viewed_step(loaded) is not None:
+        st, pinned = debugger.recorded_blob_stats(loaded, name, which)
+        if pinned is None:
+            step = debugger.viewed_step(loaded)
+            hist = (figures.histogram_figure(st.hist, st.hist_lo, st.hist_hi, "%s %s histogram (step %d)"
+                                             % (name, which, step.index), "#e15759" if which == "diff" else "#4e79a7")
+                    if st is not None and st.hist else figures.empty_figure("no record of %s at step %d" % (name, step.index)))
+            note = figures.empty_figure("step %d kept statistics only: pin %s (Timeline tab) to keep its arrays"
+                                        % (step.index, name))
+            return hist, note, ([], (), ())
+        arr = np.asarray(pinned)
+    else:
+        arr = _blob_array(loaded, name, which)
     st = array_stats(arr)
     hist = figures.histogram_figure(st.hist, st.hist_lo, st.hist_hi, "%s %s histogram" % (name, which),
                                     "#e15759" if which == "diff" else "#4e79a7")
@@ -118,10 +147,17 @@ def findings(loaded, transcript_filter=""):
         "filtered": pm.filtered_rows(g), "splits": pm.split_rows(g), "shared": pm.shared_rows(g),
         "memory": figures.memory_figure(pm.memory_rows(g, loaded.analysis)),
         "time": figures.time_figure(pm.time_rows(g, m)),
-        "transcript": pm.transcript_lines(g.transcript, transcript_filter),
+        "transcript": pm.transcript_lines(tuple(g.transcript) + tuple(_training_log(loaded)), transcript_filter),
         "debug": pm.debug_info_lines(g, loaded.recorder.steps, transcript_filter),
         "health": adapters.health_findings(loaded.recorder.steps),
     }
+
+
+def _training_log(loaded):
+    """The solver's log lines of the page's solver iterations (Caffe's
+    "Iteration N ..., loss = X" ...), after the Init transcript."""
+    h = getattr(loaded, "training", None)
+    return list(h.log) if h is not None else []
 
 
 def nan_alert(loaded):

@@ -9,7 +9,7 @@ one-line message for the page.
 """
 import numpy as np
 
-from inspector import adapters, inputs as inp
+from inspector import adapters, debugger, inputs as inp
 
 
 class RunRefused(ValueError):
@@ -38,23 +38,28 @@ def _layer_index(graph, name_or_index):
 
 
 class _Tracking:
-    """Brings the RunLog up to date with the steps recorded inside the block."""
+    """Brings the RunLog up to date with the steps recorded inside the block,
+    and adds them to the timeline as one step of ``action`` (when given)."""
 
-    def __init__(self, session):
+    def __init__(self, session, action=None, label=""):
         self.session = session
         self.loaded = session.loaded
+        self.action = action
+        self.label = label
         steps = self.loaded.recorder.steps
         self.last_id = steps[-1].id if steps else 0
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         ld = self.loaded
         g = ld.graph
-        for step in ld.recorder.steps:
-            if step.id <= self.last_id:
-                continue
+        new = [step for step in ld.recorder.steps if step.id > self.last_id]
+        if self.action and new:
+            label = self.label if exc is None else "%s (failed: %s)" % (self.label, type(exc).__name__)
+            debugger.record_action(ld, self.action, new, label)
+        for step in new:
             for lr in step.layers:
                 if lr.direction == "forward":
                     ld.runlog.ran_forward(lr.layer_index, g.layers[lr.layer_index].top_ids)
@@ -134,11 +139,76 @@ def forward_range(session, start, end):
     s, e = _layer_index(ld.graph, start), _layer_index(ld.graph, end)
     if s > e:
         raise RunRefused("ForwardFromTo needs start <= end (got %d > %d)" % (s, e))
-    with _Tracking(session), _mode(session):
-        loss = ld.net._forward(s, e)
-    session.cursor_forward = e + 1 if e + 1 < len(ld.graph.layers) else 0
-    return "ForwardFromTo(%d, %d): %s → %s, loss %.6g" % (
-        s, e, ld.graph.layers[s].name, ld.graph.layers[e].name, float(loss))
+    g = ld.graph
+    with _Tracking(session, "forward", "ForwardFromTo(%d, %d)" % (s, e)), _mode(session):
+        loss, hit = debugger.run_forward(session, ld, s, e)
+    last = _stopped_at(hit, g, e)
+    session.cursor_forward = last + 1 if last + 1 < len(g.layers) else 0
+    session.last_hit = hit
+    msg = "ForwardFromTo(%d, %d): %s → %s%s" % (s, e, g.layers[s].name, g.layers[e].name,
+                                                _loss_text(ld, s, last, loss))
+    if hit is not None:
+        msg = "%s — stopped after %s: %s" % (msg, g.layers[last].name, debugger.hit_text(hit))
+    return msg
+
+
+def has_loss(graph, start=0, end=None):
+    """Whether any layer in start..end has a top with a loss weight."""
+    end = len(graph.layers) - 1 if end is None else end
+    return any(any(w for w in l.loss_weights) for l in graph.layers[start:end + 1])
+
+
+def _loss_text(ld, start, end, loss):
+    """", loss X" when the range ran a layer with a loss weight (else nothing:
+    a net or range without loss has no loss to report)."""
+    if not has_loss(ld.graph, start, end):
+        return ""
+    if loss is None:
+        total = 0.0
+        for l in ld.graph.layers[start:end + 1]:
+            for t, w in zip(l.tops, l.loss_weights):
+                if w:
+                    total += float(w) * float(np.asarray(ld.net.blobs[t].data).sum())
+        loss = total
+    return ", loss %.6g" % float(loss)
+
+
+def _stopped_at(hit, graph, default):
+    """The layer index a breakpoint hit stopped after (``default`` without a hit)."""
+    if hit is None:
+        return default
+    name = getattr(hit, "layer", None)
+    if isinstance(name, int):
+        return name
+    if name and graph.has_layer(name):
+        return graph.layer(name).index
+    return default
+
+
+def _backward_refusal(ld, s, e):
+    """Why BackwardFromTo(s, e) could do nothing, or None when it can."""
+    g = ld.graph
+    if not any(l.need_backward for l in g.layers[e:s + 1]):
+        if not has_loss(g):
+            return ("BackwardFromTo(%d, %d) would do nothing: this net has no loss (no top with a loss "
+                    "weight) and force_backward is off, so no layer needs backward. Add a loss layer, "
+                    "set loss_weight on a top, or force_backward: true." % (s, e))
+        return ("BackwardFromTo(%d, %d) would do nothing: no layer from %s to %s needs backward "
+                "(see each layer's 'needs backward' reason)." % (s, e, g.layers[e].name, g.layers[s].name))
+    return None
+
+
+def _stale_note(ld, s, e):
+    """A warning when the layers about to run backward never ran forward since
+    the inputs changed: Caffe runs them anyway, on zero or stale tops."""
+    t_in = ld.runlog.input_time or 0
+    missing = [l.name for l in ld.graph.layers[e:s + 1]
+               if l.need_backward and l.index not in ld.runlog.input_layers
+               and ld.runlog.forward.get(l.index, -1) < t_in]
+    if not missing:
+        return ""
+    return (" (⚠ %s did not run forward since the inputs changed: these gradients come from zero or stale "
+            "tops — run Forward first)" % (missing[0] if len(missing) == 1 else "%d layers" % len(missing)))
 
 
 def backward_range(session, start, end):
@@ -147,10 +217,20 @@ def backward_range(session, start, end):
     s, e = _layer_index(ld.graph, start), _layer_index(ld.graph, end)
     if s < e:
         s, e = e, s
-    with _Tracking(session), _mode(session):
-        ld.net._backward(s, e)
-    session.cursor_backward = e - 1
-    return "BackwardFromTo(%d, %d): %s → %s" % (s, e, ld.graph.layers[s].name, ld.graph.layers[e].name)
+    why = _backward_refusal(ld, s, e)
+    if why:
+        raise RunRefused(why)
+    g = ld.graph
+    note = _stale_note(ld, s, e)
+    with _Tracking(session, "backward", "BackwardFromTo(%d, %d)" % (s, e)), _mode(session):
+        hit = debugger.run_backward(session, ld, s, e)
+    last = _stopped_at(hit, g, e)
+    session.cursor_backward = last - 1
+    session.last_hit = hit
+    msg = "BackwardFromTo(%d, %d): %s → %s%s" % (s, e, g.layers[s].name, g.layers[e].name, note)
+    if hit is not None:
+        msg = "%s — stopped after %s: %s" % (msg, g.layers[last].name, debugger.hit_text(hit))
+    return msg
 
 
 def step_forward(session):
@@ -163,7 +243,12 @@ def step_backward(session):
     ld = _loaded(session)
     n = len(ld.graph.layers)
     i = session.cursor_backward if 0 <= session.cursor_backward < n else n - 1
-    msg = backward_range(session, i, i)
+    if not ld.graph.layers[i].need_backward:
+        why = _backward_refusal(ld, n - 1, 0)
+        if why:
+            raise RunRefused(why)
+    msg = backward_range(session, i, i) if ld.graph.layers[i].need_backward else \
+        "BackwardFromTo(%d, %d): %s → %s" % (i, i, ld.graph.layers[i].name, ld.graph.layers[i].name)
     session.cursor_backward = i - 1 if i > 0 else n - 1
     if not ld.graph.layers[i].need_backward:
         msg += " (needs no backward: skipped, as in Caffe)"
@@ -181,11 +266,26 @@ def run_to(session, layer):
 
 def forward_backward(session):
     ld = _loaded(session)
-    with _Tracking(session), _mode(session):
-        loss = ld.net.ForwardBackward()
+    g = ld.graph
+    n = len(g.layers)
+    note = ""
+    if not has_loss(g) and not any(l.need_backward for l in g.layers):
+        note = " (Backward did nothing: the net has no loss and force_backward is off)"
+    with _Tracking(session, "forward_backward", "Forward + Backward"), _mode(session):
+        loss, hit = debugger.run_forward(session, ld, 0, n - 1)
+        if hit is None:
+            hit = debugger.run_backward(session, ld, n - 1, 0)
+            where = "backward"
+        else:
+            where = "forward"
     session.cursor_forward = 0
     session.cursor_backward = -1
-    return "Forward + Backward: loss %.6g" % float(loss)
+    session.last_hit = hit
+    msg = "Forward + Backward%s%s" % (_loss_text(ld, 0, n - 1, loss).replace(", ", ": ", 1), note)
+    if hit is not None:
+        last = _stopped_at(hit, g, n - 1)
+        msg = "Forward + Backward stopped in %s after %s: %s" % (where, g.layers[last].name, debugger.hit_text(hit))
+    return msg
 
 
 def reset(session):
@@ -217,15 +317,34 @@ def reset(session):
 
 
 def solver_step(session):
+    return solver_step_checked(session)[0]
+
+
+def solver_step_checked(session):
+    """One solver iteration (forward, backward, update; the test net when the
+    solver file's test_interval says so): (message, breakpoint Hit or None).
+    The training view's curves and the timeline get the iteration."""
+    from inspector import training
     ld = _loaded(session)
     if ld.solver is None:
         raise RunRefused(ld.solver_note or "load a solver prototxt to run solver iterations")
-    with _Tracking(session), _mode(session):
-        it, loss = adapters.solver_iteration(ld.solver)
+    it = int(ld.solver.iter)
+    with _Tracking(session, "solver_iteration", "solver iteration %d" % it), _mode(session):
+        point, _update = training.solver_iteration(ld)
+        tested = training.maybe_test(session, ld)
     ld.runlog.params_changed()
     session.cursor_forward = 0
     session.cursor_backward = -1
-    return "solver iteration %s: smoothed loss %s" % (it, "%.6g" % loss if loss is not None else "—")
+    hit = debugger.check_solver(session, point.iteration, point.loss)
+    session.last_hit = hit
+    msg = "solver iteration %d (now iter %d): loss %.6g (smoothed %.6g), lr %s" % (
+        point.iteration, ld.solver.iter, point.loss, point.smoothed,
+        "%.6g" % point.lr if point.lr is not None else "—")
+    if tested:
+        msg += "; test: " + ", ".join("%s %.4g" % kv for kv in tested.items())
+    if hit is not None:
+        msg += " — " + debugger.hit_text(hit)
+    return msg, hit
 
 
 def set_device(session, device):

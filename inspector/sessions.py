@@ -88,6 +88,12 @@ class Loaded:
     analysis: Dict[str, dict] = field(default_factory=dict)
     mean: Any = None                    # mean array (C x H x W) from the mean file
     cache: Dict[Any, Any] = field(default_factory=dict, repr=False)   # display graphs and layouts
+    # the debugger (issue 14): engine.instruments.history.Timeline, training.TrainingHistory,
+    # the timeline step shown instead of the live net (None: live), the active comparison
+    timeline: Any = None
+    training: Any = None
+    view_step: Optional[int] = None
+    comparison: Any = None
 
 
 @dataclass
@@ -109,6 +115,9 @@ class Session:
     uploads: Dict[str, str] = field(default_factory=dict)   # kind -> saved path
     upload_names: Dict[str, str] = field(default_factory=dict)
     input_settings: Dict[str, Any] = field(default_factory=dict)
+    breakpoints: Any = None             # engine.instruments.breakpoints.Breakpoints (kept across loads)
+    job: Optional[Dict[str, Any]] = None    # the long action running (inspector/jobs.py), if any
+    last_hit: Any = None                # the breakpoint Hit that stopped the last action, if any
     _dir: Optional[str] = field(default=None, repr=False)
 
     @property

@@ -21,7 +21,10 @@ COLOUR_MODES = (
     ("category", "layer category"),
     ("backward", "needs backward"),
     ("data", "mean |data| of tops"),
-    ("diff", "mean |diff| (gradient)"),
+    ("diff", "bottom gradient: mean |diff| of bottoms"),
+    ("param_diff", "param gradient: mean |diff| of weights/biases"),
+    ("update_ratio", "update ratio |Δw|/|w| (last solver step)"),
+    ("reldiff", "relative difference (Compare)"),
     ("nonfinite", "NaN / Inf"),
     ("time", "time (ms)"),
     ("memory", "memory (bytes)"),
@@ -209,12 +212,15 @@ def display_graph(graph, opts=DisplayOptions()):
 @dataclass(frozen=True)
 class LayerMetric:
     data: Optional[float] = None        # mean |data| over the tops (latest forward)
-    diff: Optional[float] = None        # mean |diff| over the bottoms (or params), latest backward
+    diff: Optional[float] = None        # mean |diff| over the bottoms that take a gradient, latest backward
     nonfinite: bool = False
     nonfinite_where: str = ""
     fwd_ms: Optional[float] = None
     bwd_ms: Optional[float] = None
     loss: Optional[float] = None
+    param_diff: Optional[float] = None  # mean |diff| over the param blobs the layer learns, latest backward
+    update_ratio: Optional[float] = None    # largest |Δw|₂/|w|₂ of its params, latest solver update
+    rel_diff: Optional[float] = None    # largest relative difference in the active comparison
 
     @property
     def time_ms(self):
@@ -250,19 +256,23 @@ def layer_metrics(graph, latest):
             data = _mean([x.data.asum_mean for x in f.blobs if x.role == "top" and x.data is not None])
             if f.nonfinite:
                 nonfinite, where = True, "forward: " + _nonfinite_where(f)
+        param_diff = ratio = None
         if b is not None:
-            diffs = [x.diff.asum_mean for x in b.blobs
-                     if x.role == "bottom" and x.diff is not None
-                     and x.index < len(l.bottom_need_backward) and l.bottom_need_backward[x.index]]
-            if not diffs:
-                diffs = [x.diff.asum_mean for x in b.blobs if x.role == "param" and x.diff is not None]
-            diff = _mean(diffs)
+            diff = _mean([x.diff.asum_mean for x in b.blobs
+                          if x.role == "bottom" and x.diff is not None
+                          and x.index < len(l.bottom_need_backward) and l.bottom_need_backward[x.index]])
+            param_diff = _mean([x.diff.asum_mean for x in b.blobs if x.role == "param" and x.diff is not None
+                                and (x.propagate is None or x.propagate)])
             if b.nonfinite and not nonfinite:
                 nonfinite, where = True, "backward: " + _nonfinite_where(b)
+        u = latest.get((l.index, "update"))
+        if u is not None:
+            rs = [x.ratio for x in u.blobs if x.ratio is not None and math.isfinite(x.ratio)]
+            ratio = max(rs) if rs else None
         out[l.index] = LayerMetric(data, diff, nonfinite, where,
                                    f.time_ms if f is not None else None,
                                    b.time_ms if b is not None else None,
-                                   f.loss if f is not None else None)
+                                   f.loss if f is not None else None, param_diff, ratio)
     return out
 
 
@@ -392,6 +402,11 @@ def _node_value(node, mode, graph, metrics, analysis):
         return metrics.get(ls[-1].index, LayerMetric()).data
     if mode == "diff":
         return metrics.get(ls[0].index, LayerMetric()).diff
+    if mode in ("param_diff", "update_ratio", "reldiff"):
+        field_ = "rel_diff" if mode == "reldiff" else mode
+        vs = [getattr(metrics.get(l.index, LayerMetric()), field_) for l in ls]
+        vs = [v for v in vs if v is not None]
+        return max(vs) if vs else None
     if mode == "time":
         ts = [metrics.get(l.index, LayerMetric()).time_ms for l in ls]
         ts = [t for t in ts if t is not None]
@@ -437,7 +452,13 @@ def _layer_hover(graph, idx, metrics, analysis, states):
         if m.data is not None:
             lines.append("mean |data| %s" % _fmt(m.data))
         if m.diff is not None:
-            lines.append("mean |diff| %s" % _fmt(m.diff))
+            lines.append("bottom gradient mean |diff| %s" % _fmt(m.diff))
+        if m.param_diff is not None:
+            lines.append("param gradient mean |diff| %s" % _fmt(m.param_diff))
+        if m.update_ratio is not None:
+            lines.append("update ratio |Δw|/|w| %s" % _fmt(m.update_ratio))
+        if m.rel_diff is not None:
+            lines.append("relative difference (Compare) %s" % _fmt(m.rel_diff))
         if m.time_ms is not None:
             lines.append("time %.3f ms" % m.time_ms)
         if m.nonfinite:
@@ -460,7 +481,7 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         colour_by = "category"
     sel_kind = (selection or {}).get("kind")
     sel_name = (selection or {}).get("name")
-    numeric = colour_by in ("data", "diff", "time", "memory", "flops")
+    numeric = colour_by in ("data", "diff", "time", "memory", "flops", "param_diff", "update_ratio", "reldiff")
     values = {}
     if numeric:
         for node in display.nodes:
@@ -486,7 +507,8 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
                 ms = [metrics.get(i) for i in node.layers]
                 if any(m is not None and m.nonfinite for m in ms):
                     fill = NONFINITE_COLOUR
-                elif any(m is not None and (m.data is not None or m.diff is not None) for m in ms):
+                elif any(m is not None and (m.data is not None or m.diff is not None
+                                            or m.param_diff is not None) for m in ms):
                     fill = FINITE_COLOUR
                 else:
                     fill = NO_DATA_COLOUR

@@ -3,6 +3,7 @@ view data into components."""
 from dash import dcc, html
 
 from inspector import figures, ids
+from .debugger_panels import compare_tab, npy_controls, timeline_tab, training_tab
 from .common import field, kv_table, plot_config, section, table, upload
 
 
@@ -22,6 +23,7 @@ def details_tab():
             field("Values at index (leading axes, e.g. 0,3)", dcc.Input(id=ids.VALUE_SLICE, type="text",
                                                                          value="0", debounce=True)),
             html.Div(id=ids.VALUE_TABLE, className="value-table"),
+            npy_controls(),
         ], id=ids.BLOB_VIEW, style={"display": "none"}),
     ])
 
@@ -81,6 +83,9 @@ def side_panel(limit):
         dcc.Tab(details_tab(), label="Details", value="details"),
         dcc.Tab(inputs_tab(limit), label="Inputs", value="inputs"),
         dcc.Tab(findings_tab(), label="Findings", value="findings"),
+        dcc.Tab(timeline_tab(), label="Timeline", value="timeline"),
+        dcc.Tab(training_tab(), label="Training", value="training"),
+        dcc.Tab(compare_tab(limit), label="Compare", value="compare"),
     ], id=ids.TABS, value="details"), className="side-col")
 
 

@@ -65,7 +65,7 @@ def test_backward_range(dash_duo):
     _start(dash_duo)
     _click(dash_duo, ids.FORWARD)                     # the whole net: 0 .. last
     wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(0, 8)")
-    _select(dash_duo, ids.COLOUR_BY, "mean |diff| (gradient)")
+    _select(dash_duo, ids.COLOUR_BY, "param gradient: mean |diff| of weights/biases")
     _click(dash_duo, ids.BACKWARD)
     wait_text(dash_duo, ids.RUN_MESSAGE, "BackwardFromTo(8, 0)")
     fills = wait_for(lambda: (lambda f: f if f.get("conv1") != "#e0e0e0" else None)(graph_fills(dash_duo)),

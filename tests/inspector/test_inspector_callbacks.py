@@ -163,7 +163,7 @@ def test_solver_iteration(app_ctx, sid):
     assert s.loaded.solver is not None
     w0 = s.loaded.net.params["conv1"][0].data.copy()
     v, msg = stepping.act(app_ctx, sid, ids.SOLVER_STEP)
-    assert "solver iteration 1" in msg, msg
+    assert "solver iteration 0 (now iter 1)" in msg, msg     # Caffe numbers the first iteration 0
     assert not np.array_equal(w0, s.loaded.net.params["conv1"][0].data)
     from inspector.run_state import STALE, layer_states
     st = layer_states(s.loaded.graph, s.loaded.runlog)

@@ -95,7 +95,11 @@ def test_metrics_from_records(lenet):
     runner.forward_backward(s)
     m = presenter.metrics(lenet)
     conv = m[lenet.graph.layer("conv1").index]
-    assert conv.data > 0 and conv.diff > 0 and conv.fwd_ms >= 0 and conv.bwd_ms >= 0
+    assert conv.data > 0 and conv.fwd_ms >= 0 and conv.bwd_ms >= 0
+    # gradients, labelled apart: conv1's bottom (the input) takes none, its weights do
+    assert conv.diff is None and conv.param_diff > 0
+    conv2 = m[lenet.graph.layer("conv2").index]
+    assert conv2.diff > 0 and conv2.param_diff > 0
     assert not conv.nonfinite
     rec = lenet.recorder.latest_layer_records()[(lenet.graph.layer("conv1").index, "forward")]
     top = [b for b in rec.blobs if b.role == "top"][0]

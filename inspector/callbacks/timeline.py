@@ -1,0 +1,144 @@
+"""The timeline: the steps list and slider, scrubbing back (the graph and the
+blob panels show a step as it was), pins, and the diff of two steps."""
+from dash import Input, Output, State, no_update
+from dash.exceptions import PreventUpdate
+
+from inspector import debug_views, debugger, ids
+from ..layout.common import table
+from .common import guarded, triggered
+
+TABLE_COLUMNS = ["step", "action", "label", "layers", "ms", "pinned", "shown"]
+DIFF_COLUMNS = ["blob", "side", "stat", "before", "after", "relative change"]
+
+
+def timeline_view(app, sid):
+    """Everything the tab shows about the timeline."""
+    with app.store.use(sid) as s:
+        ld = s.loaded
+        if ld is None:
+            return None
+        tl = debugger.timeline(ld)
+        n = len(tl.steps) if tl is not None else 0
+        viewing = ld.view_step if ld.view_step is not None and ld.view_step < n else None
+        step = debugger.viewed_step(ld)
+        last = tl[n - 1] if n else None
+        if viewing is not None:
+            info = "Showing %s — as it was (the live net is newer)." % debug_views.step_text(step, ld.graph)
+        elif last is not None:
+            info = "Live net (latest: %s)." % debug_views.step_text(last, ld.graph)
+        else:
+            info = "No steps yet: run Forward, Backward or a solver iteration."
+        opts = debug_views.step_options(tl, ld.graph)
+        marks = {}
+        if n:
+            every = max(1, n // 8)
+            marks = {i: str(i) for i in range(0, n, every)}
+            marks[n - 1] = str(n - 1)
+        return {
+            "n": n, "value": viewing if viewing is not None else max(n - 1, 0), "marks": marks, "info": info,
+            "memory": debug_views.timeline_memory(tl),
+            "rows": debug_views.timeline_rows(tl, ld.graph, viewing), "options": opts,
+            "a": (opts[-2]["value"] if len(opts) > 1 else (opts[0]["value"] if opts else None)),
+            "b": opts[-1]["value"] if opts else None,
+        }
+
+
+def scrub(app, sid, value, live=False):
+    """Show timeline step ``value`` (the last step or ``live``: the live net).
+    Returns the new run version (PreventUpdate when nothing changes)."""
+    with app.store.use(sid) as s:
+        ld = s.loaded
+        if ld is None or ld.timeline is None:
+            raise PreventUpdate
+        n = len(ld.timeline.steps)
+        want = None if live or value is None or int(value) >= n - 1 else max(int(value), 0)
+        if want == ld.view_step:
+            raise PreventUpdate
+        ld.view_step = want
+        s.run_version += 1
+        return s.run_version
+
+
+def pin(app, sid, selection):
+    """Pin the selected blob's data and diff: later steps keep the full arrays."""
+    with app.store.use(sid) as s:
+        ld = s.loaded
+        if ld is None:
+            return "no net loaded", no_update
+        if not selection or selection.get("kind") != "blob":
+            return "select a blob in the graph first (a blob node or an edge's label)", no_update
+        tl = debugger.timeline(ld)
+        if tl is None:
+            return "the timeline is not available", no_update
+        name = selection["name"]
+        pins = getattr(tl, "pins", set())
+        if (name, "data") in pins:
+            tl.unpin(name, "data")
+            tl.unpin(name, "diff")
+            return "unpinned %s" % name, debug_views.timeline_memory(tl)
+        tl.pin(name, "data")
+        tl.pin(name, "diff")
+        return ("pinned %s: its data and diff arrays are kept with every later step, within the budget"
+                % name, debug_views.timeline_memory(tl))
+
+
+def diff(app, sid, a, b):
+    with app.store.use(sid) as s:
+        ld = s.loaded
+        tl = debugger.timeline(ld) if ld is not None else None
+        if tl is None or a is None or b is None:
+            return "choose two steps"
+        deltas = tl.diff(int(a), int(b))
+        rows = debug_views.diff_rows(deltas)
+    if not rows:
+        return "steps %s and %s recorded no common blob statistics that differ" % (a, b)
+    return table(rows, DIFF_COLUMNS)
+
+
+def register(dash_app, app):
+    @dash_app.callback(
+        Output(ids.TIMELINE_SLIDER, "max"), Output(ids.TIMELINE_SLIDER, "value"), Output(ids.TIMELINE_SLIDER, "marks"),
+        Output(ids.TIMELINE_SLIDER, "disabled"), Output(ids.TIMELINE_INFO, "children"),
+        Output(ids.TIMELINE_MEMORY, "children"), Output(ids.TIMELINE_TABLE, "children"),
+        Output(ids.TIMELINE_DIFF_A, "options"), Output(ids.TIMELINE_DIFF_A, "value"),
+        Output(ids.TIMELINE_DIFF_B, "options"), Output(ids.TIMELINE_DIFF_B, "value"),
+        Output(ids.COMPARE_A, "options"), Output(ids.COMPARE_B, "options"),
+        Input(ids.RUN_VERSION, "data"), Input(ids.NET_VERSION, "data"), Input(ids.TABS, "value"),
+        State(ids.TIMELINE_DIFF_A, "value"), State(ids.TIMELINE_DIFF_B, "value"), State(ids.SESSION, "data"))
+    @guarded(13, "showing the timeline")
+    def timeline_cb(_rv, _nv, tab, cur_a, cur_b, sid):
+        if tab not in ("timeline", "compare"):
+            return (no_update,) * 13
+        v = timeline_view(app, sid)
+        if v is None:
+            return (no_update,) * 13
+        values = {o["value"] for o in v["options"]}
+        a = cur_a if cur_a in values else v["a"]
+        b = cur_b if cur_b in values else v["b"]
+        return (max(v["n"] - 1, 0), v["value"], v["marks"], v["n"] < 2, v["info"], v["memory"],
+                table(v["rows"], TABLE_COLUMNS, empty="no steps yet"), v["options"], a, v["options"], b,
+                v["options"], v["options"])
+
+    @dash_app.callback(
+        Output(ids.RUN_VERSION, "data", allow_duplicate=True),
+        Input(ids.TIMELINE_SLIDER, "value"), Input(ids.TIMELINE_LIVE, "n_clicks"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
+    @guarded(1, "scrubbing the timeline")
+    def scrub_cb(value, _live, sid):
+        return scrub(app, sid, value, live=triggered() == ids.TIMELINE_LIVE)
+
+    @dash_app.callback(
+        Output(ids.PIN_STATUS, "children"), Output(ids.TIMELINE_MEMORY, "children", allow_duplicate=True),
+        Input(ids.PIN_BLOB, "n_clicks"), State(ids.SELECTION, "data"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
+    @guarded(2, "pinning")
+    def pin_cb(_n, selection, sid):
+        return pin(app, sid, selection)
+
+    @dash_app.callback(
+        Output(ids.TIMELINE_DIFF, "children"), Input(ids.TIMELINE_DIFF_BUTTON, "n_clicks"),
+        State(ids.TIMELINE_DIFF_A, "value"), State(ids.TIMELINE_DIFF_B, "value"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
+    @guarded(1, "diffing two steps")
+    def diff_cb(_n, a, b, sid):
+        return diff(app, sid, a, b)
