@@ -112,18 +112,28 @@ def test_deep_link_and_reload_restore_net_and_selection(dash_duo):
     _wait_status(dash_duo, "TinyResNet")
     wait_text(dash_duo, ids.DETAILS, "res1b")
     assert store.get(_session_id(dash_duo)).loaded.net is not net
-    # a colleague opens the link in a tab of their own: a session of its own, the same net and layer
+    sid = _session_id(dash_duo)
+    # the link in another tab: the same net and layer, in a session of its own -- also when the
+    # browser copies this tab's sessionStorage into it (window.open, "Duplicate tab")
     link = dash_duo.driver.current_url
     first = dash_duo.driver.current_window_handle
-    dash_duo.driver.switch_to.new_window("tab")
-    try:
-        dash_duo.driver.get(link)
-        _wait_status(dash_duo, "TinyResNet")
-        wait_text(dash_duo, ids.DETAILS, "res1b")
-        assert _session_id(dash_duo) != sid
-    finally:
-        dash_duo.driver.close()
-        dash_duo.driver.switch_to.window(first)
+    for how in ("new tab", "window.open"):
+        before = set(dash_duo.driver.window_handles)
+        if how == "new tab":
+            dash_duo.driver.switch_to.new_window("tab")
+            dash_duo.driver.get(link)
+        else:
+            dash_duo.driver.execute_script("window.open(arguments[0])", link)
+            dash_duo.driver.switch_to.window((set(dash_duo.driver.window_handles) - before).pop())
+        try:
+            _wait_status(dash_duo, "TinyResNet")
+            wait_text(dash_duo, ids.DETAILS, "res1b")
+            other = _session_id(dash_duo)
+            assert other and other != sid, how
+        finally:
+            dash_duo.driver.close()
+            dash_duo.driver.switch_to.window(first)
+    assert _session_id(dash_duo) == sid
 
 
 def test_back_returns_to_the_previous_net(dash_duo):
