@@ -306,6 +306,21 @@ def test_reloaded_tab_keeps_its_session_and_net():
     assert r.session.loaded.graph.name == "TinyResNet" and r.session.loaded.net is not net1
 
 
+def test_the_address_sets_selection_and_folding_only_when_it_names_them():
+    ctx = _ctx()
+    sid = new_session_id()
+    r = load.handle_load_full(ctx, sid, None, search="?example=resnet_tiny&blob=res1a&open=b1,b%2C2")
+    assert r.restore == {"selection": {"kind": "blob", "name": "res1a"}, "expanded": ["b1", "b,2"],
+                         "net_version": r.version}
+    r = load.handle_load_full(ctx, sid, ids.URL_POP, search="?example=resnet_tiny&phase=TRAIN")
+    assert r.restore["selection"] is None and r.restore["expanded"] is None     # the graph's default folding
+    r = load.handle_load_full(ctx, sid, ids.URL_POP, search="?example=resnet_tiny&phase=TRAIN&open=")
+    assert r.restore["expanded"] == []                                           # everything folded
+    # the controls of the page do not touch the selection
+    r = load.handle_load_full(ctx, sid, ids.EXAMPLE, example=ctx.examples[0][1])
+    assert r.restore is None
+
+
 def test_unchanged_controls_rebuild_nothing():
     ctx = _ctx()
     sid = new_session_id()
