@@ -102,6 +102,26 @@ class ServerThread:
         self.thread.join(10)
 
 
+class WaitressThread:
+    """``app.server`` served by waitress (the production way, docs/serving.md:
+    ``python app.py --serve waitress --threads N``) on 127.0.0.1:<ephemeral>,
+    in a daemon thread."""
+
+    def __init__(self, app, threads=8):
+        from waitress.server import create_server
+        logging.getLogger("waitress").setLevel(logging.ERROR)
+        self.app = app
+        self.server = create_server(app.server, host=LOOPBACK, port=0, threads=int(threads),
+                                    ident="caffe-inspector")
+        self.port = int(self.server.effective_port)
+        self.url = "http://%s:%d" % (LOOPBACK, self.port)
+        self.thread = threading.Thread(target=self.server.run, name="inspector-waitress", daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.close()
+
+
 def make_config(max_sessions=8, idle_seconds=3600.0, max_upload_bytes=8 << 20, model_root=ROOT, **kw):
     from inspector.config import InspectorConfig
     return InspectorConfig(model_root=str(model_root), max_sessions=max_sessions, idle_seconds=idle_seconds,
@@ -749,12 +769,14 @@ def run_in_process(sessions=8, seconds=10.0, max_sessions=8, idle_seconds=3600.0
     return Result(stats, took, sessions, config.max_sessions, samples, final, rss_start), app
 
 
-def run_child(sessions=8, seconds=60.0, max_sessions=8, idle_seconds=3600.0, seed=0, tab_actions=25):
-    """Server in a child process (its own RSS, no GIL shared with the tabs)."""
+def run_child(sessions=8, seconds=60.0, max_sessions=8, idle_seconds=3600.0, seed=0, tab_actions=25,
+              server="werkzeug", threads=8):
+    """Server in a child process (its own RSS, no GIL shared with the tabs);
+    ``server``: werkzeug's threaded server or waitress with ``threads`` threads."""
     import psutil
     tmp = tempfile.mkdtemp(prefix="load-test-")
     env = dict(os.environ, TMPDIR=tmp)
-    cfg = {"max_sessions": max_sessions, "idle_seconds": idle_seconds}
+    cfg = {"max_sessions": max_sessions, "idle_seconds": idle_seconds, "_server": server, "_threads": threads}
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", json.dumps(cfg)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
     try:
@@ -794,9 +816,11 @@ def run_child(sessions=8, seconds=60.0, max_sessions=8, idle_seconds=3600.0, see
 
 def serve_child(cfg_json):
     from inspector import create_app
-    app = create_app(make_config(**json.loads(cfg_json)))
+    cfg = json.loads(cfg_json)
+    kind, threads = cfg.pop("_server", "werkzeug"), cfg.pop("_threads", 8)
+    app = create_app(make_config(**cfg))
     add_stats_route(app)
-    server = ServerThread(app)
+    server = WaitressThread(app, threads) if kind == "waitress" else ServerThread(app)
     print("PORT %d" % server.port, flush=True)
     sys.stdin.read()                 # until the parent closes our stdin
     server.stop()
@@ -841,6 +865,10 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--in-process", action="store_true", help="serve from a thread of this process")
     p.add_argument("--json", help="write the figures here")
+    p.add_argument("--server", choices=["werkzeug", "waitress"], default="werkzeug",
+                   help="the server in the child process: werkzeug's threaded one (python app.py) or waitress "
+                        "(python app.py --serve waitress, docs/serving.md)")
+    p.add_argument("--threads", type=int, default=8, help="waitress worker threads")
     p.add_argument("--serve", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.serve:
@@ -848,7 +876,7 @@ def main(argv=None):
     logging.basicConfig(level=logging.CRITICAL)
     kw = dict(sessions=a.sessions, seconds=a.seconds, max_sessions=a.max_sessions or a.sessions,
               idle_seconds=a.idle_seconds, seed=a.seed, tab_actions=a.tab_actions)
-    res = run_in_process(**kw)[0] if a.in_process else run_child(**kw)
+    res = run_in_process(**kw)[0] if a.in_process else run_child(server=a.server, threads=a.threads, **kw)
     print(report(res))
     if a.json:
         with open(a.json, "w") as f:

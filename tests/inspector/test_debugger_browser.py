@@ -1,0 +1,169 @@
+"""Browser tests of the debugger's workflows (issue 14), in headless Chromium:
+a solver run with live curves cancelled midway, .npy download, compare two
+runs, scrub back in the timeline, a breakpoint hit on a net built to overflow."""
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inspector import create_app, ids
+from inspector.config import InspectorConfig
+
+from browser_helpers import click_node, details_show, text_of, wait_for, wait_text
+from inspector_testlib import LENET, OVERFLOW_NET
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[2]
+
+SOLVER = """net: "%s"
+base_lr: 0.01
+momentum: 0.9
+lr_policy: "inv"
+gamma: 0.0001
+power: 0.75
+display: 10
+max_iter: 10000
+test_iter: 1
+test_interval: 5
+"""
+
+
+def _start(dash_duo, **kw):
+    cfg = InspectorConfig(model_root=str(ROOT), **kw)
+    app = create_app(cfg)
+    dash_duo.start_server(app)
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=60)
+    return app
+
+
+def _click(dash_duo, id_):
+    dash_duo.find_element("#" + id_).click()
+
+
+def _tab(dash_duo, label):
+    for el in dash_duo.driver.find_elements("css selector", ".tab"):
+        if el.text.strip() == label:
+            el.click()
+            return
+    raise AssertionError("no tab %r" % label)
+
+
+def _figure_points(dash_duo, id_):
+    """Points of the first trace of the Plotly figure in #id_ (0 while none)."""
+    return dash_duo.driver.execute_script("""
+        const gd = document.getElementById(arguments[0]);
+        const p = gd && gd.querySelector('.js-plotly-plot');
+        if (!p || !p.data || !p.data.length || !p.data[0].x) return 0;
+        return p.data[0].x.length;""", id_) or 0
+
+
+def _set_input(dash_duo, id_, value):
+    el = dash_duo.find_element("#" + id_)
+    el.clear()
+    el.send_keys(str(value))
+
+
+def test_solver_run_live_curves_cancelled_midway(dash_duo, tmp_path):
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(SOLVER % LENET)
+    app = _start(dash_duo, model=str(LENET), solver=str(solver), phase="TRAIN")
+    _tab(dash_duo, "Training")
+    _set_input(dash_duo, ids.JOB_ITERATIONS, 2000)
+    _click(dash_duo, ids.JOB_RUN)
+    # live: the curves grow while the run goes on, and the progress says so
+    first = wait_for(lambda: _figure_points(dash_duo, ids.TRAIN_CURVES) >= 3, timeout=60, what="live curves")
+    assert first
+    n1 = _figure_points(dash_duo, ids.TRAIN_CURVES)
+    wait_for(lambda: _figure_points(dash_duo, ids.TRAIN_CURVES) > n1 + 2, timeout=60, what="curves growing")
+    assert "solver run:" in text_of(dash_duo, ids.JOB_STATUS)
+    assert dash_duo.find_element("#" + ids.JOB_RUN).get_attribute("disabled")
+    # the page stays responsive: another tab's callbacks answer while the run goes on
+    _tab(dash_duo, "Findings")
+    dash_duo.find_element("#" + ids.TRANSCRIPT_FILTER).send_keys("Iteration\n")
+    wait_text(dash_duo, ids.TRANSCRIPT, "Iteration 0", timeout=30)
+    lines = text_of(dash_duo, ids.TRANSCRIPT).splitlines()
+    assert lines and all("Iteration" in l for l in lines), lines[:5]
+    assert any(", loss = " in l for l in lines) and any(", lr = " in l for l in lines)
+    _tab(dash_duo, "Training")
+    _click(dash_duo, ids.JOB_CANCEL)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "cancelled after", timeout=60)
+    msg = text_of(dash_duo, ids.RUN_MESSAGE)
+    done = int(msg.split("cancelled after ")[1].split(" ")[0])
+    assert 3 <= done < 2000, msg
+    s = next(iter(app.inspector.store._sessions.values()))      # the one tab's session
+    h = s.loaded.training
+    n_done = len(h.train)
+    time.sleep(1.5)
+    assert len(h.train) == n_done, "the run went on after Cancel"
+    assert n_done == done and s.job is None
+    assert h.train[-1].loss < h.train[0].loss           # it learned the batch
+    assert h.test, "test_interval 5: the test net ran"
+    wait_for(lambda: _figure_points(dash_duo, ids.TRAIN_CURVES) >= n_done, timeout=20, what="final curves")
+    assert not dash_duo.find_element("#" + ids.JOB_RUN).get_attribute("disabled")
+    dash_duo.driver.save_screenshot(str(tmp_path / "training.png"))
+    if os.environ.get("INSPECTOR_SCREENSHOTS"):
+        _tab(dash_duo, "Training")
+        time.sleep(1.0)
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "training.png"))
+
+
+def test_npy_download_of_a_blob(dash_duo):
+    app = _start(dash_duo)
+    _click(dash_duo, ids.FORWARD)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(0, 8)")
+    click_node(dash_duo, "conv1", kind="blob", until=details_show(dash_duo, "mean |x|"))
+    _click(dash_duo, ids.NPY_BUTTON)
+    path = Path(dash_duo.download_path) / "conv1_data.npy"
+    wait_for(lambda: path.is_file() and path.stat().st_size > 0, timeout=30, what="the .npy download")
+    time.sleep(0.3)
+    arr = np.load(path)
+    s = next(iter(app.inspector.store._sessions.values()))
+    live = s.loaded.net.blobs["conv1"].data
+    assert arr.shape == live.shape == (64, 20, 24, 24) and arr.dtype == np.float32
+    assert np.array_equal(arr, live)
+
+
+def test_compare_with_a_saved_run(dash_duo, tmp_path):
+    """Compare this run with another run's records (a report JSON made here: the
+    same net, inputs and weights but conv2's weights scaled): the page names
+    conv2 as the first layer where they part and colours the graph by the
+    relative difference."""
+    from inspector import runner
+    from inspector.sessions import Session
+    from inspector_testlib import build_loaded
+    app = _start(dash_duo)
+    _click(dash_duo, ids.FORWARD_BACKWARD)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "Forward + Backward")
+    live = next(iter(app.inspector.store._sessions.values())).loaded.net
+    other = Session(id="0" * 32)
+    other.loaded = build_loaded(LENET)
+    net = other.loaded.net
+    for name, blobs in live.params.items():
+        for dst, src in zip(net.params[name], blobs):
+            dst.data[...] = src.data
+    for name in ("data", "label"):
+        net.blobs[name].data[...] = live.blobs[name].data
+    net.params["conv2"][0].data[...] *= 1.5
+    runner.forward_backward(other)
+    report = tmp_path / "other_run.json"
+    report.write_text(json.dumps(other.loaded.recorder.to_dict()))
+
+    _tab(dash_duo, "Compare")
+    upload = dash_duo.driver.find_element("css selector", "#%s input[type=file]" % ids.COMPARE_UPLOAD)
+    upload.send_keys(str(report))
+    wait_text(dash_duo, ids.COMPARE_SUMMARY, "received", timeout=30)
+    _click(dash_duo, ids.COMPARE_BUTTON)
+    wait_text(dash_duo, ids.COMPARE_SUMMARY, "part at layer", timeout=60)
+    summary = text_of(dash_duo, ids.COMPARE_SUMMARY)
+    assert "this run and other_run.json part at layer 'conv2'" in summary, summary
+    table = text_of(dash_duo, ids.COMPARE_TABLE)
+    assert "DIFFERS" in table and "conv1" not in table.split("DIFFERS")[0]
+    # the graph is coloured by the relative difference
+    wait_for(lambda: "relative difference" in text_of(dash_duo, ids.COLOUR_BY), timeout=20,
+             what="the colouring switched to the comparison")
+    if os.environ.get("INSPECTOR_SCREENSHOTS"):
+        time.sleep(1.5)
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "compare.png"))

@@ -1,0 +1,267 @@
+"""The debugger's view models, training history, long-action machinery and
+callbacks as plain functions (no browser)."""
+import math
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from inspector import debug_figures, debug_views, ids, jobs, runner, training
+from inspector.callbacks import compare as compare_cb
+from inspector.callbacks import downloads, stepping
+from inspector.callbacks import training as training_cb
+from inspector.sessions import ModelSpec, Session, SessionStore
+
+from inspector_testlib import LENET, OVERFLOW_NET, build_loaded
+
+SOLVER = ('net: "%s"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: "inv"\ngamma: 0.0001\npower: 0.75\n'
+          'display: 10\nmax_iter: 100\ntest_iter: 1\ntest_interval: 3\naverage_loss: 2\n')
+
+
+@pytest.fixture
+def trained_store(tmp_path):
+    from inspector import loading
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(SOLVER % LENET)
+    store = SessionStore(4, 3600)
+    sid = "c" * 32
+    with store.use(sid) as s:
+        s.loaded = loading.build(ModelSpec(model=str(LENET), solver=str(solver)))
+        runner.apply_inputs(s)
+    return store, sid
+
+
+# ------------------------------------------------------------------ training
+def test_solver_iterations_fill_the_history(trained_store):
+    store, sid = trained_store
+    seen = []
+    out = training.run_solver(store, sid, 4, report=lambda d, n, t: seen.append((d, n, t)))
+    assert out.done == 4 and out.stopped == "" and "4 iterations" in out.message
+    assert [d for d, _n, _t in seen] == [1, 2, 3, 4] and "loss" in seen[-1][2]
+    with store.use(sid) as s:
+        h = s.loaded.training
+        assert [p.iteration for p in h.train] == [0, 1, 2, 3]
+        # Caffe's smoothed loss over average_loss (2) iterations
+        assert h.train[2].smoothed == pytest.approx((h.train[1].loss + h.train[2].loss) / 2, rel=1e-6)
+        # the rate the update used: inv policy base_lr * (1 + gamma * it) ^ -power
+        for p in h.train:
+            assert p.lr == pytest.approx(0.01 * (1 + 0.0001 * p.iteration) ** -0.75, rel=1e-5)
+        assert h.train[-1].loss < h.train[0].loss
+        assert "loss" in h.train[0].outputs
+        # update ratios for every learnable param, one per iteration
+        assert set(h.ratios) >= {"conv1/0", "conv1/1", "ip2/0"}
+        assert [it for it, _r in h.ratios["conv1/0"]] == [0, 1, 2, 3]
+        assert all(0 < r < 1 for _it, r in h.ratios["conv1/0"])
+        # the test net ran at iteration 3 (test_interval 3), with the TEST phase's outputs
+        assert [t.iteration for t in h.test] == [3] and {"accuracy", "loss"} <= set(h.test[0].outputs)
+        # Caffe's log lines, for the findings' filter
+        texts = [m for _lvl, m in h.log]
+        assert any(m.startswith("Iteration 0 (") and ", loss = " in m for m in texts)
+        assert any(m.startswith("Iteration 2, lr = ") for m in texts)
+
+
+def test_transcript_filter_iteration_shows_iteration_lines(trained_store):
+    from inspector import presenter
+    store, sid = trained_store
+    training.run_solver(store, sid, 2)
+    with store.use(sid) as s:
+        lines = presenter.findings(s.loaded, "Iteration")["transcript"]
+    assert lines and all("Iteration" in l for l in lines)
+    assert any("Iteration 1 (" in l for l in lines)
+
+
+def test_solver_run_cancelled_between_iterations(trained_store):
+    store, sid = trained_store
+    tok = jobs.CancelToken()
+
+    def report(done, n, text):
+        if done == 2:
+            tok.cancel()
+
+    out = training.run_solver(store, sid, 50, report=report, token=tok)
+    assert out.stopped == "cancelled" and out.done == 2
+    assert "cancelled after 2 of 50 iterations" in out.message
+    with store.use(sid) as s:
+        assert len(s.loaded.training.train) == 2 and s.job is None and int(s.loaded.solver.iter) == 2
+
+
+def test_solver_run_refuses_without_solver():
+    store = SessionStore(2, 3600)
+    sid = "d" * 32
+    with store.use(sid) as s:
+        s.loaded = build_loaded(LENET)
+    out = training.run_solver(store, sid, 3)
+    assert out.done == 0 and out.stopped == "error" and out.message.startswith("⚠")
+
+
+def test_full_records_pass_with_progress_and_cancel(app_ctx):
+    sid = "e" * 32
+    with app_ctx.store.use(sid) as s:
+        s.loaded = build_loaded(LENET)
+        runner.apply_inputs(s)
+    seen = []
+    version, msg = training_cb.run_job(app_ctx, sid, "forward_backward", None,
+                                       set_progress=lambda v: seen.append(v))
+    assert msg.startswith("Forward + Backward: loss"), msg
+    with app_ctx.store.use(sid) as s:
+        total = training_cb.pass_total(s.loaded, "forward_backward")
+    assert seen[-1][0] == str(total) and seen[-1][1] == str(total)
+    # cancelled at the first progress report (after the first layer): what ran is
+    # kept, the page says where it stopped
+    tok = jobs.CancelToken()
+
+    def report(done, n, text):
+        tok.cancel()
+
+    with app_ctx.store.use(sid) as s:
+        n_steps = len(s.loaded.recorder.steps)
+    msg = training_cb.run_pass(app_ctx, sid, "forward", report=report, token=tok)
+    assert "Forward cancelled after forward of digits (1 of 9 layers)" in msg, msg
+    with app_ctx.store.use(sid) as s:
+        assert len(s.loaded.recorder.steps) == n_steps + 1
+        assert len(s.loaded.recorder.steps[-1].layers) == 1 and s.job is None
+
+
+def test_training_views_and_figures(trained_store):
+    store, sid = trained_store
+    training.run_solver(store, sid, 4)
+    with store.use(sid) as s:
+        h = s.loaded.training
+        curves = debug_views.training_curves(h)
+        summary = debug_views.training_summary(h)
+    assert curves["loss"][0] == [0, 1, 2, 3] and curves["test"]["accuracy"][0] == [3]
+    assert "4 iterations" in summary and "lr" in summary and "test @3" in summary
+    fig = debug_figures.training_figure(curves)
+    names = [t.name for t in fig.data]
+    assert names[:2] == ["loss", "smoothed loss"] and "test accuracy" in names and "lr" in names
+    rf = debug_figures.ratios_figure(dict(h.ratios))
+    assert len(rf.data) == min(12, len(h.ratios)) and rf.layout.yaxis.type == "log"
+    empty = debug_figures.training_figure({})
+    assert not empty.data and "no solver iterations" in empty.layout.annotations[0].text
+
+
+# ------------------------------------------------------------------ honest messages and metrics
+def test_loss_only_where_the_net_has_loss(tmp_path):
+    deploy = tmp_path / "noloss.prototxt"
+    deploy.write_text('name: "NoLoss"\nlayer { name: "in" type: "Input" top: "data" '
+                      'input_param { shape { dim: 1 dim: 3 } } }\n'
+                      'layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc" '
+                      'inner_product_param { num_output: 2 } }\n')
+    s = Session(id="f" * 32)
+    s.loaded = build_loaded(deploy)
+    runner.apply_inputs(s)
+    msg = runner.forward_range(s, "in", "fc")
+    assert msg == "ForwardFromTo(0, 1): in → fc"            # no "loss 0" for a net without loss
+    with pytest.raises(runner.RunRefused) as e:
+        runner.backward_range(s, "fc", "in")
+    assert "no loss" in str(e.value) and "force_backward" in str(e.value)
+    assert "Backward did nothing" in runner.forward_backward(s)
+
+
+def test_backward_before_forward_warns():
+    s = Session(id="a1" * 16)
+    s.loaded = build_loaded(LENET)
+    runner.apply_inputs(s)
+    msg = runner.backward_range(s, "loss", "conv1")
+    assert msg.startswith("BackwardFromTo(8, 1): loss → conv1") and "did not run forward" in msg
+    runner.forward_range(s, "digits", "loss")
+    assert "did not run forward" not in runner.backward_range(s, "loss", "conv1")
+
+
+def test_gradient_metrics_are_split():
+    from inspector import presenter, view_models as vm
+    s = Session(id="a2" * 16)
+    s.loaded = build_loaded(LENET)
+    runner.apply_inputs(s)
+    runner.forward_backward(s)
+    m = presenter.metrics(s.loaded)
+    g = s.loaded.graph
+    relu = m[g.layer("relu1").index]
+    assert relu.param_diff is None and relu.diff > 0          # no params: only a bottom gradient
+    ip2 = m[g.layer("ip2").index]
+    assert ip2.param_diff > 0 and ip2.diff > 0
+    labels = dict(vm.COLOUR_MODES)
+    assert "bottom gradient" in labels["diff"] and "param gradient" in labels["param_diff"]
+
+
+# ------------------------------------------------------------------ compare and export
+def test_compare_weights_refuses_without_weights(app_ctx):
+    sid = "a3" * 16
+    with app_ctx.store.use(sid) as s:
+        s.loaded = build_loaded(LENET)
+    with pytest.raises(compare_cb.CompareRefused) as e:
+        compare_cb.compare(app_ctx, sid, "weights")
+    assert "no weights loaded" in str(e.value)
+
+
+def test_compare_against_a_snapshot(app_ctx, tmp_path):
+    sid = "a4" * 16
+    with app_ctx.store.use(sid) as s:
+        s.loaded = build_loaded(LENET)
+        runner.apply_inputs(s)
+        net = s.loaded.net
+        net.params["ip1"][0].data[...] *= 2.0
+        net.save(str(tmp_path / "snap.caffemodel"))
+        net.params["ip1"][0].data[...] /= 2.0
+        s.uploads["compare"] = str(tmp_path / "snap.caffemodel")
+        s.upload_names["compare"] = "snap.caffemodel"
+    cmp, _v = compare_cb.compare(app_ctx, sid, "file", rtol=1e-4)
+    assert cmp.first_divergence.layer == "ip1"
+    with app_ctx.store.use(sid) as s:
+        from inspector import presenter
+        vals = debug_views.compare_layer_values(cmp, s.loaded.graph)
+        m = presenter.metrics(s.loaded)
+        g = s.loaded.graph
+        assert vals[g.layer("ip1").index] > 0.1
+        fwd = {l.layer: l for l in cmp.layers if l.kind == "forward"}
+        assert fwd["conv1"].ok and fwd["pool2"].ok and not fwd["ip1"].ok     # forward parts at ip1
+        assert m[g.layer("ip1").index].rel_diff == vals[g.layer("ip1").index]
+    head, _notes = debug_views.compare_summary(cmp)
+    assert "part at layer 'ip1'" in head
+    bars = debug_views.compare_bars(cmp)
+    fig = debug_figures.compare_figure(bars, cmp.rtol)
+    assert len(fig.data[0].y) == len(bars)
+
+
+def test_npy_export(app_ctx):
+    sid = "a5" * 16
+    with app_ctx.store.use(sid) as s:
+        s.loaded = build_loaded(LENET)
+        runner.apply_inputs(s)
+        runner.forward_backward(s)
+        want = np.array(s.loaded.net.blobs["ip1"].diff)
+    name, arr = downloads.blob_array(app_ctx, sid, {"kind": "blob", "name": "ip1"}, "diff")
+    assert name == "ip1_diff.npy" and np.array_equal(arr, want)
+    import io
+    back = np.load(io.BytesIO(downloads.npy_bytes(arr)))
+    assert np.array_equal(back, want) and back.dtype == np.float32
+    with pytest.raises(downloads.ExportRefused):
+        downloads.blob_array(app_ctx, sid, {"kind": "layer", "name": "ip1"}, "data")
+
+
+# ------------------------------------------------------------------ the job manager
+def test_thread_job_manager_runs_cancels_and_keeps_results(tmp_path):
+    m = jobs.ThreadJobManager(str(tmp_path / "cache"))
+    started = threading.Event()
+
+    def job_fn(key, progress_key, args, context):
+        started.set()
+        tok = jobs.current_token()
+        for _ in range(200):
+            if tok.cancelled:
+                m.handle.set(key, "stopped")
+                return
+            time.sleep(0.01)
+        m.handle.set(key, "finished")
+
+    jid = m.call_job_fn("k1", job_fn, [], {})
+    assert started.wait(5) and m.job_running(jid)
+    m.terminate_job(str(jid))                 # Dash hands the handle back as a string
+    m.wait_all(5)
+    assert not m.job_running(jid) and m.handle.get("k1") == "stopped"
+    jid2 = m.call_job_fn("k2", lambda *a: m.handle.set("k2", 42), [], {})
+    m.wait_all(5)
+    assert m.result_ready("k2") and m.get_result("k2", jid2) == 42
+    assert not m.job_running("not-a-job") and m.terminate_unhealthy_job(jid2) is False
