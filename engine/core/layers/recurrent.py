@@ -97,21 +97,12 @@ class RecurrentLayer(Layer):
     # setup -------------------------------------------------------------------
     def layer_setup(self, bottom, top):
         from engine.core.net import Net
-        if not bottom[0].num_axes >= 2:
-            raise self.error(_check_failed("bottom[0]->num_axes() >= 2", bottom[0].num_axes, 2,
-                                           "bottom[0] must have at least 2 axes -- "
-                                           "(#timesteps, #streams, ...)"))
+        self._check_bottom0(bottom)
         self.T = bottom[0].shape[0]
         self.N = bottom[0].shape[1]
         layer_log.info("Initializing recurrent layer: assuming input batch contains %d timesteps "
                        "of %d independent streams.", self.T, self.N)
-        if bottom[1].num_axes != 2:
-            raise self.error(_check_failed("bottom[1]->num_axes() == 2", bottom[1].num_axes, 2,
-                                           "bottom[1] must have exactly 2 axes -- (#timesteps, #streams)"))
-        if bottom[1].shape[0] != self.T:
-            raise self.error(_check_failed("T_ == bottom[1]->shape(0)", self.T, bottom[1].shape[0]))
-        if bottom[1].shape[1] != self.N:
-            raise self.error(_check_failed("N_ == bottom[1]->shape(1)", self.N, bottom[1].shape[1]))
+        self._check_cont(bottom)
 
         self.expose_hidden = bool(self.layer_param.recurrent_param.expose_hidden)
         output_names = self.output_blob_names()
@@ -129,6 +120,34 @@ class RecurrentLayer(Layer):
             if bottom[2].shape[0] != self.N:
                 raise self.error(_check_failed("N_ == bottom[2]->shape(0)", self.N, bottom[2].shape[0]))
 
+        net_param, pseudo_losses = self._unrolled_param(bottom, output_names)
+        self.unrolled_net_param = net_param
+
+        try:
+            net = Net.from_param(net_param, dtype=self.dtype)
+        except LayerError:
+            raise
+        except Exception as e:
+            raise self.error("building the unrolled net failed: %s" % e) from e
+        net.debug_info = bool(self.layer_param.recurrent_param.debug_info)
+        self.unrolled_net = net
+        self._bind_blobs(net, top, output_names, recur_input_names, recur_output_names, num_hidden_exposed)
+        self._adopt_params(net)
+
+        # No backpropagation across batches: the recurrent outputs' diffs stay 0.
+        for b in self.recur_output_blobs:
+            b.mut_diff()[...] = 0
+
+        layer_names = net.layer_names
+        self.last_layer_index = len(layer_names) - 1 - len(pseudo_losses)
+        for j, i in enumerate(range(self.last_layer_index + 1, len(layer_names))):
+            if layer_names[i] != pseudo_losses[j]:
+                raise self.error(_check_failed("layer_names[i] == pseudo_losses[j]",
+                                               layer_names[i], pseudo_losses[j]))
+
+    def _unrolled_param(self, bottom, output_names):
+        """The unrolled NetParameter: inputs x, cont (and x_static), the type's
+        FillUnrolledNet, names prefixed with this layer's, a pseudo-loss per output."""
         net_param = caffe_pb2.NetParameter()
         inp = _layer(net_param, "Input")
         inp.top.append("x")
@@ -155,17 +174,10 @@ class RecurrentLayer(Layer):
             lp.top.append(name + "_pseudoloss")
             lp.loss_weight.append(1)
             pseudo_losses.append(lp.name)
-        self.unrolled_net_param = net_param
+        return net_param, pseudo_losses
 
-        try:
-            net = Net.from_param(net_param, dtype=self.dtype)
-        except LayerError:
-            raise
-        except Exception as e:
-            raise self.error("building the unrolled net failed: %s" % e) from e
-        net.debug_info = bool(self.layer_param.recurrent_param.debug_info)
-        self.unrolled_net = net
-
+    def _bind_blobs(self, net, top, output_names, recur_input_names, recur_output_names, num_hidden_exposed):
+        """The unrolled net's input, recurrent and output blobs this layer reads and writes."""
         self.x_input_blob = net.blob_by_name("x")
         self.cont_input_blob = net.blob_by_name("cont")
         self.x_static_input_blob = net.blob_by_name("x_static") if self.static_input else None
@@ -178,12 +190,14 @@ class RecurrentLayer(Layer):
                                            "each top."))
         self.output_blobs = [net.blob_by_name(n) for n in output_names]
         n_inputs = len(net.input_blob_indices)
-        expected = 2 + num_recur + int(self.static_input)
+        expected = 2 + len(recur_input_names) + int(self.static_input)
         if n_inputs != expected:
             raise self.error(_check_failed("2 + num_recur_blobs + static_input_ == "
                                            "unrolled_net_->input_blobs().size()", expected, n_inputs))
 
-        # This layer's params: the inner net's params that are not shared copies.
+
+    def _adopt_params(self, net):
+        """This layer's params: the inner net's params that are not shared copies."""
         params = net.all_params
         owners = net.param_owners
         names = net.param_display_names
@@ -200,26 +214,14 @@ class RecurrentLayer(Layer):
                                                            "%d, param %d" % (li, j)))
         self.param_propagate_down = [True] * len(self.blobs)
 
-        # No backpropagation across batches: the recurrent outputs' diffs stay 0.
-        for b in self.recur_output_blobs:
-            b.mut_diff()[...] = 0
-
-        layer_names = net.layer_names
-        self.last_layer_index = len(layer_names) - 1 - len(pseudo_losses)
-        for j, i in enumerate(range(self.last_layer_index + 1, len(layer_names))):
-            if layer_names[i] != pseudo_losses[j]:
-                raise self.error(_check_failed("layer_names[i] == pseudo_losses[j]",
-                                               layer_names[i], pseudo_losses[j]))
-
-    def reshape(self, bottom, top):
+    def _check_bottom0(self, bottom):
         if not bottom[0].num_axes >= 2:
             raise self.error(_check_failed("bottom[0]->num_axes() >= 2", bottom[0].num_axes, 2,
                                            "bottom[0] must have at least 2 axes -- "
                                            "(#timesteps, #streams, ...)"))
-        if bottom[0].shape[0] != self.T:
-            raise self.error(_check_failed("T_ == bottom[0]->shape(0)", self.T, bottom[0].shape[0],
-                                           "input number of timesteps changed"))
-        self.N = bottom[0].shape[1]
+
+    def _check_cont(self, bottom):
+        """bottom[1], the sequence continuation indicators: T x N."""
         if bottom[1].num_axes != 2:
             raise self.error(_check_failed("bottom[1]->num_axes() == 2", bottom[1].num_axes, 2,
                                            "bottom[1] must have exactly 2 axes -- (#timesteps, #streams)"))
@@ -227,6 +229,14 @@ class RecurrentLayer(Layer):
             raise self.error(_check_failed("T_ == bottom[1]->shape(0)", self.T, bottom[1].shape[0]))
         if bottom[1].shape[1] != self.N:
             raise self.error(_check_failed("N_ == bottom[1]->shape(1)", self.N, bottom[1].shape[1]))
+
+    def reshape(self, bottom, top):
+        self._check_bottom0(bottom)
+        if bottom[0].shape[0] != self.T:
+            raise self.error(_check_failed("T_ == bottom[0]->shape(0)", self.T, bottom[0].shape[0],
+                                           "input number of timesteps changed"))
+        self.N = bottom[0].shape[1]
+        self._check_cont(bottom)
         self.x_input_blob.reshape_like(bottom[0])
         self.cont_input_blob.reshape(bottom[1].shape)
         if self.static_input:
@@ -256,6 +266,68 @@ class RecurrentLayer(Layer):
             offset = len(self.output_blobs)
             for j, i in enumerate(range(offset, len(top))):
                 top[i].reshape_like(self.recur_output_blobs[j])
+
+    # unrolling, shared by RNN and LSTM (their FillUnrolledNet prologues) ------------
+    def _templates(self, ip_outputs):
+        """The layer templates of the unrolled net: ``hidden`` (InnerProduct over axis 2 with
+        ``ip_outputs`` outputs, no bias), ``biased`` (the same with the bias), an Eltwise SUM,
+        a Scale over axis 0 and a Slice over axis 0."""
+        rp = self.layer_param.recurrent_param
+        num_output = int(rp.num_output)
+        if not num_output > 0:
+            raise self.error(_check_failed("num_output > 0", num_output, 0, "num_output must be positive"))
+        hidden = caffe_pb2.LayerParameter()
+        hidden.type = "InnerProduct"
+        hidden.inner_product_param.num_output = ip_outputs
+        hidden.inner_product_param.bias_term = False
+        hidden.inner_product_param.axis = 2
+        hidden.inner_product_param.weight_filler.CopyFrom(rp.weight_filler)
+        biased = caffe_pb2.LayerParameter()
+        biased.CopyFrom(hidden)
+        biased.inner_product_param.bias_term = True
+        biased.inner_product_param.bias_filler.CopyFrom(rp.bias_filler)
+        sum_p = caffe_pb2.LayerParameter()
+        sum_p.type = "Eltwise"
+        sum_p.eltwise_param.operation = caffe_pb2.EltwiseParameter.SUM
+        scale_p = caffe_pb2.LayerParameter()
+        scale_p.type = "Scale"
+        scale_p.scale_param.axis = 0
+        slice_p = caffe_pb2.LayerParameter()
+        slice_p.type = "Slice"
+        slice_p.slice_param.axis = 0
+        return hidden, biased, sum_p, scale_p, slice_p
+
+    def _add_input_transform(self, net_param, hidden, biased, slice_p, weight, bias):
+        """cont_slice; ``x_transform``: WEIGHT_x = WEIGHT * x + BIAS; with a static input
+        WEIGHT_x_static = WEIGHT_static * x_static (reshaped to 1 x N x D); and the slice of
+        WEIGHT_x per timestep.  Returns (cont_slice, x_slice): the loop adds their tops."""
+        cont_slice = _layer(net_param, template=slice_p, name="cont_slice")
+        cont_slice.bottom.append("cont")
+        cont_slice.slice_param.axis = 0
+
+        xt = _layer(net_param, template=biased, name="x_transform")
+        xt.param.add().name = weight
+        xt.param.add().name = bias
+        xt.bottom.append("x")
+        xt.top.append(weight + "_x")
+        xt.propagate_down.append(True)
+
+        if self.static_input:
+            xs = _layer(net_param, template=hidden, name=weight + "_x_static")
+            xs.inner_product_param.axis = 1
+            xs.param.add().name = weight + "_static"
+            xs.bottom.append("x_static")
+            xs.top.append(weight + "_x_static_preshape")
+            xs.propagate_down.append(True)
+
+            rs = _layer(net_param, "Reshape", weight + "_x_static_reshape")
+            rs.reshape_param.shape.dim.extend([1, -1, xs.inner_product_param.num_output])
+            rs.bottom.append(weight + "_x_static_preshape")
+            rs.top.append(weight + "_x_static")
+
+        x_slice = _layer(net_param, template=slice_p, name=weight + "_x_slice")
+        x_slice.bottom.append(weight + "_x")
+        return cont_slice, x_slice
 
     def reset(self):
         """RecurrentLayer::Reset: zero the hidden state carried to the next batch."""
@@ -292,6 +364,13 @@ class RecurrentLayer(Layer):
         self.unrolled_net.BackwardFrom(self.last_layer_index)
 
 
+def _add_h_conted(net_param, scale_p, tm1s, ts):
+    """h_conted_{t-1} := cont_t * h_{t-1} (the hidden state, reset where a sequence starts)."""
+    ch = _layer(net_param, template=scale_p, name="h_conted_" + tm1s)
+    ch.bottom.extend(["h_" + tm1s, "cont_" + ts])
+    ch.top.append("h_conted_" + tm1s)
+
+
 @register_layer
 class RNNLayer(RecurrentLayer):
     """RNN: h_t = tanh(W_hh h_{t-1} + W_xh x_t + b_h), o_t = tanh(W_ho h_t + b_o)."""
@@ -313,71 +392,16 @@ class RNNLayer(RecurrentLayer):
         return ["o"]
 
     def fill_unrolled_net(self, net_param):
-        rp = self.layer_param.recurrent_param
-        num_output = int(rp.num_output)
-        if not num_output > 0:
-            raise self.error(_check_failed("num_output > 0", num_output, 0, "num_output must be positive"))
-
-        hidden = caffe_pb2.LayerParameter()
-        hidden.type = "InnerProduct"
-        hidden.inner_product_param.num_output = num_output
-        hidden.inner_product_param.bias_term = False
-        hidden.inner_product_param.axis = 2
-        hidden.inner_product_param.weight_filler.CopyFrom(rp.weight_filler)
-
-        biased = caffe_pb2.LayerParameter()
-        biased.CopyFrom(hidden)
-        biased.inner_product_param.bias_term = True
-        biased.inner_product_param.bias_filler.CopyFrom(rp.bias_filler)
-
-        sum_p = caffe_pb2.LayerParameter()
-        sum_p.type = "Eltwise"
-        sum_p.eltwise_param.operation = caffe_pb2.EltwiseParameter.SUM
-
+        num_output = int(self.layer_param.recurrent_param.num_output)
+        hidden, biased, sum_p, scale_p, slice_p = self._templates(num_output)
         tanh_p = caffe_pb2.LayerParameter()
         tanh_p.type = "TanH"
 
-        scale_p = caffe_pb2.LayerParameter()
-        scale_p.type = "Scale"
-        scale_p.scale_param.axis = 0
-
-        slice_p = caffe_pb2.LayerParameter()
-        slice_p.type = "Slice"
-        slice_p.slice_param.axis = 0
-
-        shapes = self.recurrent_input_shapes()
         inp = _layer(net_param, "Input")
         inp.top.append("h_0")
-        inp.input_param.shape.add().dim.extend(shapes[0])
-
-        cont_slice = _layer(net_param, template=slice_p, name="cont_slice")
-        cont_slice.bottom.append("cont")
-        cont_slice.slice_param.axis = 0
-
-        # W_xh_x = W_xh * x + b_h
-        xt = _layer(net_param, template=biased, name="x_transform")
-        xt.param.add().name = "W_xh"
-        xt.param.add().name = "b_h"
-        xt.bottom.append("x")
-        xt.top.append("W_xh_x")
-        xt.propagate_down.append(True)
-
-        if self.static_input:
-            # W_xh_x_static = W_xh_static * x_static
-            xs = _layer(net_param, template=hidden, name="W_xh_x_static")
-            xs.inner_product_param.axis = 1
-            xs.param.add().name = "W_xh_static"
-            xs.bottom.append("x_static")
-            xs.top.append("W_xh_x_static_preshape")
-            xs.propagate_down.append(True)
-
-            rs = _layer(net_param, "Reshape", "W_xh_x_static_reshape")
-            rs.reshape_param.shape.dim.extend([1, -1, xs.inner_product_param.num_output])
-            rs.bottom.append("W_xh_x_static_preshape")
-            rs.top.append("W_xh_x_static")
-
-        x_slice = _layer(net_param, template=slice_p, name="W_xh_x_slice")
-        x_slice.bottom.append("W_xh_x")
+        inp.input_param.shape.add().dim.extend(self.recurrent_input_shapes()[0])
+        # W_xh_x = W_xh * x + b_h (and W_xh_x_static = W_xh_static * x_static)
+        cont_slice, x_slice = self._add_input_transform(net_param, hidden, biased, slice_p, "W_xh", "b_h")
 
         concat = caffe_pb2.LayerParameter()
         concat.name = "o_concat"
@@ -390,10 +414,7 @@ class RNNLayer(RecurrentLayer):
             cont_slice.top.append("cont_" + ts)
             x_slice.top.append("W_xh_x_" + ts)
 
-            # h_conted_{t-1} := cont_t * h_{t-1}
-            ch = _layer(net_param, template=scale_p, name="h_conted_" + tm1s)
-            ch.bottom.extend(["h_" + tm1s, "cont_" + ts])
-            ch.top.append("h_conted_" + tm1s)
+            _add_h_conted(net_param, scale_p, tm1s, ts)
 
             # W_hh_h_{t-1} := W_hh * h_conted_{t-1}
             w = _layer(net_param, template=hidden, name="W_hh_h_" + tm1s)
@@ -451,35 +472,8 @@ class LSTMLayer(RecurrentLayer):
         return ["h"]
 
     def fill_unrolled_net(self, net_param):
-        rp = self.layer_param.recurrent_param
-        num_output = int(rp.num_output)
-        if not num_output > 0:
-            raise self.error(_check_failed("num_output > 0", num_output, 0, "num_output must be positive"))
-
-        hidden = caffe_pb2.LayerParameter()
-        hidden.type = "InnerProduct"
-        hidden.inner_product_param.num_output = num_output * 4
-        hidden.inner_product_param.bias_term = False
-        hidden.inner_product_param.axis = 2
-        hidden.inner_product_param.weight_filler.CopyFrom(rp.weight_filler)
-
-        biased = caffe_pb2.LayerParameter()
-        biased.CopyFrom(hidden)
-        biased.inner_product_param.bias_term = True
-        biased.inner_product_param.bias_filler.CopyFrom(rp.bias_filler)
-
-        sum_p = caffe_pb2.LayerParameter()
-        sum_p.type = "Eltwise"
-        sum_p.eltwise_param.operation = caffe_pb2.EltwiseParameter.SUM
-
-        scale_p = caffe_pb2.LayerParameter()
-        scale_p.type = "Scale"
-        scale_p.scale_param.axis = 0
-
-        slice_p = caffe_pb2.LayerParameter()
-        slice_p.type = "Slice"
-        slice_p.slice_param.axis = 0
-
+        num_output = int(self.layer_param.recurrent_param.num_output)
+        hidden, biased, sum_p, scale_p, slice_p = self._templates(num_output * 4)
         split_p = caffe_pb2.LayerParameter()
         split_p.type = "Split"
 
@@ -489,35 +483,8 @@ class LSTMLayer(RecurrentLayer):
         inp.input_param.shape.add().dim.extend(shapes[0])
         inp.top.append("h_0")
         inp.input_param.shape.add().dim.extend(shapes[1])
-
-        cont_slice = _layer(net_param, template=slice_p, name="cont_slice")
-        cont_slice.bottom.append("cont")
-        cont_slice.slice_param.axis = 0
-
-        # W_xc_x = W_xc * x + b_c
-        xt = _layer(net_param, template=biased, name="x_transform")
-        xt.param.add().name = "W_xc"
-        xt.param.add().name = "b_c"
-        xt.bottom.append("x")
-        xt.top.append("W_xc_x")
-        xt.propagate_down.append(True)
-
-        if self.static_input:
-            # W_xc_x_static = W_xc_static * x_static
-            xs = _layer(net_param, template=hidden, name="W_xc_x_static")
-            xs.inner_product_param.axis = 1
-            xs.param.add().name = "W_xc_static"
-            xs.bottom.append("x_static")
-            xs.top.append("W_xc_x_static_preshape")
-            xs.propagate_down.append(True)
-
-            rs = _layer(net_param, "Reshape", "W_xc_x_static_reshape")
-            rs.reshape_param.shape.dim.extend([1, -1, xs.inner_product_param.num_output])
-            rs.bottom.append("W_xc_x_static_preshape")
-            rs.top.append("W_xc_x_static")
-
-        x_slice = _layer(net_param, template=slice_p, name="W_xc_x_slice")
-        x_slice.bottom.append("W_xc_x")
+        # W_xc_x = W_xc * x + b_c (and W_xc_x_static = W_xc_static * x_static)
+        cont_slice, x_slice = self._add_input_transform(net_param, hidden, biased, slice_p, "W_xc", "b_c")
 
         concat = caffe_pb2.LayerParameter()
         concat.name = "h_concat"
@@ -530,10 +497,7 @@ class LSTMLayer(RecurrentLayer):
             cont_slice.top.append("cont_" + ts)
             x_slice.top.append("W_xc_x_" + ts)
 
-            # h_conted_{t-1} := cont_t * h_{t-1}
-            ch = _layer(net_param, template=scale_p, name="h_conted_" + tm1s)
-            ch.bottom.extend(["h_" + tm1s, "cont_" + ts])
-            ch.top.append("h_conted_" + tm1s)
+            _add_h_conted(net_param, scale_p, tm1s, ts)
 
             # W_hc_h_{t-1} := W_hc * h_conted_{t-1}
             w = _layer(net_param, template=hidden, name="transform_" + ts)
