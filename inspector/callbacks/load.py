@@ -158,16 +158,19 @@ def _net_key(app, session, spec):
 
 
 def spec_from_address(app, session, search):
-    """(spec to load or None, UrlState, error) for the page's address.  None:
-    keep the loaded net (it is the one the address names, e.g. a reloaded tab
-    whose session lives on)."""
+    """(spec to load or None, UrlState, error, named) for the page's address.
+    spec None: keep the loaded net (it is the one the address names, e.g. a
+    reloaded tab whose session lives on).  named: False when the net the
+    address names cannot be opened (then its selection means nothing)."""
     state = urlstate.decode(search)
     problems = list(state.problems)
     spec = None
+    named = True
     try:
         spec = urlstate.spec_for(app, session, state)
     except (urlstate.AddressError, loading.PathRefused) as exc:
         problems.insert(0, str(exc))
+        named = False
     if spec is None:                 # no net named (or a bad one): the loaded net, else the default
         if session.loaded is not None:
             spec = None
@@ -181,7 +184,7 @@ def spec_from_address(app, session, search):
     if problems:
         err = loading.load_error(urlstate.AddressError("; ".join(problems)))
         err.kind = "address"
-    return spec, state, err
+    return spec, state, err, named
 
 
 @dataclass
@@ -200,16 +203,16 @@ def handle_load_full(app, sid, trigger, device=None, search=None, **kw):
         restore = None
         noop = False
         if trigger in FROM_ADDRESS:
-            spec, state, addr_err = spec_from_address(app, s, search)
-            if spec is not None:
-                load(app, s, spec, device)
+            spec, state, addr_err, named = spec_from_address(app, s, search)
+            built = load(app, s, spec, device) if spec is not None else True
             if addr_err is not None:
                 s.error = addr_err if s.error is None or spec is None else s.error
             elif spec is None and trigger is not None:
                 s.error = None
-            restore = {"selection": state.selection_dict(),
-                       "expanded": None if state.expanded is None else list(state.expanded),
-                       "net_version": s.net_version}
+            if named and built:              # the page shows the net the address names
+                restore = {"selection": state.selection_dict(),
+                           "expanded": None if state.expanded is None else list(state.expanded),
+                           "net_version": s.net_version}
         else:
             try:
                 spec = next_spec(app, s, trigger, **kw)

@@ -289,6 +289,11 @@ def test_bad_addresses_open_the_default_net_and_say_why():
         r = load.handle_load_full(ctx, new_session_id(), None, search=q)
         assert r.session.loaded is not None and r.session.loaded.graph.name == "LeNetDigits", q
         assert needle in r.error.message and r.error.kind == "address", (q, r.error.message)
+    # in a tab that shows a net: a bad address keeps it, and its selection (for another net) is not applied
+    sid = new_session_id()
+    load.handle_load_full(ctx, sid, None, search="?example=resnet_tiny&layer=res1a")
+    r = load.handle_load_full(ctx, sid, ids.URL_POP, search="?model=../x.prototxt&layer=conv1")
+    assert r.session.loaded.graph.name == "TinyResNet" and r.restore is None and "outside" in r.error.message
     # an address without a net: the server's default, in the address' NetState
     r = load.handle_load_full(ctx, new_session_id(), None, search="?phase=TEST")
     assert r.session.loaded.spec.phase == "TEST" and r.error is None
