@@ -1,22 +1,38 @@
 #!/usr/bin/env python3
-"""Overhead of full debug records (engine.instruments.debug.Recorder) over plain forward/backward.
+"""Overhead of debug records (engine.instruments.debug.Recorder) over plain forward+backward.
 
-    python benchmarks/bench_records.py [--repeats 7] [--iterations 3] [--json out.json] [--gpu]
+    python benchmarks/bench_records.py --nets googlenet,resnet50,caffenet --json out.json
+    python benchmarks/bench_records.py                      # every bundled example net
+    python benchmarks/bench_records.py --nets caffenet --baseline HEAD~3   # before/after, one run
 
-For each bundled net (examples/*/*.prototxt that initialise without external data),
-times forward+backward passes without and with a Recorder attached (statistics of every
-bottom, top and param blob, data and diff, with histograms) and prints the ratio
-records/plain.  Plain and recorded runs alternate and the median of ``--repeats``
-samples is kept, so machine noise hits both sides alike.  CPU always; GPU too when
-CuPy sees a device (or only with --gpu).
+For each net, times forward+backward passes without a Recorder and with one attached at
+each ``--levels`` level (``health``: Caffe's mean |x| and NaN/Inf counts; ``full``: every
+statistic of every bottom, top and param, data and diff, with histograms), and writes
+rows with ``net``, ``device``, ``level``, ``ratio`` (records / plain), ``plain_ms``,
+``records_ms``.  In every round the variants run back to back (their order rotating),
+and the ratio is the median of the per-round ratios, so that the machine's load hits
+both sides of a ratio alike.
+
+``--nets``: names of ``benchmarks/run.py``'s nets (lenet, resnet_tiny, siamese,
+caffenet, googlenet, resnet50, resnet152; the zoo nets need ``../shared/zoo``) or
+prototxt paths; without it, every bundled example.  Batches: ``--batch``, else
+GoogLeNet 10, ResNet-50 8, CaffeNet 10 (the issue's targets), run.py's quick batch for
+the others.  Deploy nets get force_backward and a fixed gradient on their outputs;
+weights are random at a trained net's scale.  ``--baseline REV`` also times the
+Recorder of ``engine/instruments/debug.py`` as it was at git revision REV (rows with
+``variant: baseline``), in the same rounds.  CPU always; GPU too when CuPy sees a
+device (or only with ``--gpu``).
 """
 import argparse
 import glob
+import importlib.util
 import json
 import logging
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,8 +41,11 @@ if ROOT not in sys.path:
 
 import numpy as np  # noqa: E402
 
+RECORD_BATCH = {"googlenet": 10, "resnet50": 8, "caffenet": 10}
+LEVELS = ("health", "full")
 
-def _nets():
+
+def _example_nets():
     out = []
     for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*", "*.prototxt"))):
         if path.endswith("_solver.prototxt") or "lmdb" in os.path.basename(path):
@@ -35,81 +54,160 @@ def _nets():
     return out
 
 
-def bench_net(path, mode, repeats, iterations, bins, level="full"):
-    import engine
-    from engine.core import backend
-    from engine.tools.cli import fill_inputs
-    from engine.instruments.debug import Recorder
-    if mode == "GPU":
-        backend.set_mode_gpu()
-    else:
-        backend.set_mode_cpu()
-    backend.set_random_seed(1)
-    net = engine.Net(path, engine.TRAIN)
-    fill_inputs(net, 1)
-    backward = any(net.layer_need_backward)
+def load_baseline(rev):
+    """The debug module (engine/instruments/debug.py) as it was at git revision ``rev``."""
+    src = subprocess.run(["git", "-C", ROOT, "show", "%s:engine/instruments/debug.py" % rev],
+                         check=True, capture_output=True, text=True).stdout
+    path = os.path.join(tempfile.mkdtemp(prefix="records_baseline_"), "debug_baseline.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location("debug_baseline", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
-    def passes():
-        backend.synchronize()
+
+class NetCase:
+    """A net ready for timed passes: inputs set, random weights, output gradients."""
+
+    def __init__(self, name, mode, batch=None):
+        import engine
+        from engine.core import backend
+        from benchmarks import run
+        self.backend = backend
+        (backend.set_mode_gpu if mode == "GPU" else backend.set_mode_cpu)()
+        backend.set_random_seed(1)
+        rng = np.random.default_rng(1234)
+        self.mode = mode
+        if name in run.NETS:
+            spec = run.NETS[name]
+            if "path" in spec and not os.path.exists(spec["path"]):
+                raise FileNotFoundError(spec["path"])
+            self.batch = batch or RECORD_BATCH.get(name) or spec["batch"]["quick"]
+            from google.protobuf import text_format
+            param = run.net_param(spec, self.batch)
+            path = os.path.join(tempfile.mkdtemp(prefix="records_%s_" % name), "net.prototxt")
+            with open(path, "w") as f:
+                f.write(text_format.MessageToString(param))
+            phase = engine.TRAIN if spec["phase"] == "TRAIN" else engine.TEST
+            self.name = name
+        else:
+            path, phase, self.batch = name, engine.TRAIN, batch
+            self.name = os.path.relpath(name, ROOT)
+        self.net = net = engine.Net(path, phase)
+        if name in run.NETS:
+            run.randomize_weights(net, rng)
+            for n, a in run.input_arrays(net, rng).items():
+                net.blobs[n].data[...] = a
+        else:
+            from engine.tools.cli import fill_inputs
+            fill_inputs(net, 1)
+        self.grads = {}
+        if net.param.force_backward and not any(l.type.endswith("Loss") for l in net.layers):
+            self.grads = {n: rng.standard_normal(net.blobs[n].shape).astype(np.float32) * 1e-2
+                          for n in net.outputs}
+        self.backward = any(net.layer_need_backward)
+
+    def passes(self, iterations):
+        net, sync = self.net, self.backend.synchronize
+        sync()
         t0 = time.perf_counter()
         for _ in range(iterations):
-            net.Forward()
-            if backward:
-                net.Backward()
-        backend.synchronize()
+            net.ForwardFromTo(0, len(net.layers) - 1)
+            if self.backward:
+                for n, g in self.grads.items():
+                    net.blobs[n].diff[...] = g
+                net.BackwardFromTo(len(net.layers) - 1, 0)
+        sync()
         return (time.perf_counter() - t0) / iterations * 1e3
 
-    passes()                                  # warm-up: allocations, kernels
-    rec = Recorder(net, bins=bins, max_steps=4, level=level)
-    passes()
-    rec.detach()
-    plain, recorded = [], []
-    for _ in range(repeats):
-        plain.append(passes())
-        rec = Recorder(net, bins=bins, max_steps=4, level=level)
-        recorded.append(passes())
-        rec.detach()
-    p, r = statistics.median(plain), statistics.median(recorded)
-    backend.set_mode_cpu()
-    return {"net": os.path.relpath(path, ROOT), "device": mode, "plain_ms": p, "records_ms": r,
-            "ratio": r / p if p else float("nan"), "overhead_ms": r - p, "bins": bins, "level": level}
+
+def bench_case(case, levels, repeats, iterations, bins, recorders):
+    """Rows (one per level and recorder variant) for one net."""
+    variants = [("plain", None, None)] + [(v, lvl, cls) for v, cls in recorders for lvl in levels]
+
+    def timed(cls, level):
+        if cls is None:
+            return case.passes(iterations)
+        rec = cls(case.net, bins=bins, max_steps=4, level=level)
+        try:
+            return case.passes(iterations)
+        finally:
+            rec.detach()
+
+    for _, level, cls in variants:              # warm-up: allocations, compiled kernels
+        timed(cls, level)
+    samples = {(v, lvl): [] for v, lvl, _ in variants}
+    for r in range(repeats):
+        order = variants[r % len(variants):] + variants[:r % len(variants)]
+        for v, level, cls in order:
+            samples[(v, level)].append(timed(cls, level))
+    plain = samples[("plain", None)]
+    rows = []
+    for v, level, _ in variants[1:]:
+        rec = samples[(v, level)]
+        ratios = [a / b for a, b in zip(rec, plain)]
+        rows.append({"net": case.name, "device": case.mode, "batch": case.batch, "level": level,
+                     "variant": v, "ratio": statistics.median(ratios),
+                     "plain_ms": statistics.median(plain), "records_ms": statistics.median(rec),
+                     "overhead_ms": statistics.median(rec) - statistics.median(plain),
+                     "bins": bins, "rounds": repeats})
+    return rows
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--iterations", type=int, default=2, help="passes per sample")
+    ap.add_argument("--nets", help="comma-separated run.py net names or prototxt paths (default: the examples)")
+    ap.add_argument("--batch", type=int, help="batch for every named net")
+    ap.add_argument("--levels", default="health,full", help="Recorder levels (health, full)")
+    ap.add_argument("--repeats", type=int, default=5, help="rounds")
+    ap.add_argument("--iterations", type=int, default=1, help="passes per sample")
+    ap.add_argument("--threads", type=int, help="BLAS threads (threadpoolctl)")
     ap.add_argument("--gpu", action="store_true", help="GPU only")
     ap.add_argument("--no-hist", action="store_true", help="records without histograms")
-    ap.add_argument("--level", choices=("full", "health"), default="full",
-                    help="Recorder level: full statistics, or health (mean |x| and NaN/Inf only)")
-    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--baseline", metavar="REV", help="also time the Recorder of this git revision")
+    ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
+    levels = [s.strip() for s in a.levels.split(",") if s.strip()]
+    for lvl in levels:
+        if lvl not in LEVELS:
+            ap.error("unknown level %r (health, full)" % lvl)
     logging.getLogger("engine").setLevel(logging.WARNING)
+    if a.threads:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(a.threads)
     from engine.core import backend
-    modes = ["GPU"] if a.gpu else (["CPU", "GPU"] if backend.gpu_available() else ["CPU"])
+    from engine.instruments.debug import Recorder
     if a.gpu and not backend.gpu_available():
         print("no GPU: CuPy does not see a CUDA device", file=sys.stderr)
         return 1
+    modes = ["GPU"] if a.gpu else (["CPU", "GPU"] if backend.gpu_available() else ["CPU"])
+    recorders = [("current", Recorder)]
+    if a.baseline:
+        recorders.insert(0, ("baseline", load_baseline(a.baseline).Recorder))
+    names = [s.strip() for s in a.nets.split(",")] if a.nets else _example_nets()
     rows = []
-    print("%-45s %-4s %11s %11s %8s" % ("net", "dev", "plain ms", "records ms", "ratio"))
+    print("%-32s %-4s %-6s %-8s %10s %11s %7s" % ("net", "dev", "level", "variant", "plain ms", "records ms",
+                                                  "ratio"))
     for mode in modes:
-        for path in _nets():
-            r = bench_net(path, mode, a.repeats, a.iterations, 0 if a.no_hist else 32, a.level)
-            rows.append(r)
-            print("%-45s %-4s %11.2f %11.2f %8.3f" % (r["net"], r["device"], r["plain_ms"], r["records_ms"],
-                                                      r["ratio"]))
-            sys.stdout.flush()
-    for mode in modes:
-        rs = [r["ratio"] for r in rows if r["device"] == mode]
-        if rs:
-            tot_p = sum(r["plain_ms"] for r in rows if r["device"] == mode)
-            tot_r = sum(r["records_ms"] for r in rows if r["device"] == mode)
-            print("%s: median ratio %.3f; all nets together %.3f (records / plain)"
-                  % (mode, statistics.median(rs), tot_r / tot_p))
+        for name in names:
+            try:
+                case = NetCase(name, mode, a.batch)
+            except FileNotFoundError as e:
+                print("%-32s skipped: %s not found" % (name, e))
+                continue
+            for r in bench_case(case, levels, a.repeats, a.iterations, 0 if a.no_hist else 32, recorders):
+                rows.append(r)
+                print("%-32s %-4s %-6s %-8s %10.1f %11.1f %7.3f" % (r["net"], r["device"], r["level"], r["variant"],
+                                                                 r["plain_ms"], r["records_ms"], r["ratio"]))
+                sys.stdout.flush()
+            del case
+            backend.set_mode_cpu()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"machine": {"cpus": os.cpu_count(), "numpy": np.__version__}, "results": rows}, f, indent=1)
+            json.dump({"machine": {"cpus": os.cpu_count(), "numpy": np.__version__,
+                                   "load_average": list(os.getloadavg())},
+                       "threads": a.threads, "baseline": a.baseline, "results": rows}, f, indent=1)
     return 0
 
 

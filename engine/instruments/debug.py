@@ -19,6 +19,16 @@ layer that scribbled on its top diff would show there).  A Python layer may writ
 anything, so it invalidates everything.  In forward, bottom statistics are
 taken after the layer ran (for an in-place layer they are the top's).
 
+Across steps a blob's statistics are kept while its memory is unchanged: the
+memory's ``version`` (moved by every writable access: ``mut_data``, ``blob.data``,
+``Blob.update``) and a fingerprint of about 32 of its values (for writes through an
+array held from an earlier access) must both match.  So a param's data is
+summarised once per change (after an update, not in every forward and backward
+step), and the backward step reuses the forward step's statistics of the
+activations.  Big blobs' histograms come from a fixed-size sample
+(``hist_sample``); ``focus`` (a set of layer names) keeps the full level for those
+layers and the health level for the others.
+
 Solver updates
 --------------
 ``Recorder.attach_solver(solver)`` records every update the solver applies: it
@@ -50,8 +60,10 @@ import numpy as np
 from engine.core import backend
 from engine.core.blob import caffe_asum
 from engine.core.errors import CaffeError
+from engine.instruments import fast_stats
 
 HIST_BINS = 32
+HIST_SAMPLE = 1 << 15    # the Recorder's histograms bin about this many values per blob
 SCHEMA_VERSION = 2
 _N_SUMMARY = 10   # asum, min, max, sum, sumsq, zeros, nan, inf, finite lo, finite hi
 
@@ -68,7 +80,10 @@ class BlobStats:
     ``hist`` counts the finite values in ``HIST_BINS`` equal bins over
     [``hist_lo``, ``hist_hi``] (the finite range; one unit wide when all finite
     values are equal).  Stats parsed from a Caffe log carry only ``asum_mean``
-    (the rest NaN / 0 / empty) and ``partial`` set.
+    (the rest NaN / 0 / empty) and ``partial`` set.  ``hist_sample``: 0 when the
+    histogram counts every finite value, else the size of the evenly spread
+    sample it was drawn from (the Recorder samples big blobs; every other field
+    is exact).
     """
     shape: tuple
     count: int
@@ -85,6 +100,7 @@ class BlobStats:
     hist_lo: float
     hist_hi: float
     partial: bool = False   # True: only asum_mean (and shape/count when given) is known
+    hist_sample: int = 0    # 0: the histogram counts all values; else the sample's size
 
     @property
     def finite(self):
@@ -130,12 +146,14 @@ def _empty_stats(shape, bins):
     return BlobStats(shape, 0, nan, nan, nan, nan, nan, 0.0, 0.0, 0, 0, [0] * bins, 0.0, 0.0)
 
 
-def array_stats(a, bins=HIST_BINS):
+def array_stats(a, bins=HIST_BINS, hist_sample=0):
     """BlobStats of an array (NumPy or CuPy), reduced where it lives.
 
     On the GPU the reductions run there and one vector comes back; on the host
-    a fast path skips the NaN/Inf masks when the min and max are finite.
-    ``bins=0`` skips the histogram.
+    one compiled pass (:mod:`engine.instruments.fast_stats`, with Numba) or, without
+    Numba, NumPy reductions that skip the NaN/Inf masks when the min and max are
+    finite.  ``bins=0`` skips the histogram; ``hist_sample=k`` bins k values spread
+    over the array instead of all of them when it holds more.
     """
     xp = backend.xp_of(a)
     shape = tuple(int(d) for d in a.shape)
@@ -146,11 +164,14 @@ def array_stats(a, bins=HIST_BINS):
     if x.dtype not in (np.float32, np.float64):
         x = x.astype(np.float64)
     if xp is np:
-        summary, counts = _host_summary(x, bins)
+        summary, counts = _host_summary(x, bins, hist_sample)
     else:
         v = backend.to_host(_device_summary(x, xp, bins))   # the one transfer
         summary, counts = [float(t) for t in v[:_N_SUMMARY]], v[_N_SUMMARY:]
-    return _finish(shape, n, x.dtype, summary, counts, bins)
+    st = _finish(shape, n, x.dtype, summary, counts, bins)
+    if xp is np and bins and 0 < hist_sample < n and fast_stats.usable(x):
+        st.hist_sample = fast_stats.sample_size(n, hist_sample)
+    return st
 
 
 def health_stats(a):
@@ -167,7 +188,9 @@ def health_stats(a):
     xp = backend.xp_of(a)
     x = a.reshape(-1)
     with np.errstate(all="ignore"):
-        if xp is np and x.dtype == np.float32:
+        if fast_stats.usable(x):
+            asum = fast_stats.asum(x)            # caffe_asum's number, one compiled pass
+        elif xp is np and x.dtype == np.float32:
             asum = caffe_asum(x)
         else:
             asum = float(xp.abs(x).sum())
@@ -184,8 +207,17 @@ def health_stats(a):
     return st
 
 
-def _host_summary(x, bins):
-    """(summary list, histogram counts) of a flat float32/float64 NumPy array."""
+def _host_summary(x, bins, sample=0):
+    """(summary list, histogram counts) of a flat float32/float64 NumPy array;
+    ``sample``: bin only that many values (compiled path only)."""
+    if fast_stats.usable(x):
+        s = fast_stats.summary(x)
+        lo, hi = s[8], s[9]
+        if bins and lo <= hi:
+            counts, _ = fast_stats.histogram(x, lo, hi, bins, sample, finite=not (s[6] or s[7]))
+        else:
+            counts = np.zeros(bins, np.int64)
+        return s, counts
     with np.errstate(all="ignore"):
         mn, mx = x.min(), x.max()
         if np.isfinite(mn) and np.isfinite(mx):
@@ -463,6 +495,32 @@ def _current(blob, which):
     return blob.get_data(gpu) if which == "data" else blob.get_diff(gpu)
 
 
+class _CacheEntry:
+    """Statistics of a memory at one version, with a fingerprint of its values."""
+
+    __slots__ = ("mem", "version", "full", "stats", "step", "fingerprint")
+
+    FINGERPRINT = 32
+
+    def __init__(self, mem, version, full, stats, step, arr):
+        self.mem, self.version, self.full, self.stats, self.step = mem, version, full, stats, step
+        self.fingerprint = self._take(arr)
+
+    @classmethod
+    def _take(cls, arr):
+        if not isinstance(arr, np.ndarray):
+            return None            # device arrays: no reuse across steps (their statistics are cheap)
+        x = arr.reshape(-1)
+        return x[:: max(1, x.size // cls.FINGERPRINT)].copy()
+
+    def fingerprint_matches(self, arr):
+        fp = self.fingerprint
+        if fp is None:
+            return False
+        now = self._take(arr)
+        return now is not None and now.shape == fp.shape and bool((now == fp).all())
+
+
 # ---------------------------------------------------------------------- the recorder
 class Recorder:
     """Observes a Net's ranges and records per-layer statistics.
@@ -474,13 +532,18 @@ class Recorder:
     steps are dropped).  ``level``: "full" (every statistic and the histogram)
     or "health" (Caffe's mean |x| and NaN/Inf counts only: one pass per blob,
     cheap enough to leave on; the sentinel and debug_info lines work the same).
+    ``hist_sample``: histograms of bigger blobs bin this many values spread over
+    the blob (0: all).  ``focus``: None (every layer at ``level``) or a set of
+    layer names: at the full level, only their blobs get the full statistics, the
+    others the health level (what an inspector shows on screen).
     """
 
     _ids = itertools.count(1)
 
     LEVELS = ("full", "health")
 
-    def __init__(self, net, stats=True, sentinel=False, bins=HIST_BINS, max_steps=200, level="full"):
+    def __init__(self, net, stats=True, sentinel=False, bins=HIST_BINS, max_steps=200, level="full",
+                 hist_sample=HIST_SAMPLE, focus=None):
         if level not in self.LEVELS:
             raise ValueError("Recorder level must be one of %s, not %r" % (", ".join(self.LEVELS), level))
         self.net = net
@@ -492,6 +555,9 @@ class Recorder:
         self._cur = None
         self._t0 = self._tl = 0.0
         self._cache = {}
+        self._step_no = 0
+        self.hist_sample = int(hist_sample or 0)
+        self.focus = set(focus) if focus is not None else None
         self._solvers = []
         self.iteration = None
         net.debug_observers.append(self)
@@ -508,7 +574,7 @@ class Recorder:
 
     # ---------------------------------------------------------- observer protocol
     def begin(self, kind, start, end):
-        self._cache = {}
+        self._step_no += 1
         self._cur = StepRecord(next(self._ids), kind, start, end, backend.mode(), iteration=self.iteration)
         self._t0 = time.perf_counter()
 
@@ -535,7 +601,11 @@ class Recorder:
             self._check_finite(rec, net, i, kind)
 
     def end(self, kind, start, end):
-        self._cache = {}
+        # Keep what this step touched (still valid while the memory's version and
+        # fingerprint hold); forget the rest, so that no stale memory stays referenced.
+        now = self._step_no
+        self._cache = {k: per for k, per in ((k, {sh: e for sh, e in per.items() if e.step == now})
+                                             for k, per in self._cache.items()) if per}
         if self._cur is None:
             return
         self._cur.wall_ms = (time.perf_counter() - self._t0) * 1000.0
@@ -556,8 +626,7 @@ class Recorder:
             self._cache.clear()
             return
         drop = self._cache.pop
-        for p in layer.blobs:
-            drop(id(p.data_memory), None)
+        for p in layer.blobs:       # param data: its version and fingerprint tell (BatchNorm writes it)
             drop(id(p.diff_memory), None)
         if kind == "forward":
             for t in net.top_vecs[i]:
@@ -579,6 +648,7 @@ class Recorder:
             else:
                 blobs = layer.blobs
                 names = [net._param_display_names[p] for p in net._param_id_vecs[i]]
+            full = self.level == "full" and (self.focus is None or net._layer_names[i] in self.focus)
             for k, (blob, name) in enumerate(zip(blobs, names)):
                 br = BlobRecord(name, role, k)
                 if kind == "backward":
@@ -587,19 +657,25 @@ class Recorder:
                     elif role == "param":
                         br.propagate = bool(layer.get_param_propagate_down(k))
                 for which in whiches:
-                    setattr(br, which, self._stats(blob, which))
+                    setattr(br, which, self._stats(blob, which, full))
                 rec.blobs.append(br)
 
-    def _stats(self, blob, which):
+    def _stats(self, blob, which, full=True):
+        """The blob's data or diff statistics: cached while valid, else computed
+        (``full``: array_stats, else health_stats) and cached."""
         mem = blob.data_memory if which == "data" else blob.diff_memory
         per_mem = self._cache.get(id(mem))
         if per_mem is None:
             per_mem = self._cache[id(mem)] = {}
-        st = per_mem.get(blob.shape)
-        if st is None:
-            arr = _current(blob, which)
-            st = array_stats(arr, self.bins) if self.level == "full" else health_stats(arr)
-            per_mem[blob.shape] = st
+        shape = blob.shape
+        e = per_mem.get(shape)
+        if e is not None and e.mem is mem and e.version == mem.version and (e.full or not full):
+            if e.step == self._step_no or e.fingerprint_matches(_current(blob, which)):
+                e.step = self._step_no
+                return e.stats
+        arr = _current(blob, which)
+        st = array_stats(arr, self.bins, self.hist_sample) if full else health_stats(arr)
+        per_mem[shape] = _CacheEntry(mem, mem.version, full, st, self._step_no, arr)
         return st
 
     def asum_mean(self, blob, which):
@@ -607,8 +683,10 @@ class Recorder:
         if self._cur is None:
             return None
         mem = blob.data_memory if which == "data" else blob.diff_memory
-        st = self._cache.get(id(mem), {}).get(blob.shape)
-        return None if st is None else st.asum_mean
+        e = self._cache.get(id(mem), {}).get(blob.shape)
+        if e is None or e.mem is not mem or e.version != mem.version or e.step != self._step_no:
+            return None
+        return e.stats.asum_mean
 
     def _check_finite(self, rec, net, i, kind):
         out_role, which = ("top", "data") if kind == "forward" else ("bottom", "diff")
@@ -659,8 +737,8 @@ class Recorder:
             arr = _current(blob, "data")
             ids.append(pid)
             data.append(arr.copy())
-            dstats.append(array_stats(arr, self.bins) if self.stats else None)
-            gstats.append(array_stats(_current(blob, "diff"), self.bins) if self.stats else None)
+            dstats.append(self._stats(blob, "data") if self.stats else None)     # cached while unchanged
+            gstats.append(self._stats(blob, "diff") if self.stats else None)
         return ParamSnapshot(ids, data, dstats, gstats, iteration, time.perf_counter())
 
     def record_update(self, net=None, before=None, iteration=None, lr=None):
@@ -706,8 +784,8 @@ class Recorder:
             with np.errstate(all="ignore"):
                 delta = after.astype(old.dtype, copy=False) - old
             br = BlobRecord(net.param_display_names[pid], "param", pi)
-            br.data = array_stats(after, self.bins)
-            br.diff = array_stats(_current(blob, "diff"), self.bins)
+            br.data = self._stats(blob, "data")      # kept: the next forward step reuses them
+            br.diff = self._stats(blob, "diff")
             br.before = before.data_stats[k] or array_stats(old, self.bins)
             br.grad = before.grad_stats[k]
             br.delta = array_stats(delta, self.bins)

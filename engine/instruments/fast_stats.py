@@ -1,0 +1,230 @@
+"""One-pass blob statistics on the host, compiled with Numba.
+
+:func:`summary` visits a float32 array once and returns everything
+:func:`engine.instruments.debug.array_stats` needs but the histogram: Caffe's
+sum of |x| (``cblas_sasum``'s sixteen float32 lanes, added as
+:func:`engine.core.blob.caffe_asum` adds them, so debug_info numbers stay
+bit-identical), the min and max, the float64 sum and sum of squares and the
+count of exact zeros.  NaN and Inf are counted by a second pass only when the
+float64 sum says there are some (a finite sum of finite float32 values cannot
+overflow float64).  :func:`histogram` bins all values, or a fixed-size sample of
+them spread over the whole array, into the finite range.  :func:`asum` is the
+sixteen-lane sum alone (the "health" level).
+
+Numba is optional: without it (``AVAILABLE`` is False) the callers keep their
+NumPy code paths, which give the same numbers (the |x| sum bit for bit; the
+float64 sums to rounding).  Compiled functions are cached on disk
+(``cache=True``), so only the first process pays the compilation (about a
+second per dtype signature).
+"""
+import math
+
+import numpy as np
+
+try:  # pragma: no cover - depends on the environment
+    import numba
+    from numba import njit
+    AVAILABLE = True
+except Exception:  # ImportError, or a Numba that does not support this NumPy
+    numba = None
+    AVAILABLE = False
+
+LANES = 16            # cblas_sasum's accumulators (see engine.core.blob.caffe_asum)
+MIN_SIZE = 4 * LANES  # below this caffe_asum adds plainly; callers use NumPy
+
+
+def _jit(fn):
+    return njit(cache=True, nogil=True, boundscheck=False)(fn) if AVAILABLE else None
+
+
+def _summary_kernel(x, lanes):
+    """Lanes of |x| (float32, sequential per lane) and, over all values, the float64
+    sum and sum of squares, min and max ignoring NaN, and the count of zeros."""
+    n = x.size
+    m = (n // 16) * 16
+    a = np.zeros(16, np.float32)
+    s = np.zeros(16, np.float64)
+    q = np.zeros(16, np.float64)
+    mn = np.full(16, np.inf, np.float32)
+    mx = np.full(16, -np.inf, np.float32)
+    z = np.zeros(16, np.int64)
+    for i in range(0, m, 16):
+        for j in range(16):
+            v = x[i + j]
+            a[j] += abs(v)
+            d = np.float64(v)
+            s[j] += d
+            q[j] += d * d
+            mn[j] = min(mn[j], v)
+            mx[j] = max(mx[j], v)
+            z[j] += v == 0
+    for i in range(m, n):
+        v = x[i]
+        d = np.float64(v)
+        s[0] += d
+        q[0] += d * d
+        if v < mn[0]:
+            mn[0] = v
+        if v > mx[0]:
+            mx[0] = v
+        if v == 0:
+            z[0] += 1
+    for j in range(16):
+        lanes[j] = a[j]
+    return s.sum(), q.sum(), mn.min(), mx.max(), z.sum()
+
+
+def _lanes_kernel(x, lanes):
+    n = x.size
+    m = (n // 16) * 16
+    a = np.zeros(16, np.float32)
+    for i in range(0, m, 16):
+        for j in range(16):
+            a[j] += abs(x[i + j])
+    for j in range(16):
+        lanes[j] = a[j]
+
+
+def _nonfinite_kernel(x):
+    """(NaN count, Inf count, finite min, finite max); min > max when none is finite."""
+    nan = 0
+    inf = 0
+    lo = np.inf
+    hi = -np.inf
+    for i in range(x.size):
+        v = x[i]
+        if v != v:
+            nan += 1
+        elif v == np.inf or v == -np.inf:
+            inf += 1
+        else:
+            d = np.float64(v)
+            if d < lo:
+                lo = d
+            if d > hi:
+                hi = d
+    return nan, inf, lo, hi
+
+
+def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
+    """Bin x[s:s + length] for every s in ``starts`` into ``counts``; NaN/Inf are
+    skipped when ``check``.  Without the check, the bins of a run are computed
+    first (a loop the compiler vectorises) and counted after."""
+    top = bins - 1
+    ftop = np.float64(top)
+    for s in starts:
+        if check:
+            for i in range(s, s + length):
+                v = np.float64(x[i])
+                if v - v == 0:                   # finite
+                    b = int((v - lo) * scale)
+                    if b > top:
+                        b = top
+                    elif b < 0:
+                        b = 0
+                    counts[b] += 1
+        else:
+            for i in range(length):
+                y = (np.float64(x[s + i]) - lo) * scale
+                idx[i] = np.int32(min(max(y, 0.0), ftop))
+            for i in range(length):
+                counts[idx[i]] += 1
+
+
+_summary = _jit(_summary_kernel)
+_lanes = _jit(_lanes_kernel)
+_nonfinite = _jit(_nonfinite_kernel)
+_hist = _jit(_hist_kernel)
+
+
+def _finish_asum(x, lanes):
+    """caffe_asum's last steps: the lanes added in float32 as NumPy adds them, plus
+    the tail beyond the last full group of sixteen."""
+    m = (x.size // LANES) * LANES
+    tail = np.abs(x[m:]).sum(dtype=np.float32)
+    return float(np.float32(lanes.sum(dtype=np.float32) + tail))
+
+
+def usable(x):
+    """True when the compiled path handles ``x`` (a flat contiguous float32 NumPy array
+    of at least MIN_SIZE values)."""
+    return (AVAILABLE and type(x) is np.ndarray and x.dtype == np.float32 and x.ndim == 1
+            and x.size >= MIN_SIZE and x.flags.c_contiguous)
+
+
+def asum(x):
+    """caffe_asum(x), bit for bit, in one compiled pass (``usable(x)`` must hold)."""
+    lanes = np.empty(LANES, np.float32)
+    _lanes(x, lanes)
+    return _finish_asum(x, lanes)
+
+
+def nonfinite(x):
+    """(NaN count, Inf count, finite min, finite max) of a flat float array."""
+    nan, inf, lo, hi = _nonfinite(x)
+    return int(nan), int(inf), float(lo), float(hi)
+
+
+def summary(x):
+    """[asum, min, max, sum, sumsq, zeros, nan, inf, finite lo, finite hi] of a flat
+    float32 array (``usable(x)`` must hold), as ``debug._host_summary`` orders them:
+    min/max are NaN when a NaN is present (NumPy's rule); lo/hi are inf/-inf when no
+    value is finite."""
+    lanes = np.empty(LANES, np.float32)
+    tot, sq, mn, mx, zeros = _summary(x, lanes)
+    a = _finish_asum(x, lanes)
+    mn, mx = float(mn), float(mx)
+    nans = infs = 0
+    lo, hi = mn, mx
+    if not math.isfinite(tot):
+        nans, infs, lo, hi = nonfinite(x)
+        if nans:
+            mn = mx = float("nan")
+        if nans == x.size:
+            lo, hi = math.inf, -math.inf
+    return [a, mn, mx, float(tot), float(sq), int(zeros), nans, infs, lo, hi]
+
+
+SAMPLE_RUN = 256     # a sample is made of runs of this many consecutive values
+
+
+def sample_starts(n, k):
+    """Starts of the ``k // SAMPLE_RUN`` runs of a ``k``-value sample of an ``n``-value
+    array: spread over the whole array at the golden ratio's quasi-random offsets
+    (so that they do not follow its strides: channels, rows), sorted, not
+    overlapping.  One run over everything when k >= n."""
+    if k >= n or n <= SAMPLE_RUN:
+        return np.zeros(1, np.int64), n
+    runs = max(k // SAMPLE_RUN, 1)
+    slots = n // SAMPLE_RUN                       # run-aligned positions
+    runs = min(runs, slots)
+    pos = np.floor(np.modf(np.arange(1, runs + 1) * 0.6180339887498949)[0] * slots).astype(np.int64)
+    pos = np.unique(pos)
+    return pos * SAMPLE_RUN, SAMPLE_RUN
+
+
+def sample_size(n, k):
+    """How many values :func:`histogram` bins for an ``n``-value array and sample ``k``."""
+    if not k or k >= n:
+        return n
+    starts, length = sample_starts(n, k)
+    return int(starts.size * length)
+
+
+def histogram(x, lo, hi, bins, sample=0, finite=False):
+    """Counts of the finite values of a flat float array in ``bins`` equal bins over
+    [lo, hi] (the last bin closed); all values, or a sample of about ``sample`` of
+    them (0: all) in runs of SAMPLE_RUN spread over the array.  ``finite``: the
+    caller knows every value is finite.  Returns (counts, values binned or skipped)."""
+    counts = np.zeros(bins, np.int64)
+    n = x.size
+    if not bins or not n:
+        return counts, 0
+    width = hi - lo
+    if not width > 0:
+        width = 1.0
+    k = n if not sample or sample >= n else int(sample)
+    starts, length = sample_starts(n, k)
+    idx = np.empty(0 if not finite else length, np.int32)
+    _hist(x, starts, length, float(lo), bins / width, bins, not finite, counts, idx)
+    return counts, int(starts.size * length)

@@ -1,0 +1,187 @@
+"""engine.instruments.fast_stats (one compiled pass per blob) and the Recorder's reuse of
+statistics: the same numbers as the NumPy path, Caffe's |x| sum bit for bit, statistics
+recomputed exactly when a blob changed."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+import engine
+from engine.core import backend
+from engine.core.blob import caffe_asum
+from engine.instruments import debug, fast_stats
+from engine.instruments.debug import Recorder, array_stats, health_stats
+
+pytestmark = pytest.mark.skipif(not fast_stats.AVAILABLE, reason="numba is not installed")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
+
+
+def _numpy_path(monkeypatch):
+    monkeypatch.setattr(fast_stats, "AVAILABLE", False)
+
+
+@pytest.mark.parametrize("n", [64, 65, 79, 1000, 4099, 65536 * 3 + 5, 1_000_003])
+def test_asum_is_caffe_asum_bit_for_bit(n):
+    x = (np.random.default_rng(n).standard_normal(n) * 10 ** np.random.default_rng(1).uniform(-3, 3, n)
+         ).astype(np.float32)
+    assert fast_stats.usable(x)
+    assert fast_stats.asum(x) == caffe_asum(x)
+    assert fast_stats.summary(x)[0] == caffe_asum(x)
+    assert health_stats(x).asum_mean == float(np.float32(caffe_asum(x)) / np.float32(n))
+
+
+@pytest.mark.parametrize("n", [64, 100, 100003])
+def test_summary_matches_the_numpy_path(n, monkeypatch):
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 3 + 0.5).astype(np.float32)
+    x[::11] = 0
+    fast = fast_stats.summary(x)
+    counts, binned = fast_stats.histogram(x, fast[8], fast[9], 32)
+    _numpy_path(monkeypatch)
+    ref, ref_counts = debug._host_summary(x, 32)
+    assert fast[0] == ref[0]                                  # Caffe's number: identical
+    assert fast[1:3] == ref[1:3] and fast[5:] == ref[5:]      # min, max, zeros, NaN/Inf, range
+    assert fast[3] == pytest.approx(ref[3], rel=1e-12, abs=1e-9)
+    assert fast[4] == pytest.approx(ref[4], rel=1e-12)
+    assert binned == n and counts.sum() == n
+    assert np.abs(counts - ref_counts).sum() <= 2 + 1e-4 * n  # values on a bin edge may move
+
+
+def test_nonfinite_values():
+    x = np.tile(np.array([1, np.nan, 2, -np.inf, 0, 5, np.inf, -3], np.float32), 40)
+    s = fast_stats.summary(x)
+    assert math.isnan(s[0]) and math.isnan(s[1]) and math.isnan(s[2])
+    assert s[5:] == [40, 40, 80, -3.0, 5.0]        # zeros, NaN, Inf, finite range
+    st = array_stats(x)
+    assert (st.nan, st.inf, st.hist_lo, st.hist_hi, sum(st.hist)) == (40, 80, -3.0, 5.0, 200)
+    y = np.tile(np.array([1, np.inf, 2, -1], np.float32), 20)        # Inf without NaN
+    s = fast_stats.summary(y)
+    assert (s[1], s[2], s[6], s[7], s[8], s[9]) == (-1.0, math.inf, 0, 20, -1.0, 2.0)
+    z = np.full(100, np.nan, np.float32)
+    s = fast_stats.summary(z)
+    assert s[6] == 100 and (s[8], s[9]) == (math.inf, -math.inf)
+    st = array_stats(z)
+    assert sum(st.hist) == 0 and (st.hist_lo, st.hist_hi) == (0.0, 0.0)
+
+
+def test_histogram_sample_is_spread_and_marked():
+    n = 1 << 20
+    x = np.repeat(np.arange(16, dtype=np.float32), n // 16)      # 16 equal blocks along the array
+    full = array_stats(x)
+    assert full.hist_sample == 0 and sum(full.hist) == n
+    st = array_stats(x, hist_sample=4096)
+    assert 0 < st.hist_sample <= 4096 and sum(st.hist) == st.hist_sample
+    nonzero = [c for c in st.hist if c]
+    assert len(nonzero) == 16                                     # every block is in the sample
+    assert max(nonzero) < 2 * min(nonzero)
+    for k in ("asum_mean", "min", "max", "mean", "std", "l2", "frac_zero"):
+        assert getattr(st, k) == getattr(full, k)                 # only the histogram is sampled
+    d = st.to_dict()
+    assert d["hist_sample"] == st.hist_sample and debug.BlobStats.from_dict(d) == st
+
+
+def _lenet():
+    backend.set_random_seed(1)
+    net = engine.Net(LENET, engine.TRAIN)
+    rng = np.random.default_rng(0)
+    net.blobs["data"].data[...] = rng.random(net.blobs["data"].shape)
+    net.blobs["label"].data[...] = rng.integers(0, 10, net.blobs["label"].shape)
+    return net
+
+
+def _count_stats(monkeypatch):
+    calls = []
+    real = debug.array_stats
+
+    def counting(a, *args, **kw):
+        calls.append(a.size)
+        return real(a, *args, **kw)
+    monkeypatch.setattr(debug, "array_stats", counting)
+    return calls
+
+
+def test_param_stats_reused_until_the_params_change(monkeypatch):
+    net = _lenet()
+    rec = Recorder(net)
+    net.forward()
+    net.backward()
+    w = net.params["ip1"][0]
+    calls = _count_stats(monkeypatch)
+    net.forward()
+    # The forward step summarised only what it wrote: tops (no param data).
+    assert w.count not in calls
+    calls.clear()
+    net.backward()
+    # Backward: diffs only (data of params and activations kept from the forward step).
+    assert calls.count(w.count) == 1
+    last = rec.steps[-1].layer("ip1").blob("param", 0)
+    np.testing.assert_allclose(last.data.l2, np.linalg.norm(w.data.astype(np.float64)), rtol=1e-9)
+    # Written through the API: the version moves; recomputed.
+    w.data[...] *= 0.5
+    calls.clear()
+    net.forward()
+    assert calls.count(w.count) == 1
+    st = rec.steps[-1].layer("ip1").blob("param", 0).data
+    np.testing.assert_allclose(st.l2, np.linalg.norm(w.data.astype(np.float64)), rtol=1e-9)
+    # Written through an array held from an earlier access: the fingerprint tells.
+    held = w.data
+    net.forward()
+    held *= 2.0
+    calls.clear()
+    net.forward()
+    assert calls.count(w.count) == 1
+    st = rec.steps[-1].layer("ip1").blob("param", 0).data
+    np.testing.assert_allclose(st.l2, np.linalg.norm(w.data.astype(np.float64)), rtol=1e-9)
+
+
+def test_input_rewritten_through_a_held_array_is_seen():
+    net = _lenet()
+    rec = Recorder(net)
+    data = net.blobs["data"].data
+    net.forward()
+    first = rec.steps[-1].layer("conv1").blob("bottom", 0).data
+    data[...] = 0.0
+    net.forward()
+    again = rec.steps[-1].layer("conv1").blob("bottom", 0).data
+    assert first.frac_zero < 1 and again.frac_zero == 1.0
+
+
+def test_focus_keeps_full_statistics_for_the_layers_on_screen():
+    net = _lenet()
+    rec = Recorder(net, focus={"conv1"})
+    net.forward()
+    step = rec.steps[-1]
+    assert not step.layer("conv1").blob("top", 0).data.partial
+    assert step.layer("ip1").blob("top", 0).data.partial          # health level elsewhere
+    rec.focus = None
+    net.forward()
+    assert not rec.steps[-1].layer("ip1").blob("top", 0).data.partial
+
+
+def test_records_equal_with_and_without_numba(monkeypatch):
+    """Caffe's numbers identical, the rest to rounding, with and without the compiled path."""
+    def run():
+        net = _lenet()
+        rec = Recorder(net, hist_sample=0)
+        net.forward()
+        net.backward()
+        return [s.to_dict() for s in rec.steps]
+    fast = run()
+    _numpy_path(monkeypatch)
+    slow = run()
+    for sf, ss in zip(fast, slow):
+        for lf, ls in zip(sf["layers"], ss["layers"]):
+            for bf, bs in zip(lf["blobs"], ls["blobs"]):
+                for which in ("data", "diff"):
+                    a, b = bf[which], bs[which]
+                    assert (a is None) == (b is None)
+                    if a is None:
+                        continue
+                    assert a["asum_mean"] == b["asum_mean"]
+                    for k in ("min", "max", "nan", "inf", "frac_zero"):
+                        assert a[k] == b[k]
+                    for k in ("mean", "std", "l2"):
+                        assert a[k] == pytest.approx(b[k], rel=1e-9, abs=1e-12)
