@@ -44,7 +44,8 @@ def _to_json(fig):
 
 def bench(path, phase, label, repeat=3, blob_nodes=False, colour_by="data"):
     from engine.instruments import graph_layout
-    from inspector import loading, presenter, runner, view_models as vm
+    from inspector import loading, presenter, runner
+    from inspector import view_models as vm
     from inspector.sessions import ModelSpec, Session
     opts = vm.DisplayOptions(blobs_as_nodes=blob_nodes)
     builds, layouts, figs, firsts, steps, recolours = [], [], [], [], [], []

@@ -72,8 +72,8 @@ class NetCase:
 
     def __init__(self, name, mode, batch=None):
         import engine
-        from engine.core import backend
         from benchmarks import run
+        from engine.core import backend
         self.backend = backend
         (backend.set_mode_gpu if mode == "GPU" else backend.set_mode_cpu)()
         backend.set_random_seed(1)

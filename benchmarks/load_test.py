@@ -154,6 +154,7 @@ def server_stats(app, deep=False):
 def nets_alive():
     """engine Nets reachable in this process after a full collection."""
     import gc
+
     from engine.core.net import Net
     gc.collect()
     return sum(1 for o in gc.get_objects() if isinstance(o, Net))

@@ -229,6 +229,7 @@ class Bench:
     # ---------------------------------------------------------------- setup
     def prepare(self):
         from google.protobuf import text_format
+
         from engine.core.net import Net
         param = net_param(self.spec, self.batch)
         self.prototxt = os.path.join(self.tmp, "net.prototxt")
@@ -324,6 +325,7 @@ class Bench:
     # ---------------------------------------------------------------- torch
     def build_torch(self, net):
         import torch
+
         from benchmarks import torch_ref
         dev = "cuda" if self.gpu else "cpu"
         torch_ref.configure_torch(self.threads, dev)
@@ -464,8 +466,9 @@ class Bench:
 
 def worker_main(a):
     import torch
-    from engine.core import backend
+
     import engine.core.kernels.blas  # noqa: F401  (loads SciPy's BLAS too, before limiting threads)
+    from engine.core import backend
     if a.threads:
         from threadpoolctl import threadpool_limits
         threadpool_limits(a.threads, user_api="blas")

@@ -1,16 +1,18 @@
 """engine: BVLC Caffe 1.0's Net re-implemented on NumPy (CPU) and CuPy (GPU),
 with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts."""
-from engine.core.backend import set_mode_cpu, set_mode_gpu, set_device, set_random_seed, gpu_available
-from engine.core.errors import (CaffeError,
-                                ParseError,
-                                NetError,
-                                LayerError,
-                                ShapeError,
-                                UnknownLayerTypeError,
-                                SolverError,
-                                DeviceError)
+from engine.core.backend import gpu_available, set_device, set_mode_cpu, set_mode_gpu, set_random_seed
 from engine.core.blob import Blob  # noqa: F401
-from engine.core.net import Net, TRAIN, TEST  # noqa: F401
+from engine.core.errors import (
+    CaffeError,
+    DeviceError,
+    LayerError,
+    NetError,
+    ParseError,
+    ShapeError,
+    SolverError,
+    UnknownLayerTypeError,
+)
+from engine.core.net import TEST, TRAIN, Net  # noqa: F401
 
 __version__ = "0.1.0"
 

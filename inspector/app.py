@@ -4,6 +4,7 @@ import logging
 from dash import Dash
 
 from inspector import adapters
+
 from .callbacks import AppContext, register_all
 from .callbacks.common import error_text
 from .config import InspectorConfig, data_dir
@@ -52,6 +53,7 @@ def _load_layer_registry():
 def _last_resort(exc):
     """Dash's on_error: a callback error that escaped the guards goes to the banner."""
     from dash import set_props
+
     from inspector import ids
     log.error("unguarded callback error: %s", exc, exc_info=exc)
     try:

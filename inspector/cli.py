@@ -41,6 +41,7 @@ def parse_args(argv=None):
 
 def config_from_args(args):
     import os
+
     from inspector.config import InspectorConfig
     from inspector.netstate import default_phase
     return InspectorConfig(

@@ -19,9 +19,10 @@ import re
 import numpy as np
 
 from inspector import adapters
+
 from .model import build_graph
 from .run_state import RunLog
-from .sessions import LoadError, Loaded
+from .sessions import Loaded, LoadError
 
 
 class PathRefused(ValueError):
@@ -233,8 +234,8 @@ def build(spec, allow_python=False, device="CPU", model_root=None):
     an untrusted spec (from the page) may read files only under it."""
     import engine
     from engine.core import backend
-    from engine.instruments.debug import Recorder
     from engine.core.upgrade import read_net_params
+    from engine.instruments.debug import Recorder
     if not spec.model:
         raise PathRefused("no model file")
     phase, level, stages = spec.state()

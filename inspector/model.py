@@ -16,8 +16,8 @@ from typing import Dict, Optional, Tuple
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import text_format
 
-from inspector import layer_meta
 from engine.proto import caffe_pb2
+from inspector import layer_meta
 
 TRAIN, TEST = 0, 1
 

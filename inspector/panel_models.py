@@ -12,9 +12,10 @@ from typing import Optional
 
 import numpy as np
 
-from inspector import layer_meta
-from .view_models import LayerMetric, _fmt, _shape_text, format_bytes, layer_memory
 from engine.instruments.debug import caffe_debug_lines
+from inspector import layer_meta
+
+from .view_models import LayerMetric, _fmt, _shape_text, format_bytes, layer_memory
 
 
 # ------------------------------------------------------------------ details

@@ -8,8 +8,11 @@ model and the figure.
 """
 import numpy as np
 
-from inspector import adapters, figures, panel_models as pm, view_models as vm
 from engine.instruments import graph_layout
+from inspector import adapters, figures
+from inspector import panel_models as pm
+from inspector import view_models as vm
+
 from .run_state import blob_states, layer_states
 
 
@@ -36,6 +39,7 @@ def metrics(loaded):
     """Per-layer numbers of the live records, or of the timeline step being
     viewed; with a comparison active, each layer's relative difference."""
     from dataclasses import replace
+
     from inspector import debug_views, debugger
     m = vm.layer_metrics(loaded.graph, debugger.latest_records(loaded))
     cmp = getattr(loaded, "comparison", None)

@@ -9,7 +9,8 @@ one-line message for the page.
 """
 import numpy as np
 
-from inspector import adapters, debugger, inputs as inp
+from inspector import adapters, debugger
+from inspector import inputs as inp
 
 
 class RunRefused(ValueError):

@@ -14,6 +14,7 @@ from typing import Dict, Optional, Tuple
 
 from engine.core.log import human_bytes
 from inspector import layer_meta
+
 from .run_state import FRESH, NA, NOT_RUN, STALE
 
 # ------------------------------------------------------------------ options

@@ -198,7 +198,7 @@ def test_engine_and_programming_errors_pass_through():
 
 def test_oom_inside_a_net_range(restore_backend, tmp_path):
     """What the one-line call in Net's ranges gives: the layer's OOM as a DeviceError."""
-    from engine import Net, TEST
+    from engine import TEST, Net
     p = tmp_path / "n.prototxt"
     p.write_text('layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }\n'
                  'layer { name: "r" type: "ReLU" bottom: "x" top: "y" }\n')

@@ -8,8 +8,8 @@ torch = pytest.importorskip("torch")
 from google.protobuf import text_format  # noqa: E402
 
 import engine  # noqa: E402
-from engine.proto import caffe_pb2  # noqa: E402
 from benchmarks import torch_ref  # noqa: E402
+from engine.proto import caffe_pb2  # noqa: E402
 
 NET = """
 name: "peer"

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from engine.core import backend
-from engine.proto import caffe_pb2
 from engine.core.blob import Blob, caffe_asum
 from engine.core.errors import ShapeError
+from engine.proto import caffe_pb2
 
 
 def test_shape_count_and_legacy_accessors():

@@ -175,8 +175,8 @@ layers { name: "relu" type: RELU bottom: "conv" top: "conv" }
 
 
 def test_upgrade_net_solver_and_caffemodel(tmp_path):
-    from engine.proto import caffe_pb2
     from engine.core import io as eio
+    from engine.proto import caffe_pb2
     src, dst = tmp_path / "v1.prototxt", tmp_path / "new.prototxt"
     src.write_text(V1_NET)
     code, out, err = run("upgrade", src, dst)

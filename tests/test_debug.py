@@ -9,19 +9,21 @@ import pytest
 
 import engine
 from engine.core import backend
-from engine.instruments.debug import (HIST_BINS,
-                                      BlobStats,
-                                      NonFiniteError,
-                                      Recorder,
-                                      StepRecord,
-                                      UpdateHook,
-                                      _device_summary,
-                                      _host_summary,
-                                      all_params_line,
-                                      array_stats,
-                                      caffe_debug_lines,
-                                      update_ratio)
 from engine.core.blob import caffe_asum
+from engine.instruments.debug import (
+    HIST_BINS,
+    BlobStats,
+    NonFiniteError,
+    Recorder,
+    StepRecord,
+    UpdateHook,
+    _device_summary,
+    _host_summary,
+    all_params_line,
+    array_stats,
+    caffe_debug_lines,
+    update_ratio,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -393,6 +395,7 @@ def test_partial_stats_from_logs():
 # ---------------------------------------------------------------- the "health" level
 def test_health_stats_one_pass_numbers():
     import math
+
     from engine.instruments.debug import health_stats
     x = np.array([1, -2, 3, 0], np.float32)
     st = health_stats(x)

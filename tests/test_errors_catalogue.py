@@ -19,17 +19,19 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 import pytest
 
-from engine import TEST, TRAIN, Net
+from engine import TEST, Net
+from engine.core.errors import (
+    CaffeError,
+    DeviceError,
+    LayerError,
+    NetError,
+    ParseError,
+    PythonLayerRefused,
+    ShapeError,
+    SolverError,
+    UnknownLayerTypeError,
+)
 from engine.proto import caffe_pb2
-from engine.core.errors import (CaffeError,
-                                DeviceError,
-                                LayerError,
-                                NetError,
-                                ParseError,
-                                PythonLayerRefused,
-                                ShapeError,
-                                SolverError,
-                                UnknownLayerTypeError)
 
 ROOT = Path(__file__).resolve().parents[1]
 

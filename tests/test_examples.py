@@ -11,10 +11,10 @@ import pytest
 
 import engine
 from engine import TEST, TRAIN
-from engine.proto import caffe_pb2
 from engine.core.errors import ParseError
 from engine.core.io import datum_to_array, parse_prototxt
 from engine.core.upgrade import read_net_params
+from engine.proto import caffe_pb2
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from engine.core import backend
-from engine.proto import caffe_pb2
 from engine.core.blob import Blob
 from engine.core.errors import LayerError
 from engine.core.fillers import fill
+from engine.proto import caffe_pb2
 
 
 def filled(shape, **kw):

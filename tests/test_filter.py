@@ -7,9 +7,9 @@ import re
 import pytest
 from google.protobuf import text_format
 
-from engine.proto import caffe_pb2
 from engine.core.errors import NetError
 from engine.core.filter import DroppedLayer, filter_net, rule_text, state_meets_rule
+from engine.proto import caffe_pb2
 
 NetParameter = caffe_pb2.NetParameter
 
@@ -341,9 +341,10 @@ def test_rule_text():
 
 
 def test_dropped_record_keeps_bottoms_and_tops():
-    from engine.proto import caffe_pb2
-    from engine.core.filter import filter_net
     from google.protobuf import text_format
+
+    from engine.core.filter import filter_net
+    from engine.proto import caffe_pb2
     p = text_format.Parse('state { phase: TRAIN } layer { name: "acc" type: "Accuracy" bottom: "ip" '
                           'bottom: "label" top: "acc" include { phase: TEST } }', caffe_pb2.NetParameter())
     _, dropped = filter_net(p, log=False)

@@ -37,7 +37,6 @@ import collections
 import contextlib
 import datetime
 import gc
-import io as _io
 import logging
 import os
 import re
@@ -56,10 +55,10 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from engine.core import backend
-from engine.proto import caffe_pb2
 from engine.core.blob import Blob
 from engine.core.errors import CaffeError
-from engine.core.net import Net, TEST, TRAIN
+from engine.core.net import TEST, TRAIN, Net
+from engine.proto import caffe_pb2
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CAFFE_SHARED", ROOT.parent / "shared"))

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from engine.proto import caffe_pb2 as pb
 from engine.core import io
 from engine.core.errors import ParseError, ShapeError
+from engine.proto import caffe_pb2 as pb
 
 NET = """name: "tiny"
 layer {

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine.proto import caffe_pb2
-from engine.core.errors import NetError, ShapeError, LayerError
+from engine.core.errors import LayerError, NetError, ShapeError
 
 
 def net_from(tmp_path, text, phase=engine.TRAIN, name="net.prototxt", **kw):

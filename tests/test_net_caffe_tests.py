@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine.proto import caffe_pb2
 from engine.core.io import parse_prototxt
+from engine.proto import caffe_pb2
 
 pytestmark = pytest.mark.shared
 

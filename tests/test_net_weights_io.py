@@ -3,12 +3,11 @@ same params as copying from the parsed NetParameter, on the fast path (blob data
 from the file's bytes, the rest upgraded without it) and on the fallbacks."""
 import numpy as np
 import pytest
-from google.protobuf import text_format
 
 import engine
-from engine.proto import caffe_pb2
 from engine.core import io
 from engine.core.weights import _split_blob_data
+from engine.proto import caffe_pb2
 
 NET = """
 name: "w"

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine import TEST, TRAIN, Net
-from engine.proto import caffe_pb2
+from engine import TRAIN, Net
 from engine.core.blob import Blob
-from engine.instruments.debug import NonFiniteError, Recorder
-from engine.core.errors import CaffeError, LayerError
+from engine.core.errors import LayerError
 from engine.core.layers.registry import create_layer, layer_types
+from engine.instruments.debug import NonFiniteError, Recorder
+from engine.proto import caffe_pb2
 
 # type -> (param text, bottom shapes, indices of integer-valued bottoms (labels, indices))
 SPECS = {

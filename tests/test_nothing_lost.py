@@ -19,8 +19,7 @@ import pytest
 
 from engine import TEST, TRAIN, Net
 from engine.core import backend
-from engine.proto import caffe_pb2
-from engine.core.errors import CaffeError, LayerError, NetError, ParseError, ShapeError, SolverError
+from engine.core.errors import CaffeError, LayerError, ParseError, ShapeError, SolverError
 
 NET = ('layer { name: "data" type: "Input" top: "data" top: "label" '
        'input_param { shape { dim: 4 dim: 3 dim: 4 dim: 5 } shape { dim: 4 } } }\n'

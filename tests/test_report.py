@@ -166,8 +166,8 @@ def test_update_steps_and_timing_in_the_report(tmp_path):
 
 
 def test_draw_svg_dot_and_missing_kaleido(tmp_path):
-    from engine.instruments.draw import draw_net_to_file, kaleido_available, net_graph, to_svg
     from engine.core.errors import CaffeError
+    from engine.instruments.draw import draw_net_to_file, kaleido_available, net_graph, to_svg
     g = draw_net_to_file(LENET, str(tmp_path / "n.svg"), phase="TRAIN")
     svg = (tmp_path / "n.svg").read_text()
     assert svg.startswith("<?xml") and "<svg" in svg and svg.count('class="layer"') == 9

@@ -9,19 +9,21 @@ import pytest
 
 import engine
 from engine.core import backend
-from engine.proto import caffe_pb2
 from engine.core.errors import SolverError
 from engine.core.log import num
-from engine.core.solvers import (AdaDeltaSolver,
-                                 AdaGradSolver,
-                                 AdamSolver,
-                                 NesterovSolver,
-                                 RMSPropSolver,
-                                 SGDSolver,
-                                 SolverAction,
-                                 debug_string,
-                                 get_solver,
-                                 learning_rate)
+from engine.core.solvers import (
+    AdaDeltaSolver,
+    AdaGradSolver,
+    AdamSolver,
+    NesterovSolver,
+    RMSPropSolver,
+    SGDSolver,
+    SolverAction,
+    debug_string,
+    get_solver,
+    learning_rate,
+)
+from engine.proto import caffe_pb2
 from engine.tools import solver_commands as commands
 
 # Input data (4, 3) -> InnerProduct 2 -> EuclideanLoss against an Input label.
@@ -631,6 +633,7 @@ def test_requested_stop_and_snapshot(tmp_path, caplog):
 
 def test_signal_handler_effects():
     import signal
+
     from engine.core.solvers import SignalHandler
     h = SignalHandler("snapshot", "stop")
     h._handle(signal.SIGINT, None)

@@ -2,9 +2,9 @@
 import pytest
 from google.protobuf import text_format
 
-from engine.proto import caffe_pb2
 from engine.core.errors import NetError
 from engine.core.splits import InsertedSplit, SplitConsumer, insert_splits, split_blob_name, split_layer_name
+from engine.proto import caffe_pb2
 
 NetParameter = caffe_pb2.NetParameter
 

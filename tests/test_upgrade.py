@@ -5,9 +5,9 @@ import os
 import pytest
 from google.protobuf import text_format
 
-from engine.proto import caffe_pb2
-from engine.core.errors import NetError, ParseError, SolverError
 from engine.core import upgrade as up
+from engine.core.errors import NetError, ParseError, SolverError
+from engine.proto import caffe_pb2
 
 NetParameter = caffe_pb2.NetParameter
 SolverParameter = caffe_pb2.SolverParameter

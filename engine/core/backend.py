@@ -126,7 +126,7 @@ class using_mode:
         return self
 
     def __exit__(self, *exc):
-        setattr(_local, "mode", self.prev)
+        _local.mode = self.prev
 
 
 def xp():

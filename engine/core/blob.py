@@ -8,14 +8,15 @@ current one); layers use ``get_data``/``mut_data`` (and the ``diff`` twins),
 which return arrays on the device of the current mode.
 """
 from __future__ import annotations
+
 import threading
+from typing import Any, Sequence
 
 import numpy as np
 
 from engine.core import backend
 from engine.core.errors import NetError, ShapeError
 from engine.core.log import shape_string
-from typing import Any, Sequence
 from engine.core.types import Array
 from engine.proto import caffe_pb2
 

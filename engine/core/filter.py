@@ -16,9 +16,9 @@ from typing import List, Optional, Tuple
 
 from google.protobuf import text_format
 
-from engine.proto import caffe_pb2
 from engine.core.errors import NetError
 from engine.core.log import net_log
+from engine.proto import caffe_pb2
 
 __all__ = ["RuleCheck", "DroppedLayer", "state_meets_rule", "filter_net", "rule_text"]
 

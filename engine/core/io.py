@@ -16,8 +16,8 @@ import numpy as np
 from google.protobuf import message as _pb_message
 from google.protobuf import text_format
 
-from engine.proto import caffe_pb2
 from engine.core.errors import ParseError, ShapeError
+from engine.proto import caffe_pb2
 
 __all__ = [
     "parse_prototxt", "read_prototxt", "read_net_prototxt", "read_solver_prototxt",

@@ -12,11 +12,12 @@ plus, public, what a debugger needs (``layer_need_backward``,
 ``param_owners``, ``memory_used``, ...).
 """
 from __future__ import annotations
+
 import logging
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import List
+from typing import Any, Callable, List, Sequence
 
 import numpy as np
 from google.protobuf import text_format
@@ -24,11 +25,11 @@ from google.protobuf import text_format
 from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import CaffeError, NetError, ShapeError
-from engine.core.log import net_log as log, num
+from engine.core.layers.base import Layer  # noqa: F401  (annotations)
+from engine.core.log import net_log as log
+from engine.core.log import num
 from engine.core.weights import read_weights
 from engine.proto import caffe_pb2
-from typing import Any, Callable, Sequence
-from engine.core.layers.base import Layer  # noqa: F401  (annotations)
 
 TRAIN, TEST = 0, 1
 

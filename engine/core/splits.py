@@ -14,8 +14,8 @@ its tops ``<blob>_<layer>_<top index>_split_<k>``.
 from dataclasses import dataclass, field
 from typing import List, Tuple
 
-from engine.proto import caffe_pb2
 from engine.core.errors import NetError
+from engine.proto import caffe_pb2
 
 __all__ = ["split_layer_name", "split_blob_name", "SplitConsumer", "InsertedSplit",
            "insert_splits"]

@@ -31,9 +31,9 @@ Where Caffe CHECK-fails or LOG(FATAL)s, a :class:`~engine.core.errors.NetError`
 """
 import os
 
-from engine.proto import caffe_pb2
 from engine.core.errors import NetError, ParseError, SolverError
 from engine.core.log import check_failed, upgrade_log
+from engine.proto import caffe_pb2
 
 __all__ = [
     "net_needs_upgrade", "upgrade_net", "upgrade_net_as_needed",
@@ -174,7 +174,7 @@ def upgrade_v0_padding_layers(net_param):
     into the conv/pool layer that reads them (still a V0 net)."""
     out = _copy(net_param)
     del out.layers[:]
-    last_top = {name: -1 for name in net_param.input}
+    last_top = dict.fromkeys(net_param.input, -1)
     for i, connection in enumerate(net_param.layers):
         v0 = connection.layer
         if v0.type != "padding":

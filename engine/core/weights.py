@@ -7,7 +7,9 @@ matched back to the upgraded layers by position.  V0/V1 nets and anything the
 walk does not recognise take the plain protobuf path.
 """
 import numpy as np
+
 from engine.proto import caffe_pb2
+
 
 class _WeightsLayer:
     __slots__ = ("name", "blobs")
@@ -31,10 +33,12 @@ def read_weights(path):
     from engine.core import io
     from engine.core.blob import BlobPayload
     from engine.core.errors import ParseError
-    from engine.core.upgrade import (net_needs_v0_to_v1_upgrade,
-                                     net_needs_v1_to_v2_upgrade,
-                                     read_net_params_binary,
-                                     upgrade_net)
+    from engine.core.upgrade import (
+        net_needs_v0_to_v1_upgrade,
+        net_needs_v1_to_v2_upgrade,
+        read_net_params_binary,
+        upgrade_net,
+    )
     try:
         raw = io._read_bytes(path)                   # io.read_caffemodel, keeping the bytes
         split = _split_blob_data(raw)                # (the message without the blobs' data, views)

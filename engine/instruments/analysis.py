@@ -73,6 +73,7 @@ first touched).  ``memory_bytes`` = ``top_data_bytes`` (Caffe's per-layer figure
 import json
 from dataclasses import asdict, dataclass, field
 from typing import List
+
 from engine.core.log import human_bytes, human_count  # noqa: F401  (the reports and the CLI use them from here)
 
 

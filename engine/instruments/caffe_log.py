@@ -192,6 +192,7 @@ def _net_from_prototxt(lognet, text):
     """Fill the layer list from the printed (filtered) NetParameter, with Splits inserted."""
     try:
         from google.protobuf import text_format
+
         from engine.core.splits import insert_splits
         p = caffe_pb2.NetParameter()
         text_format.Parse(text, p)

@@ -251,7 +251,7 @@ def findings_from_nonfinite(finding):
 
 def summarize(findings):
     """{"error": n, "warning": n, "info": n}."""
-    out = {s: 0 for s in SEVERITIES}
+    out = dict.fromkeys(SEVERITIES, 0)
     for f in findings:
         out[f.severity] = out.get(f.severity, 0) + 1
     return out

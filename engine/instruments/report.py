@@ -302,6 +302,7 @@ def to_markdown(doc):
 def _figures(net, doc):
     """[(title, plotly Figure)] for the HTML page."""
     import plotly.graph_objects as go
+
     from engine.instruments.draw import layout, net_graph, to_plotly
     figs = []
     g = net_graph(net)

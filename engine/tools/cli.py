@@ -29,6 +29,7 @@ import sys
 import time
 
 import numpy as np
+
 from engine.proto import caffe_pb2
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIFFER, EXIT_INTERRUPT = 0, 1, 2, 3, 130
@@ -515,12 +516,14 @@ def cmd_compare(args, out, err):
 def cmd_upgrade(args, out, err):
     from engine.core import io
     from engine.core.errors import ParseError
-    from engine.core.upgrade import (net_needs_data_upgrade,
-                                     net_needs_upgrade,
-                                     solver_needs_type_upgrade,
-                                     upgrade_net_as_needed,
-                                     upgrade_net_data_transformation,
-                                     upgrade_solver_as_needed)
+    from engine.core.upgrade import (
+        net_needs_data_upgrade,
+        net_needs_upgrade,
+        solver_needs_type_upgrade,
+        upgrade_net_as_needed,
+        upgrade_net_data_transformation,
+        upgrade_solver_as_needed,
+    )
     lg = logging.getLogger("engine.core.upgrade")
     path = args.input
     with open(path, "rb") as f:
@@ -750,8 +753,8 @@ def _where(e):
 
 def main(argv=None, out=None, err=None):
     """Run the command line; returns the exit code (see the module doc)."""
-    from engine.instruments.debug import NonFiniteError
     from engine.core.errors import CaffeError
+    from engine.instruments.debug import NonFiniteError
     out = out or sys.stdout
     err = err or sys.stderr
     ap = make_parser()

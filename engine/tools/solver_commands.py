@@ -19,11 +19,11 @@ import logging
 import numpy as np
 
 from engine.core import backend
-from engine.proto import caffe_pb2
 from engine.core.errors import SolverError
 from engine.core.log import num
 from engine.core.solvers.base import SignalHandler, create_solver
 from engine.core.solvers.policies import check_failed
+from engine.proto import caffe_pb2
 
 log = logging.getLogger("engine.caffe")
 
@@ -123,7 +123,7 @@ def train(solver_path, weights=None, snapshot=None, gpu=None, level=0, stage="",
 def test(model, weights, iterations=50, gpu=None, level=0, stage=""):
     """caffe test: score a model in the TEST phase for ``iterations`` batches, logging
     every output per batch and the averages."""
-    from engine.core.net import Net, TEST
+    from engine.core.net import TEST, Net
     if not model:
         raise check_failed("FLAGS_model.size() > 0", 0, 0, "Need a model definition to score.")
     if not weights:

@@ -56,6 +56,7 @@ def split(n, num_test=NUM_TEST, seed=SEED):
 def write_lmdb(path, images, labels):
     """One Datum per image under the keys "%08d" % i; an existing database is replaced."""
     import lmdb
+
     from engine.core.io import array_to_datum
     if os.path.isdir(path):
         shutil.rmtree(path)

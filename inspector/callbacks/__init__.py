@@ -1,6 +1,19 @@
 """Callbacks, one module per feature."""
-from . import details, export, findings, graph, image_export, load, stepping, urlstate
-from . import breakpoints, compare, downloads, timeline, training
+from . import (
+    breakpoints,
+    compare,
+    details,
+    downloads,
+    export,
+    findings,
+    graph,
+    image_export,
+    load,
+    stepping,
+    timeline,
+    training,
+    urlstate,
+)
 from .common import AppContext
 
 MODULES = (load, graph, details, stepping, findings, export, urlstate, image_export,

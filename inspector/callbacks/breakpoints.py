@@ -4,6 +4,7 @@ stopped."""
 from dash import Input, Output, State, html, no_update
 
 from inspector import debug_views, debugger, ids
+
 from ..layout.common import table
 from .common import guarded, triggered
 

@@ -10,6 +10,7 @@ import numpy as np
 from dash import Input, Output, State, no_update
 
 from inspector import adapters, debug_figures, debug_views, debugger, ids, loading
+
 from ..layout.common import table
 from .common import guarded, triggered
 

@@ -3,8 +3,8 @@ feature maps and a value table."""
 from dash import Input, Output, State, no_update
 
 from inspector import ids, inputs, presenter
-from ..layout.side_panels import (blob_details_children, ghost_details_children, layer_details_children,
-                                  value_table)
+
+from ..layout.side_panels import blob_details_children, ghost_details_children, layer_details_children, value_table
 from .common import guarded
 
 HIDDEN = {"display": "none"}

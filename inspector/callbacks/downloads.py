@@ -7,6 +7,7 @@ import numpy as np
 from dash import Input, Output, State, dcc, no_update
 
 from inspector import debugger, ids
+
 from .common import guarded
 
 

@@ -6,6 +6,7 @@ import re
 from dash import Input, Output, State, no_update
 
 from inspector import adapters, ids
+
 from .common import guarded
 
 

@@ -3,6 +3,7 @@ the Init transcript, debug_info lines, and the NaN/Inf alert."""
 from dash import Input, Output, State, no_update
 
 from inspector import ids, presenter
+
 from ..layout.common import table
 from .common import guarded
 

@@ -3,6 +3,7 @@ patches the selection ring), and click-to-select."""
 from dash import Input, Output, Patch, State, no_update
 
 from inspector import figures, ids, presenter
+
 from .common import guarded, triggered_all
 
 

@@ -10,6 +10,7 @@ from dash import Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
 from inspector import ids, loading, runner, urlstate
+
 from ..inputs import InputSettings
 from ..layout.header import load_error_box, load_status
 from ..netstate import default_phase

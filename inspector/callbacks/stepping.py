@@ -3,6 +3,7 @@ reset, solver iterations, inputs and the device."""
 from dash import Input, Output, State, no_update
 
 from inspector import ids, inputs, loading, runner
+
 from .common import guarded, triggered
 
 ACTIONS = (ids.FORWARD, ids.BACKWARD, ids.STEP_FORWARD, ids.STEP_BACKWARD, ids.RUN_TO, ids.FORWARD_BACKWARD,

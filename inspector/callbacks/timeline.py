@@ -4,6 +4,7 @@ from dash import Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
 from inspector import debug_views, debugger, ids
+
 from ..layout.common import table
 from .common import guarded, triggered
 

@@ -13,6 +13,7 @@ import time
 from dash import Input, Output, State, no_update
 
 from inspector import debug_figures, debug_views, ids, jobs, runner, training
+
 from .common import guarded
 
 JOB_LABELS = {"solver": "solver run", "forward_backward": "Forward + Backward",

@@ -13,6 +13,7 @@
 from dash import Input, Output, State, no_update
 
 from inspector import ids, urlstate
+
 from .common import guarded
 
 WRITE_JS = """

@@ -2,6 +2,7 @@
 from dash import dcc, html
 
 from inspector import ids
+
 from .common import apply_plot_config
 from .graph_panel import graph_panel
 from .header import header

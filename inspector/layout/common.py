@@ -1,7 +1,6 @@
 """Small component builders shared by the panels (view data → Dash components)."""
 from dash import dcc, html
 
-
 # every Plotly figure's config: a local tool offers no cloud sharing ("Share chart...",
 # plotly.js 3's default) nor "Edit in Chart Studio" (plotly.js 2), and no Plotly logo
 PLOT_CONFIG = {"displaylogo": False, "showSendToCloud": False, "showEditInChartStudio": False}

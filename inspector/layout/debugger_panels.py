@@ -4,6 +4,7 @@ Compare (two runs side by side)."""
 from dash import dcc, html
 
 from inspector import ids
+
 from .common import button, field, section, upload
 
 JOB_ACTIONS = (("solver", "solver iterations"), ("forward_backward", "Forward + Backward (full records)"),

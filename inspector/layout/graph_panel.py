@@ -2,6 +2,7 @@
 from dash import dcc, html
 
 from inspector import ids
+
 from ..view_models import COLOUR_MODES
 from .common import button, field, plot_config
 

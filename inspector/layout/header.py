@@ -3,6 +3,7 @@ device, report export, and where load errors appear."""
 from dash import dcc, html
 
 from inspector import ids
+
 from ..adapters import REPORT_FORMATS
 from .common import button, field, upload
 

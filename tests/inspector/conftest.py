@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from inspector_testlib import (LENET, OVERFLOW_NET, ROOT, SYNTAX_ERROR_NET,  # noqa: E402
-                               build_loaded)
+from inspector_testlib import LENET, OVERFLOW_NET, ROOT, SYNTAX_ERROR_NET, build_loaded  # noqa: E402
 
 
 def _chromium():

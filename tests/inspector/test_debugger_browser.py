@@ -8,12 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from browser_helpers import click_node, details_show, text_of, wait_for, wait_text
+from inspector_testlib import LENET
 
 from inspector import create_app, ids
 from inspector.config import InspectorConfig
-
-from browser_helpers import click_node, details_show, text_of, wait_for, wait_text
-from inspector_testlib import LENET, OVERFLOW_NET
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,9 +130,10 @@ def test_compare_with_a_saved_run(dash_duo, tmp_path):
     same net, inputs and weights but conv2's weights scaled): the page names
     conv2 as the first layer where they part and colours the graph by the
     relative difference."""
+    from inspector_testlib import build_loaded
+
     from inspector import runner
     from inspector.sessions import Session
-    from inspector_testlib import build_loaded
     app = _start(dash_duo)
     _click(dash_duo, ids.FORWARD_BACKWARD)
     wait_text(dash_duo, ids.RUN_MESSAGE, "Forward + Backward")

@@ -1,20 +1,17 @@
 """The debugger's view models, training history, long-action machinery and
 callbacks as plain functions (no browser)."""
-import math
 import threading
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from inspector_testlib import LENET, build_loaded
 
-from inspector import debug_figures, debug_views, ids, jobs, runner, training
+from inspector import debug_figures, debug_views, jobs, runner, training
 from inspector.callbacks import compare as compare_cb
-from inspector.callbacks import downloads, stepping
+from inspector.callbacks import downloads
 from inspector.callbacks import training as training_cb
 from inspector.sessions import ModelSpec, Session, SessionStore
-
-from inspector_testlib import LENET, OVERFLOW_NET, build_loaded
 
 SOLVER = ('net: "%s"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: "inv"\ngamma: 0.0001\npower: 0.75\n'
           'display: 10\nmax_iter: 100\ntest_iter: 1\ntest_interval: 3\naverage_loss: 2\n')
@@ -171,7 +168,8 @@ def test_backward_before_forward_warns():
 
 
 def test_gradient_metrics_are_split():
-    from inspector import presenter, view_models as vm
+    from inspector import presenter
+    from inspector import view_models as vm
     s = Session(id="a2" * 16)
     s.loaded = build_loaded(LENET)
     runner.apply_inputs(s)

@@ -5,12 +5,11 @@ import time
 from pathlib import Path
 
 import pytest
+from browser_helpers import click_node, details_show, graph_fills, text_of, wait_for, wait_text
 from selenium.webdriver.common.action_chains import ActionChains
 
 from inspector import create_app, ids
 from inspector.config import InspectorConfig
-
-from browser_helpers import click_node, details_show, graph_fills, text_of, wait_for, wait_text
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]

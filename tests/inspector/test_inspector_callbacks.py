@@ -5,13 +5,12 @@ import json
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from inspector_testlib import ROOT, data_url
 
 from inspector import create_app, ids
 from inspector.callbacks import details, export, findings, graph, load, stepping
 from inspector.callbacks.common import guarded
 from inspector.sessions import new_session_id
-
-from inspector_testlib import ROOT, data_url
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 import numpy as np
 import plotly.graph_objects as go
 
-from inspector import figures, view_models as vm
+from inspector import figures
+from inspector import view_models as vm
 from inspector.run_state import FRESH, STALE
 
 

@@ -1,11 +1,11 @@
 """inputs: labels, random/constant/npy arrays, Transformer-style images."""
 import numpy as np
 import pytest
-
-from inspector import inputs as inp, runner
-from inspector.sessions import Session
-
 from inspector_testlib import SIAMESE, build_loaded, data_url
+
+from inspector import inputs as inp
+from inspector import runner
+from inspector.sessions import Session
 
 
 def test_label_blobs(lenet):

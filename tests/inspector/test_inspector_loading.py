@@ -2,11 +2,10 @@
 import os
 
 import pytest
+from inspector_testlib import LENET, data_url
 
 from inspector import loading
 from inspector.sessions import ModelSpec, Session
-
-from inspector_testlib import LENET, data_url
 
 PY_NET = """
 name: "Py"

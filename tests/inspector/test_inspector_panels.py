@@ -3,11 +3,11 @@ import logging
 
 import numpy as np
 import pytest
-
-from inspector import panel_models as pm, presenter, runner
-from inspector.sessions import Session
-
 from inspector_testlib import SIAMESE, build_loaded
+
+from inspector import panel_models as pm
+from inspector import presenter, runner
+from inspector.sessions import Session
 
 
 def _session(ld):

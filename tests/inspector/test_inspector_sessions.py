@@ -2,11 +2,11 @@
 import os
 import threading
 
+from inspector_testlib import data_url
+
 from inspector import ids
 from inspector.callbacks import load as load_cb
 from inspector.sessions import SessionStore, new_session_id, valid_session_id
-
-from inspector_testlib import data_url
 
 
 class Clock:

@@ -1,11 +1,12 @@
 """view_models and run_state: what the graph shows, from graph + records."""
 import pytest
+from inspector_testlib import LENET, RESNET_TINY, build_loaded
 
 from engine.instruments import graph_layout as gl
-from inspector import presenter, run_state as rs, runner, view_models as vm
+from inspector import presenter, runner
+from inspector import run_state as rs
+from inspector import view_models as vm
 from inspector.sessions import Session
-
-from inspector_testlib import LENET, RESNET_TINY, build_loaded
 
 
 def session_for(ld, c="s"):

@@ -13,13 +13,12 @@ import tempfile
 import threading
 import time
 
+import inspector_testlib  # noqa: F401  (puts the repository on sys.path)
 import pytest
 
+from benchmarks import load_test as lt
 from inspector import create_app, loading
 from inspector.sessions import SessionStore, new_session_id
-
-import inspector_testlib  # noqa: F401  (puts the repository on sys.path)
-from benchmarks import load_test as lt
 
 MAX_SESSIONS = 8
 

@@ -23,12 +23,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from inspector import create_app
-
 from inspector_testlib import OVERFLOW_NET, SYNTAX_ERROR_NET
 
 from benchmarks import load_test as lt
+from inspector import create_app
 
 TRACEBACK = "Traceback (most recent call last)"
 

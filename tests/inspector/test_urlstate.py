@@ -6,6 +6,7 @@ import os
 
 import pytest
 from dash import dcc
+from inspector_testlib import LENET, ROOT, data_url
 
 from inspector import ids, loading, urlstate
 from inspector.callbacks import load
@@ -15,8 +16,6 @@ from inspector.layout.common import PLOT_CONFIG
 from inspector.netstate import default_phase, is_deploy_net
 from inspector.sessions import ModelSpec, SessionStore, new_session_id
 from inspector.urlstate import UrlState, decode, encode
-
-from inspector_testlib import LENET, ROOT, data_url
 
 DEPLOY_NET = """name: "TinyDeploy"
 layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 } } }

@@ -9,12 +9,11 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from browser_helpers import click_node, details_show, text_of, wait_for, wait_text
 from selenium.webdriver.common.keys import Keys
 
 from inspector import create_app, ids
 from inspector.config import InspectorConfig
-
-from browser_helpers import click_node, details_show, text_of, wait_for, wait_text
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]

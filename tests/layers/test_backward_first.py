@@ -24,7 +24,6 @@ import pytest
 from engine.core.blob import Blob
 from engine.core.errors import CaffeError, LayerError
 from engine.core.layers import layer_types
-
 from tests.layers.helpers import empty_blobs, make_layer, seed
 
 
@@ -489,7 +488,7 @@ MAX_NET_ELEMENTS = 20_000_000
 
 def test_golden_nets_backward_before_forward(shared_dir):
     """Every golden-case net with force_backward: Backward with no Forward before it."""
-    from engine.core.net import Net, TEST, TRAIN
+    from engine.core.net import TEST, TRAIN, Net
     from engine.core.upgrade import read_net_params
     bad = []
     ran = skipped = 0

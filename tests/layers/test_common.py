@@ -8,10 +8,9 @@ import pytest
 from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import LayerError, ShapeError
+from engine.core.layers.common import softmax_backward, softmax_forward
 from engine.instruments.gradient_check import GradientChecker
-from engine.core.layers.common import softmax_forward, softmax_backward
-
-from tests.layers.helpers import make_layer, gaussian_blob, uniform_blob, empty_blobs, seed
+from tests.layers.helpers import empty_blobs, gaussian_blob, make_layer, seed, uniform_blob
 
 
 # --------------------------------------------------------------------------- helpers

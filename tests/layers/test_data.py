@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 
 from engine.core import backend
-from engine.proto import caffe_pb2
 from engine.core.blob import Blob
 from engine.core.data_transformer import DataTransformer, read_image, resize_linear
 from engine.core.errors import LayerError, ShapeError
 from engine.core.io import array_to_blobproto, array_to_datum, write_binary
-
+from engine.proto import caffe_pb2
 from tests.layers.helpers import empty_blobs, make_layer
 
 lmdb = pytest.importorskip("lmdb")

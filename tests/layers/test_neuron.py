@@ -9,7 +9,6 @@ from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import LayerError
 from engine.instruments.gradient_check import GradientChecker
-
 from tests.layers.helpers import gaussian_blob, make_layer, seed
 
 SHAPE = (2, 3, 4, 5)
@@ -594,8 +593,9 @@ def test_prelu_two_axes(mode):
 def test_prelu_errors(x):
     with pytest.raises(LayerError, match="Number of axes of bottom blob must be >=2."):
         forward('type: "PReLU"', np.zeros(5))
-    from engine.proto import caffe_pb2
     from google.protobuf import text_format
+
+    from engine.proto import caffe_pb2
     p = caffe_pb2.LayerParameter()
     text_format.Merge('name: "p" type: "PReLU" blobs { shape { dim: 2 } data: 0.1 data: 0.2 }', p)
     from engine.core.layers import create_layer
@@ -605,9 +605,10 @@ def test_prelu_errors(x):
 
 
 def test_prelu_keeps_given_blobs(x):
-    from engine.proto import caffe_pb2
-    from engine.core.layers import create_layer
     from google.protobuf import text_format
+
+    from engine.core.layers import create_layer
+    from engine.proto import caffe_pb2
     p = caffe_pb2.LayerParameter()
     text_format.Merge('name: "p" type: "PReLU" '
                       'blobs { shape { dim: 3 } data: 0.1 data: 0.2 data: 0.3 }', p)

@@ -5,13 +5,12 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine.proto import caffe_pb2
 from engine.core.blob import Blob
 from engine.core.errors import LayerError, PythonLayerRefused
-from engine.instruments.gradient_check import GradientChecker
 from engine.core.layers import create_layer
 from engine.core.layers.python_layer import PyLayer
-
+from engine.instruments.gradient_check import GradientChecker
+from engine.proto import caffe_pb2
 from tests.layers.helpers import empty_blobs, uniform_blob
 
 LAYER_MODULE = '''

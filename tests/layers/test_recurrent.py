@@ -6,7 +6,6 @@ from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import LayerError
 from engine.instruments.gradient_check import GradientChecker
-
 from tests.layers.helpers import empty_blobs, gaussian_blob, make_layer, uniform_blob
 
 NUM_OUTPUT = 7

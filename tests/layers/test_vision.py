@@ -17,7 +17,7 @@ from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import LayerError
 from engine.instruments.gradient_check import GradientChecker
-from tests.layers.helpers import make_layer, gaussian_blob, uniform_blob, empty_blobs
+from tests.layers.helpers import empty_blobs, gaussian_blob, make_layer, uniform_blob
 
 
 # ====================================================================== references

@@ -18,7 +18,7 @@ import itertools
 
 import numpy as np
 
-from engine.core.kernels import is_gpu, raw_kernel, launch
+from engine.core.kernels import is_gpu, launch, raw_kernel
 
 _I = np.int32
 

@@ -10,7 +10,7 @@ Caffe's per-pixel running sums over the channels.
 """
 import numpy as np
 
-from engine.core.kernels import is_gpu, raw_kernel, launch
+from engine.core.kernels import is_gpu, launch, raw_kernel
 
 _I = np.int32
 

@@ -14,7 +14,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from engine.core.kernels import is_gpu, raw_kernel, launch
+from engine.core.kernels import is_gpu, launch, raw_kernel
 
 _I = np.int32
 FLT_MAX = float(np.finfo(np.float32).max)

@@ -1,2 +1,2 @@
 """Imports every layer family module so that each registers its layers."""
-from engine.core.layers import data, neuron, common, vision, loss, norm, recurrent, python_layer  # noqa: F401
+from engine.core.layers import common, data, loss, neuron, norm, python_layer, recurrent, vision  # noqa: F401

@@ -8,18 +8,18 @@ and write one ``forward``/``backward`` body against ``self.xp`` (NumPy on the
 CPU, CuPy on the GPU).
 """
 from __future__ import annotations
+
 import threading
+from typing import Any, Sequence, Type
 
 import numpy as np
 
 from engine.core import backend
 from engine.core.blob import Blob
-from engine.core.errors import LayerError
+from engine.core.errors import LayerError, NetError
 from engine.core.log import check_failed
-from engine.proto import caffe_pb2
-from typing import Any, Sequence, Type
-from engine.core.errors import NetError
 from engine.core.types import BlobVec
+from engine.proto import caffe_pb2
 
 _WORK = threading.local()
 

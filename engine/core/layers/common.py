@@ -15,11 +15,12 @@ import numpy as np
 
 from engine.core.blob import Blob
 from engine.core.kernels.blas import gemm_acc
-from engine.core.log import layer_log, check_failed as _check_failed
-from engine.core.layers.base import Layer, workspace, fill_param as fill, top_count, bottom_count, no_flops
+from engine.core.layers.base import Layer, bottom_count, no_flops, top_count, workspace
+from engine.core.layers.base import fill_param as fill
 from engine.core.layers.registry import register_layer
+from engine.core.log import check_failed as _check_failed
+from engine.core.log import layer_log
 from engine.proto import caffe_pb2
-
 
 # --------------------------------------------------------------------------- helpers
 

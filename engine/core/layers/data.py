@@ -22,20 +22,21 @@ import weakref
 import numpy as np
 
 from engine.core import backend
-from engine.core.data_transformer import (DataTransformer,
-                                          ImageError,
-                                          decode_image,
-                                          read_image,
-                                          resize_linear,
-                                          resolve_path)
+from engine.core.data_transformer import (
+    DataTransformer,
+    ImageError,
+    decode_image,
+    read_image,
+    resize_linear,
+    resolve_path,
+)
 from engine.core.errors import LayerError, ShapeError
 from engine.core.fillers import fill
-from engine.core.log import layer_log, check_failed as _check_failed
 from engine.core.layers.base import Layer, no_flops
 from engine.core.layers.registry import register_layer
+from engine.core.log import check_failed as _check_failed
+from engine.core.log import layer_log
 from engine.proto import caffe_pb2
-
-
 
 
 def _engine_seed():

@@ -8,10 +8,11 @@ loss weight Caffe stores in the top's diff) over the layer's normalizer.
 import numpy as np
 
 from engine.core.blob import Blob
-from engine.core.log import layer_log
-from engine.core.layers.base import check_eq as _check_eq, Layer, LossLayer, bottom_count
+from engine.core.layers.base import Layer, LossLayer, bottom_count
+from engine.core.layers.base import check_eq as _check_eq
 from engine.core.layers.common import softmax_forward
 from engine.core.layers.registry import register_layer
+from engine.core.log import layer_log
 from engine.proto import caffe_pb2
 
 # Caffe's loss_layer.hpp: the floor applied to probabilities before a log.

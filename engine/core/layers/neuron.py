@@ -24,7 +24,6 @@ from engine.core.layers.registry import register_layer
 from engine.proto import caffe_pb2
 
 
-
 def _fmt(x):
     """A float as glog's ``<<`` prints it (six significant digits)."""
     from engine.core.log import num

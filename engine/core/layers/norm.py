@@ -6,12 +6,11 @@ first, then over the batch, as Caffe's two gemv calls do.
 """
 
 from engine.core.blob import Blob
+from engine.core.layers.base import Layer, elementwise_flops, fill_param, top_count, workspace
+from engine.core.layers.base import check_eq as _check_eq
+from engine.core.layers.registry import create_layer, register_layer
 from engine.core.log import layer_log
-from engine.core.layers.base import check_eq as _check_eq, Layer, workspace, fill_param, top_count, elementwise_flops
-from engine.core.layers.registry import register_layer, create_layer
 from engine.proto import caffe_pb2
-
-
 
 
 # ---------------------------------------------------------------------------- BatchNorm

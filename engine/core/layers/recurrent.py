@@ -15,12 +15,11 @@ the last timestep into the first (h_T -> h_0, c_T -> c_0) unless
 import numpy as np
 
 from engine.core.errors import LayerError
-from engine.core.log import layer_log, check_failed as _check_failed
 from engine.core.layers.base import Layer, top_count
 from engine.core.layers.registry import register_layer
+from engine.core.log import check_failed as _check_failed
+from engine.core.log import layer_log
 from engine.proto import caffe_pb2
-
-
 
 
 def _layer(net_param, type_=None, name=None, template=None):
@@ -339,7 +338,7 @@ class RecurrentLayer(Layer):
     def _share_inner_weights(self):
         net = self.unrolled_net
         fn = getattr(net, "ShareWeights", None) or getattr(net, "share_weights", None) \
-            or getattr(net, "_share_weights")
+            or net._share_weights
         fn()
 
     def forward(self, bottom, top):

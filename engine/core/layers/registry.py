@@ -6,7 +6,7 @@ Caffe's layer_factory does.
 """
 import threading
 
-from engine.core.errors import UnknownLayerTypeError, PythonLayerRefused
+from engine.core.errors import PythonLayerRefused, UnknownLayerTypeError
 from engine.core.log import layer_log
 
 _REGISTRY = {}

@@ -16,12 +16,13 @@ import numpy as np
 from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.kernels import im2col as _im2col
-from engine.core.kernels.blas import gemm_acc
 from engine.core.kernels import lrn as _lrn
 from engine.core.kernels import pooling as _pool
-from engine.core.log import check_failed as _check_failed, shape_string
-from engine.core.layers.base import Layer, workspace, top_count, bottom_count, no_flops
+from engine.core.kernels.blas import gemm_acc
+from engine.core.layers.base import Layer, bottom_count, no_flops, top_count, workspace
 from engine.core.layers.registry import register_layer
+from engine.core.log import check_failed as _check_failed
+from engine.core.log import shape_string
 from engine.proto import caffe_pb2
 
 COL_BUFFER_LIMIT = 1 << 24  # elements per column-buffer chunk (64 MiB of float32)

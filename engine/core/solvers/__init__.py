@@ -7,23 +7,27 @@
 ``SOLVERS`` maps Caffe's type names ("SGD", "Nesterov", "AdaGrad", "RMSProp",
 "AdaDelta", "Adam") to the classes (Caffe's SolverRegistry).
 """
-from engine.core.solvers.base import (Solver,
-                                      SolverAction,
-                                      SignalHandler,
-                                      Callback,
-                                      register_solver,
-                                      solver_types,
-                                      solver_class,
-                                      create_solver,
-                                      debug_string)
 from engine.core.solvers.base import _REGISTRY as SOLVERS  # noqa: F401
-from engine.core.solvers.policies import learning_rate, POLICIES  # noqa: F401
-from engine.core.solvers.updates import (SGDSolver,
-                                         NesterovSolver,
-                                         AdaGradSolver,
-                                         RMSPropSolver,
-                                         AdaDeltaSolver,
-                                         AdamSolver)
+from engine.core.solvers.base import (
+    Callback,
+    SignalHandler,
+    Solver,
+    SolverAction,
+    create_solver,
+    debug_string,
+    register_solver,
+    solver_class,
+    solver_types,
+)
+from engine.core.solvers.policies import POLICIES, learning_rate  # noqa: F401
+from engine.core.solvers.updates import (
+    AdaDeltaSolver,
+    AdaGradSolver,
+    AdamSolver,
+    NesterovSolver,
+    RMSPropSolver,
+    SGDSolver,
+)
 from engine.proto import caffe_pb2
 
 __all__ = ["get_solver", "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver",

@@ -15,22 +15,24 @@ on_gradients_ready)``.  Beyond it: ``test(k)``, ``test_all()``, ``set_action_fun
 :class:`SignalHandler` (caffe.cpp's SIGINT/SIGHUP handling).
 """
 from __future__ import annotations
+
 import collections
 import os
 import signal
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import text_encoding
 
 from engine.core import backend
-from engine.proto import caffe_pb2
 from engine.core.errors import SolverError
-from engine.core.log import num, solver_log as log
+from engine.core.log import num
+from engine.core.log import solver_log as log
 from engine.core.solvers.policies import check_failed
-from typing import TYPE_CHECKING, Any, Callable
+from engine.proto import caffe_pb2
 
 if TYPE_CHECKING:
     from engine.core.net import Net

@@ -15,7 +15,9 @@ and ``exp`` run in double, and the result is cast to the solver's Dtype.
 import numpy as np
 
 from engine.core.errors import SolverError
-from engine.core.log import check_failed as log_check_failed, num, solver_log as log
+from engine.core.log import check_failed as log_check_failed
+from engine.core.log import num
+from engine.core.log import solver_log as log
 
 POLICIES = ("fixed", "step", "exp", "inv", "multistep", "poly", "sigmoid")
 

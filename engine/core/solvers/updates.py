@@ -18,12 +18,13 @@ as Caffe's SolverState binary proto or its HDF5 layout.
 import numpy as np
 
 from engine.core import backend
-from engine.proto import caffe_pb2
 from engine.core.blob import Blob
 from engine.core.errors import SolverError
-from engine.core.log import num, solver_log as log
+from engine.core.log import num
+from engine.core.log import solver_log as log
 from engine.core.solvers.base import Solver, register_solver
 from engine.core.solvers.policies import check_failed, learning_rate
+from engine.proto import caffe_pb2
 
 
 @register_solver
