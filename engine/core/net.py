@@ -118,7 +118,9 @@ class Net:
             self.copy_from(weights)
 
     @classmethod
-    def from_param(cls, param: caffe_pb2.NetParameter, phase: int | None = None, level: int | None = None, stages: Sequence[str] | None = None, allow_python: bool = True, dtype: Any = np.float32, model_dir: str | None = None) -> Net:
+    def from_param(cls, param: caffe_pb2.NetParameter, phase: int | None = None, level: int | None = None,
+                   stages: Sequence[str] | None = None, allow_python: bool = True, dtype: Any = np.float32,
+                   model_dir: str | None = None) -> Net:
         """A Net from a NetParameter (Net(const NetParameter&)).  ``phase``/``level``/
         ``stages`` override the param's state only when given."""
         from engine.core.upgrade import net_needs_upgrade, upgrade_net
@@ -170,7 +172,26 @@ class Net:
         param, rec.splits = insert_splits(filtered)
         self.param = param
         self.name = param.name
+        self._reset_state()
+        blob_name_to_idx, available = {}, set()
+        for layer_id in range(len(param.layer)):
+            self._init_layer(param, layer_id, available, blob_name_to_idx)
+        self._decide_backward_from_losses()
+        if param.force_backward:
+            self._force_backward()
+        for name in sorted(available):
+            log.info("This network produces output %s", name)
+            self._outputs.append(blob_name_to_idx[name])
+        self._blob_names_index = {n: i for i, n in enumerate(self._blob_names)}
+        self._layer_names_index = {n: i for i, n in enumerate(self._layer_names)}
+        self._share_weights()
+        self._blobs_dict = OrderedDict(zip(self._blob_names, self._blobs))
+        self._layer_dict = OrderedDict(zip(self._layer_names, self._layers))
+        self.debug_info = bool(param.debug_info)
+        log.info("Network initialization done.")
 
+    def _reset_state(self):
+        """Empty per-layer and per-blob vectors, as Net's members before Init."""
         self._layers, self._layer_names = [], []
         self._blobs, self._blob_names = [], []
         self._blob_need_backward = []
@@ -189,94 +210,106 @@ class Net:
         self._before_forward, self._after_forward = [], []
         self._before_backward, self._after_backward = [], []
         self.debug_observers = []
-        blob_name_to_idx, available = {}, set()
-        model_dir = os.path.dirname(os.path.abspath(self.model_file)) if self.model_file else None
 
+    def _create_layer(self, lp):
+        """The layer object for ``lp`` (Python layers learn the model's folder)."""
         from engine.core.layers.registry import create_layer
-        for layer_id in range(len(param.layer)):
-            lp = param.layer[layer_id]
-            if not lp.HasField("phase"):
-                lp.phase = self.phase
-            if len(lp.propagate_down) > 0 and len(lp.propagate_down) != len(lp.bottom):
-                raise NetError("propagate_down param must be specified either 0 or bottom_size times "
-                               "(layer '%s': %d vs. %d)" % (lp.name, len(lp.propagate_down), len(lp.bottom)),
-                               layer=lp.name)
-            kwargs = {"dtype": self._dtype}
-            if lp.type == "Python":
-                kwargs["model_dir"] = model_dir
-            layer = create_layer(lp, allow_python=self._allow_python, **kwargs)
-            self._layers.append(layer)
-            self._layer_names.append(lp.name)
-            log.info("Creating Layer %s", lp.name)
-            self._bottom_vecs.append([])
-            self._top_vecs.append([])
-            self._bottom_id_vecs.append([])
-            self._top_id_vecs.append([])
-            self._param_id_vecs.append([])
-            self._bottom_need_backward.append([])
-            need_backward = False
-            why = None
-            for bottom_id in range(len(lp.bottom)):
-                blob_id = self._append_bottom(param, layer_id, bottom_id, available, blob_name_to_idx)
-                if self._blob_need_backward[blob_id]:
-                    need_backward = True
-                    why = why or BackwardDecision(True, "bottom", "bottom blob '%s' needs backward"
-                                                  % self._blob_names[blob_id])
-            num_top = len(lp.top)
-            for top_id in range(num_top):
-                self._append_top(param, layer_id, top_id, available, blob_name_to_idx)
-                if lp.type == "Input":
-                    blob_id = len(self._blobs) - 1
-                    self._inputs.append(blob_id)
-            if layer.auto_top_blobs:
-                needed = max(layer.min_top, layer.exact_num_top)
-                while num_top < needed:
-                    self._append_top(param, layer_id, num_top, None, None)
-                    num_top += 1
-            try:
-                with backend.translate_gpu_errors():
-                    layer.SetUp(self._bottom_vecs[layer_id], self._top_vecs[layer_id])
-            except CaffeError as e:
-                if getattr(e, "layer", None) is None:
-                    e.layer = lp.name
-                    e.args = ("%s (layer '%s', type %s)" % (e, lp.name, lp.type),)
-                raise
-            log.info("Setting up %s", lp.name)   # master logs it after SetUp
-            for top_id, top in enumerate(self._top_vecs[layer_id]):
-                bid = self._top_id_vecs[layer_id][top_id]
-                if len(self._blob_loss_weights) <= bid:
-                    self._blob_loss_weights.extend([0.0] * (bid + 1 - len(self._blob_loss_weights)))
-                self._blob_loss_weights[bid] = layer.loss(top_id)
-                log.info("Top shape: %s", top.shape_string())
-                if layer.loss(top_id):
-                    log.info("    with loss weight %s", num(np.float32(layer.loss(top_id))))
-                self.memory_used += top.count
-            log.info("Memory required for data: %d", self.memory_used * self._dtype.itemsize)
-            param_size = len(lp.param)
-            num_param_blobs = len(layer.blobs)
-            if param_size > num_param_blobs:
-                raise NetError("Too many params specified for layer %s" % lp.name, layer=lp.name)
-            default_spec = caffe_pb2.ParamSpec()
-            for param_id in range(num_param_blobs):
-                spec = lp.param[param_id] if param_id < param_size else default_spec
-                pnb = spec.lr_mult > 0
-                if pnb and not need_backward:
-                    why = BackwardDecision(True, "param", "param %d has lr_mult %s > 0"
-                                           % (param_id, num(spec.lr_mult)))
-                need_backward |= pnb
-                layer.set_param_propagate_down(param_id, pnb)
-            for param_id in range(num_param_blobs):
-                self._append_param(param, layer_id, param_id)
-            self._layer_need_backward.append(need_backward)
-            if why is None:
-                why = BackwardDecision(False, "none", "no bottom needs backward and no param has lr_mult > 0")
-            rec.backward.append(why)
-            if need_backward:
-                for bid in self._top_id_vecs[layer_id]:
-                    self._blob_need_backward[bid] = True
+        if not lp.HasField("phase"):
+            lp.phase = self.phase
+        if len(lp.propagate_down) > 0 and len(lp.propagate_down) != len(lp.bottom):
+            raise NetError("propagate_down param must be specified either 0 or bottom_size times "
+                           "(layer '%s': %d vs. %d)" % (lp.name, len(lp.propagate_down), len(lp.bottom)),
+                           layer=lp.name)
+        kwargs = {"dtype": self._dtype}
+        if lp.type == "Python":
+            kwargs["model_dir"] = os.path.dirname(os.path.abspath(self.model_file)) if self.model_file else None
+        return create_layer(lp, allow_python=self._allow_python, **kwargs)
 
-        # Backward pass over the net: which blobs contribute to the loss, and
-        # which layers can skip backward because none of their tops propagates.
+    def _init_layer(self, param, layer_id, available, blob_name_to_idx):
+        """One iteration of Init's layer loop: create, wire bottoms and tops, SetUp,
+        params and the first need-backward decision."""
+        lp = param.layer[layer_id]
+        layer = self._create_layer(lp)
+        self._layers.append(layer)
+        self._layer_names.append(lp.name)
+        log.info("Creating Layer %s", lp.name)
+        for vec in (self._bottom_vecs, self._top_vecs, self._bottom_id_vecs, self._top_id_vecs,
+                    self._param_id_vecs, self._bottom_need_backward):
+            vec.append([])
+        need_backward = False
+        why = None
+        for bottom_id in range(len(lp.bottom)):
+            blob_id = self._append_bottom(param, layer_id, bottom_id, available, blob_name_to_idx)
+            if self._blob_need_backward[blob_id]:
+                need_backward = True
+                why = why or BackwardDecision(True, "bottom", "bottom blob '%s' needs backward"
+                                              % self._blob_names[blob_id])
+        num_top = len(lp.top)
+        for top_id in range(num_top):
+            self._append_top(param, layer_id, top_id, available, blob_name_to_idx)
+            if lp.type == "Input":
+                self._inputs.append(len(self._blobs) - 1)
+        if layer.auto_top_blobs:
+            needed = max(layer.min_top, layer.exact_num_top)
+            while num_top < needed:
+                self._append_top(param, layer_id, num_top, None, None)
+                num_top += 1
+        self._setup_layer(lp, layer, layer_id)
+        need_backward, why = self._param_backward(lp, layer, need_backward, why)
+        for param_id in range(len(layer.blobs)):
+            self._append_param(param, layer_id, param_id)
+        self._layer_need_backward.append(need_backward)
+        if why is None:
+            why = BackwardDecision(False, "none", "no bottom needs backward and no param has lr_mult > 0")
+        self.init_record.backward.append(why)
+        if need_backward:
+            for bid in self._top_id_vecs[layer_id]:
+                self._blob_need_backward[bid] = True
+
+    def _setup_layer(self, lp, layer, layer_id):
+        """Layer SetUp (errors name the layer), then the tops' loss weights, shapes and
+        memory, logged as Caffe logs them."""
+        try:
+            with backend.translate_gpu_errors():
+                layer.SetUp(self._bottom_vecs[layer_id], self._top_vecs[layer_id])
+        except CaffeError as e:
+            if getattr(e, "layer", None) is None:
+                e.layer = lp.name
+                e.args = ("%s (layer '%s', type %s)" % (e, lp.name, lp.type),)
+            raise
+        log.info("Setting up %s", lp.name)   # master logs it after SetUp
+        for top_id, top in enumerate(self._top_vecs[layer_id]):
+            bid = self._top_id_vecs[layer_id][top_id]
+            if len(self._blob_loss_weights) <= bid:
+                self._blob_loss_weights.extend([0.0] * (bid + 1 - len(self._blob_loss_weights)))
+            self._blob_loss_weights[bid] = layer.loss(top_id)
+            log.info("Top shape: %s", top.shape_string())
+            if layer.loss(top_id):
+                log.info("    with loss weight %s", num(np.float32(layer.loss(top_id))))
+            self.memory_used += top.count
+        log.info("Memory required for data: %d", self.memory_used * self._dtype.itemsize)
+
+    def _param_backward(self, lp, layer, need_backward, why):
+        """Params with lr_mult > 0 make the layer need backward (and propagate down to them)."""
+        param_size = len(lp.param)
+        num_param_blobs = len(layer.blobs)
+        if param_size > num_param_blobs:
+            raise NetError("Too many params specified for layer %s" % lp.name, layer=lp.name)
+        default_spec = caffe_pb2.ParamSpec()
+        for param_id in range(num_param_blobs):
+            spec = lp.param[param_id] if param_id < param_size else default_spec
+            pnb = spec.lr_mult > 0
+            if pnb and not need_backward:
+                why = BackwardDecision(True, "param", "param %d has lr_mult %s > 0"
+                                       % (param_id, num(spec.lr_mult)))
+            need_backward |= pnb
+            layer.set_param_propagate_down(param_id, pnb)
+        return need_backward, why
+
+    def _decide_backward_from_losses(self):
+        """Init's backward pass over the net: which blobs contribute to the loss, and
+        which layers can skip backward because none of their tops propagates."""
+        rec = self.init_record
         under_loss, skip_backp = set(), set()
         for layer_id in range(len(self._layers) - 1, -1, -1):
             layer = self._layers[layer_id]
@@ -316,29 +349,20 @@ class Net:
                 if not self._bottom_need_backward[layer_id][b]:
                     skip_backp.add(self._blob_names[bid])
 
-        if param.force_backward:
-            for layer_id, layer in enumerate(self._layers):
-                if not self._layer_need_backward[layer_id]:
-                    rec.backward[layer_id] = BackwardDecision(
-                        True, "force", "force_backward is set (was: %s)" % rec.backward[layer_id].detail)
-                self._layer_need_backward[layer_id] = True
-                for b, bid in enumerate(self._bottom_id_vecs[layer_id]):
-                    nb = self._bottom_need_backward[layer_id][b] or layer.allow_force_backward(b)
-                    self._bottom_need_backward[layer_id][b] = nb
-                    self._blob_need_backward[bid] = self._blob_need_backward[bid] or nb
-                for pid in range(len(layer.blobs)):
-                    layer.set_param_propagate_down(pid, True)
-
-        for name in sorted(available):
-            log.info("This network produces output %s", name)
-            self._outputs.append(blob_name_to_idx[name])
-        self._blob_names_index = {n: i for i, n in enumerate(self._blob_names)}
-        self._layer_names_index = {n: i for i, n in enumerate(self._layer_names)}
-        self._share_weights()
-        self._blobs_dict = OrderedDict(zip(self._blob_names, self._blobs))
-        self._layer_dict = OrderedDict(zip(self._layer_names, self._layers))
-        self.debug_info = bool(param.debug_info)
-        log.info("Network initialization done.")
+    def _force_backward(self):
+        """force_backward: every layer needs backward, bottoms where the layer allows it."""
+        rec = self.init_record
+        for layer_id, layer in enumerate(self._layers):
+            if not self._layer_need_backward[layer_id]:
+                rec.backward[layer_id] = BackwardDecision(
+                    True, "force", "force_backward is set (was: %s)" % rec.backward[layer_id].detail)
+            self._layer_need_backward[layer_id] = True
+            for b, bid in enumerate(self._bottom_id_vecs[layer_id]):
+                nb = self._bottom_need_backward[layer_id][b] or layer.allow_force_backward(b)
+                self._bottom_need_backward[layer_id][b] = nb
+                self._blob_need_backward[bid] = self._blob_need_backward[bid] or nb
+            for pid in range(len(layer.blobs)):
+                layer.set_param_propagate_down(pid, True)
 
     def _append_top(self, param, layer_id, top_id, available, name_to_idx):
         lp = param.layer[layer_id]
@@ -575,14 +599,17 @@ class Net:
         self.Backward()
         return loss
 
+    def _mean_abs(self, blob, which):
+        return _mean_abs(blob, which, self.debug_observers)
+
     def _forward_debug_info(self, i):
         name = self._layer_names[i]
         for top_id, blob in enumerate(self._top_vecs[i]):
             bname = self._blob_names[self._top_id_vecs[i][top_id]]
-            log.info("    [Forward] Layer %s, top blob %s data: %s", name, bname, _mean_abs(blob, "data", self.debug_observers))
+            log.info("    [Forward] Layer %s, top blob %s data: %s", name, bname, self._mean_abs(blob, "data"))
         for pid, blob in enumerate(self._layers[i].blobs):
             pname = self._param_display_names[self._param_id_vecs[i][pid]]
-            log.info("    [Forward] Layer %s, param blob %s data: %s", name, pname, _mean_abs(blob, "data", self.debug_observers))
+            log.info("    [Forward] Layer %s, param blob %s data: %s", name, pname, self._mean_abs(blob, "data"))
 
     def _backward_debug_info(self, i):
         name = self._layer_names[i]
@@ -590,12 +617,12 @@ class Net:
             if not self._bottom_need_backward[i][b]:
                 continue
             bname = self._blob_names[self._bottom_id_vecs[i][b]]
-            log.info("    [Backward] Layer %s, bottom blob %s diff: %s", name, bname, _mean_abs(blob, "diff", self.debug_observers))
+            log.info("    [Backward] Layer %s, bottom blob %s diff: %s", name, bname, self._mean_abs(blob, "diff"))
         layer = self._layers[i]
         for pid, blob in enumerate(layer.blobs):
             if not layer.get_param_propagate_down(pid):
                 continue
-            log.info("    [Backward] Layer %s, param blob %d diff: %s", name, pid, _mean_abs(blob, "diff", self.debug_observers))
+            log.info("    [Backward] Layer %s, param blob %d diff: %s", name, pid, self._mean_abs(blob, "diff"))
 
     def update_debug_info(self, param_id: int) -> None:
         """Net::UpdateDebugInfo for one net param (used by solvers under debug_info)."""
@@ -605,11 +632,11 @@ class Net:
         disp = self._param_display_names[param_id]
         if owner < 0:
             log.info("    [Update] Layer %s, param %s data: %s; diff: %s", lname, disp,
-                     _mean_abs(blob, "data", self.debug_observers), _mean_abs(blob, "diff", self.debug_observers))
+                     self._mean_abs(blob, "data"), self._mean_abs(blob, "diff"))
         else:
             olname = self._layer_names[self._param_layer_indices[owner][0]]
             log.info("    [Update] Layer %s, param blob %s (owned by layer %s, param %s) diff: %s",
-                     lname, disp, olname, self._param_display_names[owner], _mean_abs(blob, "diff", self.debug_observers))
+                     lname, disp, olname, self._param_display_names[owner], self._mean_abs(blob, "diff"))
 
     def Update(self) -> None:
         """Net::Update: every learnable (owned) param: data -= diff.  Shared params
