@@ -17,18 +17,15 @@ LMDB comes with the project (``lmdb``); LevelDB needs ``plyvel``, the
 naming the extra.
 """
 import os
+import threading
 
-from engine.core.errors import CaffeError
+from engine.core.errors import DBError
 from engine.core.log import check_failed as _check_failed
 from engine.core.log import io_log
 
 READ, WRITE, NEW = "read", "write", "new"
 BACKENDS = ("lmdb", "leveldb")
 LEVELDB_HINT = "pip install 'caffe-inspector[leveldb]' (or: pip install plyvel)"
-
-
-class DBError(CaffeError):
-    """A database could not be opened, read or written."""
 
 
 class MissingLevelDB(DBError):
@@ -173,23 +170,43 @@ def _plyvel():
     return plyvel
 
 
+# LevelDB locks its directory for the whole process: a second open fails even for
+# reading.  Readers in one process (the train and test nets, the inspector's tabs)
+# share one handle per directory instead, counted; each gets its own iterators.
+_readers = {}
+_readers_lock = threading.Lock()
+
+
 class LevelDB:
     """db::LevelDB: a directory of LevelDB tables."""
     backend = "leveldb"
 
     def __init__(self):
-        self.db, self.path = None, None
+        self.db, self.path, self._shared = None, None, None
 
     def open(self, path, mode):
         plyvel = _plyvel()
         self.path = path
+        if mode == READ:
+            key = os.path.realpath(path)
+            with _readers_lock:
+                entry = _readers.get(key)
+                if entry is None:
+                    entry = _readers[key] = [self._open(plyvel, path, mode), 0]
+                entry[1] += 1
+            self.db, self._shared = entry[0], key
+        else:
+            self.db = self._open(plyvel, path, mode)
+        io_log.info("Opened leveldb %s", path)
+
+    @staticmethod
+    def _open(plyvel, path, mode):
         try:
-            self.db = plyvel.DB(path, create_if_missing=mode != READ, error_if_exists=mode == NEW,
-                                block_size=65536, write_buffer_size=268435456, max_open_files=100)
+            return plyvel.DB(path, create_if_missing=mode != READ, error_if_exists=mode == NEW,
+                             block_size=65536, write_buffer_size=268435456, max_open_files=100)
         except (plyvel.Error, OSError) as e:
             raise DBError(_check_failed("status.ok()", message="Failed to open leveldb %s: %s"
                                         % (path, str(e).strip()))) from None
-        io_log.info("Opened leveldb %s", path)
 
     def cursor(self):
         return _LevelDBCursor(self.db)
@@ -198,9 +215,18 @@ class LevelDB:
         return _LevelDBTransaction(self.db)
 
     def close(self):
-        if self.db is not None:
+        if self.db is None:
+            return
+        if self._shared is None:
             self.db.close()
-            self.db = None
+        else:
+            with _readers_lock:
+                entry = _readers[self._shared]
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del _readers[self._shared]
+                    entry[0].close()
+        self.db = None
 
 
 class _LevelDBCursor:
