@@ -206,7 +206,7 @@ class LevelDB:
                              block_size=65536, write_buffer_size=268435456, max_open_files=100)
         except (plyvel.Error, OSError) as e:
             raise DBError(_check_failed("status.ok()", message="Failed to open leveldb %s: %s"
-                                        % (path, str(e).strip()))) from None
+                                        % (path, _status_text(e)))) from None
 
     def cursor(self):
         return _LevelDBCursor(self.db)
@@ -227,6 +227,13 @@ class LevelDB:
                     del _readers[self._shared]
                     entry[0].close()
         self.db = None
+
+
+def _status_text(error):
+    """leveldb's Status::ToString, which plyvel hands over as bytes."""
+    arg = error.args[0] if error.args else error
+    text = arg.decode("utf-8", errors="replace") if isinstance(arg, bytes) else str(arg)
+    return text.strip()
 
 
 class _LevelDBCursor:

@@ -32,6 +32,7 @@ from engine.core.data_transformer import (
 )
 from engine.core.errors import LayerError, ShapeError
 from engine.core.fillers import fill
+from engine.core.images import MissingOpenCV
 from engine.core.layers.base import Layer, no_flops
 from engine.core.layers.registry import register_layer
 from engine.core.log import check_failed as _check_failed
@@ -452,6 +453,8 @@ class _ImageLoader:
         path = self.resolve(self.root + name)
         try:
             return read_image(path, self.new_h, self.new_w, self.is_color)
+        except MissingOpenCV:
+            raise
         except ImageError as e:
             raise _layer_error("ImageData", self.layer_name, "Could not load %s (%s)" % (path, e)) \
                 from None
@@ -945,6 +948,8 @@ class _WindowLoader:
             return decode_image(self.image_cache[index], True, path)
         try:
             return read_image(path, 0, 0, True)
+        except MissingOpenCV:
+            raise
         except ImageError as e:
             raise _layer_error("WindowData", self.layer_name, "Could not open or find file %s (%s)"
                                % (path, e)) from None
