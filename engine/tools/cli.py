@@ -10,6 +10,16 @@
     python -m engine draw MODEL OUT [--rankdir LR] [--phase TRAIN|TEST|ALL]
     python -m engine train --solver S [--weights W | --snapshot S] [--gpu [IDS]]
     python -m engine test --model M --weights W [--iterations 50] [--gpu [ID]]
+    python -m engine device_query --gpu ID
+    python -m engine convert_imageset [flags] ROOTFOLDER/ LISTFILE DB_NAME
+    python -m engine compute_image_mean [--backend lmdb] INPUT_DB [OUTPUT_FILE]
+    python -m engine extract_features W PROTO BLOBS DBS N lmdb|leveldb [CPU|GPU] [ID]
+    python -m engine upgrade_net_proto_text|upgrade_net_proto_binary|upgrade_solver_proto_text IN OUT
+
+Caffe's spellings: every flag also as gflags writes it (``-solver s``, ``-solver=s``,
+``--solver=s``; ``-gray``, ``-nogray``), before or after the command
+(:mod:`engine.tools.gflags`); ``train``, ``test``, ``time`` and ``device_query`` accept
+all of caffe.cpp's flags.  The tools themselves live in :mod:`engine.tools.caffe_tools`.
 
 Standard options: ``--phase``, ``--level``, ``--stage`` (repeatable, or comma
 separated as Caffe's ``-stage``), ``--weights``, ``--gpu [ID]``,
@@ -18,8 +28,11 @@ format; ``train``, ``test`` and ``time`` always log, as caffe does; ``-q``
 silences them).
 
 Exit codes: 0 success; 1 an engine error (one line on stderr:
-``error: <where: file:line:col / layer / blob>: <Caffe's message>``); 2 a usage
-error; 3 ``compare`` found the runs differ; 130 interrupted.
+``error: <where: file:line:col / layer / blob>: <Caffe's message>``; where Caffe
+stops with a fatal CHECK, its message); 2 a usage error (no command: the usage; an
+unknown command: Caffe's "Available caffe actions" lines), and, as Caffe's upgrade
+tools, an input that does not parse; 3 ``compare`` found the runs differ; 130
+interrupted.
 """
 import argparse
 import json
