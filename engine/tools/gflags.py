@@ -66,12 +66,14 @@ def normalize(argv, parser):
     """``argv`` (the arguments after the command) in the form argparse reads, for the
     options ``parser`` declares: every flag as ``--name=value`` (short options argparse
     knows, ``-v`` or ``-o FILE``, as given), then the positional arguments in their
-    order (after ``--`` when one starts with a dash).  A positional declared with
-    ``nargs=argparse.REMAINDER`` takes the rest of ``argv`` untouched."""
+    order (after ``--`` when one starts with a dash).  A positional of variable length
+    (``nargs`` REMAINDER, ``*`` or ``+``: a script's own arguments, say) takes the rest
+    of ``argv`` untouched, from its first argument on."""
     opts = _options(parser)
     short = {s: a for a in parser._actions for s in a.option_strings if len(s) == 2}
     positional_actions = [a for a in parser._actions if not a.option_strings]
-    rest_at = next((i for i, a in enumerate(positional_actions) if a.nargs == argparse.REMAINDER), None)
+    rest_at = next((i for i, a in enumerate(positional_actions) if a.nargs in (argparse.REMAINDER, "*", "+")),
+                   None)
     flags, positional, i = [], [], 0
     while i < len(argv):
         tok = argv[i]

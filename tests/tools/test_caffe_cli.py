@@ -21,7 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # =========================================================================== gflags forms
 def _parser():
     p = argparse.ArgumentParser()
-    p.add_argument("pos", nargs="*")
+    for name in ("a", "b", "c"):
+        p.add_argument(name, nargs="?")
     p.add_argument("--solver")
     p.add_argument("--gpu", nargs="?", const="0")
     p.add_argument("--stage", action="append", default=[])
@@ -52,11 +53,23 @@ def test_flags_anywhere_positionals_kept_and_double_dash_ends_flags():
     p = _parser()
     argv = gflags.normalize(["-gray", "root/", "-resize_width", "9", "list.txt", "-v", "--", "-notaflag"], p)
     a = p.parse_args(argv)
-    assert a.gray and a.resize_width == 9 and a.verbose and a.pos == ["root/", "list.txt", "-notaflag"]
+    assert a.gray and a.resize_width == 9 and a.verbose and [a.a, a.b, a.c] == ["root/", "list.txt", "-notaflag"]
     # -gpu takes the next argument when it is a value, and means device 0 alone
     assert p.parse_args(gflags.normalize(["-gpu", "1,2"], p)).gpu == "1,2"
     assert p.parse_args(gflags.normalize(["-gpu"], p)).gpu == "0"
     assert p.parse_args(gflags.normalize(["-stage=a,b", "--stage", "c"], p)).stage == ["a,b", "c"]
+
+
+def test_a_scripts_own_arguments_pass_untouched():
+    """A command whose last positional takes the rest (python -m engine run SCRIPT ARGS...)."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--gpu", nargs="?", const="0")
+    p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    argv = gflags.normalize(["-gpu", "1", "s.py", "-gpu", "0", "--unknown=x", "-v"], p)
+    assert argv == ["--gpu=1", "s.py", "-gpu", "0", "--unknown=x", "-v"]
+    a = p.parse_args(argv)
+    assert a.gpu == "1" and a.script == "s.py" and a.args == ["-gpu", "0", "--unknown=x", "-v"]
 
 
 def test_flags_gflags_refuses():
