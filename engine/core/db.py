@@ -201,6 +201,10 @@ class LevelDB:
 
     @staticmethod
     def _open(plyvel, path, mode):
+        if mode == READ and not os.path.isfile(os.path.join(path, "CURRENT")):
+            # leveldb's own answer, given before it would make the directory and its LOG
+            raise DBError(_check_failed("status.ok()", message="Failed to open leveldb %s: Invalid argument: "
+                                        "%s: does not exist (create_if_missing is false)" % (path, path)))
         try:
             return plyvel.DB(path, create_if_missing=mode != READ, error_if_exists=mode == NEW,
                              block_size=65536, write_buffer_size=268435456, max_open_files=100)
