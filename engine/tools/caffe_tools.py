@@ -357,22 +357,22 @@ def upgrade_solver_proto_text(src, dst, param=None):
 # =========================================================================== device_query
 _QUERY = (
     ("Device id:                     ", lambda d, p: d),
-    ("Major revision number:         ", lambda d, p: p.get("major")),
-    ("Minor revision number:         ", lambda d, p: p.get("minor")),
+    ("Major revision number:         ", lambda d, p: p.get("major", 0)),
+    ("Minor revision number:         ", lambda d, p: p.get("minor", 0)),
     ("Name:                          ", lambda d, p: _text(p.get("name"))),
-    ("Total global memory:           ", lambda d, p: p.get("totalGlobalMem")),
-    ("Total shared memory per block: ", lambda d, p: p.get("sharedMemPerBlock")),
-    ("Total registers per block:     ", lambda d, p: p.get("regsPerBlock")),
-    ("Warp size:                     ", lambda d, p: p.get("warpSize")),
-    ("Maximum memory pitch:          ", lambda d, p: p.get("memPitch")),
-    ("Maximum threads per block:     ", lambda d, p: p.get("maxThreadsPerBlock")),
+    ("Total global memory:           ", lambda d, p: p.get("totalGlobalMem", 0)),
+    ("Total shared memory per block: ", lambda d, p: p.get("sharedMemPerBlock", 0)),
+    ("Total registers per block:     ", lambda d, p: p.get("regsPerBlock", 0)),
+    ("Warp size:                     ", lambda d, p: p.get("warpSize", 0)),
+    ("Maximum memory pitch:          ", lambda d, p: p.get("memPitch", 0)),
+    ("Maximum threads per block:     ", lambda d, p: p.get("maxThreadsPerBlock", 0)),
     ("Maximum dimension of block:    ", lambda d, p: _triple(p.get("maxThreadsDim"))),
     ("Maximum dimension of grid:     ", lambda d, p: _triple(p.get("maxGridSize"))),
-    ("Clock rate:                    ", lambda d, p: p.get("clockRate")),
-    ("Total constant memory:         ", lambda d, p: p.get("totalConstMem")),
-    ("Texture alignment:             ", lambda d, p: p.get("textureAlignment")),
+    ("Clock rate:                    ", lambda d, p: p.get("clockRate", 0)),
+    ("Total constant memory:         ", lambda d, p: p.get("totalConstMem", 0)),
+    ("Texture alignment:             ", lambda d, p: p.get("textureAlignment", 0)),
     ("Concurrent copy and execution: ", lambda d, p: "Yes" if p.get("deviceOverlap") else "No"),
-    ("Number of multiprocessors:     ", lambda d, p: p.get("multiProcessorCount")),
+    ("Number of multiprocessors:     ", lambda d, p: p.get("multiProcessorCount", 0)),
     ("Kernel execution timeout:      ", lambda d, p: "Yes" if p.get("kernelExecTimeoutEnabled") else "No"),
 )
 
@@ -387,7 +387,8 @@ def _triple(x):
 
 
 def device_query_lines(device, props):
-    """Caffe::DeviceQuery's lines for ``device`` from cudaGetDeviceProperties' fields."""
+    """Caffe::DeviceQuery's lines for ``device`` from cudaGetDeviceProperties' fields
+    (a field this CUDA no longer reports, as CUDA 13 dropped clockRate, reads 0 / No)."""
     return ["%s%s" % (label, value(device, props)) for label, value in _QUERY]
 
 

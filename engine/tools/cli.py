@@ -876,7 +876,7 @@ def _unknown_action(name, commands, err):
         lg.critical("Unknown action: %s", name)
 
 
-def _caffe_spelling(ap, argv, err):
+def _caffe_spelling(ap, argv, out, err):
     """gflags' spellings: flags before the command moved after it, every flag of the
     command rewritten for argparse (engine.tools.gflags); caffe's usage without a
     command and its message for an unknown one.  Returns ``(argv, exit code or None)``."""
@@ -886,7 +886,8 @@ def _caffe_spelling(ap, argv, err):
         err.write(usage_text(ap))
         return argv, EXIT_USAGE
     if argv[0] in _HELP:
-        return argv, None
+        out.write(usage_text(ap))
+        return argv, EXIT_OK
     if argv[0] not in commands:
         _unknown_action(argv[0], commands, err)
         return argv, EXIT_USAGE
@@ -906,7 +907,7 @@ def main(argv=None, out=None, err=None):
     err = err or sys.stderr
     ap = make_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    argv, code = _caffe_spelling(ap, argv, err)
+    argv, code = _caffe_spelling(ap, argv, out, err)
     if code is not None:
         return code
     try:

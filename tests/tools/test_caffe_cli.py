@@ -103,6 +103,9 @@ def test_no_command_prints_caffes_usage():
         assert name in err
     # flags but no command: the usage too
     assert run("-gpu", "0")[0] == EXIT_USAGE
+    for flag in ("-help", "--help", "-h", "--helpfull"):
+        code, out, _ = run(flag)
+        assert code == EXIT_OK and "usage: python -m engine <command> <args>" in out
 
 
 def test_unknown_action_lists_the_available_ones():
