@@ -261,6 +261,9 @@ def extract_features(pretrained, proto, blob_names, dataset_names, num_mini_batc
 def _store_features(blob, name, txns, stores, i, index):
     """One batch of one blob: a Datum per item; returns the running item count."""
     shape = tuple(blob.shape)
+    if len(shape) > 4:
+        raise ToolError(check_failed("num_axes() <= 4", len(shape), 4, "Cannot use legacy accessors on Blobs "
+                                     "with > 4 axes. (blob %s)" % name))
     data = np.asarray(blob.get_data(gpu=False), np.float32)
     n = _legacy(shape, 0)
     flat = data.reshape(n, -1) if n else data.reshape(0, 0)

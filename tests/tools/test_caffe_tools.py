@@ -346,3 +346,18 @@ def test_upgrade_tools_exit_2_when_the_input_does_not_parse(tmp_path):
         assert code == 2, tool
         assert _messages(err)[-1] == "Failed to parse input %s: %s" % (kind, bad)
         assert not (tmp_path / "out").exists()
+
+
+def test_extract_features_refuses_blobs_of_more_than_four_axes(tmp_path):
+    net = tmp_path / "five.prototxt"
+    net.write_text('layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 1 dim: 1 dim: 1 '
+                   'dim: 3 } } }\nlayer { name: "r" type: "Reshape" bottom: "x" top: "y" reshape_param { '
+                   'shape { dim: 2 dim: 3 } } }\n')
+    weights = tmp_path / "empty.caffemodel"
+    weights.write_bytes(caffe_pb2.NetParameter(name="empty").SerializeToString())
+    code, _, err = run("extract_features", weights, net, "y", tmp_path / "y", 2, "lmdb")
+    assert code == EXIT_OK, err
+    records = _lmdb_records(tmp_path / "y")
+    assert len(records) == 4 and [(_datum(v).channels, _datum(v).height) for _, v in records[:1]] == [(3, 1)]
+    code, _, err = run("extract_features", weights, net, "x", tmp_path / "x", 1, "lmdb")
+    assert code == EXIT_ERROR and "Cannot use legacy accessors on Blobs with > 4 axes." in err
