@@ -238,14 +238,14 @@ def test_train_and_test(tmp_path):
     code, _, err = run("train", "--solver", sp, "--snapshot", tmp_path / "lenet_iter_2.solverstate")
     assert code == EXIT_OK and "Resuming from" in err
     code, _, err = run("test", "--model", LENET)
-    assert code == EXIT_USAGE and "--weights" in err
+    assert code == EXIT_ERROR and "Need model weights to score." in err
 
 
 def test_errors_and_usage(tmp_path):
     code, _, err = run()
     assert code == EXIT_USAGE
     code, _, err = run("frobnicate")
-    assert code == EXIT_USAGE and "invalid choice" in err
+    assert code == EXIT_USAGE and "Unknown action: frobnicate" in err
     code, _, err = run("info")
     assert code == EXIT_USAGE
     code, _, err = run("info", LENET, "--phase", "VAL")

@@ -5,23 +5,22 @@ C x H x W array of the net's dtype: optional crop (random in TRAIN, centred
 in TEST), optional random mirror, mean subtraction (a mean file, or one mean
 value / one per channel) and scaling, in Caffe's order: ``(x - mean) * scale``.
 
-Images are handled as OpenCV would hand them to Caffe: H x W x C uint8 in BGR
-order (grey images have one channel).  Pillow decodes; the channel order is
-converted and ``cv::resize``'s bilinear interpolation (INTER_LINEAR, with its
-11-bit fixed-point weights) is reproduced in NumPy.
+Images are what OpenCV hands Caffe: H x W x C uint8 in BGR order (grey images
+have one channel), read, decoded and resized (INTER_LINEAR) by OpenCV itself
+(:mod:`engine.core.images`).
 
 Random numbers: each transformer owns a generator seeded from the engine's
 (``engine.set_random_seed``) when ``init_rand`` runs, as Caffe seeds the
 transformer's RNG from ``caffe_rng_rand()``; the draws follow Caffe's order
 (mirror coin first, then the crop offsets, height before width).
 """
-import io
 import os
 
 import numpy as np
 
-from engine.core import backend
+from engine.core import backend, images
 from engine.core.errors import LayerError, ShapeError
+from engine.core.images import ImageError  # noqa: F401  (re-exported: the data layers catch it)
 from engine.proto import caffe_pb2
 
 TRAIN, TEST = 0, 1
@@ -29,103 +28,22 @@ TRAIN, TEST = 0, 1
 
 # --------------------------------------------------------------------------- images
 
-class ImageError(LayerError):
-    """An image could not be read or decoded."""
-
-
-def _pil():
-    try:
-        from PIL import Image
-    except ImportError as e:  # pragma: no cover - Pillow is a dependency
-        raise ImageError("reading images needs Pillow (pip install pillow): %s" % e) from None
-    return Image
-
-
-def _pil_to_array(img, color):
-    """A PIL image as OpenCV would decode it.
-
-    ``color``: True (IMREAD_COLOR: 3 channels BGR), False (IMREAD_GRAYSCALE:
-    1 channel) or None (IMREAD_UNCHANGED: native channels, BGR/BGRA order).
-    """
-    if color is True:
-        arr = np.asarray(img.convert("RGB"), dtype=np.uint8)[:, :, ::-1]
-    elif color is False:
-        arr = np.asarray(img.convert("L"), dtype=np.uint8)[:, :, None]
-    else:
-        mode = img.mode
-        if mode in ("1", "L"):
-            arr = np.asarray(img.convert("L"), dtype=np.uint8)[:, :, None]
-        elif mode in ("I;16", "I;16B", "I;16L", "I", "F"):
-            raise ImageError("image mode %s is not 8-bit: Image data type must be unsigned byte" % mode)
-        elif mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in img.info):
-            arr = np.asarray(img.convert("RGBA"), dtype=np.uint8)[:, :, [2, 1, 0, 3]]
-        else:
-            arr = np.asarray(img.convert("RGB"), dtype=np.uint8)[:, :, ::-1]
-    return np.ascontiguousarray(arr)
-
-
 def decode_image(data, color=None, what="encoded image"):
-    """cv::imdecode of ``data`` (bytes): H x W x C uint8, BGR(A) order."""
-    Image = _pil()
-    try:
-        img = Image.open(io.BytesIO(bytes(data)))
-        img.load()
-    except Exception as e:
-        raise ImageError("Could not decode %s (%d bytes): %s" % (what, len(data), e)) from None
-    return _pil_to_array(img, color)
+    """cv::imdecode of ``data`` (bytes): H x W x C uint8, BGR(A) order.
+
+    ``color``: True (IMREAD_COLOR), False (IMREAD_GRAYSCALE) or None (IMREAD_UNCHANGED)."""
+    return images.imdecode(data, color, what)
 
 
 def read_image(path, height=0, width=0, is_color=True):
     """ReadImageToCVMat: read ``path`` (color: 3-channel BGR, else 1-channel grey)
     and resize to height x width when both are positive."""
-    Image = _pil()
-    try:
-        img = Image.open(path)
-        img.load()
-    except FileNotFoundError:
-        raise ImageError("Could not open or find file %s" % path) from None
-    except Exception as e:
-        raise ImageError("Could not load %s: %s" % (path, e)) from None
-    arr = _pil_to_array(img, bool(is_color))
-    if height > 0 and width > 0:
-        arr = resize_linear(arr, height, width)
-    return arr
-
-
-_COEF_BITS = 11
-_COEF_SCALE = 1 << _COEF_BITS
-
-
-def _linear_taps(dst, src):
-    """cv::resize INTER_LINEAR source indices and fixed-point weights along one axis."""
-    scale = src / float(dst)
-    f = (np.arange(dst, dtype=np.float64) + 0.5) * scale - 0.5
-    s = np.floor(f).astype(np.int64)
-    fx = f - s
-    low = s < 0
-    fx[low] = 0.0
-    s[low] = 0
-    high = s >= src - 1
-    fx[high] = 0.0
-    s[high] = src - 1
-    s1 = np.minimum(s + 1, src - 1)
-    w1 = np.rint(fx * _COEF_SCALE).astype(np.int64)
-    w0 = np.rint((1.0 - fx) * _COEF_SCALE).astype(np.int64)
-    return s, s1, w0, w1
+    return images.read_image_to_cvmat(path, height, width, is_color)
 
 
 def resize_linear(img, height, width):
     """cv::resize(img, Size(width, height), INTER_LINEAR) for an H x W x C uint8 image."""
-    h, w = img.shape[:2]
-    if (h, w) == (height, width):
-        return img.copy()
-    ys0, ys1, wy0, wy1 = _linear_taps(height, h)
-    xs0, xs1, wx0, wx1 = _linear_taps(width, w)
-    src = img.astype(np.int64)
-    rows = (src[:, xs0, :] * wx0[None, :, None] + src[:, xs1, :] * wx1[None, :, None])
-    out = rows[ys0] * wy0[:, None, None] + rows[ys1] * wy1[:, None, None]
-    out = (out + (1 << (2 * _COEF_BITS - 1))) >> (2 * _COEF_BITS)
-    return np.clip(out, 0, 255).astype(np.uint8)
+    return images.resize(img, height, width)
 
 
 def datum_to_image(datum, force_color=False, force_gray=False):

@@ -61,3 +61,7 @@ class DeviceError(CaffeError):
 
 class PythonLayerRefused(LayerError):
     """A Python layer was found while Python layers are disallowed."""
+
+
+class DBError(CaffeError):
+    """An LMDB or LevelDB could not be opened, read or written (engine.core.db)."""

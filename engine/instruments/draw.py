@@ -423,7 +423,8 @@ def draw_net_to_file(source, filename, rankdir="LR", phase=None, level=0, stages
         data = to_plotly(g).to_html(include_plotlyjs=True, full_html=True).encode("utf-8")
     elif ext in ("png", "pdf", "jpg", "jpeg", "webp"):
         if not kaleido_available():
-            raise CaffeError("writing %s needs the 'kaleido' package (pip install kaleido); "
+            raise CaffeError("writing %s needs the 'kaleido' package, the draw extra (pip install "
+                             "'caffe-inspector[draw]', or pip install kaleido); "
                              "write an .svg instead (e.g. %s)" % (ext.upper(), _with_ext(filename, ".svg")))
         fig = to_plotly(g)
         try:

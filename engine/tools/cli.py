@@ -10,6 +10,16 @@
     python -m engine draw MODEL OUT [--rankdir LR] [--phase TRAIN|TEST|ALL]
     python -m engine train --solver S [--weights W | --snapshot S] [--gpu [IDS]]
     python -m engine test --model M --weights W [--iterations 50] [--gpu [ID]]
+    python -m engine device_query --gpu ID
+    python -m engine convert_imageset [flags] ROOTFOLDER/ LISTFILE DB_NAME
+    python -m engine compute_image_mean [--backend lmdb] INPUT_DB [OUTPUT_FILE]
+    python -m engine extract_features W PROTO BLOBS DBS N lmdb|leveldb [CPU|GPU] [ID]
+    python -m engine upgrade_net_proto_text|upgrade_net_proto_binary|upgrade_solver_proto_text IN OUT
+
+Caffe's spellings: every flag also as gflags writes it (``-solver s``, ``-solver=s``,
+``--solver=s``; ``-gray``, ``-nogray``), before or after the command
+(:mod:`engine.tools.gflags`); ``train``, ``test``, ``time`` and ``device_query`` accept
+all of caffe.cpp's flags.  The tools themselves live in :mod:`engine.tools.caffe_tools`.
 
 Standard options: ``--phase``, ``--level``, ``--stage`` (repeatable, or comma
 separated as Caffe's ``-stage``), ``--weights``, ``--gpu [ID]``,
@@ -18,8 +28,11 @@ format; ``train``, ``test`` and ``time`` always log, as caffe does; ``-q``
 silences them).
 
 Exit codes: 0 success; 1 an engine error (one line on stderr:
-``error: <where: file:line:col / layer / blob>: <Caffe's message>``); 2 a usage
-error; 3 ``compare`` found the runs differ; 130 interrupted.
+``error: <where: file:line:col / layer / blob>: <Caffe's message>``; where Caffe
+stops with a fatal CHECK, its message); 2 a usage error (no command: the usage; an
+unknown command: Caffe's "Available caffe actions" lines), and, as Caffe's upgrade
+tools, an input that does not parse; 3 ``compare`` found the runs differ; 130
+interrupted.
 """
 import argparse
 import json
@@ -30,7 +43,9 @@ import time
 
 import numpy as np
 
+from engine.core.log import check_failed
 from engine.proto import caffe_pb2
+from engine.tools import gflags
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIFFER, EXIT_INTERRUPT = 0, 1, 2, 3, 130
 _LEVEL_CHAR = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
@@ -306,6 +321,10 @@ def cmd_info(args, out, err):
 
 def cmd_time(args, out, err):
     from engine.instruments.timing import time_net
+    from engine.tools.caffe_tools import ToolError
+    args.model = args.model or args.model_flag
+    if not args.model:
+        raise ToolError(check_failed("FLAGS_model.size() > 0", 0, 0, "Need a model definition to time."))
     phase = _phase(args.phase, 0)
     gpus = args.gpu
     if gpus is not None and "," in str(gpus):
@@ -514,70 +533,71 @@ def cmd_compare(args, out, err):
 
 
 def cmd_upgrade(args, out, err):
+    """Any of the three upgrade tools, the kind of input guessed (or --binary / --kind)."""
     from engine.core import io
     from engine.core.errors import ParseError
-    from engine.core.upgrade import (
-        net_needs_data_upgrade,
-        net_needs_upgrade,
-        solver_needs_type_upgrade,
-        upgrade_net_as_needed,
-        upgrade_net_data_transformation,
-        upgrade_solver_as_needed,
-    )
-    lg = logging.getLogger("engine.core.upgrade")
+    from engine.tools import caffe_tools
     path = args.input
     with open(path, "rb") as f:
         data = f.read()
     binary = args.binary or path.lower().endswith((".caffemodel", ".binaryproto", ".pb")) or io._looks_binary(data)
-    kind = args.kind
     if binary:
         param = io.parse_binary(data, caffe_pb2.NetParameter, path)
-        kind = "net"
-    else:
-        param = None
-        if kind in (None, "net"):
+        return caffe_tools.upgrade_net_proto_binary(path, args.output, param)
+    kind = args.kind
+    if kind in (None, "net"):
+        try:
+            param = io.parse_prototxt(data, caffe_pb2.NetParameter, path)
+            return caffe_tools.upgrade_net_proto_text(path, args.output, param)
+        except ParseError as net_error:
+            if kind == "net":
+                raise
             try:
-                param = io.parse_prototxt(data, caffe_pb2.NetParameter, path)
-                kind = "net"
-            except ParseError as net_error:
-                if kind == "net":
-                    raise
-                try:
-                    param = io.parse_prototxt(data, caffe_pb2.SolverParameter, path)
-                    kind = "solver"
-                except ParseError:
-                    raise ParseError("Failed to parse input text file as NetParameter or SolverParameter: %s"
-                                     % net_error.detail, net_error.path, net_error.line, net_error.column) \
-                        from None
-        else:
-            param = io.parse_prototxt(data, caffe_pb2.SolverParameter, path)
-    success = True
-    if kind == "solver":
-        if solver_needs_type_upgrade(param):
-            param, success = upgrade_solver_as_needed(param, path)
-            if not success:
-                lg.error("Encountered error(s) while upgrading prototxt; see details above.")
-        else:
-            lg.error("File already in latest proto format: %s", path)
-        io.write_prototxt(args.output, param)
-        lg.info("Wrote upgraded SolverParameter text proto to %s", args.output)
+                param = io.parse_prototxt(data, caffe_pb2.SolverParameter, path)
+            except ParseError:
+                raise ParseError("Failed to parse input text file as NetParameter or SolverParameter: %s"
+                                 % net_error.detail, net_error.path, net_error.line, net_error.column) from None
     else:
-        need_data = net_needs_data_upgrade(param)
-        if net_needs_upgrade(param):
-            param, success = upgrade_net_as_needed(param, path)
-            if not success:
-                lg.error("Encountered error(s) while upgrading prototxt; see details above.")
-        else:
-            lg.error("File already in latest proto format: %s", path)
-        if need_data and net_needs_data_upgrade(param):
-            param = upgrade_net_data_transformation(param)
-        if binary:
-            io.write_binary(args.output, param)
-            lg.error("Wrote upgraded NetParameter binary proto to %s", args.output)
-        else:
-            io.write_prototxt(args.output, param)
-            lg.info("Wrote upgraded NetParameter text proto to %s", args.output)
-    return EXIT_OK if success else EXIT_ERROR
+        param = io.parse_prototxt(data, caffe_pb2.SolverParameter, path)
+    return caffe_tools.upgrade_solver_proto_text(path, args.output, param)
+
+
+def _upgrade_tool(name):
+    """upgrade_net_proto_text / upgrade_net_proto_binary / upgrade_solver_proto_text IN OUT:
+    exit 2 when the input does not parse, 1 when the upgrade reported errors, as Caffe's tools."""
+    def cmd(args, out, err):
+        from engine.tools import caffe_tools
+        try:
+            return getattr(caffe_tools, name)(args.input, args.output)
+        except caffe_tools.UpgradeFailed as e:
+            logging.getLogger("engine.tools").error("%s", e)
+            return 2
+    return cmd
+
+
+def cmd_device_query(args, out, err):
+    from engine.tools.caffe_tools import device_query
+    return device_query(args.gpu)
+
+
+def cmd_convert_imageset(args, out, err):
+    from engine.tools.caffe_tools import convert_imageset
+    return convert_imageset(args.root, args.listfile, args.db_name, gray=args.gray, shuffle=args.shuffle,
+                            backend=args.backend, resize_width=args.resize_width, resize_height=args.resize_height,
+                            check_size=args.check_size, encoded=args.encoded, encode_type=args.encode_type,
+                            seed=args.seed)
+
+
+def cmd_compute_image_mean(args, out, err):
+    from engine.tools.caffe_tools import compute_image_mean
+    compute_image_mean(args.input_db, args.output_file, backend=args.backend)
+    return EXIT_OK
+
+
+def cmd_extract_features(args, out, err):
+    from engine.tools.caffe_tools import extract_features
+    return extract_features(args.pretrained, args.proto, args.blob_names, args.dataset_names, args.num_mini_batches,
+                            args.db_type, mode=args.mode or "CPU", device_id=args.device_id)
 
 
 def cmd_draw(args, out, err):
@@ -593,8 +613,6 @@ def cmd_draw(args, out, err):
 
 def cmd_train(args, out, err):
     from engine.tools.solver_commands import train
-    if not args.solver:
-        raise UsageError("train needs --solver")
     stage = _stages(args.stage) if args.stage else ""
     return train(args.solver, weights=args.weights, snapshot=args.snapshot, gpu=args.gpu, level=args.level,
                  stage=stage, sigint_effect=args.sigint_effect, sighup_effect=args.sighup_effect)
@@ -602,10 +620,6 @@ def cmd_train(args, out, err):
 
 def cmd_test(args, out, err):
     from engine.tools.solver_commands import test
-    if not args.model:
-        raise UsageError("test needs --model")
-    if not args.weights:
-        raise UsageError("test needs --weights")
     stage = _stages(args.stage) if args.stage else ""
     return test(args.model, args.weights, iterations=args.iterations, gpu=args.gpu, level=args.level, stage=stage)
 
@@ -635,6 +649,35 @@ def _common(p, phase=True, weights=True, iterations=None, gpu=True):
     p.add_argument("--no-progress", action="store_true", help="no progress line")
 
 
+# caffe.cpp's flags: every `caffe` command accepts all of them (and ignores those it does not use).
+CAFFE_FLAGS = {
+    "gpu": dict(nargs="?", const="0", default=None, metavar="IDS",
+                help="run on these GPUs: device ids separated by ',', or 'all' (train: default from the "
+                     "solver's solver_mode)"),
+    "solver": dict(help="the solver prototxt (train)"),
+    "model": dict(help="the model prototxt (test, time)"),
+    "phase": dict(help="TRAIN or TEST (time; default TRAIN)"),
+    "level": dict(type=int, default=0, help="the NetState level (default 0)"),
+    "stage": dict(action="append", default=[], help="NetState stages, separated by ',' (repeatable)"),
+    "snapshot": dict(help="a .solverstate to resume training from (train)"),
+    "weights": dict(help="caffemodel(s) to start from, separated by ',' (train: finetune; test: required)"),
+    "iterations": dict(type=int, default=50, help="iterations to run (test, time; default 50)"),
+    "sigint_effect": dict(default="stop", help="on SIGINT: snapshot, stop (default) or none (train)"),
+    "sighup_effect": dict(default="snapshot", help="on SIGHUP: snapshot (default), stop or none (train)"),
+}
+
+
+def _caffe_flags(p, skip=()):
+    for name, kw in CAFFE_FLAGS.items():
+        if name not in skip:
+            p.add_argument("--" + name, **kw)
+
+
+def _log_flags(p):
+    p.add_argument("-v", "--verbose", action="store_true", help="Caffe's log lines on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr")
+
+
 def make_parser():
     ap = _Parser(prog="python -m engine", description="Caffe's command line and debugging instruments on the "
                  "engine.", epilog="Exit codes: 0 ok, 1 engine error, 2 usage, 3 compare: runs differ.")
@@ -646,9 +689,12 @@ def make_parser():
     p.add_argument("--json", action="store_true", help="the report document without steps, as JSON")
     p.set_defaults(func=cmd_info, log_default=False)
 
-    p = sub.add_parser("time", help="caffe time: per-layer forward/backward averages")
-    p.add_argument("model")
+    p = sub.add_parser("time", help="caffe time: benchmark model execution time (per-layer forward/backward "
+                       "averages)")
+    p.add_argument("model", nargs="?", help="the model prototxt (or -model)")
     _common(p, iterations=50)
+    p.add_argument("--model", dest="model_flag", metavar="MODEL", help=CAFFE_FLAGS["model"]["help"])
+    _caffe_flags(p, skip=("model", "phase", "level", "stage", "weights", "gpu", "iterations"))
     p.add_argument("--warmup", type=int, default=0, help="untimed passes after Caffe's first one")
     p.add_argument("--json", metavar="FILE", help="also write the timings as JSON")
     p.set_defaults(func=cmd_time, log_default=True)
@@ -711,29 +757,69 @@ def make_parser():
     p.set_defaults(func=cmd_draw, log_default=False)
 
     p = sub.add_parser("train", help="caffe train: train or finetune a model")
-    p.add_argument("--solver", help="the solver definition prototxt")
-    p.add_argument("--weights", help="caffemodel(s) to finetune from, comma separated")
-    p.add_argument("--snapshot", help="a solver state to resume from")
-    p.add_argument("--gpu", nargs="?", const="0", default=None, metavar="IDS",
-                   help="device ids separated by ',' or 'all' (default: the solver's solver_mode)")
-    p.add_argument("--level", type=int, default=0)
-    p.add_argument("--stage", action="append", default=[])
-    p.add_argument("--sigint_effect", "--sigint-effect", default="stop", choices=("stop", "snapshot", "none"))
-    p.add_argument("--sighup_effect", "--sighup-effect", default="snapshot", choices=("stop", "snapshot", "none"))
-    p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument("-q", "--quiet", action="store_true")
+    _caffe_flags(p)
+    _log_flags(p)
     p.set_defaults(func=cmd_train, log_default=True)
 
     p = sub.add_parser("test", help="caffe test: score a model")
-    p.add_argument("--model", help="the model definition prototxt")
-    p.add_argument("--weights", help="the trained weights")
-    p.add_argument("--iterations", type=int, default=50)
-    p.add_argument("--gpu", nargs="?", const="0", default=None, metavar="IDS")
-    p.add_argument("--level", type=int, default=0)
-    p.add_argument("--stage", action="append", default=[])
-    p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument("-q", "--quiet", action="store_true")
+    _caffe_flags(p)
+    _log_flags(p)
     p.set_defaults(func=cmd_test, log_default=True)
+
+    p = sub.add_parser("device_query", help="caffe device_query: show GPU diagnostic information")
+    _caffe_flags(p)
+    _log_flags(p)
+    p.set_defaults(func=cmd_device_query, log_default=True)
+
+    p = sub.add_parser("convert_imageset", help="Caffe's convert_imageset: images listed in a file into an LMDB "
+                       "or LevelDB of Datums")
+    p.add_argument("root", metavar="ROOTFOLDER/", help="prefixed to every name of the list (keep its trailing /)")
+    p.add_argument("listfile", metavar="LISTFILE", help="lines of '<name> <label>'")
+    p.add_argument("db_name", metavar="DB_NAME", help="the database to create (must not exist)")
+    p.add_argument("--gray", action="store_true", help="read the images as grey (1 channel)")
+    p.add_argument("--shuffle", action="store_true", help="shuffle the list first")
+    p.add_argument("--backend", default="lmdb", help="lmdb (default) or leveldb")
+    p.add_argument("--resize_width", type=int, default=0, help="resize to this width (with -resize_height)")
+    p.add_argument("--resize_height", type=int, default=0, help="resize to this height (with -resize_width)")
+    p.add_argument("--check_size", action="store_true", help="stop when an image's data size differs from the "
+                   "first's")
+    p.add_argument("--encoded", action="store_true", help="store the encoded image (the file's bytes)")
+    p.add_argument("--encode_type", default="", help="encode as this type (png, jpg, ...); implies -encoded")
+    p.add_argument("--seed", type=int, help="seed of -shuffle (default: the engine's generator)")
+    _log_flags(p)
+    p.set_defaults(func=cmd_convert_imageset, log_default=True)
+
+    p = sub.add_parser("compute_image_mean", help="Caffe's compute_image_mean: the mean image of a database, "
+                       "as a binaryproto")
+    p.add_argument("input_db", metavar="INPUT_DB")
+    p.add_argument("output_file", metavar="OUTPUT_FILE", nargs="?", help="the mean .binaryproto to write")
+    p.add_argument("--backend", default="lmdb", help="lmdb (default) or leveldb")
+    _log_flags(p)
+    p.set_defaults(func=cmd_compute_image_mean, log_default=True)
+
+    p = sub.add_parser("extract_features", help="Caffe's extract_features: blobs of a net, batch after batch, "
+                       "into databases of float Datums")
+    p.add_argument("pretrained", metavar="pretrained_net_param", help="the .caffemodel")
+    p.add_argument("proto", metavar="feature_extraction_proto_file", help="the net (TEST phase) with a data layer")
+    p.add_argument("blob_names", metavar="extract_feature_blob_name1[,name2,...]")
+    p.add_argument("dataset_names", metavar="save_feature_dataset_name1[,name2,...]",
+                   help="one new database per blob")
+    p.add_argument("num_mini_batches")
+    p.add_argument("db_type", help="lmdb or leveldb")
+    p.add_argument("mode", metavar="CPU/GPU", nargs="?", default="CPU")
+    p.add_argument("device_id", metavar="DEVICE_ID", nargs="?")
+    _log_flags(p)
+    p.set_defaults(func=cmd_extract_features, log_default=True)
+
+    for name, what in (("upgrade_net_proto_text", "a V0/V1 net prototxt"),
+                       ("upgrade_net_proto_binary", "a V0/V1 binary net (caffemodel)"),
+                       ("upgrade_solver_proto_text", "an old solver prototxt")):
+        p = sub.add_parser(name, help="Caffe's %s: upgrade %s to the current format" % (name, what))
+        p.add_argument("input", metavar="IN")
+        p.add_argument("output", metavar="OUT")
+        _log_flags(p)
+        p.set_defaults(func=_upgrade_tool(name), log_default=True)
+    ap.command_parsers = sub.choices
     return ap
 
 
@@ -751,6 +837,68 @@ def _where(e):
     return msg
 
 
+_CAFFE_COMMANDS = ("train", "test", "device_query", "time")
+_HELP = ("-h", "--help", "-help", "--helpfull", "-helpfull")
+
+
+def usage_text(ap):
+    """What ``python -m engine`` prints without a command (caffe's usage: its commands
+    first, then the others, then caffe.cpp's flags)."""
+    helps = {a.dest: a.help for a in ap._subparsers._group_actions[0]._choices_actions}
+    names = list(_CAFFE_COMMANDS) + sorted(n for n in ap.command_parsers if n not in _CAFFE_COMMANDS)
+    lines = ["python -m engine: Caffe's command line on the engine",
+             "usage: python -m engine <command> <args>     (as caffe <command> <args>)", "", "commands:"]
+    lines += ["  %-26s %s" % (n, helps.get(n, "")) for n in names]
+    lines += ["", "  Flags of caffe's commands, spelled -flag value, -flag=value, --flag value or --flag=value:"]
+    lines += ["    -%-15s %s" % (n, kw["help"]) for n, kw in sorted(CAFFE_FLAGS.items())]
+    lines += ["", "python -m engine <command> --help: a command's own arguments and flags.",
+              "Exit codes: 0 ok, 1 engine error (Caffe's fatal message), 2 usage, 3 compare: runs differ."]
+    return "\n".join(lines) + "\n"
+
+
+def _value_flags(commands):
+    """Names (no dashes) of the options, of any command, that take a value."""
+    out = set()
+    for parser in commands.values():
+        for a in parser._actions:
+            if a.option_strings and a.nargs != 0:
+                out.update(s.lstrip("-") for s in a.option_strings)
+    return out
+
+
+def _unknown_action(name, commands, err):
+    """caffe's GetBrewFunction for an unknown name: the actions available, then the fatal line."""
+    lg = logging.getLogger("engine.caffe")
+    with _Logging(logging.INFO, err):
+        lg.error("Available caffe actions:")
+        for n in sorted(commands):
+            lg.error("\t%s", n)
+        lg.critical("Unknown action: %s", name)
+
+
+def _caffe_spelling(ap, argv, out, err):
+    """gflags' spellings: flags before the command moved after it, every flag of the
+    command rewritten for argparse (engine.tools.gflags); caffe's usage without a
+    command and its message for an unknown one.  Returns ``(argv, exit code or None)``."""
+    commands = ap.command_parsers
+    argv = gflags.hoist(argv, commands, _value_flags(commands))
+    if not argv or (argv[0] not in commands and argv[0].startswith("-") and argv[0] not in _HELP):
+        err.write(usage_text(ap))
+        return argv, EXIT_USAGE
+    if argv[0] in _HELP:
+        out.write(usage_text(ap))
+        return argv, EXIT_OK
+    if argv[0] not in commands:
+        _unknown_action(argv[0], commands, err)
+        return argv, EXIT_USAGE
+    try:
+        return [argv[0]] + gflags.normalize(argv[1:], commands[argv[0]]), None
+    except gflags.FlagError as e:
+        commands[argv[0]].print_usage(err)
+        err.write("usage error: %s: %s\n" % (argv[0], e))
+        return argv, EXIT_USAGE
+
+
 def main(argv=None, out=None, err=None):
     """Run the command line; returns the exit code (see the module doc)."""
     from engine.core.errors import CaffeError
@@ -759,6 +907,9 @@ def main(argv=None, out=None, err=None):
     err = err or sys.stderr
     ap = make_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    argv, code = _caffe_spelling(ap, argv, out, err)
+    if code is not None:
+        return code
     try:
         args = ap.parse_args(argv)
     except UsageError as e:

@@ -19,7 +19,7 @@ import logging
 import numpy as np
 
 from engine.core import backend
-from engine.core.errors import SolverError
+from engine.core.errors import DeviceError, SolverError
 from engine.core.log import num
 from engine.core.solvers.base import SignalHandler, create_solver
 from engine.core.solvers.policies import check_failed
@@ -28,7 +28,7 @@ from engine.proto import caffe_pb2
 log = logging.getLogger("engine.caffe")
 
 
-def _gpus(gpu):
+def get_gpus(gpu):
     """get_gpus: the device ids the ``-gpu`` flag asks for."""
     if gpu is None or gpu is False or gpu == "":
         return []
@@ -39,9 +39,12 @@ def _gpus(gpu):
     if isinstance(gpu, (list, tuple)):
         return [int(g) for g in gpu]
     if gpu == "all":
-        if not backend.gpu_available():
-            return []
-        return list(range(backend.cupy().cuda.runtime.getDeviceCount()))
+        # cudaGetDeviceCount: without CUDA, Caffe stops here (NO_GPU / CUDA_CHECK).
+        try:
+            cp = backend.cupy()
+        except DeviceError as e:
+            raise DeviceError("Cannot use GPU in CPU-only Caffe: check mode. (-gpu all: %s)" % e) from None
+        return list(range(cp.cuda.runtime.getDeviceCount()))
     try:
         return [int(s) for s in str(gpu).split(",")]
     except ValueError:
@@ -88,7 +91,7 @@ def train(solver_path, weights=None, snapshot=None, gpu=None, level=0, stage="",
     if (gpu is None and solver_param.HasField("solver_mode")
             and solver_param.solver_mode == caffe_pb2.SolverParameter.GPU):
         gpu = str(solver_param.device_id) if solver_param.HasField("device_id") else "0"
-    gpus = _gpus(gpu)
+    gpus = get_gpus(gpu)
     if not gpus:
         log.info("Use CPU.")
         backend.set_mode_cpu()
@@ -129,7 +132,7 @@ def test(model, weights, iterations=50, gpu=None, level=0, stage=""):
     if not weights:
         raise check_failed("FLAGS_weights.size() > 0", 0, 0, "Need model weights to score.")
     stages = _stages(stage)
-    gpus = _gpus(gpu)
+    gpus = get_gpus(gpu)
     while len(gpus) > 1:
         log.info("Not using GPU #%d for single-GPU function", gpus.pop())
     if gpus:

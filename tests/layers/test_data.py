@@ -244,7 +244,8 @@ def test_transform_encoded_datum_is_bgr_and_force_gray():
     np.testing.assert_array_equal(out, np.transpose(rgb[:, :, ::-1], (2, 0, 1)))
     assert _transformer("").infer_blob_shape(d) == [1, 3, 4, 5]
     gray = _transformer("force_gray: true").transform(d)
-    ref = np.asarray(Image.fromarray(rgb).convert("L"), dtype=np.float64)
+    cv2 = pytest.importorskip("cv2")   # OpenCV's own grey conversion (IMREAD_GRAYSCALE), as Caffe's
+    ref = cv2.imdecode(np.frombuffer(d.data, np.uint8), cv2.IMREAD_GRAYSCALE).astype(np.float64)
     np.testing.assert_array_equal(gray, ref[None])
     with pytest.raises(LayerError, match="cannot set both force_color and force_gray"):
         _transformer("force_gray: true force_color: true").transform(d)
@@ -422,8 +423,9 @@ def test_image_data_resize_and_gray(image_list):
     layer.SetUp([], top)
     assert top[0].shape == (3, 1, 4, 5)
     layer.Forward([], top)
-    gray = np.asarray(Image.fromarray(imgs[0]).convert("L"))[:, :, None]
-    np.testing.assert_array_equal(top[0].data[0, 0], resize_linear(gray, 4, 5)[:, :, 0])
+    cv2 = pytest.importorskip("cv2")   # cv::imread(GRAYSCALE) then cv::resize(INTER_LINEAR), as Caffe
+    gray = cv2.imread(root + "im0.png", cv2.IMREAD_GRAYSCALE)
+    np.testing.assert_array_equal(top[0].data[0, 0], cv2.resize(gray, (5, 4), interpolation=cv2.INTER_LINEAR))
 
 
 def test_image_data_shuffle_covers_every_image(image_list):

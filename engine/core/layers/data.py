@@ -1,4 +1,4 @@
-"""Caffe's data layers: Input, DummyData, Data (LMDB), ImageData, HDF5Data,
+"""Caffe's data layers: Input, DummyData, Data (LMDB, LevelDB), ImageData, HDF5Data,
 HDF5Output, MemoryData and WindowData.
 
 Each follows its counterpart in Caffe 1.0 (src/caffe/layers/*_layer.cpp):
@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from engine.core import backend
+from engine.core import backend, db
 from engine.core.data_transformer import (
     DataTransformer,
     ImageError,
@@ -32,6 +32,7 @@ from engine.core.data_transformer import (
 )
 from engine.core.errors import LayerError, ShapeError
 from engine.core.fillers import fill
+from engine.core.images import MissingOpenCV
 from engine.core.layers.base import Layer, no_flops
 from engine.core.layers.registry import register_layer
 from engine.core.log import check_failed as _check_failed
@@ -311,48 +312,54 @@ def _layer_error(layer_type, name, message, cls=LayerError):
     return cls("%s layer '%s': %s" % (layer_type, name, message), layer=name)
 
 
-# =========================================================================== Data (LMDB)
-class _LMDBCursor:
-    """Caffe's db::LMDBCursor over an LMDB opened read-only."""
+# =========================================================================== Data (LMDB, LevelDB)
+_DB_LABEL = {"lmdb": "LMDB", "leveldb": "LevelDB"}
 
-    def __init__(self, path, layer_name):
-        import lmdb
+
+class _DBCursor:
+    """DataLayer's cursor over an LMDB or a LevelDB opened read-only (engine.core.db)."""
+
+    def __init__(self, path, backend, layer_name):
         self.path, self.layer_name = path, layer_name
-        if not os.path.exists(path):
-            raise _layer_error("Data", layer_name, "cannot open LMDB at %s: No such file or directory"
-                               % path)
+        self.kind = _DB_LABEL[backend]
         try:
-            subdir = os.path.isdir(path)
-            self.env = lmdb.open(path, readonly=True, lock=False, readahead=False,
-                                 subdir=subdir, max_readers=126)
-        except lmdb.Error as e:
-            raise _layer_error("Data", layer_name, "cannot open LMDB at %s: %s" % (path, e)) from None
-        self.txn = self.env.begin(buffers=False)
-        self.cursor = self.txn.cursor()
-        if not self.cursor.first():
+            self.db = db.open_db(path, backend, db.READ)
+        except db.DBError as e:
+            raise _layer_error("Data", layer_name, str(e)) from None
+        self.cursor = self.db.cursor()
+        if not self.cursor.valid():
             self.close()
-            raise _layer_error("Data", layer_name, "cannot open LMDB at %s: the database is empty "
-                               "(no records to read)" % path)
-        layer_log.info("Opened lmdb %s", path)
+            raise _layer_error("Data", layer_name, "cannot open %s at %s: the database is empty "
+                               "(no records to read)" % (self.kind, path))
 
     def value(self):
         return self.cursor.value()
 
     def next(self):
         """DataLayer::Next: advance, wrapping to the first record at the end."""
-        if not self.cursor.next():
+        self.cursor.next()
+        if not self.cursor.valid():
             layer_log.info("Restarting data prefetching from start.")
-            self.cursor.first()
+            self.cursor.seek_to_first()
 
     def close(self):
         try:
-            self.txn.abort()
-        except Exception:
-            pass
-        try:
-            self.env.close()
-        except Exception:
-            pass
+            self.cursor.close()
+        finally:
+            self.db.close()
+
+
+def _data_backend(layer_name, declared, source):
+    """The backend to read ``source`` with: the declared one, or the one on disk when they
+    differ (Caffe would fail to open it; the engine reads it and warns)."""
+    name = db.backend_name(int(declared))
+    found = db.detect_backend(source)
+    if found is not None and found != name:
+        layer_log.warning("Data layer '%s': backend is %s but %s is an %s; reading it as %s (Caffe "
+                          "would fail to open it: set data_param.backend: %s)", layer_name, name.upper(),
+                          source, _DB_LABEL[found], _DB_LABEL[found], found.upper())
+        return found
+    return name
 
 
 class _DatumLoader:
@@ -368,8 +375,8 @@ class _DatumLoader:
         try:
             datum.ParseFromString(self.cursor.value())
         except Exception as e:
-            raise _layer_error("Data", self.layer_name, "record is not a Datum in LMDB %s: %s"
-                               % (self.cursor.path, e)) from None
+            raise _layer_error("Data", self.layer_name, "record is not a Datum in %s %s: %s"
+                               % (self.cursor.kind, self.cursor.path, e)) from None
         return datum
 
     def __call__(self, batch):
@@ -396,7 +403,8 @@ class _DatumLoader:
 
 @register_layer
 class DataLayer(_BaseDataLayer):
-    """Data: Datum records from an LMDB (data_param.source, backend: LMDB)."""
+    """Data: Datum records from an LMDB or a LevelDB (data_param.source and backend;
+    Caffe's default backend is LEVELDB)."""
     type = "Data"
     category = "input"
     summary = "Reads Datums from LMDB/LevelDB, transformed."
@@ -406,18 +414,12 @@ class DataLayer(_BaseDataLayer):
     def data_layer_setup(self, bottom, top):
         p = self.layer_param.data_param
         source = self._path(p.source)
-        if p.backend == caffe_pb2.DataParameter.LEVELDB:
-            if not (os.path.isdir(source) and os.path.exists(os.path.join(source, "data.mdb"))):
-                raise _layer_error("Data", self.name, "cannot open LevelDB at %s: LevelDB is not "
-                                   "supported; convert the database to LMDB and set "
-                                   "data_param.backend: LMDB" % source)
-            layer_log.warning("Data layer '%s': backend is LEVELDB but %s is an LMDB; reading it as "
-                              "LMDB", self.name, source)
+        backend_name = _data_backend(self.name, p.backend, source)
         batch_size = int(p.batch_size)
         if batch_size <= 0:
             raise self.error(_check_failed("batch->data_.count()", message="(data_param.batch_size "
                                                                            "must be positive)"))
-        self.cursor = cursor = _LMDBCursor(source, self.name)
+        self.cursor = cursor = _DBCursor(source, backend_name, self.name)
         if p.rand_skip:
             skip = _engine_seed() % p.rand_skip
             layer_log.info("Skipping first %d data points.", skip)
@@ -451,6 +453,8 @@ class _ImageLoader:
         path = self.resolve(self.root + name)
         try:
             return read_image(path, self.new_h, self.new_w, self.is_color)
+        except MissingOpenCV:
+            raise
         except ImageError as e:
             raise _layer_error("ImageData", self.layer_name, "Could not load %s (%s)" % (path, e)) \
                 from None
@@ -944,6 +948,8 @@ class _WindowLoader:
             return decode_image(self.image_cache[index], True, path)
         try:
             return read_image(path, 0, 0, True)
+        except MissingOpenCV:
+            raise
         except ImageError as e:
             raise _layer_error("WindowData", self.layer_name, "Could not open or find file %s (%s)"
                                % (path, e)) from None
