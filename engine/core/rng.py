@@ -293,16 +293,18 @@ def _classify(u, t, count):
     FAST: accepted by the rectangle test (one pair); WEDGE_IN / WEDGE_OUT: decided
     in the wedge with the next output as ``uniform_01`` (one pair and one more);
     SLOW: the tail, or a ``uniform_01`` that boost would draw again (done by
-    :func:`_normal_attempt` on the stream)."""
+    :func:`_normal_attempt` on the stream).  The wedge is worked out only where
+    the rectangle test fails (a few percent of the positions)."""
     tab = _tables(t, "normal")
     w = _pair_width(t)
     r, bucket = _pairs(u, t, count)
     i = bucket >> 1
-    sign = ((bucket & 1) * 2 - 1).astype(t)
     x = r * tab.x[i]
-    value = x * sign
-    fast = x.astype(np.float64) < tab.x64[i + 1]
-    y01 = u[w:w + count].astype(t) * t(1.0 / _U32)
+    value = np.where(bucket & 1, x, -x)
+    kind = np.full(count, _FAST, np.int8)
+    at = np.flatnonzero(x.astype(np.float64) >= tab.x64[i + 1])
+    i, x = i[at], x[at]
+    y01 = u[at + w].astype(t) * t(1.0 / _U32)
     y = tab.y[i] + y01 * tab.dy[i]
     d = tab.x[i] - x
     line = tab.dx[i] * y01 - d
@@ -313,9 +315,9 @@ def _classify(u, t, count):
     with np.errstate(over="ignore", under="ignore"):
         fx = np.exp((-(x * x / t(2))).astype(np.float64)).astype(t)
     accept = (above_upper < 0) & ((above_lower < 0) | (y < fx))
-    kind = np.where(accept, _WEDGE_IN, _WEDGE_OUT)
-    kind[(i == 0) | ~(y01 < t(1))] = _SLOW
-    kind[fast] = _FAST
+    kinds = np.where(accept, _WEDGE_IN, _WEDGE_OUT).astype(np.int8)
+    kinds[(i == 0) | ~(y01 < t(1))] = _SLOW
+    kind[at] = kinds
     return kind, value
 
 
@@ -362,10 +364,79 @@ def _walk(kind, value, count, w, out, filled, stream):
     return filled, j, consumed
 
 
+def _runs(nf):
+    """For sorted positions ``nf``: whether each begins an attempt, given that the first
+    does.  In a run of consecutive non-FAST positions (float: a wedge reads the next
+    output) the attempts are every other position from the run's first."""
+    first = np.zeros(len(nf), np.intp)
+    breaks = np.flatnonzero(np.diff(nf) != 1) + 1
+    first[breaks] = breaks
+    np.maximum.accumulate(first, out=first)
+    return (np.arange(len(nf)) - first) % 2 == 0
+
+
+def _segment(nonfast, slow, kind, j, count):
+    """From the attempt at ``j``: the first SLOW attempt ``e`` (``count`` if none in the
+    block), and the non-FAST positions before it with whether each begins an attempt."""
+    k0 = np.searchsorted(nonfast, j)
+    ks = np.searchsorted(slow, j)
+    while True:
+        e = int(slow[ks]) if ks < len(slow) else count
+        nf = nonfast[k0:np.searchsorted(nonfast, e, "right")]
+        starts = _runs(nf)
+        if e == count or starts[-1]:
+            return e, nf[nf < e], starts[nf < e]
+        ks += 1                                   # that SLOW position is a wedge's uniform_01
+
+
+def _walk_float(kind, value, count, out, filled, stream):
+    """:func:`_walk` for float (one output per attempt's pair), vectorised between the
+    rare SLOW attempts: which positions begin attempts follows from the runs of
+    non-FAST positions (a wedge's uniform_01 is the next position)."""
+    n = len(out)
+    nonfast = np.flatnonzero(kind != _FAST)
+    slow = nonfast[kind[nonfast] == _SLOW]
+    j = consumed = 0
+    while filled < n and j < count:
+        e, nf, starts = _segment(nonfast, slow, kind, j, count)
+        begins = kind[j:e] == _FAST
+        uniform01s = nf[~starts]
+        wedges = nf[starts]
+        last = np.flatnonzero(np.diff(np.append(nf, -2)) != 1)    # each run's last position
+        ends_on_wedge = nf[last][starts[last]]
+        begins[uniform01s - j] = False
+        begins[ends_on_wedge[ends_on_wedge + 1 < e] + 1 - j] = False
+        emit = begins.copy()
+        emit[wedges[kind[wedges] == _WEDGE_IN] - j] = True
+        begins[wedges - j] = True
+        emitted = np.flatnonzero(emit) + j
+        take = min(len(emitted), n - filled)
+        out[filled:filled + take] = value[emitted[:take]]
+        filled += take
+        if filled == n:
+            p = int(emitted[take - 1])
+            return filled, p + (1 if kind[p] == _FAST else 2), consumed
+        if e == count:
+            starts_at = np.flatnonzero(begins)
+            if len(starts_at) == 0:
+                return filled, j, consumed
+            p = int(starts_at[-1]) + j
+            return filled, p + (1 if kind[p] == _FAST else 2), consumed
+        stream.skip(e - consumed)
+        before = stream.position
+        v = _normal_attempt(stream, value.dtype.type)
+        if v is not None:
+            out[filled] = v
+            filled += 1
+        j = consumed = e + stream.position - before
+    return filled, j, consumed
+
+
 def unit_normal(stream, n, dtype=np.float32):
     """``n`` draws of boost's ``unit_normal_distribution<Dtype>`` (the ziggurat)."""
     t = _real(dtype)
     w = _pair_width(t)
+    walk = _walk_float if w == 1 else _walk
     out = np.empty(n, t)
     filled = 0
     with stream.lock:
@@ -375,7 +446,10 @@ def unit_normal(stream, n, dtype=np.float32):
             u = stream.peek(block)
             count = block - w                 # an attempt also reads the next output (the wedge's)
             kind, value = _classify(u, t, count)
-            filled, j, consumed = _walk(kind, value, count, w, out, filled, stream)
+            if walk is _walk:
+                filled, j, consumed = _walk(kind, value, count, w, out, filled, stream)
+            else:
+                filled, j, consumed = _walk_float(kind, value, count, out, filled, stream)
             stream.skip(j - consumed)
     return out
 
