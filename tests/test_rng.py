@@ -266,3 +266,12 @@ def test_warn_unmatched_logs_once_per_seed(caplog):
         rng.warn_unmatched("k", "thing 'x'")
     lines = [r.getMessage() for r in caplog.records if r.name == "engine.core.rng"]
     assert lines == ["thing 'x': a seeded run cannot reproduce Caffe's draws here (docs/rng.md)."]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_rectangle_test_in_the_dtype_equals_boosts_double_comparison(dtype):
+    # boost compares x (RealType) with the double edge; the engine with next_edge (RealType).
+    tab = rng._tables(dtype, "normal")
+    below = np.nextafter(tab.next_edge, dtype(-np.inf))
+    assert (below.astype(F64) < tab.x64[1:]).all()
+    assert not (tab.next_edge.astype(F64) < tab.x64[1:]).any()

@@ -189,6 +189,11 @@ class _Tables:
         self.dx = (x[:-1] - x[1:]).astype(t)      # RealType(table_x[i] - table_x[i+1])
         self.dy = (y[1:] - y[:-1]).astype(t)      # RealType(table_y[i+1] - table_y[i])
         self.convex = x[:-1] >= 1
+        # x < table_x[i+1] (x in RealType, compared in double) is x < next_edge[i] in
+        # RealType: the smallest RealType value not below the double edge.
+        edge = x[1:].astype(t)
+        edge = np.where(edge.astype(np.float64) < x[1:], np.nextafter(edge, t(np.inf)), edge)
+        self.next_edge = edge
 
 
 _TABLES = {}
@@ -302,7 +307,7 @@ def _classify(u, t, count):
     x = r * tab.x[i]
     value = np.where(bucket & 1, x, -x)
     kind = np.full(count, _FAST, np.int8)
-    at = np.flatnonzero(x.astype(np.float64) >= tab.x64[i + 1])
+    at = np.flatnonzero(x >= tab.next_edge[i])
     i, x = i[at], x[at]
     y01 = u[at + w].astype(t) * t(1.0 / _U32)
     y = tab.y[i] + y01 * tab.dy[i]
@@ -364,72 +369,100 @@ def _walk(kind, value, count, w, out, filled, stream):
     return filled, j, consumed
 
 
-def _runs(nf):
-    """For sorted positions ``nf``: whether each begins an attempt, given that the first
-    does.  In a run of consecutive non-FAST positions (float: a wedge reads the next
-    output) the attempts are every other position from the run's first."""
-    first = np.zeros(len(nf), np.intp)
-    breaks = np.flatnonzero(np.diff(nf) != 1) + 1
+class _Cursor:
+    """Raw outputs read from a block, from ``position`` on, as a stream would give them."""
+
+    def __init__(self, u, position):
+        self.u, self.position = u, position
+
+    def __call__(self):
+        if self.position >= len(self.u):
+            raise IndexError("past the block")
+        v = int(self.u[self.position])
+        self.position += 1
+        return v
+
+
+def _run_firsts(nonfast):
+    """For each sorted non-FAST position: the first position of its run of consecutive ones."""
+    first = np.zeros(len(nonfast), np.intp)
+    breaks = np.flatnonzero(np.diff(nonfast) != 1) + 1
     first[breaks] = breaks
     np.maximum.accumulate(first, out=first)
-    return (np.arange(len(nf)) - first) % 2 == 0
+    return nonfast[first]
 
 
-def _segment(nonfast, slow, kind, j, count):
-    """From the attempt at ``j``: the first SLOW attempt ``e`` (``count`` if none in the
-    block), and the non-FAST positions before it with whether each begins an attempt."""
-    k0 = np.searchsorted(nonfast, j)
-    ks = np.searchsorted(slow, j)
-    while True:
-        e = int(slow[ks]) if ks < len(slow) else count
-        nf = nonfast[k0:np.searchsorted(nonfast, e, "right")]
-        starts = _runs(nf)
-        if e == count or starts[-1]:
-            return e, nf[nf < e], starts[nf < e]
-        ks += 1                                   # that SLOW position is a wedge's uniform_01
+def _slow_attempts(u, t, kind, nonfast, firsts):
+    """The SLOW positions that begin attempts, each run on the block (a scalar attempt).
+
+    A run of consecutive non-FAST positions begins with an attempt (a FAST attempt
+    or a wedge's uniform_01 precedes it) and every other position after that is
+    one: a wedge reads the next output.  A SLOW attempt's end is the next anchor
+    (an attempt begins there).  Returns the block's usable end, the anchors, and
+    per SLOW attempt its position, length and value (None when rejected)."""
+    anchors, starts, lengths, values = [0], [], [], []
+    anchor = 0
+    for k in np.flatnonzero(kind[nonfast] == _SLOW).tolist():
+        c = int(nonfast[k])
+        if c < anchor or (c - max(int(firsts[k]), anchor)) % 2:
+            continue                  # inside the last SLOW attempt, or a wedge's uniform_01
+        cursor = _Cursor(u, c)
+        try:
+            v = _normal_attempt(cursor, t)
+        except IndexError:
+            return c, anchors, starts, lengths, values
+        anchor = cursor.position
+        anchors.append(anchor)
+        starts.append(c)
+        lengths.append(anchor - c)
+        values.append(v)
+    return len(kind), anchors, starts, lengths, values
 
 
-def _walk_float(kind, value, count, out, filled, stream):
-    """:func:`_walk` for float (one output per attempt's pair), vectorised between the
-    rare SLOW attempts: which positions begin attempts follows from the runs of
-    non-FAST positions (a wedge's uniform_01 is the next position)."""
-    n = len(out)
+def _walk_float(kind, value, u, out, filled, stream):
+    """:func:`_walk` for float, vectorised: which positions begin attempts follows from
+    the runs of non-FAST positions (a wedge's uniform_01 is the next output), anchored
+    after each SLOW attempt (run on the block, one by one: a few in ten thousand)."""
+    t = value.dtype.type
     nonfast = np.flatnonzero(kind != _FAST)
-    slow = nonfast[kind[nonfast] == _SLOW]
-    j = consumed = 0
-    while filled < n and j < count:
-        e, nf, starts = _segment(nonfast, slow, kind, j, count)
-        begins = kind[j:e] == _FAST
-        uniform01s = nf[~starts]
-        wedges = nf[starts]
-        last = np.flatnonzero(np.diff(np.append(nf, -2)) != 1)    # each run's last position
-        ends_on_wedge = nf[last][starts[last]]
-        begins[uniform01s - j] = False
-        begins[ends_on_wedge[ends_on_wedge + 1 < e] + 1 - j] = False
-        emit = begins.copy()
-        emit[wedges[kind[wedges] == _WEDGE_IN] - j] = True
-        begins[wedges - j] = True
-        emitted = np.flatnonzero(emit) + j
-        take = min(len(emitted), n - filled)
-        out[filled:filled + take] = value[emitted[:take]]
-        filled += take
-        if filled == n:
-            p = int(emitted[take - 1])
-            return filled, p + (1 if kind[p] == _FAST else 2), consumed
-        if e == count:
-            starts_at = np.flatnonzero(begins)
-            if len(starts_at) == 0:
-                return filled, j, consumed
-            p = int(starts_at[-1]) + j
-            return filled, p + (1 if kind[p] == _FAST else 2), consumed
-        stream.skip(e - consumed)
-        before = stream.position
-        v = _normal_attempt(stream, value.dtype.type)
+    firsts = _run_firsts(nonfast)
+    end, anchors, slow, lengths, slow_values = _slow_attempts(u, t, kind, nonfast, firsts)
+    if end == 0:                      # a SLOW attempt longer than the block: on the stream
+        v = _normal_attempt(stream, t)
         if v is not None:
             out[filled] = v
             filled += 1
-        j = consumed = e + stream.position - before
-    return filled, j, consumed
+        return filled, 0, 0
+    length = np.where(kind[:end] == _FAST, 1, 2)
+    begins = np.ones(end, bool)
+    cover = np.zeros(end + 1, np.intp)
+    for c, n_used in zip(slow, lengths):
+        length[c] = n_used
+        cover[c + 1] += 1
+        cover[min(c + n_used, end)] -= 1
+    inside = np.cumsum(cover[:end]) > 0
+    keep = nonfast < end
+    nf, firsts = nonfast[keep], firsts[keep]
+    anchor = np.asarray(anchors)[np.searchsorted(anchors, nf, "right") - 1]
+    begins[nf] = (nf - np.maximum(firsts, anchor)) % 2 == 0
+    begins &= ~inside
+    wedges = nf[begins[nf] & (kind[nf] != _SLOW)]
+    after = wedges + 1
+    begins[after[after < end]] = False
+    emit = begins & ((kind[:end] == _FAST) | (kind[:end] == _WEDGE_IN))
+    for c, v in zip(slow, slow_values):
+        if v is not None and begins[c]:
+            emit[c] = True
+            value[c] = v
+    emitted = np.flatnonzero(emit)
+    take = min(len(emitted), len(out) - filled)
+    out[filled:filled + take] = value[emitted[:take]]
+    filled += take
+    if filled == len(out):
+        p = int(emitted[take - 1])
+    else:
+        p = int(np.flatnonzero(begins)[-1])
+    return filled, p + int(length[p]), 0
 
 
 def unit_normal(stream, n, dtype=np.float32):
@@ -449,7 +482,7 @@ def unit_normal(stream, n, dtype=np.float32):
             if walk is _walk:
                 filled, j, consumed = _walk(kind, value, count, w, out, filled, stream)
             else:
-                filled, j, consumed = _walk_float(kind, value, count, out, filled, stream)
+                filled, j, consumed = _walk_float(kind, value, u, out, filled, stream)
             stream.skip(j - consumed)
     return out
 
