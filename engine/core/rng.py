@@ -297,9 +297,9 @@ def _classify(u, t, count):
 
     FAST: accepted by the rectangle test (one pair); WEDGE_IN / WEDGE_OUT: decided
     in the wedge with the next output as ``uniform_01`` (one pair and one more);
-    SLOW: the tail, or a ``uniform_01`` that boost would draw again (done by
-    :func:`_normal_attempt` on the stream).  The wedge is worked out only where
-    the rectangle test fails (a few percent of the positions)."""
+    SLOW: the tail, or a ``uniform_01`` that boost would draw again (run one by
+    one by :func:`_normal_attempt`).  The wedge is worked out only where the
+    rectangle test fails (a few percent of the positions)."""
     tab = _tables(t, "normal")
     w = _pair_width(t)
     r, bucket = _pairs(u, t, count)
@@ -327,7 +327,8 @@ def _classify(u, t, count):
 
 
 def _walk(kind, value, count, w, out, filled, stream):
-    """Follow boost's attempts over a classified block from the stream's position.
+    """Follow boost's attempts over a classified block from the stream's position
+    (any pair width; double draws use it).
 
     Returns (filled, position reached in the block, outputs of the block already
     consumed by scalar attempts).  Between non-FAST positions the attempts are a
@@ -469,7 +470,6 @@ def unit_normal(stream, n, dtype=np.float32):
     """``n`` draws of boost's ``unit_normal_distribution<Dtype>`` (the ziggurat)."""
     t = _real(dtype)
     w = _pair_width(t)
-    walk = _walk_float if w == 1 else _walk
     out = np.empty(n, t)
     filled = 0
     with stream.lock:
@@ -479,10 +479,10 @@ def unit_normal(stream, n, dtype=np.float32):
             u = stream.peek(block)
             count = block - w                 # an attempt also reads the next output (the wedge's)
             kind, value = _classify(u, t, count)
-            if walk is _walk:
-                filled, j, consumed = _walk(kind, value, count, w, out, filled, stream)
-            else:
+            if w == 1:
                 filled, j, consumed = _walk_float(kind, value, u, out, filled, stream)
+            else:
+                filled, j, consumed = _walk(kind, value, count, w, out, filled, stream)
             stream.skip(j - consumed)
     return out
 
@@ -611,7 +611,9 @@ def aux():
 
 def caffe_rng_rand():
     """``caffe_rng_rand()``: one raw 32-bit output of the Caffe stream."""
-    return caffe_rng()()
+    stream = caffe_rng()
+    with stream.lock:
+        return stream()
 
 
 def caffe_rng_uniform(n, a, b, dtype=np.float32):
