@@ -215,3 +215,20 @@ def test_stochastic_pooling_says_it_cannot_match(caplog):
         layer.Forward([bottom], [top])
     assert any("Pooling layer 'sp'" in r.getMessage() for r in caplog.records)
     assert rng.caffe_rng().position == 0
+
+
+def test_dropout_on_the_gpu_says_it_cannot_match(monkeypatch, caplog):
+    # Caffe's GPU mask comes from cuRAND: the engine's (CuPy's) cannot follow it, and says so;
+    # Caffe's CPU stream is left alone.  (The GPU is stood in for by NumPy here.)
+    rng.set_random_seed(1)
+    layer = make_layer('name: "drop" type: "Dropout" dropout_param { dropout_ratio: 0.5 }', dtype=F32)
+    layer.SetUp([Blob((40, 50), F32)], [Blob(dtype=F32)])
+    monkeypatch.setattr(backend, "mode", lambda: backend.GPU)
+    monkeypatch.setattr(backend, "random_module", lambda: np.random.default_rng(0))
+    with caplog.at_level("WARNING", logger="engine.core.rng"):
+        keep = layer._keep((40, 50))
+        layer._keep((40, 50))
+    assert 0.4 < keep.mean() < 0.6 and rng.caffe_rng().position == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "engine.core.rng"] == [
+        "Dropout layer 'drop' on the GPU (Caffe draws the mask from cuRAND): a seeded run cannot "
+        "reproduce Caffe's draws here (docs/rng.md)."]
