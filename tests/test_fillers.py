@@ -60,3 +60,27 @@ def test_unknown_filler_and_sparse_misuse():
         filled((2, 2), type="nope")
     with pytest.raises(LayerError, match="Sparsity not supported"):
         filled((2, 2), type="xavier", sparse=1)
+
+
+def test_bilinear_odd_kernel_is_symmetric_as_in_caffe_master():
+    # master's c = (width - 1) / (2f): for width 3 (f = 2) the taps are [0.5, 1, 0.5].
+    k = filled((2, 1, 3, 3), type="bilinear")[1, 0]
+    v = np.array([0.5, 1.0, 0.5])
+    np.testing.assert_array_equal(k, np.outer(v, v).astype(np.float32))
+
+
+def test_filler_draws_in_the_blobs_dtype():
+    from engine.core import rng
+    for dtype in (np.float32, np.float64):
+        backend.set_random_seed(8)
+        b = Blob((4, 5), dtype=dtype)
+        fill(b, caffe_pb2.FillerParameter(type="uniform", min=-1, max=2))
+        s = rng.Stream(8)
+        want = rng.uniform(s, 20, dtype(-1), rng.next_up(2, dtype), dtype)
+        np.testing.assert_array_equal(b.data.ravel(), want)
+        assert b.data.dtype == dtype
+
+
+def test_constant_filler_rejects_sparse_as_caffe():
+    with pytest.raises(LayerError, match="Sparsity not supported"):
+        filled((2, 2), type="constant", sparse=1)

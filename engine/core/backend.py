@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from engine.core import rng as _rng
 from engine.core.errors import CaffeError, DeviceError
 from engine.core.log import human_bytes
 
@@ -160,29 +161,27 @@ def synchronize():
 
 
 # ---------------------------------------------------------------- random numbers
-_rng = {"cpu": np.random.default_rng(), "gpu": None}
-
-
 def set_random_seed(seed):
-    """Caffe::set_random_seed: reseed the engine's generators (CPU and GPU)."""
+    """Caffe::set_random_seed: reseed Caffe's CPU stream (``engine.core.rng``: boost's
+    mt19937, drawn as Caffe draws), the engine's own NumPy generator and CuPy's."""
     global _seed
     _seed = int(seed)
-    _rng["cpu"] = np.random.default_rng(_seed)
-    _rng["gpu"] = None
+    _rng.set_random_seed(_seed)
     if _cupy is not None:
-        _cupy.random.seed(_seed)
+        _cupy.random.seed(_seed & 0xFFFFFFFF)
 
 
 def rng():
-    """The engine's NumPy Generator (fillers, dropout on CPU, data shuffling)."""
-    return _rng["cpu"]
+    """The engine's NumPy Generator, for draws Caffe does not take from its own stream
+    (Caffe's draws go through ``engine.core.rng``)."""
+    return _rng.aux()
 
 
 def random_module():
-    """Random numbers for the current mode: a NumPy Generator or cupy.random."""
+    """Random numbers for the current mode: cupy.random, or :func:`rng` on the CPU."""
     if mode() == GPU:
         return cupy().random
-    return _rng["cpu"]
+    return _rng.aux()
 
 
 # ---------------------------------------------------------------- memory and CUDA errors

@@ -9,16 +9,16 @@ Images are what OpenCV hands Caffe: H x W x C uint8 in BGR order (grey images
 have one channel), read, decoded and resized (INTER_LINEAR) by OpenCV itself
 (:mod:`engine.core.images`).
 
-Random numbers: each transformer owns a generator seeded from the engine's
-(``engine.set_random_seed``) when ``init_rand`` runs, as Caffe seeds the
-transformer's RNG from ``caffe_rng_rand()``; the draws follow Caffe's order
-(mirror coin first, then the crop offsets, height before width).
+Random numbers: as in Caffe, each transformer owns a boost::mt19937
+(``engine.core.rng.Stream``) seeded with ``caffe_rng_rand()`` when ``init_rand``
+runs; ``Rand(n)`` is its next output modulo n, drawn in Caffe's order (mirror
+coin first, then the crop offsets, height before width).
 """
 import os
 
 import numpy as np
 
-from engine.core import backend, images
+from engine.core import images, rng
 from engine.core.errors import LayerError, ShapeError
 from engine.core.images import ImageError  # noqa: F401  (re-exported: the data layers catch it)
 from engine.proto import caffe_pb2
@@ -114,20 +114,19 @@ class DataTransformer:
 
     # ------------------------------------------------------------------ random
     def init_rand(self):
-        """InitRand: a generator only when mirroring or random cropping."""
+        """InitRand: its own mt19937, seeded with ``caffe_rng_rand()``, only when mirroring
+        or random cropping (no draw otherwise)."""
         p = self.param
         if p.mirror or (self.phase == TRAIN and p.crop_size):
-            seed = int(backend.rng().integers(0, 2 ** 32))
-            self._rng = np.random.default_rng(seed)
+            self._rng = rng.Stream(rng.caffe_rng_rand())
         else:
             self._rng = None
 
     def rand(self, n):
+        """Rand(n): the transformer's next raw output modulo ``n``."""
         if self._rng is None:
             self.init_rand()
-            if self._rng is None:
-                self._rng = np.random.default_rng(int(backend.rng().integers(0, 2 ** 32)))
-        return int(self._rng.integers(0, n))
+        return self._rng() % n
 
     # ------------------------------------------------------------------ shapes
     def infer_blob_shape(self, record):

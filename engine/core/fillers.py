@@ -1,14 +1,17 @@
 """Caffe's fillers: constant, uniform, gaussian (with sparse), positive_unitball,
-xavier, msra, bilinear.  Random numbers come from the engine's generator
-(``engine.set_random_seed``); they follow Caffe's distributions, not its
-exact stream (Caffe uses boost's mt19937)."""
+xavier, msra, bilinear.  Random fillers draw from Caffe's stream
+(``engine.core.rng``: boost's mt19937 and distributions, seeded by
+``engine.set_random_seed``) in the blob's dtype, value for value as Caffe's
+filler.hpp draws them; bilinear and constant draw nothing."""
 import math
 
 import numpy as np
 
-from engine.core import backend
+from engine.core import rng
 from engine.core.errors import LayerError
 from engine.proto import caffe_pb2
+
+_RANDOM = ("uniform", "gaussian", "xavier", "msra")
 
 
 def _fans(blob):
@@ -18,77 +21,119 @@ def _fans(blob):
     return fan_in, fan_out
 
 
-def _norm_n(param, blob):
+def _norm_n(param, blob, t):
+    """The ``n`` of Xavier/MSRA in Dtype: fan_in, fan_out or ``(fan_in + fan_out) / Dtype(2)``."""
     fan_in, fan_out = _fans(blob)
     vn = param.variance_norm
     FP = caffe_pb2.FillerParameter
     if vn == FP.AVERAGE:
-        return (fan_in + fan_out) / 2.0
+        return t(fan_in + fan_out) / t(2)
     if vn == FP.FAN_OUT:
-        return float(fan_out)
-    return float(fan_in)
+        return t(fan_out)
+    return t(fan_in)
+
+
+def _dtype(blob):
+    dt = np.dtype(blob.dtype)
+    return dt.type if dt in (np.float32, np.float64) else np.float32
 
 
 def fill(blob, param):
     """Fill ``blob``'s data as the FillerParameter ``param`` says."""
-    rng = backend.rng()
-    shape = blob.shape
+    t = _dtype(blob)
     n = blob.count
-    t = param.type
-    if n == 0 and t in ("uniform", "gaussian", "xavier", "msra"):
+    kind = param.type
+    if n == 0 and kind in _RANDOM:
         raise LayerError("Check failed: blob->count() (the %s filler got a blob of shape %s)"
-                         % (t, blob.shape_string()))
-    if t == "constant":
-        v = np.full(n, param.value)
-    elif t == "uniform":
-        if not param.min <= param.max:   # caffe_rng_uniform's CHECK_LE(a, b)
-            raise LayerError("Check failed: a <= b (%s vs. %s) (uniform filler min and max)"
-                             % (_g(param.min), _g(param.max)))
-        if not np.isfinite(float(param.max) - float(param.min)):
-            raise LayerError("uniform filler: the range [%s, %s] is not finite"
-                             % (_g(param.min), _g(param.max)))
-        v = rng.uniform(param.min, param.max, n)
-    elif t == "gaussian":
-        if not param.std > 0:   # caffe_rng_gaussian's CHECK_GT(sigma, 0)
-            raise LayerError("Check failed: sigma > 0 (%s vs. 0) (gaussian filler std)" % _g(param.std))
-        v = rng.normal(param.mean, param.std, n)
-        if param.sparse >= 0:
-            if blob.num_axes < 1:
-                raise LayerError("gaussian filler with sparse needs a blob with at least one axis")
-            num_outputs = shape[0]
-            p = param.sparse / float(num_outputs)
-            v = v * (rng.random(n) < p)
-    elif t == "positive_unitball":
-        v = rng.uniform(0.0, 1.0, n)
-        num = shape[0] if shape else 1
-        dim = n // num if num else 0
-        if dim:
-            v = v.reshape(num, dim)
-            v = (v / v.sum(axis=1, keepdims=True)).reshape(-1)
-    elif t == "xavier":
-        _no_sparse(param, t)
-        scale = math.sqrt(3.0 / _norm_n(param, blob))
-        v = rng.uniform(-scale, scale, n)
-    elif t == "msra":
-        _no_sparse(param, t)
-        std = math.sqrt(2.0 / _norm_n(param, blob))
-        v = rng.normal(0.0, std, n)
-    elif t == "bilinear":
-        if blob.num_axes != 4:
-            raise LayerError("Blob must be 4 dim.")
-        if shape[-1] != shape[-2]:
-            raise LayerError("Filter must be square")
-        _no_sparse(param, t)
-        width = shape[3]
-        f = math.ceil(width / 2.0)
-        c = (2 * f - 1 - f % 2) / (2.0 * f)
-        i = np.arange(n)
-        x = i % width
-        y = (i // width) % shape[2]
-        v = (1 - np.abs(x / f - c)) * (1 - np.abs(y / f - c))
-    else:
-        raise LayerError("Unknown filler name: %s" % t)
-    blob.data[...] = v.reshape(shape).astype(blob.dtype)
+                         % (kind, blob.shape_string()))
+    try:
+        v = _values(kind, param, blob, t)
+    except ValueError as e:      # a CHECK of caffe_rng_* (e.g. sparse > num_output)
+        raise LayerError("%s(%s filler of a blob of shape %s)"
+                         % (e, kind, blob.shape_string())) from None
+    blob.data[...] = v.reshape(blob.shape).astype(blob.dtype, copy=False)
+
+
+def _values(kind, param, blob, t):
+    n = blob.count
+    if kind == "constant":
+        _no_sparse(param, kind)
+        return np.full(n, t(param.value), t)
+    if kind == "uniform":
+        return _uniform(param, n, t)
+    if kind == "gaussian":
+        return _gaussian(param, blob, t)
+    if kind == "positive_unitball":
+        return _positive_unitball(param, blob, t)
+    if kind == "xavier":
+        _no_sparse(param, kind)
+        scale = np.sqrt(t(3) / _norm_n(param, blob, t))
+        return rng.caffe_rng_uniform(n, -scale, scale, t)
+    if kind == "msra":
+        _no_sparse(param, kind)
+        std = np.sqrt(t(2) / _norm_n(param, blob, t))
+        return rng.caffe_rng_gaussian(n, t(0), std, t)
+    if kind == "bilinear":
+        return _bilinear(param, blob, t)
+    raise LayerError("Unknown filler name: %s" % kind)
+
+
+def _uniform(param, n, t):
+    lo, hi = t(param.min), t(param.max)
+    if not lo <= hi:   # caffe_rng_uniform's CHECK_LE(a, b)
+        raise LayerError("Check failed: a <= b (%s vs. %s) (uniform filler min and max)"
+                         % (_g(param.min), _g(param.max)))
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise LayerError("uniform filler: the range [%s, %s] is not finite"
+                         % (_g(param.min), _g(param.max)))
+    _no_sparse(param, "uniform")
+    return rng.caffe_rng_uniform(n, lo, hi, t)
+
+
+def _gaussian(param, blob, t):
+    if not param.std > 0:   # caffe_rng_gaussian's CHECK_GT(sigma, 0)
+        raise LayerError("Check failed: sigma > 0 (%s vs. 0) (gaussian filler std)" % _g(param.std))
+    v = rng.caffe_rng_gaussian(blob.count, t(param.mean), t(param.std), t)
+    sparse = int(param.sparse)
+    if sparse < -1:
+        raise LayerError("Check failed: sparse >= -1 (%d vs. -1) " % sparse)
+    if sparse >= 0:
+        if blob.num_axes < 1:
+            raise LayerError("gaussian filler with sparse needs a blob with at least one axis")
+        # Each weight is kept with probability sparse / num_outputs (a Bernoulli in Dtype).
+        keep = rng.caffe_rng_bernoulli(blob.count, t(sparse) / t(blob.shape[0]), t)
+        v *= keep.astype(t)
+    return v
+
+
+def _positive_unitball(param, blob, t):
+    n = blob.count
+    v = rng.caffe_rng_uniform(n, 0, 1, t)
+    num = blob.shape[0] if blob.num_axes else 1
+    dim = n // num if num else 0
+    if dim:
+        rows = v.reshape(num, dim)
+        sums = np.cumsum(rows, axis=1, dtype=t)[:, -1:]   # Caffe adds each row in order
+        v = (rows / sums).reshape(-1)
+    _no_sparse(param, "positive_unitball")
+    return v
+
+
+def _bilinear(param, blob, t):
+    if blob.num_axes != 4:
+        raise LayerError("Blob must be 4 dim.")
+    shape = blob.shape
+    if shape[-1] != shape[-2]:
+        raise LayerError("Filter must be square")
+    _no_sparse(param, "bilinear")
+    width = shape[3]
+    f = math.ceil(width / 2.0)
+    c = t((width - 1) / (2.0 * f))
+    i = np.arange(blob.count)
+    x = (i % width).astype(t)
+    y = ((i // width) % shape[2]).astype(t)
+    one, tf = t(1), t(f)
+    return (one - np.abs(x / tf - c)) * (one - np.abs(y / tf - c))
 
 
 def _g(x):

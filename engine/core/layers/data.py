@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from engine.core import backend, db
+from engine.core import backend, db, rng
 from engine.core.data_transformer import (
     DataTransformer,
     ImageError,
@@ -41,8 +41,8 @@ from engine.proto import caffe_pb2
 
 
 def _engine_seed():
-    """caffe_rng_rand(): a 32-bit draw from the engine's generator."""
-    return int(backend.rng().integers(0, 2 ** 32))
+    """caffe_rng_rand(): the next raw output of Caffe's stream (seeds of the layers' own streams)."""
+    return rng.caffe_rng_rand()
 
 
 def _to_top(blob, array):
@@ -282,7 +282,13 @@ class _BaseDataLayer(Layer):
 
     # prefetching layers ----------------------------------------------------
     def _start_prefetch(self, load_batch, resource=None):
-        """Start the thread; ``resource.close()`` runs after it stops (at collection or close())."""
+        """Start the thread; ``resource.close()`` runs after it stops (at collection or close()).
+
+        As BasePrefetchingDataLayer::LayerSetUp: the transformer's InitRand runs again, then
+        StartInternalThread draws the thread's seed from Caffe's stream (the thread's own
+        stream, which no standard layer draws from)."""
+        self.transformer.init_rand()
+        _engine_seed()
         count = self.layer_param.data_param.prefetch
         self.prefetcher = Prefetcher(self.name, load_batch, count)
         self._finalizer = weakref.finalize(self, _shutdown, self.prefetcher, resource)
@@ -419,12 +425,8 @@ class DataLayer(_BaseDataLayer):
         if batch_size <= 0:
             raise self.error(_check_failed("batch->data_.count()", message="(data_param.batch_size "
                                                                            "must be positive)"))
+        # Caffe 1.0's DataLayer reads from the first record: it ignores data_param.rand_skip.
         self.cursor = cursor = _DBCursor(source, backend_name, self.name)
-        if p.rand_skip:
-            skip = _engine_seed() % p.rand_skip
-            layer_log.info("Skipping first %d data points.", skip)
-            for _ in range(skip):
-                cursor.next()
         loader = _DatumLoader(cursor, self.transformer, batch_size, self.output_labels,
                               self.dtype, self.name)
         shape = self.transformer.infer_blob_shape(loader.parse())
@@ -460,8 +462,8 @@ class _ImageLoader:
                 from None
 
     def shuffle_lines(self):
-        order = self.rng.permutation(len(self.lines))
-        self.lines[:] = [self.lines[i] for i in order]
+        """ShuffleImages: caffe::shuffle with the layer's prefetch_rng_."""
+        rng.shuffle(self.lines, self.rng)
 
     def __call__(self, batch):
         n = self.batch_size
@@ -549,7 +551,7 @@ class ImageDataLayer(_BaseDataLayer):
         shuffle_rng = None
         if p.shuffle:
             layer_log.info("Shuffling data")
-            shuffle_rng = np.random.default_rng(_engine_seed())
+            shuffle_rng = rng.Stream(_engine_seed())
         layer_log.info("A total of %d images.", len(lines))
         lines_id = 0
         if p.rand_skip:
@@ -667,7 +669,12 @@ class HDF5DataLayer(Layer):
         if self.num_files < 1:
             raise _layer_error("HDF5Data", self.name, "Must have at least 1 HDF5 filename listed in %s"
                                % source)
-        self.rng = np.random.default_rng(_engine_seed())
+        # Caffe shuffles with std::random_shuffle (C's rand()), not from its stream: the
+        # engine's own generator does, and Caffe's stream is left as Caffe leaves it.
+        self.rng = np.random.default_rng(int(rng.aux().integers(2 ** 63)))
+        if p.shuffle:
+            rng.warn_unmatched(("HDF5Data", self.name), "HDF5Data layer '%s' shuffles (Caffe uses "
+                                                        "std::random_shuffle)" % self.name)
         self.file_permutation = np.arange(self.num_files)
         if p.shuffle:
             self.rng.shuffle(self.file_permutation)
@@ -937,10 +944,11 @@ class _WindowLoader:
         self.image_db, self.image_cache = image_db, image_cache
         self.mean, self.mean_values = mean, mean_values
         self.channels, self.dtype = channels, dtype
-        self.rng = np.random.default_rng(seed)
+        self.stream = rng.Stream(seed)
 
     def rand(self):
-        return int(self.rng.integers(0, 2 ** 32))
+        """PrefetchRand(): the next raw output of the layer's prefetch_rng_."""
+        return self.stream()
 
     def image(self, index):
         path = self.image_db[index][0]

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from engine.core import backend
+from engine.core import backend, rng
 from engine.core.blob import Blob
 from engine.core.layers.base import NeuronLayer
 from engine.core.layers.registry import register_layer
@@ -208,10 +208,8 @@ class DropoutLayer(_Neuron):
         xp = self.xp
         x = bottom[0].get_data()
         if self.phase == _TRAIN:
-            rnd = backend.random_module()
-            u = rnd.random(x.shape, dtype=np.float32)
+            keep = self._keep(x.shape)
             mask = self.rand_vec.mut_data()
-            keep = u >= np.float32(self.threshold)  # P(keep) = 1 - ratio
             if self.scale_train:
                 xp.multiply(keep, self.scale, out=mask)
             else:
@@ -223,6 +221,21 @@ class DropoutLayer(_Neuron):
                 out[...] = x
             if not self.scale_train:
                 out *= self.scalar(1.0 - float(self.threshold))
+
+    def _keep(self, shape):
+        """Which units a TRAIN forward keeps (P = 1 - ratio).  On the CPU, Caffe's
+        ``caffe_rng_bernoulli(count, 1. - threshold_)`` (the probability in double) from
+        its stream; on the GPU Caffe draws from cuRAND, which the engine does not reproduce."""
+        if backend.mode() == backend.GPU:
+            rng.warn_unmatched(("Dropout", self.name), "Dropout layer '%s' on the GPU (Caffe "
+                                                       "draws the mask from cuRAND)" % self.name)
+            u = backend.random_module().random(shape, dtype=np.float32)
+            return u >= np.float32(self.threshold)
+        try:
+            keep = rng.caffe_rng_bernoulli(math.prod(shape), 1.0 - float(self.threshold), np.float64)
+        except ValueError as e:
+            raise self.error("%s(dropout_ratio %s)" % (e, _fmt(self.threshold))) from None
+        return keep.reshape(shape)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:

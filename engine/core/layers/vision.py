@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from engine.core import backend
+from engine.core import backend, rng
 from engine.core.blob import Blob
 from engine.core.kernels import im2col as _im2col
 from engine.core.kernels import lrn as _lrn
@@ -653,6 +653,8 @@ class PoolingLayer(Layer):
             _pool.ave_forward(x, g, y)
         elif self.pool == PP.STOCHASTIC:
             if self.phase == caffe_pb2.TRAIN:
+                rng.warn_unmatched(("Pooling", self.name), "Pooling layer '%s': STOCHASTIC in TRAIN "
+                                   "(Caffe has it on the GPU only, drawing from cuRAND)" % self.name)
                 u = _uniform(y.shape, self.dtype)
                 _pool.sto_forward_train(x, g, u, y, self.rand_idx.mut_data())
             else:

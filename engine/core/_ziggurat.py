@@ -1,0 +1,348 @@
+"""The ziggurat tables behind boost's normal and exponential distributions.
+
+boost.random (1.56 and later) draws ``normal_distribution`` with Marsaglia and
+Tsang's ziggurat of 128 layers over f(x) = exp(-x²/2), and (1.64 and later)
+``exponential_distribution`` with one of 256 layers over f(x) = exp(-x).  Both
+use double tables ``x[0..n]``, ``y[0..n]`` defined by:
+
+- ``x[1] = r``, the base layer's edge, chosen so that the layers close: every
+  layer has the area V of the base strip (``r·f(r)`` plus the tail beyond r),
+  ``f(x[k+1]) = f(x[k]) + V / x[k]``, and the last layer ends at ``f = 1``;
+- ``x[0] = V / f(r)`` (the base strip drawn as a rectangle), ``x[n] = 0``;
+- ``y[k] = f(x[k])`` for 1 <= k < n, ``y[0] = 0``, ``y[n] = 1``.
+
+The numbers below are those doubles, written as ``float.hex`` so that they
+load exactly.  :func:`derive` recomputes them from the definition above with
+mpmath (``python -m engine.core._ziggurat`` prints them); the test suite checks
+that the stored tables equal the derivation bit for bit.
+"""
+
+
+def derive(digits=40):
+    """(normal_x, normal_y, exponential_x, exponential_y) as lists of floats, from the
+    definition (needs mpmath)."""
+    import mpmath as mp
+
+    mp.mp.dps = digits
+
+    def normal_f(x):
+        return mp.exp(-x * x / 2)
+
+    def normal_inv(y):
+        return mp.sqrt(-2 * mp.log(y))
+
+    def normal_tail(r):
+        return mp.sqrt(mp.pi / 2) * mp.erfc(r / mp.sqrt(2))
+
+    def exp_f(x):
+        return mp.exp(-x)
+
+    def exp_inv(y):
+        return -mp.log(y)
+
+    nx, ny = _tables(128, normal_f, normal_inv, normal_tail, mp.mpf(3), mp.mpf(4))
+    ex, ey = _tables(256, exp_f, exp_inv, exp_f, mp.mpf(7), mp.mpf(8))
+    return nx, ny, ex, ey
+
+
+def _layers(r, n, f, inv, tail):
+    """x[1..n-1] from the base edge r, and whether the layers overshoot (f reaches 1 early)."""
+    volume = r * f(r) + tail(r)
+    xs = [r]
+    for _ in range(2, n):
+        y = f(xs[-1]) + volume / xs[-1]
+        if y >= 1:
+            return xs, volume, True
+        xs.append(inv(y))
+    return xs, volume, f(xs[-1]) + volume / xs[-1] > 1
+
+
+def _tables(n, f, inv, tail, lo, hi):
+    # Bisect for the r whose n layers close exactly (too small an r overshoots).
+    for _ in range(140):
+        mid = (lo + hi) / 2
+        if _layers(mid, n, f, inv, tail)[2]:
+            lo = mid
+        else:
+            hi = mid
+    xs, volume, _ = _layers(hi, n, f, inv, tail)
+    x = [volume / f(hi)] + xs + [0]
+    y = [0] + [f(v) for v in xs] + [1]
+    return [float(v) for v in x], [float(v) for v in y]
+
+
+def _load(text):
+    return tuple(float.fromhex(v) for v in text.split())
+
+
+NORMAL_X = _load("""
+0x1.db4668fe7d167p+1 0x1.b8a7c476d1741p+1 0x1.9c8e0c7c7f35ep+1
+0x1.8aa73e440e862p+1 0x1.7d45eb36e9ff4p+1 0x1.7279dd4ac2679p+1
+0x1.695c2be68d3e4p+1 0x1.616dff7c8dab3p+1 0x1.5a61edf7e73f4p+1
+0x1.540520129e8c8p+1 0x1.4e3456b0e1da8p+1 0x1.48d61806d430cp+1
+0x1.43d75b60bac8dp+1 0x1.3f29848d395fep+1 0x1.3ac11b8e1e839p+1
+0x1.3694f3a3721bap+1 0x1.329d9725e1358p+1 0x1.2ed4df8097554p+1
+0x1.2b35aa5ebcda5p+1 0x1.27bba2b5d9b7dp+1 0x1.246317a6b3231p+1
+0x1.2128dd36bbd01p+1 0x1.1e0a342cee675p+1 0x1.1b04b731f48d4p+1
+0x1.18164be0bf8c9p+1 0x1.153d16d455057p+1 0x1.1277720181096p+1
+0x1.0fc3e4d95cda5p+1 0x1.0d211dd288ac4p+1 0x1.0a8ded0ec1159p+1
+0x1.08093fe3e1aa9p+1 0x1.05921d1c4b0b9p+1 0x1.0327a1cc4a836p+1
+0x1.00c8fea16f933p+1 0x1.fceaeb2ca0ee2p+0 0x1.f858aff317ac8p+0
+0x1.f3da09745b605p+0 0x1.ef6dcddc7807dp+0 0x1.eb12e914817afp+0
+0x1.e6c85a8495b0dp+0 0x1.e28d331c61c36p+0 0x1.de609397db2b3p+0
+0x1.da41aaf794b3cp+0 0x1.d62fb5257b279p+0 0x1.d229f9bfe95c7p+0
+0x1.ce2fcb05f3115p+0 0x1.ca4084e08c207p+0 0x1.c65b8c04d5d84p+0
+0x1.c2804d2c6531dp+0 0x1.beae3c60c7179p+0 0x1.bae4d457e8092p+0
+0x1.b72395df55593p+0 0x1.b36a075492a98p+0 0x1.afb7b428f83acp+0
+0x1.ac0c2c6fbfe60p+0 0x1.a8670475107fbp+0 0x1.a4c7d45cfb2a5p+0
+0x1.a12e37c97caa0p+0 0x1.9d99cd86aeea8p+0 0x1.9a0a373c6d3ccp+0
+0x1.967f1924c0e62p+0 0x1.92f819c67bdfdp+0 0x1.8f74e1b375764p+0
+0x1.8bf51b49e8281p+0 0x1.8878727879e86p+0 0x1.84fe948480027p+0
+0x1.81872fd216669p+0 0x1.7e11f3ada7506p+0 0x1.7a9e9016840d7p+0
+0x1.772cb58a3242ap+0 0x1.73bc14d01277fp+0 0x1.704c5ec504e8fp+0
+0x1.6cdd4426b0a02p+0 0x1.696e755e0eb23p+0 0x1.65ffa248d7f43p+0
+0x1.62907a016eac0p+0 0x1.5f20aaa4d7638p+0 0x1.5bafe1164c044p+0
+0x1.583dc8bfea848p+0 0x1.54ca0b4ff476ap+0 0x1.5154507206658p+0
+0x1.4ddc3d839cb58p+0 0x1.4a6175432745fp+0 0x1.46e39778d4ba1p+0
+0x1.4362409821672p+0 0x1.3fdd0959138fbp+0 0x1.3c538647e5b53p+0
+0x1.38c54749af146p+0 0x1.3531d71460289p+0 0x1.3198ba9823477p+0
+0x1.2df97057dd75fp+0 0x1.2a536fae26375p+0 0x1.26a627fb9231dp+0
+0x1.22f0ffba96ce9p+0 0x1.1f33537495bfap+0 0x1.1b6c7492bde7ap+0
+0x1.179ba80458345p+0 0x1.13c024b2bbdffp+0 0x1.0fd911b972d18p+0
+0x1.0be58456f2afcp+0 0x1.07e47d879726ep+0 0x1.03d4e7390f210p+0
+0x1.ff6b21ffe30ecp-1 0x1.f70a5866ad189p-1 0x1.ee848e954b85cp-1
+0x1.e5d6909f34423p-1 0x1.dcfccc51a7480p-1 0x1.d3f340dd86c6bp-1
+0x1.cab56ac6833a5p-1 0x1.c13e2b012d149p-1 0x1.b787a7c4f44a4p-1
+0x1.ad8b25067d385p-1 0x1.a340d1bad0391p-1 0x1.989f85c72c985p-1
+0x1.8d9c6a9d0cf67p-1 0x1.822a858ac5ecap-1 0x1.763a1600c1764p-1
+0x1.69b7b213c3f64p-1 0x1.5c8afdbecef6ep-1 0x1.4e94c08bd4d78p-1
+0x1.3fabee18d682fp-1 0x1.2f98d6bb0e73ap-1 0x1.1e0ce6b54ec53p-1
+0x1.0a936da5942d2p-1 0x1.e8e576e3830fap-2 0x1.b4c8fecd63b02p-2
+0x1.73949183add9dp-2 0x1.16db47dfb32bdp-2 0x0.0p+0
+""")
+NORMAL_Y = _load("""
+0x0.0p+0 0x1.5de9e33733182p-9 0x1.6ba8b0ffc2db8p-8
+0x1.1a9b6b3fcb829p-7 0x1.83f4bed1a0f0bp-7 0x1.f100847656bf0p-7
+0x1.309cee4e1477cp-6 0x1.6a23fa9d6c22fp-6 0x1.a4f57a25e8f32p-6
+0x1.e0f951d58f849p-6 0x1.0f0e539c938c0p-5 0x1.2e282b7255da2p-5
+0x1.4dc3fcbda5a08p-5 0x1.6ddc9dd20b8c5p-5 0x1.8e6db483cac0fp-5
+0x1.af738c17b4ea1p-5 0x1.d0eaf633a6b8ap-5 0x1.f2d13368cf93fp-5
+0x1.0a91f0918dae5p-4 0x1.1bf075c21538ap-4 0x1.2d834113457cbp-4
+0x1.3f49878976d30p-4 0x1.514297b246583p-4 0x1.636dd69e998c6p-4
+0x1.75cabd60f402ap-4 0x1.8858d6f55ed84p-4 0x1.9b17be7e73957p-4
+0x1.ae071dc7bf93dp-4 0x1.c126ac0128a82p-4 0x1.d4762ca995a18p-4
+0x1.e7f56ea118c48p-4 0x1.fba44b5c61816p-4 0x1.07c1531a357f8p-3
+0x1.11c835e726135p-3 0x1.1be6c8cbe5a43p-3 0x1.261d0aaaf7624p-3
+0x1.306afe619efedp-3 0x1.3ad0aa9de455dp-3 0x1.454e19baadb54p-3
+0x1.4fe359a145658p-3 0x1.5a907bafba9e3p-3 0x1.655594a3a5050p-3
+0x1.7032bc88e51fap-3 0x1.7b280eac0c6f7p-3 0x1.8635a99025d7bp-3
+0x1.915baee7a2dddp-3 0x1.9c9a43903cae2p-3 0x1.a7f18f91a0d6ap-3
+0x1.b361be1ec9a67p-3 0x1.beeafd99e93b6p-3 0x1.ca8d7f9ad4b43p-3
+0x1.d64978f7e2d92p-3 0x1.e21f21d136fa3p-3 0x1.ee0eb59e75db3p-3
+0x1.fa18733ee75d5p-3 0x1.031e4e8606256p-2 0x1.093dbc775a1f7p-2
+0x1.0f6aa83b52201p-2 0x1.15a5387a71a06p-2 0x1.1bed95cc633cbp-2
+0x1.2243eac7ee400p-2 0x1.28a864146d917p-2 0x1.2f1b307cdcc47p-2
+0x1.359c810492f8ep-2 0x1.3c2c88fdc65e7p-2 0x1.42cb7e21f69bfp-2
+0x1.497998ac6017ap-2 0x1.503713769e39cp-2 0x1.57042c17a74d2p-2
+0x1.5de1230551a9bp-2 0x1.64ce3bb89770ep-2 0x1.6bcbbcd4d4694p-2
+0x1.72d9f052408ddp-2 0x1.79f923abf1d11p-2 0x1.8129a811b882ep-2
+0x1.886bd29e33e65p-2 0x1.8fbffc918800bp-2 0x1.972683912ac18p-2
+0x1.9e9fc9ed4d931p-2 0x1.a62c36ec797eap-2 0x1.adcc371e07b84p-2
+0x1.b5803cb437071p-2 0x1.bd48bfe6b8a90p-2 0x1.c5263f5ead9fcp-2
+0x1.cd1940ad30932p-2 0x1.d52250cdb191ep-2 0x1.dd4204b59916bp-2
+0x1.e578f9f2e03a3p-2 0x1.edc7d75b8e9bep-2 0x1.f62f4dd05d60fp-2
+0x1.feb019151c56ep-2 0x1.03a58060f304ap-1 0x1.08006ca85ac6ap-1
+0x1.0c6942a5c900fp-1 0x1.10e07b50236c1p-1 0x1.1566980fc6949p-1
+0x1.19fc2397562a2p-1 0x1.1ea1b2d9fe534p-1 0x1.2357e62437dc2p-1
+0x1.281f6a5d33891p-1 0x1.2cf8fa7868c02p-1 0x1.31e5612075dadp-1
+0x1.36e57aa6a89b9p-1 0x1.3bfa3745495cdp-1 0x1.41249dc6579c8p-1
+0x1.4665cea512cc7p-1 0x1.4bbf07c6d4684p-1 0x1.5131a8eff8ed9p-1
+0x1.56bf3924ad864p-1 0x1.5c696d34a27fdp-1 0x1.62322fc5a83b3p-1
+0x1.681bab4ed2ff3p-1 0x1.6e2856a01cb2ap-1 0x1.745b04d03ea40p-1
+0x1.7ab6f9c66e43bp-1 0x1.81400521b52b5p-1 0x1.87faa61a8cfa0p-1
+0x1.8eec3c5bda1f6p-1 0x1.961b4c1b19f30p-1 0x1.9d8fdfaee4af6p-1
+0x1.a55418112ba08p-1 0x1.ad750b7275dd0p-1 0x1.b6042cf926211p-1
+0x1.bf19b6813348bp-1 0x1.c8d923fa0897bp-1 0x1.d37a74ffe486ap-1
+0x1.df6071937f4c9p-1 0x1.ed5cf061144dep-1 0x1.0000000000000p+0
+""")
+EXPONENTIAL_X = _load("""
+0x1.164ec94bf5dc1p+3 0x1.ec9d9297ebb83p+2 0x1.bc39e51da71fcp+2
+0x1.9e9dc0d487b85p+2 0x1.8939fe6f2ed19p+2 0x1.78750d6eac62fp+2
+0x1.6aa676d4bbf72p+2 0x1.5ee7ae17313d2p+2 0x1.54ad83ccf73f6p+2
+0x1.4b9d7cd4751d1p+2 0x1.4379766e41362p+2 0x1.3c14ec7c8b861p+2
+0x1.354ee27ccf75ep+2 0x1.2f0e38a4411f0p+2 0x1.293f5ae49aaa5p+2
+0x1.23d2bb659919fp+2 0x1.1ebbca0c9fa7cp+2 0x1.19f03bcb3c2d6p+2
+0x1.156786775442ap+2 0x1.111a8034392a6p+2 0x1.0d031785d48a0p+2
+0x1.091c1cdcba54ep+2 0x1.056118bf58eefp+2 0x1.01ce2b362ec2ep+2
+0x1.fcbfe43f6c6e5p+1 0x1.f626e9791f7a7p+1 0x1.efcc26750ea4ap+1
+0x1.e9aaf2af383c1p+1 0x1.e3bf26e190960p+1 0x1.de050af4ef19fp+1
+0x1.d87946fec3becp+1 0x1.d318d6b2738c5p+1 0x1.cde0fecf2a97fp+1
+0x1.c8cf442c8c8f4p+1 0x1.c3e1641c2e0a7p+1 0x1.bf154de4bef77p+1
+0x1.ba691d276da5ep+1 0x1.b5db15091ea0fp+1 0x1.b1699c003b60ap+1
+0x1.ad13382d845c4p+1 0x1.a8d68c2ad86eap+1 0x1.a4b2543e84c3bp+1
+0x1.a0a563e49f178p+1 0x1.9caea3a24d9eap+1 0x1.98cd0f18d1ad8p+1
+0x1.94ffb34fc2a0ep+1 0x1.9145ad2f37544p+1 0x1.8d9e2823b3695p+1
+0x1.8a085ce695babp+1 0x1.8683906687342p+1 0x1.830f12cc0bec3p+1
+0x1.7faa3e96e1412p+1 0x1.7c5477d1476d3p+1 0x1.790d2b56b71f9p+1
+0x1.75d3ce2bd71c3p+1 0x1.72a7dce5cd218p+1 0x1.6f88db1f42507p+1
+0x1.6c7652f9a7b1ep+1 0x1.696fd4a9748eep+1 0x1.6674f60c3f432p+1
+0x1.63855247b2e94p+1 0x1.60a0897081879p+1 0x1.5dc640388bd9ep+1
+0x1.5af61fa38e107p+1 0x1.582fd4c1b4461p+1 0x1.5573106f8a75ap+1
+0x1.52bf871acaab2p+1 0x1.5014f08b99508p+1 0x1.4d7307b1cb127p+1
+0x1.4ad98a75da14cp+1 0x1.4848398d39432p+1 0x1.45bed851bc92cp+1
+0x1.433d2c9bd42f8p+1 0x1.40c2fe9f5eeadp+1 0x1.3e5018cadded0p+1
+0x1.3be447a8d8b83p+1 0x1.397f59c345143p+1 0x1.37211f88ca856p+1
+0x1.34c96b33bc965p+1 0x1.327810b2aa7d0p+1 0x1.302ce59265965p+1
+0x1.2de7c0e962d70p+1 0x1.2ba87b445db51p+1 0x1.296eee942532bp+1
+0x1.273af61c7daa6p+1 0x1.250c6e6403bbap+1 0x1.22e33524fe550p+1
+0x1.20bf293f0f4a2p+1 0x1.1ea02aa9b3370p+1 0x1.1c861a6782a5ap+1
+0x1.1a70da7a27820p+1 0x1.18604dd6fae9ep+1 0x1.1654585c404c1p+1
+0x1.144cdec6f3a2bp+1 0x1.1249c6a92154ap+1 0x1.104af660befcep+1
+0x1.0e50550efcfb7p+1 0x1.0c59ca900946fp+1 0x1.0a673f733c819p+1
+0x1.08789cf3aad0fp+1 0x1.068dccf1126dbp+1 0x1.04a6b9e9224a3p+1
+0x1.02c34ef11391bp+1 0x1.00e377af911d4p+1 0x1.fe0e40add09d8p+0
+0x1.fa5c6b3efe1e5p+0 0x1.f6b1498515ed0p+0 0x1.f30cb6ea0bc7fp+0
+0x1.ef6e8fc5b9168p+0 0x1.ebd6b154a7678p+0 0x1.e844f9af4237fp+0
+0x1.e4b947c16a452p+0 0x1.e1337b426509bp+0 0x1.ddb374ad2357fp+0
+0x1.da391538da50ap+0 0x1.d6c43ed1ea3fep+0 0x1.d354d4130f2adp+0
+0x1.cfeab83ed7180p+0 0x1.cc85cf395a56cp+0 0x1.c925fd82323fbp+0
+0x1.c5cb282eab1a4p+0 0x1.c27534e42e02dp+0 0x1.bf2409d2dfd85p+0
+0x1.bbd78db072610p+0 0x1.b88fa7b324fb6p+0 0x1.b54c3f8cf2542p+0
+0x1.b20d3d66e8bb5p+0 0x1.aed289dcaacffp+0 0x1.ab9c0df81657ap+0
+0x1.a869b32d0f30fp+0 0x1.a53b63556c690p+0 0x1.a21108ad0592dp+0
+0x1.9eea8dcdde951p+0 0x1.9bc7ddac7035dp+0 0x1.98a8e3940bbf4p+0
+0x1.958d8b235828ap+0 0x1.9275c048e73e1p+0 0x1.8f616f3fe1513p+0
+0x1.8c50848cc6094p+0 0x1.8942ecfa40f54p+0 0x1.86389596108e7p+0
+0x1.83316badfe62ap+0 0x1.802d5ccce7277p+0 0x1.7d2c56b7d17f7p+0
+0x1.7a2e476b1240ap+0 0x1.77331d177d130p+0 0x1.743ac61fa041cp+0
+0x1.714531150a9fbp+0 0x1.6e524cb59a608p+0 0x1.6b6207e8d3cdfp+0
+0x1.687451bd3ebeep+0 0x1.65891965c9b8cp+0 0x1.62a04e3731a2ep+0
+0x1.5fb9dfa56cf26p+0 0x1.5cd5bd4119335p+0 0x1.59f3d6b4e9cf9p+0
+0x1.57141bc316f27p+0 0x1.54367c42cb5f8p+0 0x1.515ae81d900fbp+0
+0x1.4e814f4cb45eap+0 0x1.4ba9a1d6b18a4p+0 0x1.48d3cfcc883c4p+0
+0x1.45ffc94716ca7p+0 0x1.432d7e6466cd0p+0 0x1.405cdf44f09c4p+0
+0x1.3d8ddc08d336dp+0 0x1.3ac064ccfeffcp+0 0x1.37f469a851af0p+0
+0x1.3529daa8a1ba1p+0 0x1.3260a7cfb7611p+0 0x1.2f98c11031721p+0
+0x1.2cd2164a53b5dp+0 0x1.2a0c9748bcdaap+0 0x1.274833bd0189fp+0
+0x1.2484db3c2a329p+0 0x1.21c27d3b10e05p+0 0x1.1f01090a9c4e2p+0
+0x1.1c406dd3d5283p+0 0x1.19809a93d2396p+0 0x1.16c17e1777ffbp+0
+0x1.140306f707dbep+0 0x1.114523917ac15p+0 0x1.0e87c207a2f66p+0
+0x1.0bcad03710137p+0 0x1.090e3bb4b0072p+0 0x1.0651f1c7276f8p+0
+0x1.0395df60db162p+0 0x1.00d9f119a3cd9p+0 0x1.fc3c26504a9a1p-1
+0x1.f6c462b57feb5p-1 0x1.f14c6e202949fp-1 0x1.ebd41e5e21b62p-1
+0x1.e65b483cf1044p-1 0x1.e0e1bf77c31fep-1 0x1.db6756a429057p-1
+0x1.d5ebdf1d86b8dp-1 0x1.d06f28ef0e6fbp-1 0x1.caf102bc25adbp-1
+0x1.c57139a70d29fp-1 0x1.bfef99359fe99p-1 0x1.ba6beb33f8f89p-1
+0x1.b4e5f794c979bp-1 0x1.af5d844f224c9p-1 0x1.a9d255396d261p-1
+0x1.a4442be14884ap-1 0x1.9eb2c75ff03bfp-1 0x1.991de42ad1338p-1
+0x1.93853bdfda244p-1 0x1.8de8850d0c52ap-1 0x1.884772f2be1ecp-1
+0x1.82a1b53fed599p-1 0x1.7cf6f7c7e8172p-1 0x1.7746e23077973p-1
+0x1.71911797990bbp-1 0x1.6bd5362faa944p-1 0x1.6612d6d0c68e0p-1
+0x1.60498c7dd2ecfp-1 0x1.5a78e3db8befdp-1 0x1.54a0629786f4dp-1
+0x1.4ebf86bcd0b93p-1 0x1.48d5c5f35e712p-1 0x1.42e28ca706748p-1
+0x1.3ce53d12162a0p-1 0x1.36dd2e26d8202p-1 0x1.30c9aa526da4bp-1
+0x1.2aa9ee123680bp-1 0x1.247d26538ff2ep-1 0x1.1e426e93e49e7p-1
+0x1.17f8ceb4bdfa0p-1 0x1.119f38749f5afp-1 0x1.0b348479b80fcp-1
+0x1.04b76ed6a7558p-1 0x1.fc4d25d683209p-2 0x1.ef00ccf5f4faap-2
+0x1.e186678f1735ap-2 0x1.d3da24df17c36p-2 0x1.c5f7bd78c3f89p-2
+0x1.b7da5dddda3c4p-2 0x1.a97c8be5d5203p-2 0x1.9ad80552237d2p-2
+0x1.8be5954d3606fp-2 0x1.7c9cdda17d019p-2 0x1.6cf40f0a72bbdp-2
+0x1.5cdf89d024ac3p-2 0x1.4c515c60bfe21p-2 0x1.3b388fe3d6ecap-2
+0x1.2980290da2633p-2 0x1.170db24d6f670p-2 0x1.03bf049c65c3cp-2
+0x1.decd8b76dbd98p-3 0x1.b38d1ef79b7ccp-3 0x1.85090fbc27a80p-3
+0x1.522e6e54a2a73p-3 0x1.19335a95b8dbap-3 0x1.ad6b2495b4d2bp-4
+0x1.0589d8b5d4119p-4 0x0.0p+0
+""")
+EXPONENTIAL_Y = _load("""
+0x0.0p+0 0x1.dc31c329f0b4bp-12 0x1.fb20af78dfcb9p-11
+0x1.92bb5540c3e25p-10 0x1.1946ba8e1a324p-9 0x1.6d888f3a1feffp-9
+0x1.c58b381cd4b11p-9 0x1.1073d69574043p-8 0x1.3fa97cee322fdp-8
+0x1.7049f37ec3620p-8 0x1.a23e9d4974836p-8 0x1.d5751fa745dc5p-8
+0x1.04ef2295fd7f9p-7 0x1.1fb69edb37671p-7 0x1.3b0b8c1516f62p-7
+0x1.56e930be416cbp-7 0x1.734b6e6aa74f5p-7 0x1.902ea688fa7bdp-7
+0x1.ad8fa5542c92dp-7 0x1.cb6b9146e2757p-7 0x1.e9bfdde89c7cep-7
+0x1.04452091e02f0p-6 0x1.13e4554725f5fp-6 0x1.23bc9e1b93a32p-6
+0x1.33cd225315d84p-6 0x1.44151ce87f0bep-6 0x1.5493da6ab0251p-6
+0x1.6548b72a24077p-6 0x1.76331da87fc96p-6 0x1.8752853ec9967p-6
+0x1.98a670f132a48p-6 0x1.aa2e6e6924e9bp-6 0x1.bbea150fa5870p-6
+0x1.cdd9054331b0cp-6 0x1.dffae7a517468p-6 0x1.f24f6c7af9890p-6
+0x1.026b2590dfaeep-5 0x1.0bc7a0c7cd651p-5 0x1.153d09f19b3a1p-5
+0x1.1ecb45ff312d4p-5 0x1.28723c956c00cp-5 0x1.3231d7e3f14aep-5
+0x1.3c0a047ff18ffp-5 0x1.45fab14266b19p-5 0x1.5003cf296c5ebp-5
+0x1.5a25513c5d2cap-5 0x1.645f2c726a041p-5 0x1.6eb1579b6af52p-5
+0x1.791bcb4ab089ep-5 0x1.839e81c3a396bp-5 0x1.8e3976e80776dp-5
+0x1.98eca827b7c4cp-5 0x1.a3b81471bf138p-5 0x1.ae9bbc26a8084p-5
+0x1.b997a10bed985p-5 0x1.c4abc640721e9p-5 0x1.cfd83031e794ap-5
+0x1.db1ce49315810p-5 0x1.e679ea52eb2e5p-5 0x1.f1ef49944e834p-5
+0x1.fd7d0ba699676p-5 0x1.04919d7f5c817p-4 0x1.0a70f19871b3bp-4
+0x1.105c88756ca50p-4 0x1.165468f755392p-4 0x1.1c589a86fa340p-4
+0x1.22692512c9d8cp-4 0x1.2886110ce0570p-4 0x1.2eaf676948dd1p-4
+0x1.34e5319c6e718p-4 0x1.3b277999b9f9ep-4 0x1.417649d25b10ep-4
+0x1.47d1ad343985cp-4 0x1.4e39af290d929p-4 0x1.54ae5b959d036p-4
+0x1.5b2fbed91bb3ep-4 0x1.61bde5ccadef7p-4 0x1.6858ddc30b620p-4
+0x1.6f00b488416b6p-4 0x1.75b5786193c1ep-4 0x1.7c77380d7a6f3p-4
+0x1.834602c3bc4bap-4 0x1.8a21e835a533bp-4 0x1.910af88e574b9p-4
+0x1.9801447336b70p-4 0x1.9f04dd046f428p-4 0x1.a615d3dd938b7p-4
+0x1.ad343b1655465p-4 0x1.b460254356548p-4 0x1.bb99a5771268fp-4
+0x1.c2e0cf42e10afp-4 0x1.ca35b6b80fd57p-4 0x1.d198706914dd7p-4
+0x1.d909116ad9398p-4 0x1.e087af561bafbp-4 0x1.e8146048eb9ccp-4
+0x1.efaf3ae83c33cp-4 0x1.f758566190414p-4 0x1.ff0fca6cbea8dp-4
+0x1.036ad7a6e7f04p-3 0x1.07550eeb7a5bep-3 0x1.0b4697b54b62fp-3
+0x1.0f3f7efec1720p-3 0x1.133fd20c9712fp-3 0x1.17479e6f0ae78p-3
+0x1.1b56f2031d666p-3 0x1.1f6ddaf3dca65p-3 0x1.238c67bbbe878p-3
+0x1.27b2a72609940p-3 0x1.2be0a8504cf34p-3 0x1.30167aabe7d6ep-3
+0x1.34542dffa0cafp-3 0x1.3899d2694d5c9p-3 0x1.3ce7785f8a905p-3
+0x1.413d30b386a9ap-3 0x1.459b0c92dccc6p-3 0x1.4a011d8983096p-3
+0x1.4e6f7583cb6fap-3 0x1.52e626d078c49p-3 0x1.57654422e78f5p-3
+0x1.5bece0954c2b6p-3 0x1.607d0fab06a31p-3 0x1.6515e5530d1acp-3
+0x1.69b775ea6da28p-3 0x1.6e61d63ee84eap-3 0x1.73151b91a2839p-3
+0x1.77d15b99f46fep-3 0x1.7c96ac8851baep-3 0x1.816525094e7e6p-3
+0x1.863cdc48c1af9p-3 0x1.8b1de9f5062d5p-3 0x1.900866425bb79p-3
+0x1.94fc69ee692a1p-3 0x1.99fa0e43e1623p-3 0x1.9f016d1e4c512p-3
+0x1.a412a0edf5cbcp-3 0x1.a92dc4bc03c49p-3 0x1.ae52f42eb5b0bp-3
+0x1.b3824b8dcef3ep-3 0x1.b8bbe7c72e4a5p-3 0x1.bdffe67394435p-3
+0x1.c34e65db9afeep-3 0x1.c8a784fce1802p-3 0x1.ce0b638f6d09fp-3
+0x1.d37a220b431fdp-3 0x1.d8f3e1ae3eeb8p-3 0x1.de78c48224f39p-3
+0x1.e408ed62f83a7p-3 0x1.e9a48005940f2p-3 0x1.ef4ba0fe8e09bp-3
+0x1.f4fe75c963e7ep-3 0x1.fabd24cff9354p-3 0x1.0043eab93476ap-2
+0x1.032f580797c2cp-2 0x1.0620ef05d90d2p-2 0x1.0918c4ee93e13p-2
+0x1.0c16ef88f5333p-2 0x1.0f1b852d9a66cp-2 0x1.12269ccba9fbap-2
+0x1.15384dee291efp-2 0x1.1850b0c191982p-2 0x1.1b6fde19abc5ap-2
+0x1.1e95ef77b09dbp-2 0x1.21c2ff10b7effp-2 0x1.24f727d4776fdp-2
+0x1.2832857457629p-2 0x1.2b75346ae2262p-2 0x1.2ebf520394270p-2
+0x1.3210fc6312435p-2 0x1.356a528fcd0ddp-2 0x1.38cb747b17defp-2
+0x1.3c34830abb285p-2 0x1.3fa5a0230a14ep-2 0x1.431eeeb1841e2p-2
+0x1.46a092b80beefp-2 0x1.4a2ab158bdad3p-2 0x1.4dbd70e26f91dp-2
+0x1.5158f8dde89f5p-2 0x1.54fd721bda3e7p-2 0x1.58ab06c3aa9efp-2
+0x1.5c61e2631ee6cp-2 0x1.602231fef5876p-2 0x1.63ec2424827e4p-2
+0x1.67bfe8fc60d9fp-2 0x1.6b9db25e4e99cp-2 0x1.6f85b3e649e9dp-2
+0x1.7378230b08deap-2 0x1.77753735e72e3p-2 0x1.7b7d29dc6801ep-2
+0x1.7f90369b6ce59p-2 0x1.83ae9b5446138p-2 0x1.87d8984bc3f8cp-2
+0x1.8c0e704b75d39p-2 0x1.905068c545d04p-2 0x1.949ec9f9a8110p-2
+0x1.98f9df2097ba8p-2 0x1.9d61f695a3792p-2 0x1.a1d76207521f4p-2
+0x1.a65a76aa30140p-2 0x1.aaeb8d6fdf6e5p-2 0x1.af8b03428ef5fp-2
+0x1.b43939454806fp-2 0x1.b8f6951990b88p-2 0x1.bdc3812aeeeb5p-2
+0x1.c2a06d00ea583p-2 0x1.c78dcd983fb60p-2 0x1.cc8c1dc40e092p-2
+0x1.d19bde97e1a0bp-2 0x1.d6bd97db9ed7ap-2 0x1.dbf1d88a7210cp-2
+0x1.e139375e137fcp-2 0x1.e6945367dd351p-2 0x1.ec03d4b969d90p-2
+0x1.f1886d1eb424dp-2 0x1.f722d8ebfc5fap-2 0x1.fcd3dfe214576p-2
+0x1.014e2b160f324p-1 0x1.043e8ebd26548p-1 0x1.073b931ee3b7dp-1
+0x1.0a45b8854d02ap-1 0x1.0d5d8812b1e2bp-1 0x1.108394a1cc38dp-1
+0x1.13b87bc33169cp-1 0x1.16fce6dce6feep-1 0x1.1a518c71e3b25p-1
+0x1.1db7319877b89p-1 0x1.212eaba813ec8p-1 0x1.24b8e228c50a3p-1
+0x1.2856d111132bdp-1 0x1.2c098b61f4f24p-1 0x1.2fd23e345da5ep-1
+0x1.33b23450e6318p-1 0x1.37aada708ddd9p-1 0x1.3bbdc44e1d114p-1
+0x1.3fecb2bb18b80p-1 0x1.44399afa8e125p-1 0x1.48a6afb8ee069p-1
+0x1.4d366c151f8afp-1 0x1.51eba1578899ap-1 0x1.56c9882da8773p-1
+0x1.5bd3d694cac75p-1 0x1.610edc1a7af66p-1 0x1.667fa6d4f5c06p-1
+0x1.6c2c3498418c6p-1 0x1.721bb5ba94b63p-1 0x1.7856e9b09d47ep-1
+0x1.7ee8a2d243126p-1 0x1.85de87806c5b8p-1 0x1.8d4a376d3d22fp-1
+0x1.95431c455aa39p-1 0x1.9de9715556d9bp-1 0x1.a76baa562fae7p-1
+0x1.b210f0ee67f2ap-1 0x1.be5007beb7b27p-1 0x1.cd0a65081fff1p-1
+0x1.e0545e5881137p-1 0x1.0000000000000p+0
+""")
+
+
+if __name__ == "__main__":
+    for name, values in zip(("NORMAL_X", "NORMAL_Y", "EXPONENTIAL_X", "EXPONENTIAL_Y"), derive()):
+        print(name, " ".join(v.hex() for v in values))
