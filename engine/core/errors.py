@@ -61,3 +61,15 @@ class DeviceError(CaffeError):
 
 class PythonLayerRefused(LayerError):
     """A Python layer was found while Python layers are disallowed."""
+
+
+class PythonLayerNotFound(LayerError, ModuleNotFoundError):
+    """A Python layer's module cannot be found (also a ModuleNotFoundError, as pycaffe raises)."""
+
+
+class PythonLayerClassMissing(LayerError, AttributeError):
+    """A Python layer's module has no class of that name (also an AttributeError, as in pycaffe)."""
+
+
+class PythonLayerNotALayer(LayerError, TypeError):
+    """A Python layer's class is not a ``caffe.Layer`` subclass (also a TypeError, as in pycaffe)."""
