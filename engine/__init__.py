@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "caffe_pb2": ("engine.proto.caffe_pb2", None),
-    "io": ("engine.core.io", None),
+    "io": ("engine.pycaffe.io", None),
     "upgrade_net": ("engine.core.upgrade", "upgrade_net"),
     "read_net_params": ("engine.core.upgrade", "read_net_params"),
     "read_solver_params": ("engine.core.upgrade", "read_solver_params"),
@@ -35,6 +35,30 @@ _LAZY = {
     "RMSPropSolver": ("engine.core.solvers", "RMSPropSolver"),
     "AdaDeltaSolver": ("engine.core.solvers", "AdaDeltaSolver"),
     "AdamSolver": ("engine.core.solvers", "AdamSolver"),
+    # the rest of pycaffe's surface (engine.pycaffe), for ``import engine as caffe``
+    "install_as_caffe": ("engine.pycaffe", "install_as_caffe"),
+    "pycaffe": ("engine.pycaffe", None),
+    "NetSpec": ("engine.pycaffe.net_spec", "NetSpec"),
+    "layers": ("engine.pycaffe.net_spec", "layers"),
+    "params": ("engine.pycaffe.net_spec", "params"),
+    "to_proto": ("engine.pycaffe.net_spec", "to_proto"),
+    "net_spec": ("engine.pycaffe.net_spec", None),
+    "coord_map": ("engine.pycaffe.coord_map", None),
+    "draw": ("engine.pycaffe.draw", None),
+    "classifier": ("engine.pycaffe.classifier", None),
+    "detector": ("engine.pycaffe.detector", None),
+    "Classifier": ("engine.pycaffe.classifier", "Classifier"),
+    "Detector": ("engine.pycaffe.detector", "Detector"),
+    "Timer": ("engine.pycaffe._caffe", "Timer"),
+    "NCCL": ("engine.pycaffe._caffe", "NCCL"),
+    "has_nccl": ("engine.pycaffe._caffe", "has_nccl"),
+    "init_log": ("engine.pycaffe._caffe", "init_log"),
+    "log": ("engine.pycaffe._caffe", "log"),
+    "solver_count": ("engine.core.backend", "solver_count"),
+    "set_solver_count": ("engine.core.backend", "set_solver_count"),
+    "solver_rank": ("engine.core.backend", "solver_rank"),
+    "set_solver_rank": ("engine.core.backend", "set_solver_rank"),
+    "set_multiprocess": ("engine.core.backend", "set_multiprocess"),
 }
 
 

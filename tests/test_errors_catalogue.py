@@ -665,7 +665,8 @@ def _(tmp):
     net(tmp, PY % ("", name, "L"))
 
 
-@row("python-class-missing", PythonLayerClassMissing, "Python layer 'py': module", "has no attribute 'Nope'", layer="py")
+@row("python-class-missing", PythonLayerClassMissing, "Python layer 'py': module", "has no attribute 'Nope'",
+     layer="py")
 def _(tmp):
     net(tmp, PY % ("", _pymodule(tmp, "class"), "Nope"))
 

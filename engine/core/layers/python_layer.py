@@ -33,6 +33,7 @@ import threading
 
 import numpy as np
 
+from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import (
     CaffeError,
@@ -126,6 +127,9 @@ class PyLayer(Layer):
     def layer_setup(self, bottom, top):
         self.param_str = self.layer_param.python_param.param_str
         self.phase = int(self.layer_param.phase)
+        if self.phase == 0 and backend.solver_count() > 1 and not backend.multiprocess():
+            # python_layer.hpp: the GIL rules out several solver threads in one process
+            raise LayerError("PythonLayer does not support CLI Multi-GPU, use train.py", layer=self.name)
         self._call("setup", bottom, top)
 
     def SetUp(self, bottom, top):
