@@ -32,7 +32,7 @@ def test_dependencies_match_requirements_files():
     assert sorted(re.sub(r"\s+", "", d) for d in project["dependencies"]) == _requirements("requirements.txt")
     extras = project["optional-dependencies"]
     for extra, fname in (("gpu", "requirements-gpu.txt"), ("dev", "requirements-dev.txt"),
-                         ("bench", "requirements-bench.txt")):
+                         ("draw", "requirements-draw.txt"), ("bench", "requirements-bench.txt")):
         assert sorted(re.sub(r"\s+", "", d) for d in extras[extra]) == _requirements(fname), extra
 
 
