@@ -65,9 +65,7 @@ _GLOG_LEVELS = (logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
 _log_handler = {"handler": None}
 
 
-def layer_type_list():
-    """LayerRegistry::LayerTypeList: every registered layer type, sorted."""
-    return list(layer_types())
+layer_type_list = layer_types      # LayerRegistry::LayerTypeList: every registered type, sorted
 
 
 # ---------------------------------------------------------------------- logging
