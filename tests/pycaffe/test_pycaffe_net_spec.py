@@ -136,7 +136,7 @@ def test_netspec_access_and_errors():
     n["data"] = L.Input(shape=dict(dim=[2, 3]))
     assert n.data is n["data"] and isinstance(n.data, Top)
     with pytest.raises(KeyError):
-        getattr(n, "missing")                   # pycaffe: a KeyError, not AttributeError
+        _ = n.missing               # pycaffe: a KeyError, not AttributeError
     assert list(n.tops) == ["data"]
     assert text_format.MessageToString(n.to_proto()).replace('"data"', '"Input1"') == \
         text_format.MessageToString(n.data.to_proto())          # Top.to_proto names automatically
@@ -147,7 +147,7 @@ def test_params_read_caffe_pb2_constants():
     assert P.Eltwise.SUM == caffe_pb2.EltwiseParameter.SUM
     assert P.Data.LMDB == caffe_pb2.DataParameter.LMDB
     with pytest.raises(AttributeError):
-        getattr(P.Pooling, "NOPE")
+        _ = P.Pooling.NOPE
 
 
 def test_empty_list_leaves_a_repeated_field_empty():
