@@ -92,6 +92,7 @@ class Net:
                  allow_python=True, dtype=np.float32, param=None):
         if len(args) == 2 and isinstance(args[0], (str, os.PathLike)):
             weights, phase = args          # Net(model, weights, phase)
+            _legacy_constructor_warning(network_file, weights, phase)
         elif len(args) == 1:
             phase = args[0]
         elif len(args) > 2:
@@ -1117,6 +1118,13 @@ def _shape_str(shape):
     for d in shape:
         c *= int(d)
     return "".join("%d " % d for d in shape) + "(%d)" % c
+
+
+def _legacy_constructor_warning(network_file, weights, phase):
+    """pycaffe's Net_Init_Load warnings for ``Net(model, weights, phase)``."""
+    log.warning("DEPRECATION WARNING - deprecated use of Python interface")
+    log.warning('Use this instead (with the named "weights" parameter):')
+    log.warning("Net('%s', %d, weights='%s')", os.fspath(network_file), int(phase), os.fspath(weights))
 
 
 def _unique(names):

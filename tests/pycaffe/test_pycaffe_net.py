@@ -142,3 +142,42 @@ def test_hdf5_diff_and_mismatches(tmp_path):
         f.create_dataset("data/a/0", data=np.zeros((3, 3), np.float32))
     with pytest.raises(ShapeError, match="Incompatible number of blobs for layer a"):
         net.load_hdf5(str(tmp_path / "few.h5"))          # 'a' owns its bias: it must be there
+
+
+def test_legacy_constructor_warns_as_pycaffe(tmp_path, net, caplog):
+    net.save(str(tmp_path / "w.caffemodel"))
+    with caplog.at_level("WARNING", logger="engine"):
+        legacy = engine.Net(str(tmp_path / "net.prototxt"), str(tmp_path / "w.caffemodel"), engine.TEST)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings[:3] == ["DEPRECATION WARNING - deprecated use of Python interface",
+                            'Use this instead (with the named "weights" parameter):',
+                            "Net('%s', 1, weights='%s')" % (tmp_path / "net.prototxt", tmp_path / "w.caffemodel")]
+    np.testing.assert_array_equal(legacy.params["ip"][0].data, net.params["ip"][0].data)
+
+
+def test_a_layers_setup_and_reshape_as_pycaffe_exposes_them(net):
+    layer = net.layer_dict["ip"]
+    assert layer.type == "InnerProduct" and len(layer.blobs) == 2
+    bottom, top = net.bottom_vecs[1], net.top_vecs[1]
+    net.blobs["data"].reshape(6, 3)
+    layer.reshape(bottom, top)
+    assert net.blobs["out"].shape == (6, 5)
+    layer.setup(bottom, top)                 # LayerSetUp: keeps the params it has
+    assert net.params["ip"][0].shape == (5, 3)
+
+
+@pytest.mark.gpu
+def test_gpu_pointers_and_timer(net):
+    from engine.core import backend
+    from engine.pycaffe import Timer
+    backend.set_mode_gpu()
+    try:
+        blob = net.blobs["data"]
+        ptr = blob._gpu_data_ptr
+        assert ptr == int(blob.get_data(gpu=True).data.ptr) and blob._gpu_diff_ptr != ptr
+        t = Timer()
+        t.start()
+        net.forward()
+        assert t.ms >= 0.0
+    finally:
+        backend.set_mode_cpu()
