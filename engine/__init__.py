@@ -1,5 +1,7 @@
 """engine: BVLC Caffe 1.0's Net re-implemented on NumPy (CPU) and CuPy (GPU),
-with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts."""
+with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts, and
+``engine.install_as_caffe()`` (or ``python -m engine run SCRIPT``) makes ``import caffe``
+give the engine's pycaffe (engine.pycaffe; docs/pycaffe.md)."""
 from engine.core.backend import gpu_available, set_device, set_mode_cpu, set_mode_gpu, set_random_seed
 from engine.core.blob import Blob  # noqa: F401
 from engine.core.errors import (
