@@ -1,5 +1,7 @@
 """engine: BVLC Caffe 1.0's Net re-implemented on NumPy (CPU) and CuPy (GPU),
-with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts."""
+with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts, and
+``engine.install_as_caffe()`` (or ``python -m engine run SCRIPT``) makes ``import caffe``
+give the engine's pycaffe (engine.pycaffe; docs/pycaffe.md)."""
 from engine.core.backend import gpu_available, set_device, set_mode_cpu, set_mode_gpu, set_random_seed
 from engine.core.blob import Blob  # noqa: F401
 from engine.core.errors import (
@@ -18,7 +20,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "caffe_pb2": ("engine.proto.caffe_pb2", None),
-    "io": ("engine.core.io", None),
+    "io": ("engine.pycaffe.io", None),
     "upgrade_net": ("engine.core.upgrade", "upgrade_net"),
     "read_net_params": ("engine.core.upgrade", "read_net_params"),
     "read_solver_params": ("engine.core.upgrade", "read_solver_params"),
@@ -35,6 +37,30 @@ _LAZY = {
     "RMSPropSolver": ("engine.core.solvers", "RMSPropSolver"),
     "AdaDeltaSolver": ("engine.core.solvers", "AdaDeltaSolver"),
     "AdamSolver": ("engine.core.solvers", "AdamSolver"),
+    # the rest of pycaffe's surface (engine.pycaffe), for ``import engine as caffe``
+    "install_as_caffe": ("engine.pycaffe", "install_as_caffe"),
+    "pycaffe": ("engine.pycaffe", None),
+    "NetSpec": ("engine.pycaffe.net_spec", "NetSpec"),
+    "layers": ("engine.pycaffe.net_spec", "layers"),
+    "params": ("engine.pycaffe.net_spec", "params"),
+    "to_proto": ("engine.pycaffe.net_spec", "to_proto"),
+    "net_spec": ("engine.pycaffe.net_spec", None),
+    "coord_map": ("engine.pycaffe.coord_map", None),
+    "draw": ("engine.pycaffe.draw", None),
+    "classifier": ("engine.pycaffe.classifier", None),
+    "detector": ("engine.pycaffe.detector", None),
+    "Classifier": ("engine.pycaffe.classifier", "Classifier"),
+    "Detector": ("engine.pycaffe.detector", "Detector"),
+    "Timer": ("engine.pycaffe._caffe", "Timer"),
+    "NCCL": ("engine.pycaffe._caffe", "NCCL"),
+    "has_nccl": ("engine.pycaffe._caffe", "has_nccl"),
+    "init_log": ("engine.pycaffe._caffe", "init_log"),
+    "log": ("engine.pycaffe._caffe", "log"),
+    "solver_count": ("engine.core.backend", "solver_count"),
+    "set_solver_count": ("engine.core.backend", "set_solver_count"),
+    "solver_rank": ("engine.core.backend", "solver_rank"),
+    "set_solver_rank": ("engine.core.backend", "set_solver_rank"),
+    "set_multiprocess": ("engine.core.backend", "set_multiprocess"),
 }
 
 

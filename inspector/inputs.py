@@ -1,7 +1,8 @@
 """Values for a net's input blobs: random, constant, a .npy file, or an image
 preprocessed like pycaffe's ``caffe.io.Transformer`` (resize, centre crop,
-HWC → CHW, channel swap, raw scale, mean subtraction).  Pure NumPy (PIL for
-decoding images).
+HWC → CHW, channel swap, raw scale, mean subtraction).  Images are loaded and
+resized by pycaffe's own ``caffe.io.load_image`` / ``resize_image``
+(:mod:`engine.pycaffe.io`, scikit-image).
 
 Label-like inputs (read as the label of a loss or accuracy layer) get
 integers in [0, classes): the classes are guessed from the prediction the
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
+
+from engine.pycaffe.io import load_image, resize_image  # noqa: F401  (load_image: the runner's)
 
 LABEL_READERS = {"SoftmaxWithLoss", "Accuracy", "SigmoidCrossEntropyLoss", "HingeLoss",
                  "InfogainLoss", "MultinomialLogisticLoss", "ContrastiveLoss", "EuclideanLoss"}
@@ -102,27 +105,11 @@ def load_npy(path):
     return arr
 
 
-def load_image(path, color=True):
-    """caffe.io.load_image: H x W x 3 (or x 1) float32 in [0, 1], RGB."""
-    from PIL import Image
-    with Image.open(path) as im:
-        im = im.convert("RGB" if color else "L")
-        a = np.asarray(im, dtype=np.float32) / 255.0
-    if a.ndim == 2:
-        a = a[:, :, None]
-    return a
-
-
-def resize_image(im, h, w):
-    """caffe.io.resize_image (bilinear), for float images in any range."""
-    from PIL import Image
+def _resized(im, h, w):
+    """``im`` at h x w, as ``caffe.io.resize_image`` (unchanged when already that size)."""
     if im.shape[0] == h and im.shape[1] == w:
         return im
-    chans = []
-    for c in range(im.shape[2]):
-        ch = Image.fromarray(im[:, :, c].astype(np.float32), mode="F")
-        chans.append(np.asarray(ch.resize((w, h), Image.BILINEAR), dtype=np.float32))
-    return np.stack(chans, axis=2)
+    return resize_image(im, (h, w))
 
 
 def preprocess_image(im, shape, settings=InputSettings(), mean_file=None):
@@ -134,14 +121,14 @@ def preprocess_image(im, shape, settings=InputSettings(), mean_file=None):
     elif im.shape[2] == 3 and c == 1:
         im = im.mean(axis=2, keepdims=True)
     if settings.resize and settings.crop:
-        im = resize_image(im, int(settings.resize), int(settings.resize))
+        im = _resized(im, int(settings.resize), int(settings.resize))
         if im.shape[0] < h or im.shape[1] < w:
-            im = resize_image(im, max(h, im.shape[0]), max(w, im.shape[1]))
+            im = _resized(im, max(h, im.shape[0]), max(w, im.shape[1]))
         top = (im.shape[0] - h) // 2
         left = (im.shape[1] - w) // 2
         im = im[top:top + h, left:left + w]
     else:
-        im = resize_image(im, h, w)
+        im = _resized(im, h, w)
     x = im.transpose(2, 0, 1).astype(np.float32)              # HWC -> CHW
     if c == 3 and settings.channel_swap and len(settings.channel_swap) == 3:
         x = x[list(settings.channel_swap)]

@@ -1,8 +1,10 @@
 """The catalogue of bad inputs (docs/errors.md): one test per row.
 
 Each row builds a small bad model inline (files under ``tmp_path``), runs the
-engine on it and checks the exact exception type (always a subclass of
-:class:`engine.core.errors.CaffeError`) and that the message names what it must:
+engine on it and checks the exact exception type (a subclass of
+:class:`engine.core.errors.CaffeError`, except for the exceptions a Python layer's
+own code raises, which keep their type as in pycaffe and name the layer in a note)
+and that the message (with its notes) names what it must:
 the file with line and column for text that does not parse, the layer, the
 blob, the shapes, Caffe's own CHECK text.  Rows whose exception is ``None``
 are inputs Caffe accepts; the engine must accept them too.
@@ -27,6 +29,8 @@ from engine.core.errors import (
     LayerError,
     NetError,
     ParseError,
+    PythonLayerClassMissing,
+    PythonLayerNotFound,
     PythonLayerRefused,
     ShapeError,
     SolverError,
@@ -647,14 +651,14 @@ def _pymodule(tmp, request_name):
     return name
 
 
-@row("python-module-missing", LayerError, "Python layer 'py': cannot import module 'no_such_module_xyz'",
+@row("python-module-missing", PythonLayerNotFound, "Python layer 'py': cannot import module 'no_such_module_xyz'",
      "No module named", layer="py")
 def _(tmp):
     net(tmp, PY % ("", "no_such_module_xyz", "L"))
 
 
-@row("python-module-raises-on-import", LayerError, "Python layer 'py': importing module",
-     "failed: RuntimeError: boom at import", layer="py")
+@row("python-module-raises-on-import", RuntimeError, "boom at import",
+     "raised while importing module 'catalogue_boom_", "for Python layer 'py'", layer="py")
 def _(tmp):
     name = "catalogue_boom_%d" % os.getpid()
     write(tmp, name + ".py", "raise RuntimeError('boom at import')\n")
@@ -662,24 +666,25 @@ def _(tmp):
     net(tmp, PY % ("", name, "L"))
 
 
-@row("python-class-missing", LayerError, "Python layer 'py': module", "has no attribute 'Nope'", layer="py")
+@row("python-class-missing", PythonLayerClassMissing, "Python layer 'py': module", "has no attribute 'Nope'",
+     layer="py")
 def _(tmp):
     net(tmp, PY % ("", _pymodule(tmp, "class"), "Nope"))
 
 
-@row("python-setup-raises", LayerError, "Python layer 'py'", ".Setup): setup raised ValueError: bad "
-     "param_str", layer="py")
+@row("python-setup-raises", ValueError, "bad param_str", "raised by setup() of Python layer 'py' (",
+     ".Setup)", layer="py")
 def _(tmp):
     net(tmp, PY % ("", _pymodule(tmp, "setup"), "Setup"))
 
 
-@row("python-forward-raises", LayerError, "Python layer 'py'", ".Fails): forward raised "
-     "ZeroDivisionError: division by zero", layer="py")
+@row("python-forward-raises", ZeroDivisionError, "division by zero",
+     "raised by forward() of Python layer 'py' (", ".Fails)", layer="py")
 def _(tmp):
     net(tmp, PY % ("", _pymodule(tmp, "forward"), "Fails")).forward()
 
 
-@row("python-backward-raises", LayerError, "Python layer 'py'", ".Fine): backward raised KeyError",
+@row("python-backward-raises", KeyError, "'x'", "raised by backward() of Python layer 'py' (", ".Fine)",
      layer="py")
 def _(tmp):
     n = net(tmp, "force_backward: true\n" + PY % ("loss_weight: 1", _pymodule(tmp, "backward"), "Fine"))
@@ -942,14 +947,17 @@ def test_catalogue(r, tmp_path):
     if r.exc is None:
         r.fn(tmp_path)           # accepted, as Caffe accepts it
         return
-    with pytest.raises(CaffeError) as ei:
+    # The engine's own errors are CaffeErrors; a Python layer's own exception keeps its type
+    # (as in pycaffe) and carries the layer in a note.
+    own = isinstance(r.exc, str) or issubclass(r.exc, CaffeError)
+    with pytest.raises(CaffeError if own else r.exc) as ei:
         r.fn(tmp_path)
     e = ei.value
     if isinstance(r.exc, str):       # an error class defined beside the code that raises it
         assert type(e).__name__ == r.exc, "%s: expected %s, got %s: %s" % (r.id, r.exc, type(e).__name__, e)
     else:
         assert type(e) is r.exc, "%s: expected %s, got %s: %s" % (r.id, r.exc.__name__, type(e).__name__, e)
-    msg = str(e)
+    msg = "\n".join([str(e)] + list(getattr(e, "__notes__", ())))
     for needle in r.needles:
         needle = needle.replace("{tmp}", str(tmp_path))
         assert needle in msg, "%s: %r not in message %r" % (r.id, needle, msg)

@@ -296,3 +296,38 @@ def translate_gpu_errors(what=None):
             err.oom = True
             raise err from e
         raise
+
+
+# ------------------------------------------------------------------ solver count and rank
+# Caffe::solver_count / solver_rank / multiprocess: set by multi-GPU training (pycaffe's
+# set_solver_count, set_solver_rank, set_multiprocess); a Python layer refuses to train
+# under several solvers of one process, as Caffe's does.
+_solvers = {"count": 1, "rank": 0, "multiprocess": False}
+
+
+def solver_count():
+    return _solvers["count"]
+
+
+def set_solver_count(count):
+    _solvers["count"] = int(count)
+
+
+def solver_rank():
+    return _solvers["rank"]
+
+
+def set_solver_rank(rank):
+    _solvers["rank"] = int(rank)
+
+
+def multiprocess():
+    return _solvers["multiprocess"]
+
+
+def set_multiprocess(flag):
+    _solvers["multiprocess"] = bool(flag)
+
+
+def root_solver():
+    return _solvers["rank"] == 0

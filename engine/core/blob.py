@@ -282,6 +282,16 @@ class Blob:
         self.diff[...] = value
 
     @property
+    def _gpu_data_ptr(self) -> int:
+        """pycaffe's (GPU build) device address of the data: mutable_gpu_data()."""
+        return int(self.mut_data(gpu=True).data.ptr)
+
+    @property
+    def _gpu_diff_ptr(self) -> int:
+        """pycaffe's (GPU build) device address of the diff: mutable_gpu_diff()."""
+        return int(self.mut_diff(gpu=True).data.ptr)
+
+    @property
     def data_memory(self) -> SyncedMemory | None:
         return self._data
 

@@ -65,3 +65,15 @@ class PythonLayerRefused(LayerError):
 
 class DBError(CaffeError):
     """An LMDB or LevelDB could not be opened, read or written (engine.core.db)."""
+
+
+class PythonLayerNotFound(LayerError, ModuleNotFoundError):
+    """A Python layer's module cannot be found (also a ModuleNotFoundError, as pycaffe raises)."""
+
+
+class PythonLayerClassMissing(LayerError, AttributeError):
+    """A Python layer's module has no class of that name (also an AttributeError, as in pycaffe)."""
+
+
+class PythonLayerNotALayer(LayerError, TypeError):
+    """A Python layer's class is not a ``caffe.Layer`` subclass (also a TypeError, as in pycaffe)."""

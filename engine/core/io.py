@@ -275,10 +275,10 @@ def arraylist_to_blobprotovector_str(arraylist):
     return vec.SerializeToString()
 
 
-def blobprotovector_str_to_arraylist(data):
+def blobprotovector_str_to_arraylist(data, dtype=np.float32):
     """Serialized BlobProtoVector -> list of arrays."""
     vec = parse_binary(data, caffe_pb2.BlobProtoVector)
-    return [blobproto_to_array(bp) for bp in vec.blobs]
+    return [blobproto_to_array(bp, dtype=dtype) for bp in vec.blobs]
 
 
 def array_to_datum(arr, label=None):

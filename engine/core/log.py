@@ -5,12 +5,27 @@ significant digits), so log lines read exactly as Caffe's.
 """
 import logging
 import math
+import time
 
 net_log = logging.getLogger("engine.core.net")
 layer_log = logging.getLogger("engine.layer")
 solver_log = logging.getLogger("engine.solver")
 upgrade_log = logging.getLogger("engine.core.upgrade")
 io_log = logging.getLogger("engine.core.io")
+
+_LEVEL_CHAR = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
+               logging.CRITICAL: "F"}
+
+
+class GlogFormatter(logging.Formatter):
+    """``I1121 19:30:28.165256 24645 net.py:475] message`` (glog's prefix)."""
+
+    def format(self, record):
+        t = time.localtime(record.created)
+        us = int((record.created - int(record.created)) * 1e6)
+        return "%s%02d%02d %02d:%02d:%02d.%06d %5d %s:%d] %s" % (
+            _LEVEL_CHAR.get(record.levelno, "I"), t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, us,
+            record.process or 0, record.filename, record.lineno, record.getMessage())
 
 
 def num(x):

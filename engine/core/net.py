@@ -92,6 +92,7 @@ class Net:
                  allow_python=True, dtype=np.float32, param=None):
         if len(args) == 2 and isinstance(args[0], (str, os.PathLike)):
             weights, phase = args          # Net(model, weights, phase)
+            _legacy_constructor_warning(network_file, weights, phase)
         elif len(args) == 1:
             phase = args[0]
         elif len(args) > 2:
@@ -698,6 +699,9 @@ class Net:
                     tb.from_proto(src.blobs[j], reshape=False)
 
     def _copy_from_hdf5(self, path):
+        """CopyTrainedLayersFromHDF5: Caffe's layout (``data/<layer>/<param index>``).  A
+        layer may lack the datasets of params it shares from another layer (ToHDF5 writes
+        only the params a layer owns); more datasets than params is an error."""
         import h5py
         plan = []
         try:
@@ -707,26 +711,40 @@ class Net:
                     if lname not in self._layer_names_index:
                         log.info("Ignoring source layer %s", lname)
                         continue
-                    target_id = self._layer_names.index(lname)
-                    target_blobs = self._layers[target_id].blobs
-                    grp = data[lname]
-                    if len(grp) != len(target_blobs):
-                        raise ShapeError("Incompatible number of blobs for layer %s" % lname, layer=lname)
-                    for j, tb in enumerate(target_blobs):
-                        with np.errstate(all="ignore"):
-                            arr = np.asarray(grp[str(j)]).astype(tb.dtype)
-                        if tuple(arr.shape) != tb.shape:
-                            raise ShapeError("Cannot copy param %d weights from layer '%s'; shape mismatch.  "
-                                             "Source param shape is %s; target param shape is %s."
-                                             % (j, lname, _shape_str(arr.shape), tb.shape_string()),
-                                             layer=lname)
-                        plan.append((tb, arr))
+                    plan.extend(self._hdf5_layer_plan(data[lname], lname))
         except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:   # h5py: corrupt files
             from engine.core.errors import ParseError
             raise ParseError("cannot read weights from HDF5 file: %s: %s" % (type(e).__name__, e),
                              path) from None
         for tb, arr in plan:
             tb.data[...] = arr
+
+    def _hdf5_layer_plan(self, grp, lname):
+        target_id = self._layer_names_index[lname]
+        target_blobs = self._layers[target_id].blobs
+        if len(grp) > len(target_blobs):
+            raise ShapeError("Check failed: num_source_params <= target_blobs.size() (%d vs. %d) "
+                             "Incompatible number of blobs for layer %s" % (len(grp), len(target_blobs), lname),
+                             layer=lname)
+        plan = []
+        for j, tb in enumerate(target_blobs):
+            if str(j) not in grp:
+                if self._param_owners[self._param_id_vecs[target_id][j]] != -1:
+                    continue          # shared in the target: its owner brings the values
+                raise ShapeError("Incompatible number of blobs for layer %s (no dataset '%d')" % (lname, j),
+                                 layer=lname)
+            with np.errstate(all="ignore"):
+                arr = np.asarray(grp[str(j)]).astype(tb.dtype)
+            if tuple(arr.shape) != tb.shape:
+                raise ShapeError("Check failed: blob_dims == blob->shape() Cannot load blob from hdf5; shape "
+                                 "mismatch. Source shape is %s target shape is %s (param %d of layer '%s')"
+                                 % (_shape_str(arr.shape), tb.shape_string(), j, lname), layer=lname)
+            plan.append((tb, arr))
+        return plan
+
+    def load_hdf5(self, filename: str | os.PathLike) -> None:
+        """pycaffe's ``load_hdf5``: CopyTrainedLayersFromHDF5, whatever the extension."""
+        self._copy_from_hdf5(os.fspath(filename))
 
     def ShareTrainedLayersWith(self, other: Net) -> None:
         """Share every same-named layer's params with ``other``; all are checked first,
@@ -757,6 +775,9 @@ class Net:
         return p
 
     def ToHDF5(self, filename: str | os.PathLike, write_diff: bool = False) -> None:
+        """Net::ToHDF5: ``data/<layer>/<param index>`` float32 datasets for the params a
+        layer owns (shared ones are left to their owner), and with ``write_diff`` every
+        param's diff under ``diff/``."""
         import h5py
         with h5py.File(filename, "w") as f:
             data = f.create_group("data")
@@ -764,11 +785,13 @@ class Net:
             for i, layer in enumerate(self._layers):
                 lname = self._layer_names[i]
                 if lname in data:
-                    continue
+                    raise NetError("Error saving weights to %s: two layers are named '%s'"
+                                   % (os.fspath(filename), lname), layer=lname)
                 g = data.create_group(lname)
                 gd = diff.create_group(lname) if diff is not None else None
                 for j, b in enumerate(layer.blobs):
-                    g.create_dataset(str(j), data=b.data)
+                    if self._param_owners[self._param_id_vecs[i][j]] == -1:
+                        g.create_dataset(str(j), data=b.data)
                     if gd is not None:
                         gd.create_dataset(str(j), data=b.diff)
 
@@ -831,15 +854,18 @@ class Net:
 
     def forward(self, blobs: Sequence[str] | None = None, start: str | None = None, end: str | None = None,
                 **kwargs: Any) -> dict[str, np.ndarray]:
-        """pycaffe's Net.forward: returns {output blob: data}."""
+        """pycaffe's Net.forward: run layers ``start``..``end`` (names; inclusive) and
+        return {blob name: data} for the end layer's tops (the net's outputs when no
+        ``end`` is given) plus the blobs named in ``blobs``.  Keyword arguments set
+        the net's inputs first (all of them, each a full batch)."""
         blobs = list(blobs or [])
         start_ind = self._layer_index(start) if start is not None else 0
         if end is not None:
             end_ind = self._layer_index(end)
-            outputs = set([end] + blobs)
+            outputs = _unique(self.top_names[end] + blobs)
         else:
             end_ind = len(self._layers) - 1
-            outputs = set(self.outputs + blobs)
+            outputs = _unique(self.outputs + blobs)
         if kwargs:
             if set(kwargs) != set(self.inputs):
                 raise NetError("Input blob arguments do not match net inputs. (given: %s; net inputs: %s)"
@@ -857,15 +883,18 @@ class Net:
 
     def backward(self, diffs: Sequence[str] | None = None, start: str | None = None, end: str | None = None,
                  **kwargs: Any) -> dict[str, np.ndarray]:
-        """pycaffe's Net.backward: returns {input blob: diff}."""
+        """pycaffe's Net.backward: run layers ``start``..``end`` (names) backward and
+        return {blob name: diff} for the end layer's bottoms (the net's inputs when no
+        ``end`` is given) plus the blobs named in ``diffs``.  Keyword arguments set
+        the diffs of the net's outputs first (all of them, each a full batch)."""
         diffs = list(diffs or [])
         start_ind = self._layer_index(start) if start is not None else len(self._layers) - 1
         if end is not None:
             end_ind = self._layer_index(end)
-            outputs = set([end] + diffs)
+            outputs = _unique(self.bottom_names[end] + diffs)
         else:
             end_ind = 0
-            outputs = set(self.inputs + diffs)
+            outputs = _unique(self.inputs + diffs)
         if kwargs:
             if set(kwargs) != set(self.outputs):
                 raise NetError("Top diff arguments do not match net outputs. (given: %s; net outputs: %s)"
@@ -1116,6 +1145,18 @@ def _shape_str(shape):
     for d in shape:
         c *= int(d)
     return "".join("%d " % d for d in shape) + "(%d)" % c
+
+
+def _legacy_constructor_warning(network_file, weights, phase):
+    """pycaffe's Net_Init_Load warnings for ``Net(model, weights, phase)``."""
+    log.warning("DEPRECATION WARNING - deprecated use of Python interface")
+    log.warning('Use this instead (with the named "weights" parameter):')
+    log.warning("Net('%s', %d, weights='%s')", os.fspath(network_file), int(phase), os.fspath(weights))
+
+
+def _unique(names):
+    """``names`` without repeats, in order (pycaffe takes a set of them)."""
+    return list(dict.fromkeys(names))
 
 
 def _first_dim(shape):

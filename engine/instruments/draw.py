@@ -77,36 +77,87 @@ class Graph:
         return None
 
 
-# ---------------------------------------------------------------------- building
+# ---------------------------------------------------------------------- labels
+# caffe.draw's labels and colours, shared with engine.pycaffe.draw.
 def _first(rep, default=0):
     return int(rep[0]) if len(rep) else default
 
 
-def _layer_lines(lp, ltype):
-    lines = [lp.name, "(%s)" % ltype]
-    if ltype == "Convolution" or ltype == "Deconvolution":
-        cp = lp.convolution_param
-        k = cp.kernel_h if cp.HasField("kernel_h") else _first(cp.kernel_size)
-        s = cp.stride_h if cp.HasField("stride_h") else _first(cp.stride, 1)
-        p = cp.pad_h if cp.HasField("pad_h") else _first(cp.pad)
-        lines.append("kernel size: %d" % k)
-        lines.append("stride: %d" % s)
-        lines.append("pad: %d" % p)
-    elif ltype == "Pooling":
+def layer_fill_color(ltype):
+    """caffe.draw's colour of a layer box by type (in-place neuron layers aside)."""
+    return TYPE_COLOR.get(ltype, LAYER_COLOR)
+
+
+def pooling_method_name(pool):
+    """``MAX``, ``AVE``, ``STOCHASTIC`` for a PoolingParameter.pool value."""
+    return caffe_pb2.PoolingParameter.PoolMethod.Name(pool)
+
+
+def layer_lr_mults(lp):
+    """caffe.draw's ``get_layer_lr_mult``: (weights, bias) lr_mult of a Convolution,
+    Deconvolution or InnerProduct layer (1.0 where no ``param`` gives one)."""
+    if lp.type not in ("Convolution", "Deconvolution", "InnerProduct"):
+        raise ValueError("%s layers do not have a learning rate multiplier" % lp.type)
+    if len(lp.param) == 0:
+        return 1.0, 1.0
+    if len(lp.param) == 1:
+        return lp.param[0].lr_mult, 1.0
+    if len(lp.param) == 2:
+        return lp.param[0].lr_mult, lp.param[1].lr_mult
+    raise ValueError("Could not parse the learning rate multiplier")
+
+
+def _spatial(lp, ltype, exact):
+    """(kernel size, stride, pad) of a Convolution/Deconvolution/Pooling layer, or None.
+    ``exact``: as caffe.draw reads them (the first kernel_size/stride/pad); otherwise the
+    ``_h`` fields win when set and a global pooling says so."""
+    if ltype == "Pooling":
         pp = lp.pooling_param
-        pool = caffe_pb2.PoolingParameter.PoolMethod.Name(pp.pool)
-        lines[1] = "(%s %s)" % (pool, ltype)
+        if exact:
+            return pp.kernel_size, pp.stride, pp.pad
         if pp.global_pooling:
-            lines.append("global")
-        else:
-            lines.append("kernel size: %d" % (pp.kernel_h if pp.HasField("kernel_h") else pp.kernel_size))
-            lines.append("stride: %d" % (pp.stride_h if pp.HasField("stride_h") else pp.stride))
-            lines.append("pad: %d" % (pp.pad_h if pp.HasField("pad_h") else pp.pad))
+            return "global"
+        return (pp.kernel_h if pp.HasField("kernel_h") else pp.kernel_size,
+                pp.stride_h if pp.HasField("stride_h") else pp.stride,
+                pp.pad_h if pp.HasField("pad_h") else pp.pad)
+    if ltype in ("Convolution", "Deconvolution"):
+        cp = lp.convolution_param
+        k, s, p = _first(cp.kernel_size, 1), _first(cp.stride, 1), _first(cp.pad, 0)
+        if not exact:
+            k = cp.kernel_h if cp.HasField("kernel_h") else _first(cp.kernel_size)
+            s = cp.stride_h if cp.HasField("stride_h") else s
+            p = cp.pad_h if cp.HasField("pad_h") else p
+        return k, s, p
+    return None
+
+
+def layer_label_lines(lp, ltype=None, display_lrm=False, exact=False):
+    """The lines of a layer's label, as caffe.draw builds them: its name, ``(Type)``
+    (``(Pooling MAX)``), for Convolution, Deconvolution and Pooling ``kernel size: K``,
+    ``stride: S``, ``pad: P``, and with ``display_lrm`` ``lr mult: W, B`` for learnable
+    layers.  ``exact`` reads the spatial fields exactly as caffe.draw does."""
+    ltype = ltype or lp.type
+    lines = [lp.name]
+    if ltype == "Pooling":
+        lines.append("(%s %s)" % (ltype, pooling_method_name(lp.pooling_param.pool)))
+    else:
+        lines.append("(%s)" % ltype)
+    spatial = _spatial(lp, ltype, exact)
+    if spatial == "global":
+        lines.append("global")
+    elif spatial is not None:
+        lines.extend(["kernel size: %d" % spatial[0], "stride: %d" % spatial[1], "pad: %d" % spatial[2]])
+    if display_lrm and ltype in ("Convolution", "Deconvolution", "InnerProduct"):
+        w, b = layer_lr_mults(lp)
+        if w or b:
+            lines.append("lr mult: %.1f, %.1f" % (w, b))
     return lines
 
 
-def _edge_label(lp, ltype):
-    """draw.py's determine_edge_label_by_layertype."""
+def edge_label(lp, ltype=None):
+    """caffe.draw's label of a layer's out-edges: ``Batch N`` for Data, num_output for
+    Convolution, Deconvolution and InnerProduct, else empty."""
+    ltype = ltype or lp.type
     if ltype == "Data":
         return "Batch %d" % lp.data_param.batch_size
     if ltype in ("Convolution", "Deconvolution"):
@@ -116,6 +167,7 @@ def _edge_label(lp, ltype):
     return ""
 
 
+# ---------------------------------------------------------------------- building
 def net_graph(source, splits=None, label_edges=True):
     """A :class:`Graph` of a Net (its real layers and blob shapes) or a NetParameter.
     ``splits``: keep Split layers (default: yes for a Net, as it has them)."""
@@ -164,15 +216,15 @@ def net_graph(source, splits=None, label_edges=True):
             continue
         bottoms = [alias.get(b, b) for b in lp.bottom]
         inplace = len(bottoms) == 1 and len(lp.top) == 1 and bottoms[0] == lp.top[0]
-        color = NEURON_COLOR if inplace else TYPE_COLOR.get(ltype, LAYER_COLOR)
+        color = NEURON_COLOR if inplace else layer_fill_color(ltype)
         lid = "layer:%d:%s" % (i, lp.name)
         hover = "%s (%s)" % (lp.name, ltype)
         if need is not None and i < len(need):
             hover += ", %s backward" % ("needs" if need[i] else "no")
-        g.nodes.append(Node(lid, "layer", lp.name, _layer_lines(lp, ltype), color, ltype, hover))
+        g.nodes.append(Node(lid, "layer", lp.name, layer_label_lines(lp, ltype), color, ltype, hover))
         for b in bottoms:
             g.edges.append(Edge(blob_node(b), lid))
-        label = _edge_label(lp, ltype) if label_edges else ""
+        label = edge_label(lp, ltype) if label_edges else ""
         for t in lp.top:
             g.edges.append(Edge(lid, blob_node(t, create=True), label))
     layout(g)

@@ -15,6 +15,7 @@
     python -m engine compute_image_mean [--backend lmdb] INPUT_DB [OUTPUT_FILE]
     python -m engine extract_features W PROTO BLOBS DBS N lmdb|leveldb [CPU|GPU] [ID]
     python -m engine upgrade_net_proto_text|upgrade_net_proto_binary|upgrade_solver_proto_text IN OUT
+    python -m engine run SCRIPT [ARGS...]      (a pycaffe script, with the engine as caffe)
 
 Caffe's spellings: every flag also as gflags writes it (``-solver s``, ``-solver=s``,
 ``--solver=s``; ``-gray``, ``-nogray``), before or after the command
@@ -43,27 +44,14 @@ import time
 
 import numpy as np
 
-from engine.core.log import check_failed
+from engine.core.log import GlogFormatter, check_failed
 from engine.proto import caffe_pb2
 from engine.tools import gflags
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIFFER, EXIT_INTERRUPT = 0, 1, 2, 3, 130
-_LEVEL_CHAR = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
-               logging.CRITICAL: "F"}
 
 
 # ---------------------------------------------------------------------- logging
-class GlogFormatter(logging.Formatter):
-    """``I1121 19:30:28.165256 24645 net.py:475] message`` (glog's prefix)."""
-
-    def format(self, record):
-        t = time.localtime(record.created)
-        us = int((record.created - int(record.created)) * 1e6)
-        return "%s%02d%02d %02d:%02d:%02d.%06d %5d %s:%d] %s" % (
-            _LEVEL_CHAR.get(record.levelno, "I"), t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, us,
-            record.process or 0, record.filename, record.lineno, record.getMessage())
-
-
 class _Logging:
     """Route the engine's loggers to ``stream`` for the duration of a command."""
 
@@ -624,6 +612,13 @@ def cmd_test(args, out, err):
     return test(args.model, args.weights, iterations=args.iterations, gpu=args.gpu, level=args.level, stage=stage)
 
 
+def cmd_run(args, out, err):
+    from engine.tools.run_script import glog_env_level, run_script
+    if not (args.verbose or args.quiet):
+        logging.getLogger("engine").setLevel(glog_env_level(logging.INFO))
+    return run_script(args.script, args.args, err=err)
+
+
 # ---------------------------------------------------------------------- parser
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
@@ -819,6 +814,13 @@ def make_parser():
         p.add_argument("output", metavar="OUT")
         _log_flags(p)
         p.set_defaults(func=_upgrade_tool(name), log_default=True)
+
+    p = sub.add_parser("run", help="run a pycaffe script unchanged, with the engine as `caffe`")
+    p.add_argument("script", help="the Python script (run as __main__, as `python SCRIPT ARGS...`)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_run, log_default=True)
     ap.command_parsers = sub.choices
     return ap
 

@@ -28,9 +28,13 @@ class AppContext:
 
 
 def error_text(exc):
-    """What the page says about an exception: its type and message."""
+    """What the page says about an exception: its type and message, and its notes (a
+    Python layer's own exception names the layer there)."""
     msg = str(exc).strip() or "(no message)"
     name = type(exc).__name__
+    notes = [str(n).strip() for n in getattr(exc, "__notes__", ()) or () if str(n).strip()]
+    if notes:
+        msg += " (%s)" % "; ".join(notes)
     return "%s: %s" % (name, msg)
 
 

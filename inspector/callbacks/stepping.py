@@ -4,7 +4,7 @@ from dash import Input, Output, State, no_update
 
 from inspector import ids, inputs, loading, runner
 
-from .common import guarded, triggered
+from .common import error_text, guarded, triggered
 
 ACTIONS = (ids.FORWARD, ids.BACKWARD, ids.STEP_FORWARD, ids.STEP_BACKWARD, ids.RUN_TO, ids.FORWARD_BACKWARD,
            ids.RESET, ids.SOLVER_STEP, ids.APPLY_INPUTS, ids.DEVICE)
@@ -50,7 +50,7 @@ def act(app, sid, action, start=None, end=None, selection=None, settings=None, d
             msg = "⚠ " + str(exc)
         except Exception as exc:  # noqa: BLE001 - a layer failed: the session goes on
             s.run_version += 1
-            msg = "⚠ %s: %s" % (type(exc).__name__, exc)
+            msg = "⚠ " + error_text(exc)
         s.message = msg
         return s.run_version, msg
 

@@ -14,7 +14,7 @@ from dash import Input, Output, State, no_update
 
 from inspector import debug_figures, debug_views, ids, jobs, runner, training
 
-from .common import guarded
+from .common import error_text, guarded
 
 JOB_LABELS = {"solver": "solver run", "forward_backward": "Forward + Backward",
               "forward": "Forward", "backward": "Backward"}
@@ -52,7 +52,7 @@ def run_pass(app, sid, action, report=None, token=None):
             msg = "⚠ " + str(exc)
         except Exception as exc:  # noqa: BLE001 - a layer failed: say so, the session goes on
             s.run_version += 1
-            msg = "⚠ %s: %s" % (type(exc).__name__, exc)
+            msg = "⚠ " + error_text(exc)
         finally:
             s.job = None
         s.message = msg

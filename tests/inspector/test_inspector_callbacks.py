@@ -233,3 +233,14 @@ def test_command_line():
     assert m.config_from_args(m.parse_args(["deploy.prototxt"])).phase == "TEST"
     cfg = m.config_from_args(m.parse_args(["--max-sessions", "2", "--idle-minutes", "0.5"]))
     assert cfg.max_sessions == 2 and cfg.idle_seconds == 30 and cfg.model is None
+
+
+def test_error_text_shows_a_python_layers_note():
+    """A Python layer's own exception keeps its type; the page still names the layer."""
+    from engine.core.layers.python_layer import add_layer_context
+    from inspector.callbacks.common import error_text
+    exc = ZeroDivisionError("division by zero")
+    add_layer_context(exc, "py", "raised by forward() of Python layer 'py' (mod.Fails)")
+    assert error_text(exc) == ("ZeroDivisionError: division by zero (raised by forward() of Python layer 'py' "
+                               "(mod.Fails))")
+    assert error_text(ValueError("plain")) == "ValueError: plain"

@@ -40,7 +40,14 @@ def test_preprocess_like_transformer():
     assert g.shape == (1, 5, 5) and np.allclose(g, 1 / 3, atol=1e-5)
     mean_file = np.full((3, 8, 8), 5.0, np.float32)
     y = inp.preprocess_image(im, (1, 3, 8, 8), inp.InputSettings(crop=False), mean_file)
-    assert np.allclose(y[2], 250)
+    assert np.allclose(y[2][:, 1:-1], 250)     # the edge columns: caffe.io.resize_image's border
+    from engine.pycaffe.io import Transformer
+    t = Transformer({"data": (1, 3, 8, 8)})
+    t.set_transpose("data", (2, 0, 1))
+    t.set_channel_swap("data", (2, 1, 0))
+    t.set_raw_scale("data", 255.0)
+    t.set_mean("data", mean_file)
+    np.testing.assert_allclose(y, t.preprocess("data", im), rtol=1e-6)
 
 
 def test_parse_helpers():
@@ -76,3 +83,20 @@ def test_apply_inputs_kinds(lenet, tmp_path):
         assert np.allclose(lenet.net.blobs["data"].data, 0.5)
     finally:
         s.close()
+
+
+def test_images_are_loaded_and_resized_by_pycaffes_io(tmp_path):
+    """The inspector's image input uses caffe.io's own load_image and resize_image."""
+    from PIL import Image
+
+    from engine.pycaffe import io as caffe_io
+    assert inp.load_image is caffe_io.load_image
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, size=(9, 13, 3), dtype=np.uint8)
+    path = tmp_path / "im.png"
+    Image.fromarray(rgb).save(path)
+    im = inp.load_image(str(path))
+    np.testing.assert_array_equal(im, rgb.astype(np.float32) / 255)
+    x = inp.preprocess_image(im, (1, 3, 6, 7), inp.InputSettings(crop=False, raw_scale=1.0, channel_swap=()))
+    expected = caffe_io.resize_image(im, (6, 7)).transpose(2, 0, 1)
+    np.testing.assert_array_equal(x, expected)

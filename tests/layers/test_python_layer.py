@@ -126,34 +126,67 @@ def test_missing_module_names_layer_and_module(tmp_path):
                                          "'no_such_module_xyz'") as e:
         create_layer(p, model_dir=str(tmp_path))
     assert e.value.layer == "scale"
+    assert isinstance(e.value, ModuleNotFoundError)      # what pycaffe raises
 
 
 def test_missing_class_and_wrong_class(tmp_path):
     _, module = _model(tmp_path)
     p = _param('name: "s" type: "Python" python_param { module: "%s" layer: "Nope" }' % module)
-    with pytest.raises(LayerError, match="Python layer 's': module '%s' .* has no attribute 'Nope'" % module):
+    with pytest.raises(LayerError, match="Python layer 's': module '%s' .* has no attribute 'Nope'" % module) as e:
         create_layer(p, model_dir=str(tmp_path))
+    assert isinstance(e.value, AttributeError)
     p = _param('name: "s" type: "Python" python_param { module: "%s" layer: "NotALayer" }' % module)
-    with pytest.raises(LayerError, match="is not a subclass of caffe.Layer"):
+    with pytest.raises(LayerError, match="is not a subclass of caffe.Layer") as e:
         create_layer(p, model_dir=str(tmp_path))
+    assert isinstance(e.value, TypeError)
 
 
-def test_exception_in_user_code_names_layer_and_method(tmp_path):
+def _notes(e):
+    return "\n".join(getattr(e, "__notes__", ()))
+
+
+def test_exception_in_user_code_keeps_its_type_and_names_layer_and_method(tmp_path):
+    """pycaffe lets the layer's own exception through; the engine adds the layer as a note."""
     _, module = _model(tmp_path)
     p = _param('name: "bad" type: "Python" python_param { module: "%s" layer: "Broken" }' % module)
     layer = create_layer(p, model_dir=str(tmp_path))
     bottom, top = [uniform_blob((2, 3))], empty_blobs(1)
     layer.SetUp(bottom, top)
-    with pytest.raises(LayerError, match=r"Python layer 'bad' .*forward raised ValueError: boom") as e:
+    with pytest.raises(ValueError, match="^boom") as e:
         layer.Forward(bottom, top)
-    assert isinstance(e.value.__cause__, ValueError)
+    assert type(e.value) is ValueError
+    assert "raised by forward() of Python layer 'bad' (%s.Broken)" % module in _notes(e.value)
+    assert e.value.layer == "bad"
+
+
+def test_exception_in_user_code_through_the_net(tmp_path):
+    from engine.core.net import Net
+    _, module = _model(tmp_path)
+    model = tmp_path / "broken.prototxt"
+    model.write_text('layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }\n'
+                     'layer { name: "bad" type: "Python" bottom: "x" top: "y" '
+                     'python_param { module: "%s" layer: "Broken" } }\n' % module)
+    net = Net(str(model), caffe_pb2.TEST)
+    with pytest.raises(ValueError, match="^boom") as e:
+        net.forward()
+    assert _notes(e.value).count("Python layer 'bad'") == 1
+
+
+def test_exception_while_importing_keeps_its_type(tmp_path):
+    _, module = _model(tmp_path, source="import no_such_dependency_xyz\n")
+    p = _param('name: "s" type: "Python" python_param { module: "%s" layer: "X" }' % module)
+    with pytest.raises(ModuleNotFoundError) as e:
+        create_layer(p, model_dir=str(tmp_path))
+    assert not isinstance(e.value, LayerError)     # the module's own import failed, not the layer's
+    assert "importing module '%s' for Python layer 's'" % module in _notes(e.value)
 
 
 def test_syntax_error_in_module(tmp_path):
     _, module = _model(tmp_path, source="def broken(:\n    pass\n")
     p = _param('name: "s" type: "Python" python_param { module: "%s" layer: "X" }' % module)
-    with pytest.raises(LayerError, match="importing module '%s' failed: SyntaxError" % module):
+    with pytest.raises(SyntaxError) as e:
         create_layer(p, model_dir=str(tmp_path))
+    assert "importing module '%s' for Python layer 's'" % module in _notes(e.value)
 
 
 def test_module_from_sys_path(tmp_path, monkeypatch):

@@ -194,6 +194,10 @@ class Layer:
     def layer_setup(self, bottom: BlobVec, top: BlobVec) -> None:
         """One-time setup (read params, make param blobs)."""
 
+    def setup(self, bottom: BlobVec, top: BlobVec) -> None:
+        """pycaffe's ``layer.setup(bottom, top)``: LayerSetUp (a Python layer's own hook)."""
+        self.layer_setup(bottom, top)
+
     def reshape(self, bottom: BlobVec, top: BlobVec) -> None:
         raise NotImplementedError("%s must implement reshape" % type(self).__name__)
 

@@ -17,6 +17,13 @@ the class is constructed as pycaffe constructs it, ``cls(layer_param)``.
 The module is imported from ``sys.path``; a module that sits beside the model
 file (the net passes ``model_dir``) is imported from there.  The net refuses
 Python layers altogether when built with ``allow_python=False``.
+
+As in pycaffe, an exception raised by the layer's own code (its module's body,
+its constructor, ``setup``, ``reshape``, ``forward``, ``backward``) reaches the
+caller with its own type; the engine only adds a note naming the layer (and sets
+``.layer`` on it where it can).  A module that cannot be found, a missing class
+and a class that is not a ``caffe.Layer`` raise LayerError subclasses that are
+also the ModuleNotFoundError, AttributeError and TypeError pycaffe raises.
 """
 import importlib
 import importlib.util
@@ -26,8 +33,15 @@ import threading
 
 import numpy as np
 
+from engine.core import backend
 from engine.core.blob import Blob
-from engine.core.errors import CaffeError, LayerError
+from engine.core.errors import (
+    CaffeError,
+    LayerError,
+    PythonLayerClassMissing,
+    PythonLayerNotALayer,
+    PythonLayerNotFound,
+)
 from engine.core.layers.base import Layer
 from engine.core.layers.registry import register_layer
 
@@ -105,14 +119,17 @@ class PyLayer(Layer):
         except CaffeError:
             raise
         except Exception as e:
-            raise LayerError("Python layer '%s' (%s.%s): %s raised %s: %s"
-                             % (self.name, self.layer_param.python_param.module,
-                                self.layer_param.python_param.layer, method,
-                                type(e).__name__, e), layer=self.name) from e
+            pp = self.layer_param.python_param
+            add_layer_context(e, self.name, "raised by %s() of Python layer '%s' (%s.%s)"
+                              % (method, self.name, pp.module, pp.layer))
+            raise
 
     def layer_setup(self, bottom, top):
         self.param_str = self.layer_param.python_param.param_str
         self.phase = int(self.layer_param.phase)
+        if self.phase == 0 and backend.solver_count() > 1 and not backend.multiprocess():
+            # python_layer.hpp: the GIL rules out several solver threads in one process
+            raise LayerError("PythonLayer does not support CLI Multi-GPU, use train.py", layer=self.name)
         self._call("setup", bottom, top)
 
     def SetUp(self, bottom, top):
@@ -140,6 +157,31 @@ class PyLayer(Layer):
     def __repr__(self):
         return "<Python layer '%s' (%s.%s)>" % (self.name, self.layer_param.python_param.module,
                                                  self.layer_param.python_param.layer)
+
+
+def add_layer_context(exc, layer_name, note):
+    """Name the layer on an exception raised by a Python layer's own code, keeping its
+    type (pycaffe lets it through): a note (Python 3.11+) and ``.layer`` where settable."""
+    if not any(layer_name in n for n in getattr(exc, "__notes__", ()) or ()):
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        else:   # Python 3.10: keep the text where tracebacks cannot show it
+            try:
+                exc.__notes__ = list(getattr(exc, "__notes__", ())) + [note]
+            except (AttributeError, TypeError):
+                pass
+    if getattr(exc, "layer", None) is None:
+        try:
+            exc.layer = layer_name
+        except (AttributeError, TypeError):
+            pass
+
+
+def _is_the_module(exc, module):
+    """Whether a ModuleNotFoundError is about ``module`` itself (or a package above it),
+    not about something the module imports."""
+    missing = getattr(exc, "name", None)
+    return missing is not None and (missing == module or module.startswith(missing + "."))
 
 
 def _module_file_in(directory, module):
@@ -204,25 +246,34 @@ class PythonLayer(Layer):
         try:
             mod = _import_module(pp.module, model_dir)
         except ModuleNotFoundError as e:
+            if not _is_the_module(e, pp.module):
+                add_layer_context(e, name, "raised while importing module '%s' for Python layer '%s'"
+                                  % (pp.module, name))
+                raise
             where = " (looked in sys.path%s)" % (" and %s" % model_dir if model_dir else "")
-            raise LayerError("Python layer '%s': cannot import module '%s': %s%s"
-                             % (name, pp.module, e, where), layer=name) from e
+            raise PythonLayerNotFound("Python layer '%s': cannot import module '%s': %s%s"
+                                      % (name, pp.module, e, where), layer=name) from e
+        except CaffeError:
+            raise
         except Exception as e:
-            raise LayerError("Python layer '%s': importing module '%s' failed: %s: %s"
-                             % (name, pp.module, type(e).__name__, e), layer=name) from e
+            add_layer_context(e, name, "raised while importing module '%s' for Python layer '%s'"
+                              % (pp.module, name))
+            raise
         user_cls = getattr(mod, pp.layer, None)
         if user_cls is None:
-            raise LayerError("Python layer '%s': module '%s' (%s) has no attribute '%s'"
-                             % (name, pp.module, getattr(mod, "__file__", "?"), pp.layer), layer=name)
+            raise PythonLayerClassMissing("Python layer '%s': module '%s' (%s) has no attribute '%s'"
+                                          % (name, pp.module, getattr(mod, "__file__", "?"), pp.layer),
+                                          layer=name)
         if not (isinstance(user_cls, type) and issubclass(user_cls, PyLayer)):
-            raise LayerError("Python layer '%s': %s.%s is not a subclass of caffe.Layer "
-                             "(engine.Layer)" % (name, pp.module, pp.layer), layer=name)
+            raise PythonLayerNotALayer("Python layer '%s': %s.%s is not a subclass of caffe.Layer "
+                                       "(engine.Layer)" % (name, pp.module, pp.layer), layer=name)
         try:
             obj = user_cls(param)
         except CaffeError:
             raise
         except Exception as e:
-            raise LayerError("Python layer '%s': constructing %s.%s raised %s: %s"
-                             % (name, pp.module, pp.layer, type(e).__name__, e), layer=name) from e
+            add_layer_context(e, name, "raised by the constructor of Python layer '%s' (%s.%s)"
+                              % (name, pp.module, pp.layer))
+            raise
         obj._configure(dtype, model_dir)
         return obj

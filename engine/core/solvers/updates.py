@@ -60,6 +60,11 @@ class SGDSolver(Solver):
 
     GetLearningRate = get_learning_rate
 
+    @property
+    def lr(self):
+        """pycaffe's ``solver.lr``: GetLearningRate() at the current iteration."""
+        return self.get_learning_rate()
+
     def apply_update(self):
         """SGDSolver::ApplyUpdate (pycaffe's ``apply_update``): uses the gradients in the
         params' diffs, updates the weights and increments ``iter``."""

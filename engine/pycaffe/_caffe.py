@@ -1,0 +1,186 @@
+"""pycaffe's compiled module ``caffe._caffe`` (``_caffe.cpp``), on the engine.
+
+The classes are the engine's own (Net, Blob, Layer, the solvers); this module adds
+the process-wide functions of ``_caffe.cpp`` and its two small classes:
+
+- ``init_log()``, ``init_log(level)``, ``init_log(level, stderr)``: glog's set-up.  Caffe's
+  messages go to stderr in glog's format from ``level`` on (0 INFO, 1 WARNING, 2 ERROR,
+  3 FATAL); without ``stderr=True`` glog keeps INFO and WARNING for its log files and
+  prints from ERROR on, and so does this (the engine writes no log files).
+  ``log(message)`` logs a line at INFO (``LOG(INFO) << message``).
+- ``Timer``: ``start()``, ``stop()``, ``ms`` as Caffe's Timer: on the CPU whole
+  milliseconds (boost's ``total_milliseconds``), on the GPU CUDA events' float time; reading
+  ``ms`` stops a running timer, and a timer never started reads 0 with a warning.
+- ``solver_count``/``set_solver_count``, ``solver_rank``/``set_solver_rank``,
+  ``set_multiprocess``: Caffe's globals for multi-GPU training.
+- ``has_nccl()`` is False and ``NCCL`` is Caffe's class as built without USE_NCCL: it can
+  be constructed, but ``NCCL.new_uid``, ``bcast`` and using it as a callback raise
+  :class:`NCCLUnavailable` (an AttributeError, like the missing methods of such a build).
+- ``layer_type_list()``: the registered layer types, sorted as Caffe's registry lists them.
+- ``__version__``: the Caffe version the engine follows, "1.0.0".
+"""
+import logging
+import sys
+import time
+
+from engine.core import backend
+from engine.core.blob import Blob
+from engine.core.errors import CaffeError
+from engine.core.layers.python_layer import BlobVec
+from engine.core.layers.python_layer import PyLayer as Layer
+from engine.core.layers.registry import layer_types
+from engine.core.log import GlogFormatter
+from engine.core.net import Net
+from engine.core.solvers import (
+    AdaDeltaSolver,
+    AdaGradSolver,
+    AdamSolver,
+    NesterovSolver,
+    RMSPropSolver,
+    SGDSolver,
+    Solver,
+    get_solver,
+)
+
+__all__ = ["Net", "Blob", "Layer", "BlobVec", "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver",
+           "RMSPropSolver", "AdaDeltaSolver", "AdamSolver", "get_solver", "NCCL", "NCCLUnavailable", "Timer",
+           "init_log", "log", "has_nccl", "layer_type_list", "set_mode_cpu", "set_mode_gpu",
+           "set_random_seed", "set_device", "solver_count", "set_solver_count", "solver_rank",
+           "set_solver_rank", "set_multiprocess", "__version__"]
+
+__version__ = "1.0.0"
+
+set_mode_cpu = backend.set_mode_cpu
+set_mode_gpu = backend.set_mode_gpu
+set_random_seed = backend.set_random_seed
+set_device = backend.set_device
+solver_count = backend.solver_count
+set_solver_count = backend.set_solver_count
+solver_rank = backend.solver_rank
+set_solver_rank = backend.set_solver_rank
+set_multiprocess = backend.set_multiprocess
+
+pycaffe_log = logging.getLogger("engine.pycaffe")
+_GLOG_LEVELS = (logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
+_log_handler = {"handler": None}
+
+
+layer_type_list = layer_types      # LayerRegistry::LayerTypeList: every registered type, sorted
+
+
+# ---------------------------------------------------------------------- logging
+def init_log(level=0, stderr=False):
+    """glog's InitGoogleLogging with FLAGS_minloglevel = ``level`` (and FLAGS_logtostderr =
+    ``stderr``): the engine's messages from that level on, in glog's format, on stderr
+    (only from ERROR on unless ``stderr``, as glog keeps the rest for its log files)."""
+    level = int(level)
+    if not 0 <= level <= 3:
+        raise ValueError("init_log: level must be 0 (INFO), 1 (WARNING), 2 (ERROR) or 3 (FATAL), not %d" % level)
+    threshold = _GLOG_LEVELS[level] if stderr else max(_GLOG_LEVELS[level], logging.ERROR)
+    engine_log = logging.getLogger("engine")
+    old = _log_handler["handler"]
+    if old is not None:
+        engine_log.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(GlogFormatter())
+    handler.setLevel(threshold)
+    engine_log.addHandler(handler)
+    engine_log.setLevel(_GLOG_LEVELS[level])
+    engine_log.propagate = False
+    _log_handler["handler"] = handler
+
+
+def log(message):
+    """``LOG(INFO) << message``."""
+    pycaffe_log.info("%s", message)
+
+
+# ---------------------------------------------------------------------- Timer
+class Timer(object):
+    """Caffe's Timer (util/benchmark.cpp): ``start()``, ``stop()``, ``ms``."""
+
+    def __init__(self):
+        self._running = False
+        self._has_run = False
+        self._start = self._stop = 0
+        self._events = None
+
+    def _gpu(self):
+        return backend.mode() == backend.GPU
+
+    def _record(self, index):
+        if self._events is None:
+            cp = backend.cupy()
+            self._events = (cp.cuda.Event(), cp.cuda.Event())
+        self._events[index].record()
+
+    def start(self):
+        if not self._running:
+            if self._gpu():
+                self._record(0)
+            else:
+                self._start = time.perf_counter_ns()
+            self._running = True
+            self._has_run = True
+
+    def stop(self):
+        if self._running:
+            if self._gpu():
+                self._record(1)
+            else:
+                self._stop = time.perf_counter_ns()
+            self._running = False
+
+    @property
+    def ms(self):
+        if not self._has_run:
+            pycaffe_log.warning("Timer has never been run before reading time.")
+            return 0.0
+        if self._running:
+            self.stop()
+        if self._gpu():
+            cp = backend.cupy()
+            self._events[1].synchronize()
+            return float(cp.cuda.get_elapsed_time(self._events[0], self._events[1]))
+        return float((self._stop - self._start) // 1000000)   # boost's total_milliseconds()
+
+
+# ---------------------------------------------------------------------- NCCL
+_NO_NCCL = ("Multi-GPU execution not available - rebuild with USE_NCCL: the engine has no NCCL, as "
+            "Caffe built without USE_NCCL (caffe.has_nccl() is False)")
+
+
+class NCCLUnavailable(CaffeError, AttributeError):
+    """NCCL is not built in (an AttributeError, as the missing methods of such a Caffe)."""
+
+
+class _NotBuilt(object):
+    """A method Caffe only has with USE_NCCL: reading it raises NCCLUnavailable."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        raise NCCLUnavailable("NCCL.%s: %s" % (self.name, _NO_NCCL))
+
+
+class NCCL(object):
+    """pycaffe's NCCL(solver, uid) as Caffe builds it without USE_NCCL: constructing it
+    works, its methods and its use as a solver or net callback raise NCCLUnavailable."""
+
+    new_uid = _NotBuilt()
+    bcast = _NotBuilt()
+    on_start = _NotBuilt()
+    on_gradients_ready = _NotBuilt()
+
+    def __init__(self, solver, uid):
+        self.solver = solver
+        self.uid = uid
+
+    def __call__(self, *args):
+        raise NCCLUnavailable("NCCL used as a callback: %s" % _NO_NCCL)
+
+
+def has_nccl():
+    """False: the engine has no NCCL (Caffe built without USE_NCCL)."""
+    return False
