@@ -9,7 +9,7 @@
     var IDS = {graph: 'net-graph', holder: 'net-graph-holder', minimap: 'graph-minimap', hover: 'graph-hover',
                search: 'graph-search', results: 'graph-search-results', pick: 'graph-search-pick',
                toggle: 'block-toggle'};
-    var S = {cy: null, net: null, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
+    var S = {cy: null, net: null, viewed: false, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
              mapImage: null, mapBox: null, mapDirty: true, mapQueued: false};
 
     function cyOf() {
@@ -38,6 +38,15 @@
         cy.on('mouseout', 'node, edge', hideHover);
         cy.on('viewport', function () { hideHover(); queueMap(false); });
         cy.on('add remove position data', function () { queueMap(true); });
+        cy.on('add', function () {          // the first drawing of the page: its first view at once
+            if (S.viewed || S.net !== null) { return; }
+            window.requestAnimationFrame(function () {
+                if (S.viewed || cy.elements().length === 0) { return; }
+                S.viewed = true;
+                firstView(cy);
+                stampDrawn();
+            });
+        });
         cy.on('resize', function () { queueMap(true); });
         cy.on('dbltap', 'node.block, node.group', function (e) {
             e.stopPropagation && e.stopPropagation();
@@ -112,6 +121,10 @@
             cy.pan(pan);
         }
         return true;
+    }
+
+    function stampDrawn() {        // when the graph was first drawn (ms since navigation start: benchmarks)
+        if (!window.inspectorGraphDrawn) { window.inspectorGraphDrawn = window.performance.now(); }
     }
 
     // ------------------------------------------------------------------ overview
@@ -251,7 +264,9 @@
     document.addEventListener('mousedown', function (ev) { dragging = ev.target && ev.target.id === IDS.minimap; });
     document.addEventListener('mouseup', function () { dragging = false; });
     document.addEventListener('mousemove', function (ev) { if (dragging) { mapTo(ev); } });
-    window.setInterval(hook, 400);
+    var hooking = window.setInterval(function () {
+        if (hook()) { window.clearInterval(hooking); window.setInterval(hook, 500); }   // a new cy after a remount
+    }, 25);
 
     // ------------------------------------------------------------------ Dash clientside callbacks
     function later(fn, tries) {
@@ -271,9 +286,10 @@
                     if (!cy) { return false; }
                     if (meta && meta.n && cy.elements().length === 0) { return false; }   // not drawn yet
                     if (net && net !== S.net) {
+                        if (S.net !== null || !S.viewed) { firstView(cy); }   // else: the page's first view is on
                         S.net = net;
-                        firstView(cy);
-                        window.inspectorGraphDrawn = window.performance.now();
+                        S.viewed = true;
+                        stampDrawn();
                     }
                     markSelection(cy, S.selection);
                     if (S.focus && S.focus.n !== S.focusN) {

@@ -417,9 +417,12 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
         tops = [0.0]
         for h in rank_h:
             tops.append(tops[-1] + h)
-        x0 = min((lay.positions[m][0] for m in members), default=0.0)
+        if g is None:       # the top level: anchored on its first node, so growing a block moves nothing above it
+            x0 = lay.positions[members[0]][0] + w[members[0]] / 2.0
+        else:               # a group: its contents start at its frame's left edge
+            x0 = min((lay.positions[m][0] for m in members), default=0.0)
         pos = {m: (lay.positions[m][0] - x0, -tops[lay.ranks[m]]) for m in members}
-        right = max((pos[m][0] + w[m] for m in members), default=0.0)
+        right = max((pos[m][0] + w[m] for m in members), default=0.0) - min(pos[m][0] for m in members)
         height = tops[-1]
         local[g] = (lay, pos, tops, x0)
         if g is not None:
