@@ -325,6 +325,7 @@ def cache_info():
 # ------------------------------------------------------------------ nested groups (folded / expanded blocks)
 GROUP_PAD_X = 2.0      # x units between a group's frame and its contents, each side
 GROUP_PAD_TOP = 0.7    # ranks above a group's contents (its title)
+PORT = "^in:"          # prefix of a group's entry port (a hidden node: edges from outside enter there)
 GROUP_PAD_BOTTOM = 0.4
 
 
@@ -377,6 +378,7 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
         items[k].sort(key=lambda m: order[m] if m in order else first.get(m, 0) - 0.5)
     level_edges: Dict[object, list] = {}
     lca_rep = {}
+    entries: Dict[Tuple[str, str], list] = {}
     for u, v in edges:
         cu, cv = _chain(u, member_of, groups), _chain(v, member_of, groups)
         sv = set(cv)
@@ -386,6 +388,12 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
         if ru != rv:
             level_edges.setdefault(lca, []).append((ru, rv))
             lca_rep[(u, v)] = (lca, ru, rv)
+            # entering nested groups: from each group's entry port (a hidden node on its top rank) to
+            # the member the edge goes to, so that edge is routed inside the frame like any other
+            for g in reversed(cv[1:cv.index(lca)]):
+                rep = cv[cv.index(g) - 1]
+                level_edges.setdefault(g, []).append((PORT + g, rep))
+                entries.setdefault((u, v), []).append((g, rep))
 
     sizes: Dict[str, Tuple[float, float]] = {}      # group: (width, height) of its frame
     local: Dict[object, tuple] = {}
@@ -401,7 +409,10 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
         members = items.get(g, [])
         if not members:
             continue
-        w = {m: (sizes[m][0] + 1.0 if m in sizes else widths.get(m, 1.0)) for m in members}
+        if any(e[0] == PORT + str(g) for e in level_edges.get(g, [])):
+            members = [PORT + str(g)] + list(members)
+        w = {m: (sizes[m][0] + 1.0 if m in sizes else widths.get(m, 1.0 if not m.startswith(PORT) else 3.0))
+             for m in members}
         seen = set()
         es = []
         for e in level_edges.get(g, []):
@@ -432,6 +443,7 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
 
     positions = {}
     boxes = {}
+    ports = {}
     origin = {None: (0.0, 0.0)}
     todo = [None]
     while todo:
@@ -442,22 +454,31 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
         _lay, pos, _tops, _x0 = local[g]
         for m, (lx, ly) in pos.items():
             ax, ay = ox + lx, oy + ly
-            if m in sizes:
+            if m.startswith(PORT):
+                ports[m] = (ax, ay)
+            elif m in sizes:
                 boxes[m] = (ax, ay, sizes[m][0], sizes[m][1])
                 origin[m] = (ax + GROUP_PAD_X, ay - GROUP_PAD_TOP)
                 todo.append(m)
             else:
                 positions[m] = (ax, ay)
 
-    points = {}
-    for (u, v), (g, ru, rv) in lca_rep.items():
+    def dummies(g, a, b):
         lay, _pos, tops, x0 = local[g]
         ox, oy = origin[g]
-        chain = lay.edge_points.get((ru, rv), ())
-        inner = []
-        for px, py in chain[1:-1]:
+        out = []
+        for px, py in lay.edge_points.get((a, b), ())[1:-1]:
             r = int(round(-py))
-            inner.append((ox + px - x0, oy - tops[min(r, len(tops) - 1)]))
+            out.append((ox + px - x0, oy - tops[min(r, len(tops) - 1)]))
+        return out
+
+    points = {}
+    for (u, v), (g, ru, rv) in lca_rep.items():
+        inner = dummies(g, ru, rv)
+        for sub, rep in entries.get((u, v), ()):
+            if PORT + sub in ports:
+                inner.append(ports[PORT + sub])
+            inner.extend(dummies(sub, PORT + sub, rep))
         points[(u, v)] = (positions.get(u, (0.0, 0.0)),) + tuple(inner) + (positions.get(v, (0.0, 0.0)),)
     width, height = sizes_root if None in local else (0.0, 0.0)
     return CompoundLayout(positions, boxes, points, width, height)
