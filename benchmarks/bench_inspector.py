@@ -113,7 +113,7 @@ def main(argv=None):
     else:
         print("(GoogLeNet skipped: %s not found)" % GOOGLENET, file=sys.stderr)
     rows = [bench(f, phase, label, a.repeat, a.blob_nodes) for f, phase, label in nets]
-    cols = [("net", "%-20s"), ("layers", "%6s"), ("nodes", "%6s"), ("blocks", "%6s"), ("ranks", "%6s"),
+    cols = [("net", "%-20s"), ("layers", "%6s"), ("nodes", "%6s"), ("blocks", "%6s"), ("ranks", "%6.0f"),
             ("build_ms", "%9.0f"), ("layout_ms", "%9.0f"), ("figure_ms", "%9.0f"), ("first_render_ms", "%12.0f"),
             ("step_ms", "%8.1f"), ("recolour_ms", "%9.0f"), ("expand_ms", "%8.0f"), ("collapse_ms", "%9.0f"),
             ("select_ms", "%7.0f")]
