@@ -68,10 +68,10 @@ layer { name: "py" type: "Python" bottom: "data" top: "out"
 """
 
 # short names of the callbacks, by the first output of each
-KINDS = {"net-version.data": "load", "run-version.data": "run", "net-graph.figure": "graph",
+KINDS = {"net-version.data": "load", "run-version.data": "run", "net-graph.elements": "graph",
          "details.children": "details", "blob-histogram.figure": "blob", "range-start.options": "ranges",
          "health-table.children": "findings", "nan-alert.style": "nan", "selection.data": "select",
-         "net-graph.config": "graph-config", "input-file-status.children": "input-file",
+         "input-file-status.children": "input-file",
          "download.data": "report", "error-banner.style": "dismiss", "range-start.value": "set-start",
          "range-end.value": "set-end"}
 
@@ -479,13 +479,12 @@ class Tab:
             got = [o["value"] for o in updates["range-start.options"]]
             if got and got != net.layers:
                 self.stats.violation("%s: range options %s… are not %s's layers" % (self.label, got[:4], net.name))
-        if kind == "graph" and "net-graph.figure" in updates:
-            fig = updates["net-graph.figure"]
+        if kind == "graph" and "net-graph.elements" in updates:
             drawn = set()
-            for tr in fig.get("data", []):
-                for cd in tr.get("customdata") or []:
-                    if isinstance(cd, list) and len(cd) >= 2 and cd[0] == "layer":
-                        drawn.add(cd[1])
+            for el in updates["net-graph.elements"] or []:
+                data = el.get("data") or {}
+                if data.get("kind") in ("layer", "block"):        # a block stands for the layers it folds
+                    drawn.update(m for m in (data.get("members") or "").split("|") if m)
             if drawn and not drawn <= set(net.layers):
                 self.stats.violation("%s: graph draws layers %s not in %s"
                                      % (self.label, sorted(drawn - set(net.layers))[:4], net.name))
@@ -587,7 +586,7 @@ class Tab:
 
     def select(self):
         name = self.rng.choice(self.net.layers)
-        self.trigger("net-graph.clickData", {"points": [{"customdata": ["layer", name]}]})
+        self.trigger("net-graph.tapNodeData", {"kind": "layer", "name": name, "members": "|%s|" % name})
         details = _text(self.props.get("details.children"))
         if "Click a layer" in details:
             raise Expired("details empty: %s" % details[:100])

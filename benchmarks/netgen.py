@@ -134,16 +134,145 @@ def resnet_prototxt(depth=50, **kw):
     return text_format.MessageToString(resnet(depth, **kw))
 
 
+class _Builder:
+    """Appends layers to a NetParameter (the helpers MobileNet and FCN-8s share)."""
+
+    def __init__(self, name):
+        from engine.proto import caffe_pb2
+        self.pb = caffe_pb2
+        self.net = caffe_pb2.NetParameter()
+        self.net.name = name
+
+    def layer(self, name, type_, bottoms, tops):
+        l = self.net.layer.add()
+        l.name, l.type = name, type_
+        l.bottom.extend(bottoms)
+        l.top.extend(tops)
+        return l
+
+    def input(self, shape):
+        self.layer("data", "Input", [], ["data"]).input_param.shape.add().dim.extend(shape)
+
+    def conv(self, name, bottom, num_output, kernel, stride=1, pad=0, group=1, bias=True, top=None):
+        l = self.layer(name, "Convolution", [bottom], [top or name])
+        p = l.convolution_param
+        p.num_output = num_output
+        p.kernel_size.append(kernel)
+        if stride != 1:
+            p.stride.append(stride)
+        if pad:
+            p.pad.append(pad)
+        if group != 1:
+            p.group = group
+        p.bias_term = bias
+        return top or name
+
+
+def mobilenet(batch=1, image=224, num_classes=1000):
+    """MobileNet v1 as shicai's MobileNet-Caffe deploy file names it: ``conv1``,
+    ``conv2_1/dw`` + ``conv2_1/dw/bn`` + ``conv2_1/dw/scale`` + ``relu2_1/dw``,
+    ``conv2_1/sep`` ..., ``pool6``, ``fc7``, ``prob`` (in-place BatchNorm/Scale/ReLU)."""
+    b = _Builder("MobileNet")
+    b.input([batch, 3, image, image])
+
+    def conv_bn(name, bottom, out, kernel, stride, pad, group, relu_name):
+        b.conv(name, bottom, out, kernel, stride, pad, group, bias=False)
+        b.layer(name + "/bn", "BatchNorm", [name], [name]).batch_norm_param.use_global_stats = True
+        b.layer(name + "/scale", "Scale", [name], [name]).scale_param.bias_term = True
+        b.layer(relu_name, "ReLU", [name], [name])
+        return name
+
+    x = conv_bn("conv1", "data", 32, 3, 2, 1, 1, "relu1")
+    plan = [("2_1", 32, 64, 1), ("2_2", 64, 128, 2), ("3_1", 128, 128, 1), ("3_2", 128, 256, 2),
+            ("4_1", 256, 256, 1), ("4_2", 256, 512, 2)] + [("5_%d" % k, 512, 512, 1) for k in range(1, 6)] + \
+        [("5_6", 512, 1024, 2), ("6", 1024, 1024, 1)]
+    for tag, cin, cout, stride in plan:
+        x = conv_bn("conv%s/dw" % tag, x, cin, 3, stride, 1, cin, "relu%s/dw" % tag)
+        x = conv_bn("conv%s/sep" % tag, x, cout, 1, 1, 0, 1, "relu%s/sep" % tag)
+    pool = b.layer("pool6", "Pooling", [x], ["pool6"]).pooling_param
+    pool.pool = b.pb.PoolingParameter.AVE
+    pool.global_pooling = True
+    b.conv("fc7", "pool6", num_classes, 1)
+    b.layer("prob", "Softmax", ["fc7"], ["prob"])
+    return b.net
+
+
+def fcn8s(image=64, num_classes=21):
+    """FCN-8s as shelhamer's fcn.berkeleyvision.org voc-fcn8s deploy file names it:
+    VGG-16 (``conv1_1`` + ``relu1_1`` ... ``pool5``), ``fc6``/``relu6``/``drop6``,
+    ``fc7``, ``score_fr``, ``upscore2``, ``score_pool4`` + ``score_pool4c`` (Crop),
+    ``fuse_pool4``, ``upscore_pool4``, ``score_pool3``, ``fuse_pool3``, ``upscore8``,
+    ``score`` (Crop).  ``image`` is the input's side (the original pads by 100)."""
+    b = _Builder("FCN-8s")
+    b.input([1, 3, image, image])
+    x = "data"
+    widths = (64, 128, 256, 512, 512)
+    for s, (w, n) in enumerate(zip(widths, (2, 2, 3, 3, 3))):
+        for k in range(1, n + 1):
+            name = "conv%d_%d" % (s + 1, k)
+            x = b.conv(name, x, w, 3, pad=100 if name == "conv1_1" else 1)
+            b.layer("relu%d_%d" % (s + 1, k), "ReLU", [x], [x])
+        pool = b.layer("pool%d" % (s + 1), "Pooling", [x], ["pool%d" % (s + 1)]).pooling_param
+        pool.pool, pool.kernel_size, pool.stride = b.pb.PoolingParameter.MAX, 2, 2
+        x = "pool%d" % (s + 1)
+    for k, kernel in ((6, 7), (7, 1)):
+        x = b.conv("fc%d" % k, x, 4096, kernel)
+        b.layer("relu%d" % k, "ReLU", [x], [x])
+        b.layer("drop%d" % k, "Dropout", [x], [x]).dropout_param.dropout_ratio = 0.5
+    b.conv("score_fr", x, num_classes, 1)
+
+    def up(name, bottom, factor):
+        l = b.layer(name, "Deconvolution", [bottom], [name])
+        p = l.convolution_param
+        p.num_output, p.group, p.bias_term = num_classes, num_classes, False
+        p.kernel_size.append(2 * factor)
+        p.stride.append(factor)
+        return name
+
+    def crop(name, bottom, like, offset):
+        l = b.layer(name, "Crop", [bottom, like], [name])
+        l.crop_param.axis = 2
+        l.crop_param.offset.append(offset)
+        return name
+
+    up("upscore2", "score_fr", 2)
+    b.conv("score_pool4", "pool4", num_classes, 1)
+    crop("score_pool4c", "score_pool4", "upscore2", 5)
+    b.layer("fuse_pool4", "Eltwise", ["upscore2", "score_pool4c"], ["fuse_pool4"])
+    up("upscore_pool4", "fuse_pool4", 2)
+    b.conv("score_pool3", "pool3", num_classes, 1)
+    crop("score_pool3c", "score_pool3", "upscore_pool4", 9)
+    b.layer("fuse_pool3", "Eltwise", ["upscore_pool4", "score_pool3c"], ["fuse_pool3"])
+    up("upscore8", "fuse_pool3", 8)
+    crop("score", "upscore8", "data", 31)
+    return b.net
+
+
+def mobilenet_prototxt(**kw):
+    return text_format.MessageToString(mobilenet(**kw))
+
+
+def fcn8s_prototxt(**kw):
+    return text_format.MessageToString(fcn8s(**kw))
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Write a ResNet-50/101/152 prototxt (KaimingHe's layout).")
-    p.add_argument("depth", type=int, choices=sorted(STAGES))
+    p = argparse.ArgumentParser(description="Write a ResNet-50/101/152 prototxt (KaimingHe's layout), "
+                                            "or MobileNet v1 / FCN-8s deploy files.")
+    p.add_argument("depth", choices=[str(d) for d in sorted(STAGES)] + ["mobilenet", "fcn8s"])
     p.add_argument("--train", action="store_true", help="train net (labels, SoftmaxWithLoss)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--image", type=int, default=224)
     p.add_argument("--no-fillers", action="store_true", help="no weight fillers (as KaimingHe's deploy files)")
     p.add_argument("-o", "--output", help="file to write (default: stdout)")
     a = p.parse_args(argv)
-    text = resnet_prototxt(a.depth, batch=a.batch, train=a.train, image=a.image, fillers=not a.no_fillers)
+    if a.depth == "mobilenet":
+        text = mobilenet_prototxt(batch=a.batch, image=a.image)
+    elif a.depth == "fcn8s":
+        text = fcn8s_prototxt(image=a.image)
+    else:
+        text = resnet_prototxt(int(a.depth), batch=a.batch, train=a.train, image=a.image,
+                               fillers=not a.no_fillers)
     if a.output:
         with open(a.output, "w") as f:
             f.write(text)

@@ -7,10 +7,13 @@ from inspector import adapters
 
 from .callbacks import AppContext, register_all
 from .callbacks.common import error_text
+from .callbacks.load import initial_spec
 from .config import InspectorConfig, data_dir
 from .jobs import ThreadJobManager
 from .layout import page
+from .loading import build
 from .sessions import SessionStore, new_session_id
+from .spares import Spares
 
 log = logging.getLogger("inspector")
 
@@ -22,6 +25,9 @@ def create_app(config=None, store=None):
     store = store or SessionStore(config.max_sessions, config.idle_seconds)
     _load_layer_registry()
     ctx = AppContext(config=config, store=store, examples=config.examples())
+    if config.prebuild and not config.gpu:
+        ctx.spares = Spares(lambda spec: build(spec, allow_python=config.allow_python_layers))
+        ctx.spares.prime(initial_spec(ctx))
     manager = ThreadJobManager(config.cache_dir, expire=config.job_expire_seconds)
     dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
                     suppress_callback_exceptions=False, on_error=_last_resort,

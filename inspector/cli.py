@@ -33,6 +33,9 @@ def parse_args(argv=None):
                    help="dev: Flask's development server (the quick local default); waitress: a production "
                         "WSGI server for a team (docs/serving.md)")
     p.add_argument("--threads", type=int, default=8, help="worker threads of the waitress server")
+    p.add_argument("--no-prebuild", action="store_true",
+                   help="do not build the default net ahead for the next browser tab (saves its memory; "
+                        "a new tab then waits for Init)")
     p.add_argument("--cache-dir", default=None,
                    help="folder of the background-callback cache (long actions' progress and results; "
                         "default: a temporary folder removed at exit)")
@@ -51,7 +54,7 @@ def config_from_args(args):
         model_root=os.path.abspath(args.model_root or os.getcwd()),
         allow_python_layers=args.allow_python_layers, max_upload_bytes=args.max_upload_mb * 2 ** 20,
         max_sessions=args.max_sessions, idle_seconds=args.idle_minutes * 60.0,
-        cache_dir=getattr(args, "cache_dir", None))
+        cache_dir=getattr(args, "cache_dir", None), prebuild=not getattr(args, "no_prebuild", False))
 
 
 def main(argv=None):

@@ -44,6 +44,26 @@ BLOB_MODE = "blob-mode"
 GRAPH_OPTIONS = "graph-options"   # checklist: fold splits / fold in-place / labels
 IMAGE_FORMAT = "image-format"
 IMAGE_FORMAT_APPLIED = "image-format-applied"   # the format the graph's camera button saves now
+GRAPH_HOLDER = "net-graph-holder"     # wraps the graph (aria-label "Network graph"), the minimap, the hover box
+GRAPH_TITLE = "graph-title"
+GRAPH_LEGEND = "graph-legend"
+MINIMAP = "graph-minimap"             # the overview canvas with the visible window
+IMAGE_SAVE = "btn-image-save"         # saves the graph as PNG (cytoscape) or SVG (the server draws it)
+GRAPH_DOWNLOAD = "graph-download"     # dcc.Download of the SVG
+SEARCH_BOX = "graph-search-box"       # wrapper of the search input (aria-label "Search layers and blobs")
+SEARCH = "graph-search"
+SEARCH_RESULTS = "graph-search-results"
+SEARCH_PICK = "graph-search-pick"     # {"kind", "name", "n"}: a match chosen (click or Enter)
+FOCUS = "graph-focus"                 # {"kind", "name", "n"}: centre the view on this (clientside)
+FIT_NET = "btn-fit-net"
+FIT_SELECTION = "btn-fit-selection"
+EXPAND = "btn-expand"                 # the selected block (or the folded block around the selection)
+COLLAPSE = "btn-collapse"
+EXPAND_ALL = "btn-expand-all"
+COLLAPSE_ALL = "btn-collapse-all"
+BLOCK_TOGGLE = "block-toggle"         # {"id", "n"}: a double-click on a block (clientside)
+GRAPH_META = "graph-meta"             # {"net", "n"}: sent with the elements (a new net: the first view)
+GRAPH_CLIENT = "graph-client"         # written by the clientside graph callbacks (what they last did)
 
 # ---------------------------------------------------------------- stepping
 START = "range-start"

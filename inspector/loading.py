@@ -255,7 +255,8 @@ def build(spec, allow_python=False, device="CPU", model_root=None):
             net = solver.net
         else:
             net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None,
-                             allow_python=allow_python)
+                             allow_python=allow_python, param=source)     # the file is read once
+            net.model_file = spec.model
             if spec.weights:
                 net.copy_from(spec.weights)
         graph = build_graph(net, source)

@@ -6,14 +6,19 @@ returns figures or panel data.  The display graph and its layout are cached on
 the Loaded per view option, so a recolour after a step costs only the view
 model and the figure.
 """
+from collections import OrderedDict
+
 import numpy as np
 
 from engine.instruments import graph_layout
-from inspector import adapters, figures
+from engine.instruments.blocks import find_blocks
+from inspector import adapters, cyto, figures
 from inspector import panel_models as pm
 from inspector import view_models as vm
 
 from .run_state import blob_states, layer_states
+
+DEFAULT_OPTIONS = vm.DisplayOptions()
 
 
 def display_options(blob_mode="edges", options=()):
@@ -23,15 +28,69 @@ def display_options(blob_mode="edges", options=()):
                              labels="labels" in options)
 
 
-def display_and_layout(loaded, opts):
+def blocks(loaded):
+    """The net's blocks (engine.instruments.blocks), found once per loaded net."""
     cache = loaded.cache
-    key = (opts.blobs_as_nodes, opts.fold_splits, opts.fold_inplace, opts.show_ghosts)
-    hit = cache.get(key)
+    if "blocks" not in cache:
+        cache["blocks"] = tuple(find_blocks(loaded.graph.layers))
+    return cache["blocks"]
+
+
+FOLD_BUDGET = 60        # a net opens with its blocks folded level by level until this many nodes show
+
+
+def default_expanded(graph, blks, budget=FOLD_BUDGET):
+    """The blocks a net opens with expanded: whole levels of the block tree,
+    outermost first, while the nodes shown stay within ``budget`` (a small net
+    opens fully expanded, ResNet-152 with its stages open and its residual blocks
+    folded, GoogLeNet with its Inception stages open)."""
+    if not blks:
+        return ()
+    shown_layers = [l.index for l in graph.layers if not l.is_split]
+    depth = {}
+    by_id = {b.id: b for b in blks}
+    for b in blks:
+        d, p = 0, b.parent
+        while p is not None:
+            d, p = d + 1, by_id[p].parent
+        depth[b.id] = d
+    opened = set()
+    for level in range(max(depth.values()) + 1):
+        trial = opened | {b.id for b in blks if depth[b.id] == level}
+        folded_at, _g, _gr = vm.folding(blks, trial)
+        count = len([i for i in shown_layers if i not in folded_at]) + len(set(folded_at.values()))
+        if count > budget:
+            break
+        opened = trial
+    return tuple(b.id for b in blks if b.id in opened)
+
+
+def expanded_set(loaded, expanded):
+    """The expanded block ids: the page's list, or the net's default when the page has none (None)."""
+    if expanded is None:
+        key = "default_expanded"
+        if key not in loaded.cache:
+            loaded.cache[key] = default_expanded(loaded.graph, blocks(loaded))
+        return loaded.cache[key]
+    known = {b.id for b in blocks(loaded)}
+    return tuple(sorted(set(expanded) & known))
+
+
+def display_and_layout(loaded, opts, expanded=None):
+    cache = loaded.cache
+    opened = expanded_set(loaded, expanded)
+    key = (opts.blobs_as_nodes, opts.fold_splits, opts.fold_inplace, opts.show_ghosts, opened)
+    layouts = cache.setdefault("layouts", OrderedDict())
+    hit = layouts.get(key)
     if hit is None:
-        display = vm.display_graph(loaded.graph, opts)
+        display = vm.display_graph(loaded.graph, opts, blocks(loaded), opened)
         nodes, edges, widths = display.layout_input()
-        hit = (display, graph_layout.cached_layout(nodes, edges, widths))
-        cache[key] = hit
+        hit = (display, graph_layout.compound_layout(nodes, edges, widths, display.groups, display.member_of()))
+        layouts[key] = hit
+        while len(layouts) > 24:
+            layouts.popitem(last=False)
+    else:
+        layouts.move_to_end(key)
     return hit
 
 
@@ -53,27 +112,39 @@ def states(loaded):
     return layer_states(loaded.graph, loaded.runlog)
 
 
-def graph_view(loaded, colour_by="category", opts=vm.DisplayOptions(), selection=None):
-    display, layout = display_and_layout(loaded, opts)
+def findings_by_layer(loaded):
+    """{layer: (severity, message)}, the worst health finding per layer, cached per step."""
+    steps = loaded.recorder.steps
+    key = ("findings", len(steps), steps[-1].id if steps else 0)
+    hit = loaded.cache.get("findings")
+    if hit is None or hit[0] != key:
+        hit = (key, vm.worst_findings(adapters.health_findings(steps)))
+        loaded.cache["findings"] = hit
+    return hit[1]
+
+
+def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=None, expanded=None):
+    display, layout = display_and_layout(loaded, opts, expanded)
     st = states(loaded)
     return vm.graph_view(loaded.graph, display, layout, metrics(loaded), st, colour_by, selection,
                          loaded.analysis, blob_states(loaded.graph, loaded.runlog, st), opts.labels,
-                         revision=_revision(opts))
+                         revision=_revision(opts), findings=findings_by_layer(loaded),
+                         marks=vm.step_marks(loaded.recorder.steps))
+
+
+def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None):
+    """(cytoscape elements, the view) of the loaded net: what the graph callback sends."""
+    view = graph_view(loaded, colour_by, opts, None, expanded)
+    return cyto.elements(view), view
+
+
+def graph_svg(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None):
+    return cyto.graph_svg(graph_view(loaded, colour_by, opts, None, expanded))
 
 
 def _revision(opts):
     """Zoom and pan survive recolours and steps, not a change of what is drawn."""
     return "-%d%d%d%d" % (opts.blobs_as_nodes, opts.fold_splits, opts.fold_inplace, opts.show_ghosts)
-
-
-def graph_figure(loaded, colour_by="category", opts=vm.DisplayOptions(), selection=None):
-    return figures.graph_figure(graph_view(loaded, colour_by, opts, selection))
-
-
-def selection_trace(loaded, opts, selection):
-    display, layout = display_and_layout(loaded, opts)
-    view = vm.graph_view(loaded.graph, display, layout, {}, None, "category", selection, {}, {}, opts.labels)
-    return figures.selection_trace(view)
 
 
 # ------------------------------------------------------------------ details
@@ -90,6 +161,33 @@ def layer_panel(loaded, name):
         filt = figures.rgb_mosaic_figure(mosaic, title) if rgb else figures.mosaic_figure(mosaic, title,
                                                                                           diverging=True)
     return d, filt
+
+
+def block_panel(loaded, block_id):
+    """Details of a block: what it holds, reads and writes, its cost; None if unknown."""
+    b = next((x for x in blocks(loaded) if x.id == block_id), None)
+    if b is None:
+        return None
+    g = loaded.graph
+    opened = block_id in expanded_set(loaded, loaded.cache.get("page_expanded"))
+
+    def shaped(names):
+        return ", ".join("%s %s" % (n, "×".join(str(d) for d in g.blob(n).shape)) if g.has_blob(n) else n
+                         for n in names) or "—"
+    flops = sum((loaded.analysis.get(g.layers[i].name) or {}).get("flops") or 0 for i in b.layers)
+    mem = sum(vm.layer_memory(g.layers[i], loaded.analysis) for i in b.layers)
+    m = metrics(loaded)
+    ms = [m[i].time_ms for i in b.layers if i in m and m[i].time_ms is not None]
+    kinds = {"name": "layers named alike", "structure": "a fork and the join of its branches",
+             "stage": "a run of blocks of one stage"}
+    summary = [("found from", kinds.get(b.kind, b.kind)), ("layers", str(len(b.layers))),
+               ("inside", b.parent or "—"), ("reads", shaped(b.inputs)), ("writes", shaped(b.outputs)),
+               ("FLOPs", vm._fmt(float(flops)) if flops else "—"), ("memory", vm.format_bytes(mem)),
+               ("time (last run)", "%.3f ms" % sum(ms) if ms else "—")]
+    hint = "Expand (toolbar) or double-click the block to open it in place." if not opened else \
+        "Open: Collapse (toolbar) or double-click its frame to fold it."
+    return {"title": "%s (block of %d layers)" % (b.name, len(b.layers)), "summary": summary, "hint": hint,
+            "layers": [g.layers[i].name for i in b.layers if not g.layers[i].is_split]}
 
 
 def _blob_array(loaded, name, which):
@@ -123,7 +221,8 @@ def blob_figures(loaded, name, which="data", item=0, page=0, index=()):
             step = debugger.viewed_step(loaded)
             hist = (figures.histogram_figure(st.hist, st.hist_lo, st.hist_hi, "%s %s histogram (step %d)"
                                              % (name, which, step.index), "#e15759" if which == "diff" else "#4e79a7")
-                    if st is not None and st.hist else figures.empty_figure("no record of %s at step %d" % (name, step.index)))
+                    if st is not None and st.hist
+                    else figures.empty_figure("no record of %s at step %d" % (name, step.index)))
             note = figures.empty_figure("step %d kept statistics only: pin %s (Timeline tab) to keep its arrays"
                                         % (step.index, name))
             return hist, note, ([], (), ())

@@ -9,8 +9,8 @@
   text for every node and edge, ready for :mod:`inspector.figures`.
 """
 import math
-from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
 
 from engine.core.log import human_bytes
 from inspector import layer_meta
@@ -56,6 +56,8 @@ class DNode:
     ghost: int = -1
     category: str = "other"
     sort_key: float = 0.0
+    group: str = ""                # the innermost expanded block drawn around it ("" : none)
+    block: str = ""                # kind "block": the folded block's id
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class DisplayGraph:
     nodes: Tuple[DNode, ...]
     edges: Tuple[DEdge, ...]
     node_of_layer: Dict[int, str]
+    groups: Dict[str, Optional[str]] = field(default_factory=dict)   # expanded block -> its parent block
+    blocks: Dict[str, Any] = field(default_factory=dict)              # every block of the net, by id
 
     def layout_input(self):
         """(node ids in preferred order, (src, dst) pairs, {node: width}) for
@@ -89,23 +93,65 @@ class DisplayGraph:
         widths = {n.id: node_width(n) for n in self.nodes}
         return nodes, tuple(seen), widths
 
+    def member_of(self):
+        """{node id: the expanded block drawn around it} for compound_layout."""
+        return {n.id: n.group for n in self.nodes if n.group}
+
 
 CHAR = 1.0          # x units per label character
 BOX = 4.0           # x units for a node's marker and the gap after its label
 
 
 def node_width(node):
-    return BOX + CHAR * len(node.label)
+    return BOX + CHAR * max(len(line) for line in node.label.split("\n"))
 
 
 def _shape_text(shape):
     return "×".join(str(d) for d in shape) if shape else "scalar"
 
 
-def display_graph(graph, opts=DisplayOptions()):
-    """The nodes and edges to draw for ``graph`` under ``opts``."""
+def block_label(block):
+    return "%s · %d layers" % (block.name, len(block.layers))
+
+
+def folding(blocks, expanded):
+    """({layer: folded block drawn for it}, {layer: innermost expanded block around it},
+    {expanded block shown: its parent}) for ``blocks`` (engine.instruments.blocks) when
+    ``expanded`` (block ids; None: all) are open."""
+    by_id = {b.id: b for b in blocks}
+    opened = set(by_id) if expanded is None else set(expanded) & set(by_id)
+
+    def shown(b):          # every block around it is open
+        p = b.parent
+        while p is not None:
+            if p not in opened:
+                return False
+            p = by_id[p].parent
+        return True
+    folded_at = {}
+    group_at = {}
+    groups = {}
+    for b in sorted(blocks, key=lambda b: -len(b.layers)):       # outer blocks first
+        if not shown(b):
+            continue
+        if b.id in opened:
+            groups[b.id] = b.parent
+            for i in b.layers:
+                group_at[i] = b.id
+        else:
+            for i in b.layers:
+                folded_at[i] = b.id
+    return folded_at, group_at, groups
+
+
+def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):
+    """The nodes and edges to draw for ``graph`` under ``opts``; ``blocks``
+    (engine.instruments.blocks.find_blocks of its layers) are drawn folded
+    into one node each unless ``expanded`` (ids; None: all) names them."""
     layers = graph.layers
     n = len(layers)
+    folded_at, group_at, groups = folding(blocks, expanded)
+    by_id = {b.id: b for b in blocks}
     # in-place chains: fold a layer whose tops are all in place into its producer
     src_of = {}
     for e in graph.edges:
@@ -113,10 +159,12 @@ def display_graph(graph, opts=DisplayOptions()):
     node_of = {}
     members = {}
     for l in layers:
-        if opts.fold_splits and l.is_split:
+        if opts.fold_splits and l.is_split and l.index not in folded_at:
             continue
         nid = "L%d" % l.index
-        if opts.fold_inplace and l.tops and all(l.in_place):
+        if l.index in folded_at:
+            nid = "K:" + folded_at[l.index]
+        elif opts.fold_inplace and l.tops and all(l.in_place):
             p = src_of.get((l.index, 0), -1)
             while p >= 0 and opts.fold_splits and layers[p].is_split:
                 p = src_of.get((p, 0), -1)
@@ -129,15 +177,22 @@ def display_graph(graph, opts=DisplayOptions()):
         """Follow folded splits up to the real producer; returns (layer, blob name)."""
         while src >= 0 and opts.fold_splits and layers[src].is_split:
             b = layers[src].split_blob or blob
+            if src in folded_at:            # a split inside a folded block: the block writes the blob
+                return src, b
             src, blob = src_of.get((src, 0), -1), b
         return src, blob
 
     nodes = {}
     for nid, idx in members.items():
         first = layers[idx[0]]
+        if nid.startswith("K:"):
+            b = by_id[nid[2:]]
+            nodes[nid] = DNode(nid, "block", b.name, block_label(b), tuple(b.layers), category=_main_category(
+                graph, b.layers), sort_key=float(b.layers[0]), group=b.parent or "", block=b.id)
+            continue
         label = first.name if len(idx) == 1 else "%s (+%d)" % (first.name, len(idx) - 1)
         nodes[nid] = DNode(nid, "layer", first.name, label, tuple(idx), category=first.category,
-                           sort_key=float(idx[0]))
+                           sort_key=float(idx[0]), group=group_at.get(idx[0], ""))
     edges = []
     blob_nodes = {}
 
@@ -145,9 +200,11 @@ def display_graph(graph, opts=DisplayOptions()):
         bid = "B%d@%d" % (blob_id, writer)
         if bid not in blob_nodes:
             blob_nodes[bid] = DNode(bid, "blob", name, "%s %s" % (name, _shape_text(shape)),
-                                    blob_id=blob_id, category="blob", sort_key=writer + 0.5)
+                                    blob_id=blob_id, category="blob", sort_key=writer + 0.5,
+                                    group=nodes[node_of[writer]].group)
         return bid
 
+    drawn = set()
     for e in graph.edges:
         if e.dst not in node_of:
             continue        # a folded split: its consumers are wired to its source
@@ -164,9 +221,14 @@ def display_graph(graph, opts=DisplayOptions()):
             src_id = node_of[src]
         if src_id == dst_id:
             continue        # inside a folded chain
+        if (src_id, dst_id, blob) in drawn:
+            continue        # a blob read twice inside a folded block: one edge
+        drawn.add((src_id, dst_id, blob))
         if opts.blobs_as_nodes and src >= 0:
             mid = blob_node(blob_id, blob, src, shape)
-            edges.append(DEdge(src_id, mid, "data", blob, blob_id, src, shape))
+            if (src_id, mid, blob) not in drawn:
+                drawn.add((src_id, mid, blob))
+                edges.append(DEdge(src_id, mid, "data", blob, blob_id, src, shape))
             edges.append(DEdge(mid, dst_id, "data", blob, blob_id, src, shape))
         else:
             edges.append(DEdge(src_id, dst_id, "data", blob, blob_id, src, shape))
@@ -184,7 +246,7 @@ def display_graph(graph, opts=DisplayOptions()):
         else:
             oid = "O%d" % b.id
             nodes[oid] = DNode(oid, "output", name, name, blob_id=b.id, category="blob",
-                               sort_key=w + 0.6)
+                               sort_key=w + 0.6, group=nodes[node_of[w]].group)
             edges.append(DEdge(node_of[w], oid, "data", name, b.id, w, b.shape))
     nodes.update(blob_nodes)
     # ghosts of filtered-out layers
@@ -206,7 +268,27 @@ def display_graph(graph, opts=DisplayOptions()):
                 if src_id is None:
                     continue
             edges.append(DEdge(src_id, "G%d" % ge.dst, "ghost", ge.blob))
-    return DisplayGraph(tuple(nodes.values()), tuple(edges), node_of)
+    shown = {nd.group for nd in nodes.values() if nd.group}
+    for g in list(shown):
+        p = groups.get(g)
+        while p is not None and p not in shown:
+            shown.add(p)
+            p = groups.get(p)
+    return DisplayGraph(tuple(nodes.values()), tuple(edges), node_of,
+                        {g: p for g, p in groups.items() if g in shown}, by_id)
+
+
+def _main_category(graph, layer_ids):
+    """The category of most of a block's layers (splits and in-place helpers aside when possible)."""
+    counts = {}
+    for i in layer_ids:
+        l = graph.layers[i]
+        if l.is_split or (l.tops and all(l.in_place)):
+            continue
+        counts[l.category] = counts.get(l.category, 0) + 1
+    if not counts:
+        return graph.layers[layer_ids[0]].category if layer_ids else "other"
+    return max(counts.items(), key=lambda kv: kv[1])[0]
 
 
 # ------------------------------------------------------------------ metrics
@@ -311,6 +393,11 @@ class NodeView:
     state: str
     hover: str
     selected: bool = False
+    parent: str = ""                 # the frame (expanded block) it is drawn in: "F:<block id>"
+    members: Tuple[str, ...] = ()    # the layer names it stands for (folded chains and blocks)
+    mark: str = ""                   # "stopped": where the last step stopped; "ran": in its range
+    width: float = 0.0               # frames: their size in layout units (x units, ranks)
+    height: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -322,6 +409,8 @@ class EdgeView:
     label: str
     hover: str
     selected: bool = False
+    src: str = ""                    # the display nodes it joins
+    dst: str = ""
 
 
 @dataclass(frozen=True)
@@ -344,6 +433,44 @@ class GraphView:
     width: float
     labels: bool
     uirevision: str
+    marks: Optional["StepMarks"] = None
+
+
+@dataclass(frozen=True)
+class StepMarks:
+    """Where the last step stopped, and the layers its range covered."""
+    kind: str                        # "forward", "backward" or "update"
+    stopped: Optional[int]           # layer index (None: the step recorded no layer)
+    ran: Tuple[int, ...]
+    start: int
+    end: int
+
+
+def step_marks(steps):
+    """:class:`StepMarks` of the last forward/backward step of ``steps``
+    (Recorder.steps), or None before any."""
+    for st in reversed(list(steps or ())):
+        if st.kind not in ("forward", "backward"):
+            continue
+        ran = tuple(l.layer_index for l in st.layers)
+        return StepMarks(st.kind, ran[-1] if ran else None, ran, st.start, st.end)
+    return None
+
+
+SEVERITY = {"error": 3, "warning": 2, "warn": 2, "info": 1}
+
+
+def worst_findings(findings):
+    """{layer name: (severity, message)}: the worst health finding per layer."""
+    out = {}
+    for f in findings or ():
+        layer = f.get("layer")
+        if not layer:
+            continue
+        rank = SEVERITY.get(str(f.get("severity", "")).lower(), 0)
+        if layer not in out or rank > SEVERITY.get(out[layer][0], 0):
+            out[layer] = (str(f.get("severity", "")), str(f.get("message", "")))
+    return out
 
 
 _SCALE = ("#440154", "#3b528b", "#21918c", "#5ec962", "#fde725")   # viridis: low → high
@@ -399,6 +526,10 @@ def _node_value(node, mode, graph, metrics, analysis):
     ls = [graph.layers[i] for i in node.layers]
     if not ls:
         return None
+    if mode in ("data", "diff") and node.kind == "block":      # a block: its worst (largest) layer
+        vs = [getattr(metrics.get(l.index, LayerMetric()), mode) for l in ls]
+        vs = [v for v in vs if v is not None and math.isfinite(v)]
+        return max(vs) if vs else None
     if mode == "data":
         return metrics.get(ls[-1].index, LayerMetric()).data
     if mode == "diff":
@@ -470,11 +601,113 @@ def _layer_hover(graph, idx, metrics, analysis, states):
     return "<br>".join(lines)
 
 
+NUMERIC_MODES = ("data", "diff", "time", "memory", "flops", "param_diff", "update_ratio", "reldiff")
+BLOCK_FRAME_FILL = "#f5f7fb"
+
+
+def node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log):
+    """The colour of a layer or block node under ``colour_by`` (a pure
+    function of the graph, the per-layer metrics and the mode: the timeline
+    and comparisons feed their own metrics)."""
+    if colour_by == "category":
+        return layer_meta.category_colour(node.category)
+    if colour_by == "backward":
+        return "#59a14f" if any(graph.layers[i].need_backward for i in node.layers) else "#bab0ac"
+    if colour_by == "nonfinite":
+        ms = [metrics.get(i) for i in node.layers]
+        if any(m is not None and m.nonfinite for m in ms):
+            return NONFINITE_COLOUR
+        if any(m is not None and (m.data is not None or m.diff is not None or m.param_diff is not None)
+               for m in ms):
+            return FINITE_COLOUR
+        return NO_DATA_COLOUR
+    if colour_by == "state":
+        return STATE_COLOURS[fwd]
+    return scale_colour(value, lo, hi, log) if value is not None else NO_DATA_COLOUR
+
+
+def _block_state(node, states):
+    """A block's run state: stale if any layer is, fresh if any ran, else not run."""
+    if not states:
+        return NOT_RUN
+    fwd = [states[i][0] for i in node.layers]
+    if STALE in fwd:
+        return STALE
+    return FRESH if FRESH in fwd else NOT_RUN
+
+
+def _block_hover(graph, node, block, metrics, findings, colour_by, value):
+    lines = ["<b>%s</b> — block of %d layers (%s)" % (block.name, len(block.layers), block.kind)]
+    shapes = []
+    for name in block.outputs:
+        if graph.has_blob(name):
+            shapes.append("%s %s" % (name, _shape_text(graph.blob(name).shape)))
+    lines.append("in: %s" % (", ".join(block.inputs) or "—"))
+    lines.append("out: %s" % (", ".join(shapes) or "—"))
+    if value is not None:
+        lines.append("%s %s" % (dict(COLOUR_MODES).get(colour_by, colour_by), _fmt(value)))
+    bad = [graph.layers[i].name for i in node.layers if metrics.get(i) is not None and metrics[i].nonfinite]
+    if bad:
+        lines.append("<b>NaN/Inf</b> first in %s" % bad[0])
+    worst = _worst_inside(graph, node, findings)
+    if worst:
+        lines.append("%s in %s: %s" % (worst[1][0], worst[0], worst[1][1]))
+    lines.append("double-click or Expand to open it")
+    return "<br>".join(lines)
+
+
+def _worst_inside(graph, node, findings):
+    best = None
+    for i in node.layers:
+        f = (findings or {}).get(graph.layers[i].name)
+        if f is not None and (best is None or SEVERITY.get(f[0], 0) > SEVERITY.get(best[1][0], 0)):
+            best = (graph.layers[i].name, f)
+    return best
+
+
+def _block_label(graph, node, block, metrics, findings):
+    shape = ""
+    if block.outputs and graph.has_blob(block.outputs[-1]):
+        shape = _shape_text(graph.blob(block.outputs[-1]).shape)
+    flag = ""
+    if any(metrics.get(i) is not None and metrics[i].nonfinite for i in node.layers):
+        flag = " ⚠ NaN"
+    else:
+        worst = _worst_inside(graph, node, findings)
+        if worst and SEVERITY.get(worst[1][0], 0) >= 2:
+            flag = " ⚠"
+    return "%s\n%s%s" % (node.label, shape, flag)
+
+
+def _mark(node, marks):
+    if marks is None:
+        return ""
+    if marks.stopped is not None and marks.stopped in node.layers:
+        return "stopped"
+    if node.layers and set(node.layers) & set(marks.ran):
+        return "ran"
+    return ""
+
+
+def _selected(node, graph, sel_kind, sel_name):
+    if node.kind in ("layer", "block"):
+        if sel_kind == "block":
+            return node.kind == "block" and node.block == sel_name
+        return sel_kind == "layer" and sel_name in [graph.layers[i].name for i in node.layers]
+    if node.kind == "ghost":
+        return sel_kind == "ghost" and sel_name == node.name
+    return sel_kind == "blob" and sel_name == node.name
+
+
 def graph_view(graph, display, layout, metrics=None, states=None, colour_by="category",
-               selection=None, analysis=None, blob_states=None, labels=True, revision=""):
-    """Everything the figure draws.  ``states``: run_state.layer_states();
-    ``blob_states``: run_state.blob_states(); ``selection``: {"kind", "name"};
-    ``revision``: added to the net's key to keep (or reset) the user's zoom."""
+               selection=None, analysis=None, blob_states=None, labels=True, revision="",
+               findings=None, marks=None):
+    """Everything the graph draws.  ``layout``: graph_layout's Layout or
+    CompoundLayout of ``display``; ``states``: run_state.layer_states();
+    ``blob_states``: run_state.blob_states(); ``selection``: {"kind", "name"}
+    (kinds layer, blob, ghost, block); ``findings``: worst_findings();
+    ``marks``: step_marks(); ``revision``: added to the net's key to keep (or
+    reset) the user's zoom."""
     metrics = metrics or {}
     analysis = analysis or {}
     blob_states = blob_states or {}
@@ -482,11 +715,11 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         colour_by = "category"
     sel_kind = (selection or {}).get("kind")
     sel_name = (selection or {}).get("name")
-    numeric = colour_by in ("data", "diff", "time", "memory", "flops", "param_diff", "update_ratio", "reldiff")
+    numeric = colour_by in NUMERIC_MODES
     values = {}
     if numeric:
         for node in display.nodes:
-            if node.kind == "layer":
+            if node.kind in ("layer", "block"):
                 v = _node_value(node, colour_by, graph, metrics, analysis)
                 if v is not None and math.isfinite(v):
                     values[node.id] = v
@@ -496,35 +729,25 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
     for node in display.nodes:
         x, y = layout.positions.get(node.id, (0.0, 0.0))
         value = values.get(node.id)
-        state = NOT_RUN
-        if node.kind == "layer":
-            fwd, bwd = states[node.layers[-1]] if states else (NOT_RUN, NOT_RUN)
-            state = fwd
-            if colour_by == "category":
-                fill = layer_meta.category_colour(node.category)
-            elif colour_by == "backward":
-                fill = "#59a14f" if any(graph.layers[i].need_backward for i in node.layers) else "#bab0ac"
-            elif colour_by == "nonfinite":
-                ms = [metrics.get(i) for i in node.layers]
-                if any(m is not None and m.nonfinite for m in ms):
-                    fill = NONFINITE_COLOUR
-                elif any(m is not None and (m.data is not None or m.diff is not None
-                                            or m.param_diff is not None) for m in ms):
-                    fill = FINITE_COLOUR
-                else:
-                    fill = NO_DATA_COLOUR
-            elif colour_by == "state":
-                fill = STATE_COLOURS[fwd]
+        label = node.label
+        members = ()
+        if node.kind in ("layer", "block"):
+            members = tuple(graph.layers[i].name for i in node.layers)
+            if node.kind == "block":
+                block = display.blocks[node.block]
+                state = fwd = _block_state(node, states)
+                hover = _block_hover(graph, node, block, metrics, findings, colour_by, value)
+                label = _block_label(graph, node, block, metrics, findings)
             else:
-                fill = scale_colour(value, lo, hi, log) if value is not None else NO_DATA_COLOUR
-            hover = _layer_hover(graph, node.layers, metrics, analysis, states)
-            selected = sel_kind == "layer" and sel_name in [graph.layers[i].name for i in node.layers]
+                fwd, _bwd = states[node.layers[-1]] if states else (NOT_RUN, NOT_RUN)
+                state = fwd
+                hover = _layer_hover(graph, node.layers, metrics, analysis, states)
+            fill = node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log)
         elif node.kind == "ghost":
             g = graph.ghosts[node.ghost]
             fill = GHOST_COLOUR
             hover = "<b>%s</b> (%s) — filtered out<br>%s rule %d {%s}<br>%s" % (
                 g.name, g.type, g.rule_kind, g.rule_index, g.rule, g.reason)
-            selected = sel_kind == "ghost" and sel_name == g.name
             state = NA
         else:
             fill = BLOB_COLOUR
@@ -532,11 +755,19 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
             b = graph.blobs[node.blob_id] if node.blob_id >= 0 else None
             hover = "<b>%s</b> %s<br>%s" % (node.name, _shape_text(b.shape) if b else "",
                                             "data: %s" % state)
-            selected = sel_kind == "blob" and sel_name == node.name
         line = STATE_COLOURS.get(state, "#888888") if node.kind != "ghost" else "#aaaaaa"
         width = 3.0 if state in (FRESH, STALE) else 1.0
-        nodes.append(NodeView(node.id, node.kind, node.name, x, y, node.label, fill, value, line, width,
-                              state, hover, selected))
+        nodes.append(NodeView(node.id, node.kind, node.block or node.name, x, y, label, fill, value, line, width,
+                              state, hover, _selected(node, graph, sel_kind, sel_name),
+                              "F:" + node.group if node.group else "", members, _mark(node, marks)))
+    boxes = getattr(layout, "boxes", {}) or {}
+    for g, parent in display.groups.items():
+        b = display.blocks[g]
+        bx, by, bw, bh = boxes.get(g, (0.0, 0.0, 0.0, 0.0))
+        nodes.append(NodeView("F:" + g, "group", g, bx, by, block_label(b), BLOCK_FRAME_FILL, None, "#9aa8bd", 1.0,
+                              NA, "<b>%s</b> — %d layers (click the frame to select it)" % (b.name, len(b.layers)),
+                              sel_kind == "block" and sel_name == g, "F:" + parent if parent else "",
+                              tuple(graph.layers[i].name for i in b.layers), "", bw, bh))
 
     edges = []
     for e in display.edges:
@@ -558,14 +789,14 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         hover = "blob <b>%s</b> %s<br>data: %s" % (e.blob, _shape_text(e.shape), state) \
             if e.kind == "data" else "%s (filtered-out path)" % e.blob
         edges.append(EdgeView(tuple(pts), e.kind, state, e.blob, label, hover,
-                              sel_kind == "blob" and sel_name == e.blob))
+                              sel_kind == "blob" and sel_name == e.blob, e.src, e.dst))
 
     legend = ()
     scale = None
     if colour_by == "category":
         cats = []
         for node in display.nodes:
-            if node.kind == "layer" and node.category not in cats:
+            if node.kind in ("layer", "block") and node.category not in cats:
                 cats.append(node.category)
         legend = tuple((layer_meta.CATEGORIES[c][1], layer_meta.category_colour(c)) for c in cats)
     elif colour_by == "backward":
@@ -581,4 +812,4 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
                              (" level %d" % graph.level) if graph.level else "",
                              (" stages %s" % ",".join(graph.stages)) if graph.stages else "")
     return GraphView(tuple(nodes), tuple(edges), legend, scale, colour_by, title, layout.height,
-                     layout.width, labels, graph.key + revision)
+                     layout.width, labels, graph.key + revision, marks)

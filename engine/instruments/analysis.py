@@ -157,9 +157,11 @@ def analyze_net(net):
                   caffe_data_bytes=0, allocated_top_bytes=0, inplace_bytes=0, shared_top_bytes=0,
                   top_diff_bytes=0, allocated_diff_bytes=0, param_data_bytes=0, param_diff_bytes=0,
                   shared_param_bytes=0)
+    bottom_vecs, top_vecs = net.bottom_vecs, net.top_vecs            # each property builds a list: once
+    bottom_id_vecs, top_id_vecs = net.bottom_id_vecs, net.top_id_vecs
     for i, layer in enumerate(net.layers):
-        bottoms, tops = net.bottom_vecs[i], net.top_vecs[i]
-        b_ids, t_ids = net.bottom_id_vecs[i], net.top_id_vecs[i]
+        bottoms, tops = bottom_vecs[i], top_vecs[i]
+        b_ids, t_ids = bottom_id_vecs[i], top_id_vecs[i]
         macc, flops, counted, formula = layer_flops(layer, bottoms, tops, net.phase)
         top_bytes = alloc = inplace = shared_top = diff_bytes = alloc_diff = 0
         inplace_tops = []

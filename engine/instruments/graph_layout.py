@@ -223,7 +223,8 @@ def assign_x(order, graph, passes=4, widths=None, dummy_width=1.0):
             desired = []
             for n in row:
                 nb = list(graph.predecessors(n)) + list(graph.successors(n))
-                desired.append(sum(x[m] for m in nb) / len(nb) if nb else x[n])
+                # centres line up (nodes are as wide as their labels): x is a node's left edge
+                desired.append(sum(x[m] + width(m) / 2.0 for m in nb) / len(nb) - width(n) / 2.0 if nb else x[n])
             for n, v in zip(row, _place(desired, [width(m) for m in row[:-1]])):
                 x[n] = v
     return x
@@ -261,7 +262,7 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], sweep
         if n in rank and n not in seen:
             buckets[rank[n]].append(n)
             seen.add(n)
-    for (u, v), chain in chains.items():
+    for chain in chains.values():
         for d in chain[1:-1]:
             buckets[rank[d]].append(d)
     # dummies: place them by their source's initial position
@@ -319,3 +320,165 @@ def cache_clear():
 
 def cache_info():
     return len(_CACHE.data)
+
+
+# ------------------------------------------------------------------ nested groups (folded / expanded blocks)
+GROUP_PAD_X = 2.0      # x units between a group's frame and its contents, each side
+GROUP_PAD_TOP = 0.7    # ranks above a group's contents (its title)
+PORT = "^in:"          # prefix of a group's entry port (a hidden node: edges from outside enter there)
+GROUP_PAD_BOTTOM = 0.4
+
+
+@dataclass(frozen=True)
+class CompoundLayout:
+    positions: Dict[str, Tuple[float, float]]      # leaf nodes: (x left, y); y = -(ranks from the top)
+    boxes: Dict[str, Tuple[float, float, float, float]]   # groups: (x left, y top, width, height in ranks)
+    edge_points: Dict[Tuple[str, str], Tuple[Tuple[float, float], ...]]   # polyline per leaf edge
+    width: float
+    height: float
+
+
+def _chain(n, member_of, groups):
+    """[n, its group, the group's parent, ..., None]."""
+    out = [n]
+    g = member_of.get(n)
+    while g is not None:
+        out.append(g)
+        g = groups.get(g)
+    out.append(None)
+    return out
+
+
+def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widths=None, groups=None,
+                    member_of=None) -> CompoundLayout:
+    """Lay out a DAG whose nodes sit in nested groups (expanded blocks).
+
+    Each group is laid out on its own (its child groups as single nodes as
+    wide and as tall as their own layouts), then placed inside its parent: a
+    rank holding a tall group grows to its height.  So expanding or folding a
+    group only moves what is below it and beside it; the order of everything
+    else stays.  ``groups``: {group: parent group or None}; ``member_of``:
+    {node: the innermost group holding it} (absent: top level).  Every
+    sub-layout is cached (:func:`cached_layout`)."""
+    groups = dict(groups or {})
+    member_of = {n: g for n, g in (member_of or {}).items() if g in groups}
+    widths = widths or {}
+    order = {n: i for i, n in enumerate(nodes)}
+    items: Dict[object, list] = {}
+    for n in nodes:
+        items.setdefault(member_of.get(n), []).append(n)
+    first = {}
+    for n in nodes:
+        for g in _chain(n, member_of, groups)[1:-1]:
+            first.setdefault(g, order[n])
+    for g, parent in groups.items():
+        if g in first:
+            items.setdefault(parent, []).append(g)
+    for k in items:
+        items[k].sort(key=lambda m: order[m] if m in order else first.get(m, 0) - 0.5)
+    level_edges: Dict[object, list] = {}
+    lca_rep = {}
+    entries: Dict[Tuple[str, str], list] = {}
+    for u, v in edges:
+        cu, cv = _chain(u, member_of, groups), _chain(v, member_of, groups)
+        sv = set(cv)
+        lca_i = next(i for i, g in enumerate(cu) if g in sv and i > 0)
+        lca = cu[lca_i]
+        ru, rv = cu[lca_i - 1], cv[cv.index(lca) - 1]
+        if ru != rv:
+            level_edges.setdefault(lca, []).append((ru, rv))
+            lca_rep[(u, v)] = (lca, ru, rv)
+            # entering nested groups: from each group's entry port (a hidden node on its top rank) to
+            # the member the edge goes to, so that edge is routed inside the frame like any other
+            for g in reversed(cv[1:cv.index(lca)]):
+                rep = cv[cv.index(g) - 1]
+                level_edges.setdefault(g, []).append((PORT + g, rep))
+                entries.setdefault((u, v), []).append((g, rep))
+
+    sizes: Dict[str, Tuple[float, float]] = {}      # group: (width, height) of its frame
+    local: Dict[object, tuple] = {}
+
+    def depth(g):
+        d = 0
+        while g is not None:
+            g = groups.get(g)
+            d += 1
+        return d
+
+    for g in sorted([k for k in items if k is not None], key=depth, reverse=True) + [None]:
+        members = items.get(g, [])
+        if not members:
+            continue
+        if any(e[0] == PORT + str(g) for e in level_edges.get(g, [])):
+            members = [PORT + str(g)] + list(members)
+        w = {m: (sizes[m][0] + 1.0 if m in sizes else widths.get(m, 1.0 if not m.startswith(PORT) else 3.0))
+             for m in members}
+        seen = set()
+        es = []
+        for e in level_edges.get(g, []):
+            if e not in seen:
+                seen.add(e)
+                es.append(e)
+        lay = cached_layout(tuple(members), tuple(es), w)
+        rank_h = [1.0] * max(lay.height, 1)
+        for m in members:
+            if m in sizes:
+                r = lay.ranks[m]
+                rank_h[r] = max(rank_h[r], sizes[m][1] + 0.5)
+        tops = [0.0]
+        for h in rank_h:
+            tops.append(tops[-1] + h)
+        if g is None:       # the top level: anchored on its first node, so growing a block moves nothing above it
+            x0 = lay.positions[members[0]][0] + w[members[0]] / 2.0
+        else:               # a group: its contents start at its frame's left edge
+            x0 = min((lay.positions[m][0] for m in members), default=0.0)
+        pos = {m: (lay.positions[m][0] - x0, -tops[lay.ranks[m]]) for m in members}
+        right = max((pos[m][0] + w[m] for m in members), default=0.0) - min(pos[m][0] for m in members)
+        height = tops[-1]
+        local[g] = (lay, pos, tops, x0)
+        if g is not None:
+            sizes[g] = (right + 2 * GROUP_PAD_X, height + GROUP_PAD_TOP + GROUP_PAD_BOTTOM)
+        else:
+            sizes_root = (right, height)
+
+    positions = {}
+    boxes = {}
+    ports = {}
+    origin = {None: (0.0, 0.0)}
+    todo = [None]
+    while todo:
+        g = todo.pop()
+        if g not in local:
+            continue
+        ox, oy = origin[g]
+        _lay, pos, _tops, _x0 = local[g]
+        for m, (lx, ly) in pos.items():
+            ax, ay = ox + lx, oy + ly
+            if m.startswith(PORT):
+                ports[m] = (ax, ay)
+            elif m in sizes:
+                boxes[m] = (ax, ay, sizes[m][0], sizes[m][1])
+                origin[m] = (ax + GROUP_PAD_X, ay - GROUP_PAD_TOP)
+                todo.append(m)
+            else:
+                positions[m] = (ax, ay)
+
+    def dummies(g, a, b):
+        lay, _pos, tops, x0 = local[g]
+        ox, oy = origin[g]
+        out = []
+        for px, py in lay.edge_points.get((a, b), ())[1:-1]:
+            r = int(round(-py))
+            out.append((ox + px - x0, oy - tops[min(r, len(tops) - 1)]))
+        return out
+
+    points = {}
+    for (u, v), (g, ru, rv) in lca_rep.items():
+        inner = dummies(g, ru, rv)
+        for sub, rep in entries.get((u, v), ()):
+            if PORT + sub in ports:
+                inner.append(ports[PORT + sub])
+            inner.extend(dummies(sub, PORT + sub, rep))
+        points[(u, v)] = (positions.get(u, (0.0, 0.0)),) + tuple(inner) + (positions.get(v, (0.0, 0.0)),)
+    width, height = sizes_root if None in local else (0.0, 0.0)
+    return CompoundLayout(positions, boxes, points, width, height)

@@ -25,6 +25,7 @@ class AppContext:
     config: Any            # InspectorConfig
     store: Any             # SessionStore
     examples: List[tuple]  # [(label, path, phase)]
+    spares: Any = None     # spares.Spares: the default net built ahead for the next tab (None: none)
 
 
 def error_text(exc):

@@ -4,7 +4,13 @@ from dash import Input, Output, State, no_update
 
 from inspector import ids, inputs, presenter
 
-from ..layout.side_panels import blob_details_children, ghost_details_children, layer_details_children, value_table
+from ..layout.side_panels import (
+    blob_details_children,
+    block_details_children,
+    ghost_details_children,
+    layer_details_children,
+    value_table,
+)
 from .common import guarded
 
 HIDDEN = {"display": "none"}
@@ -29,6 +35,10 @@ def details(app, sid, selection):
                 return ghost_details_children(d), HIDDEN
         if kind == "blob" and g.has_blob(name):
             return blob_details_children(presenter.blob_panel(ld, name)), SHOWN
+        if kind == "block":
+            d = presenter.block_panel(ld, name)
+            if d is not None:
+                return block_details_children(d), HIDDEN
         return "%s %r is not in this net." % (kind or "item", name), HIDDEN
 
 

@@ -1,35 +1,36 @@
-"""The graph's image export: the camera button saves the format chosen in
-the toolbar (ids.IMAGE_FORMAT, PNG or SVG).
+"""Saving the graph as an image: PNG from the browser's drawing (cytoscape's
+own export of the whole graph), SVG drawn by the server from the same view
+(every node, frame and edge as vector shapes and text)."""
+from dash import Input, Output, State, no_update
 
-dcc.Graph replots only when its figure changes, so a new ``config`` alone
-never reaches the plot that is on screen: the camera kept saving PNG after
-SVG was chosen.  This clientside callback sets the format on the live plot
-(the camera reads it when clicked); graph.py's config callback keeps the
-``config`` prop in step for the next replot."""
-from dash import Input, Output
+from inspector import ids, presenter
 
-from inspector import ids
+from .common import guarded
 
-APPLY_JS = """
-function (fmt) {
-    fmt = fmt || 'png';
-    const holder = document.getElementById('%(graph)s');
-    const gd = holder && (holder.classList.contains('js-plotly-plot') ? holder
-                          : holder.querySelector('.js-plotly-plot'));
-    if (gd && gd._context) {
-        const opts = Object.assign({}, gd._context.toImageButtonOptions || {});
-        opts.format = fmt;
-        opts.filename = opts.filename || 'net';
-        gd._context.toImageButtonOptions = opts;
-        gd.querySelectorAll('.modebar-btn[data-title^="Download plot"]').forEach(function (b) {
-            b.setAttribute('data-title', 'Download plot as ' + fmt.toUpperCase());
-        });
-    }
-    return fmt;
-}
-""" % {"graph": ids.GRAPH}
+PNG_REQUEST = {"type": "png", "action": "download", "filename": "net",
+               "options": {"full": True, "scale": 2, "bg": "#ffffff", "output": "base64uri"}}
+
+
+def svg_download(app, sid, colour_by, blob_mode, options, expanded):
+    """dcc.Download data of the graph as SVG (None without a net)."""
+    with app.store.use(sid) as s:
+        if s.loaded is None:
+            return None
+        opts = presenter.display_options(blob_mode, options)
+        text = presenter.graph_svg(s.loaded, colour_by, opts, expanded)
+        name = (s.loaded.graph.name or "net").replace(" ", "_").replace("/", "_")
+    return {"content": text, "filename": "%s.svg" % name, "type": "image/svg+xml"}
 
 
 def register(dash_app, app):
-    dash_app.clientside_callback(APPLY_JS, Output(ids.IMAGE_FORMAT_APPLIED, "data"),
-                                 Input(ids.IMAGE_FORMAT, "value"), prevent_initial_call=True)
+    @dash_app.callback(
+        Output(ids.GRAPH, "generateImage"), Output(ids.GRAPH_DOWNLOAD, "data"),
+        Input(ids.IMAGE_SAVE, "n_clicks"), State(ids.IMAGE_FORMAT, "value"), State(ids.COLOUR_BY, "value"),
+        State(ids.BLOB_MODE, "value"), State(ids.GRAPH_OPTIONS, "value"), State(ids.EXPANDED_BLOCKS, "data"),
+        State(ids.SESSION, "data"), prevent_initial_call=True)
+    @guarded(2, "saving the graph image")
+    def save_cb(_n, fmt, colour_by, blob_mode, options, expanded, sid):
+        if fmt == "svg":
+            data = svg_download(app, sid, colour_by, blob_mode, options, expanded)
+            return no_update, (data if data is not None else no_update)
+        return dict(PNG_REQUEST), no_update

@@ -110,14 +110,24 @@ def _path_hint(spec, err):
     return loading.relative_path_hint(param, err.layer, spec.model, private_model_dir=spec.uploaded) or ""
 
 
+def _spare(app, session, spec):
+    """The net built ahead for ``spec`` (the page's default net, on the CPU), or None."""
+    spares = getattr(app, "spares", None)
+    if spares is None or session.device != "CPU" or not spec.trusted:
+        return None
+    return spares.take(spec)
+
+
 def load(app, session, spec, device=None):
     """Build ``spec`` into the session.  On failure, record the error and keep
     the last good net.  Returns True when a new net is in."""
     if device is not None and session.loaded is None:
         session.device = device if device == "CPU" or runner.adapters.gpu_available() else "CPU"
     try:
-        loaded = loading.build(spec, allow_python=app.config.allow_python_layers, device=session.device,
-                               model_root=app.config.model_root)
+        loaded = _spare(app, session, spec)
+        if loaded is None:
+            loaded = loading.build(spec, allow_python=app.config.allow_python_layers, device=session.device,
+                                   model_root=app.config.model_root)
     except Exception as exc:  # noqa: BLE001 - every failure is shown in the page
         err = loading.load_error(exc, spec.model)
         if type(exc).__name__ == "PythonLayerRefused":

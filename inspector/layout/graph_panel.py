@@ -1,10 +1,12 @@
 """The stepping bar, the NaN alert, the graph toolbar and the graph."""
+import dash_cytoscape as cyto
 from dash import dcc, html
 
 from inspector import ids
 
+from ..cyto import stylesheet
 from ..view_models import COLOUR_MODES
-from .common import button, field, plot_config
+from .common import button, field
 
 GRAPH_OPTIONS = (("fold_splits", "fold splits"), ("fold_inplace", "fold in-place"),
                  ("labels", "labels"), ("ghosts", "filtered-out"))
@@ -39,6 +41,33 @@ def stepping_bar(solver_ok):
     ], className="stepping")
 
 
+def search_box():
+    """The search input in a labelled wrapper, and the list of matches under it."""
+    return html.Div([
+        html.Div(dcc.Input(id=ids.SEARCH, type="search", placeholder="Search layers, blobs, types  ( / )",
+                           debounce=False, autoComplete="off", className="search-input"),
+                 id=ids.SEARCH_BOX, className="search-box", role="search",
+                 **{"aria-label": "Search layers and blobs"}),
+        html.Ul(id=ids.SEARCH_RESULTS, className="search-results", role="listbox"),
+    ], className="search")
+
+
+def navigation_bar():
+    return html.Div([
+        search_box(),
+        button(ids.FIT_NET, "Fit net", "show the whole net", "btn small"),
+        button(ids.FIT_SELECTION, "Fit selection", "centre and zoom on the selected layer, blob or block",
+               "btn small"),
+        button(ids.EXPAND, "Expand", "open the selected block (or the folded block around the selection)",
+               "btn small"),
+        button(ids.COLLAPSE, "Collapse", "fold the selected block (or the block around the selected layer)",
+               "btn small"),
+        button(ids.EXPAND_ALL, "Expand all", "open every block", "btn small"),
+        button(ids.COLLAPSE_ALL, "Collapse all", "fold every block", "btn small"),
+        html.Div(id=ids.GRAPH_TITLE, className="graph-title"),
+    ], className="inline navbar")
+
+
 def graph_toolbar():
     return html.Div([
         field("Colour by", dcc.Dropdown([{"label": label, "value": key} for key, label in COLOUR_MODES],
@@ -50,14 +79,33 @@ def graph_toolbar():
         dcc.Checklist([{"label": label, "value": key} for key, label in GRAPH_OPTIONS], DEFAULT_OPTIONS,
                       id=ids.GRAPH_OPTIONS, inline=True, className="options"),
         field("Image", dcc.RadioItems(["png", "svg"], "png", id=ids.IMAGE_FORMAT, inline=True),
-              cls="field", title="format of the graph image the modebar's camera button saves"),
+              cls="field", title="format of the graph image Save image writes"),
+        button(ids.IMAGE_SAVE, "Save image", "save the whole graph as PNG or SVG", "btn small"),
+        dcc.Download(id=ids.GRAPH_DOWNLOAD),
     ], className="inline toolbar")
+
+
+def graph_canvas():
+    """The graph (dash-cytoscape: preset positions from our layout, pan/zoom and
+    hit testing in the browser), its legend, the overview and the hover box."""
+    return html.Div([
+        cyto.Cytoscape(id=ids.GRAPH, className="net-graph", elements=[], stylesheet=stylesheet(),
+                       layout={"name": "preset", "fit": False, "animate": False},
+                       style={"width": "100%", "height": "100%"}, minZoom=0.02, maxZoom=3.0,
+                       wheelSensitivity=0.4, boxSelectionEnabled=False, autoungrabify=True,
+                       userPanningEnabled=True, userZoomingEnabled=True),
+        html.Div(id=ids.GRAPH_LEGEND, className="graph-legend"),
+        html.Canvas(id=ids.MINIMAP, className="minimap", width=170, height=230, title="overview: click to go there"),
+        html.Div(className="graph-hover", id="graph-hover"),
+    ], id=ids.GRAPH_HOLDER, className="graph-holder", role="application", **{"aria-label": "Network graph"})
 
 
 def graph_panel(solver_ok):
     return html.Div([
         stepping_bar(solver_ok),
         graph_toolbar(),
-        dcc.Graph(id=ids.GRAPH, className="net-graph", responsive=True, style={"height": "100%"},
-                  config=plot_config(scrollZoom=True, toImageButtonOptions={"format": "png", "filename": "net"})),
+        navigation_bar(),
+        graph_canvas(),
+        dcc.Store(id=ids.SEARCH_PICK), dcc.Store(id=ids.FOCUS), dcc.Store(id=ids.BLOCK_TOGGLE),
+        dcc.Store(id=ids.GRAPH_META), dcc.Store(id=ids.GRAPH_CLIENT),
     ], className="graph-col")

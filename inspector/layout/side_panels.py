@@ -10,7 +10,8 @@ from .debugger_panels import compare_tab, npy_controls, timeline_tab, training_t
 
 def details_tab():
     return html.Div([
-        html.Div("Click a layer or a blob in the graph.", id=ids.DETAILS, className="details"),
+        html.Div("Click a layer or a blob in the graph.", id=ids.DETAILS, className="details", role="region",
+                 **{"aria-label": "Details"}),
         html.Div([
             html.Div([
                 field("Show", dcc.RadioItems(["data", "diff"], "data", id=ids.BLOB_WHICH, inline=True)),
@@ -122,6 +123,13 @@ def blob_details_children(d):
 def ghost_details_children(d):
     return html.Div([html.H3(d["title"] + " (filtered out)", className="details-title"),
                      kv_table(d["summary"])], className="ghost-details")
+
+
+def block_details_children(d):
+    return html.Div([html.H3(d["title"], className="details-title"), kv_table(d["summary"]),
+                     html.Div(d["hint"], className="muted"),
+                     html.H4("layers"), html.Div(", ".join(d["layers"]), className="block-layers")],
+                    className="block-details")
 
 
 def value_table(rows, index, full):

@@ -1,34 +1,59 @@
 """Helpers for the browser tests: find and click graph nodes, wait for text."""
 import time
 
-from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.actions.action_builder import ActionBuilder
 
 from inspector import ids
 
-_POINT_JS = """
-const gd = document.getElementById(arguments[0]).querySelector('.js-plotly-plot');
-if (!gd || !gd._fullData) return null;
-const want = arguments[1], kind = arguments[2];
-const traces = gd.querySelectorAll('g.trace.scatter');
-for (let t = 0; t < gd._fullData.length; t++) {
-  const tr = gd._fullData[t];
-  if (!tr.customdata) continue;
-  for (let i = 0; i < tr.customdata.length; i++) {
-    const cd = tr.customdata[i];
-    if (cd && cd[0] === kind && cd[1] === want) {
-      const g = traces[tr.index];
-      if (!g) return null;
-      const pts = g.querySelectorAll('path.point');
-      return pts[i] || null;
-    }
-  }
+_CY = """
+const el = document.getElementById(arguments[0]);
+let cy = el && el._cyreg && el._cyreg.cy;
+if (!cy && el) {
+  for (const d of el.getElementsByTagName('div')) { if (d._cyreg && d._cyreg.cy) { cy = d._cyreg.cy; break; } }
 }
-return null;
+"""
+
+# the page position (client coordinates) of the centre of the node showing ``name``
+_POINT_JS = _CY + """
+if (!cy) return null;
+const want = arguments[1], kind = arguments[2];
+const n = cy.nodes().filter(x => {
+  const k = x.data('kind');
+  if (kind === 'blob') return (k === 'blob' || k === 'output') && x.data('name') === want;
+  if (kind === 'block') return (k === 'block' || k === 'group') && x.data('name') === want;
+  if (kind === 'ghost') return k === 'ghost' && x.data('name') === want;
+  return k === 'layer' && (x.data('members') || '').indexOf('|' + want + '|') >= 0;
+})[0];
+if (!n) return null;
+const box = cy.container().getBoundingClientRect(), p = n.renderedPosition();
+if (p.x < 0 || p.y < 0 || p.x > box.width || p.y > box.height) { cy.center(n); }
+const q = n.renderedPosition();
+return [box.left + q.x, box.top + q.y];
+"""
+
+# for a blob drawn as an edge: the middle of the edge
+_EDGE_JS = _CY + """
+if (!cy) return null;
+const e = cy.edges().filter(x => x.data('blob') === arguments[1])[0];
+if (!e) return null;
+const box = cy.container().getBoundingClientRect();
+let m = e.renderedMidpoint();
+if (m.x < 0 || m.y < 0 || m.x > box.width || m.y > box.height) { cy.center(e); m = e.renderedMidpoint(); }
+return [box.left + m.x, box.top + m.y];
 """
 
 
 def find_point(dash_duo, name, kind="layer"):
-    return dash_duo.driver.execute_script(_POINT_JS, ids.GRAPH, name, kind)
+    """(x, y) in the page of the graph's node called ``name`` (None while not drawn)."""
+    p = dash_duo.driver.execute_script(_POINT_JS, ids.GRAPH, name, kind)
+    if p is None and kind == "blob":
+        p = dash_duo.driver.execute_script(_EDGE_JS, ids.GRAPH, name)
+    return p
+
+
+def cy_eval(dash_duo, body, *args):
+    """Run ``body`` (JavaScript with ``cy``, the graph's cytoscape instance, and ``arguments``)."""
+    return dash_duo.driver.execute_script(_CY + "if (!cy) return null;\n" + body, ids.GRAPH, *args)
 
 
 def wait_for(predicate, timeout=20, interval=0.1, what="condition"):
@@ -45,13 +70,27 @@ def wait_for(predicate, timeout=20, interval=0.1, what="condition"):
     raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
 
 
+def click_at(dash_duo, x, y, double=False):
+    """A real mouse click (or double click) at viewport coordinates (x, y)."""
+    a = ActionBuilder(dash_duo.driver)
+    a.pointer_action.move_to_location(int(round(x)), int(round(y)))
+    a.pointer_action.pause(0.15)
+    a.pointer_action.click()
+    if double:
+        a.pointer_action.pause(0.05)
+        a.pointer_action.click()
+    a.perform()
+
+
 def click_node(dash_duo, name, kind="layer", until=None, tries=5):
-    """Click the graph's node (or blob label) called ``name``; with ``until``
-    (a predicate), click again while the graph was re-rendering."""
+    """Click the centre of the graph's node (or blob edge) called ``name``;
+    with ``until`` (a predicate), click again while the graph was re-rendering."""
     for k in range(tries):
-        el = wait_for(lambda: find_point(dash_duo, name, kind), what="node %s" % name)
+        p = wait_for(lambda: find_point(dash_duo, name, kind), what="node %s" % name)
         try:
-            ActionChains(dash_duo.driver).move_to_element(el).pause(0.2).click().perform()
+            time.sleep(0.15)
+            p = find_point(dash_duo, name, kind) or p
+            click_at(dash_duo, p[0], p[1])
         except Exception:
             if k == tries - 1:
                 raise
@@ -82,13 +121,7 @@ def wait_text(dash_duo, id_, needle, timeout=20):
 
 def graph_fills(dash_duo):
     """The fill colours of the layer nodes, by name."""
-    return dash_duo.driver.execute_script("""
-const gd = document.getElementById(arguments[0]).querySelector('.js-plotly-plot');
+    return cy_eval(dash_duo, """
 const out = {};
-if (!gd || !gd._fullData) return out;
-for (const tr of gd._fullData) {
-  if (tr.name !== 'layers') continue;
-  const cs = tr.marker.color;
-  tr.customdata.forEach((cd, i) => { out[cd[1]] = Array.isArray(cs) ? cs[i] : cs; });
-}
-return out;""", ids.GRAPH)
+cy.nodes().forEach(n => { if (n.data('kind') === 'layer') { out[n.data('name')] = n.data('fill'); } });
+return out;""") or {}

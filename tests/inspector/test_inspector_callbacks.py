@@ -3,7 +3,6 @@ stepping, findings, export; and the app and its command line."""
 import json
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 from inspector_testlib import ROOT, data_url
 
@@ -60,15 +59,22 @@ def test_uploads_weights_and_mean(app_ctx, sid, tmp_path):
 
 
 def test_graph_render_and_selection(app_ctx, sid):
-    fig = go.Figure(graph.render(app_ctx, sid, "category", "edges", ["fold_splits", "labels", "ghosts"], None))
-    assert len(fig.data) > 3
-    fig2 = go.Figure(graph.render(app_ctx, sid, "data", "nodes", [], {"kind": "layer", "name": "conv1"}))
-    assert any(t.name == "blobs" for t in fig2.data)
-    patch = graph.selection_patch(app_ctx, sid, "edges", ["ghosts"], {"kind": "layer", "name": "pool1"})
-    assert patch is not None
-    click = {"points": [{"customdata": ["layer", "conv1"]}]}
-    assert graph.selection_from_click(click) == {"kind": "layer", "name": "conv1"}
-    assert graph.selection_from_click({"points": [{}]}) is None
+    els, title, legend, meta = graph.render(app_ctx, sid, "category", "edges", ["fold_splits", "labels", "ghosts"],
+                                            None)
+    assert len([e for e in els if e["data"].get("kind") == "layer"]) > 3 and "LeNet" in title
+    assert legend and meta["n"] == len(els) and meta["net"]
+    els2, _t, _l, _m = graph.render(app_ctx, sid, "data", "nodes", [], None)
+    assert any(e["data"].get("kind") == "blob" for e in els2)
+    assert graph.selection_from_tap({"kind": "layer", "name": "conv1", "members": "|conv1|"}) == \
+        {"kind": "layer", "name": "conv1"}
+    assert graph.selection_from_tap({"blob": "conv1", "source": "L1"}, edge=True) == {"kind": "blob", "name": "conv1"}
+    assert graph.selection_from_tap({"kind": "group", "name": "res2"}) == {"kind": "block", "name": "res2"}
+    assert graph.selection_from_tap({"kind": "block", "name": "res2"}) == {"kind": "block", "name": "res2"}
+    assert graph.selection_from_tap(None) is None
+    items = graph.search_results(app_ctx, sid, "conv")
+    assert 'data-name' in str(items) and "conv1" in str(items) and "Convolution" in str(items)
+    sel, _exp, focus = graph.pick(app_ctx, sid, {"kind": "layer", "name": "conv2", "n": 3}, None)
+    assert sel == {"kind": "layer", "name": "conv2"} and focus["n"] == 3
 
 
 def test_details(app_ctx, sid):

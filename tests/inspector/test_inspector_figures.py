@@ -1,63 +1,74 @@
 """figures: pure builders, view data in, Plotly figures out."""
 import numpy as np
-import plotly.graph_objects as go
 
-from inspector import figures
+from inspector import cyto, figures
 from inspector import view_models as vm
 from inspector.run_state import FRESH, STALE
 
 
 def _view(colour_by="category", scale=None, legend=(("convolution", "#f28e2b"),), selected="b"):
     nodes = (
-        vm.NodeView("L0", "layer", "a", 0.0, 0.0, "a", "#f28e2b", None, "#2ca02c", 3.0, FRESH, "A"),
+        vm.NodeView("L0", "layer", "a", 0.0, 0.0, "a", "#f28e2b", None, "#2ca02c", 3.0, FRESH, "<b>A</b><br>x"),
         vm.NodeView("L1", "layer", "b", 0.0, -1.0, "b", "#59a14f", None, "#ff7f0e", 3.0, STALE, "B",
-                    selected=selected == "b"),
+                    selected=selected == "b", parent="F:blk", members=("b",), mark="stopped"),
         vm.NodeView("G0", "ghost", "g", 5.0, -1.0, "g", "#ddd", None, "#aaa", 1.0, "n/a", "G"),
+        vm.NodeView("F:blk", "group", "blk", 0.0, -1.0, "blk · 1 layers", "#f5f7fb", None, "#9aa8bd", 1.0, "n/a",
+                    "frame", members=("b",), width=6.0, height=1.5),
     )
     edges = (
-        vm.EdgeView(((0.0, 0.0), (0.0, -1.0)), "data", FRESH, "x", "x 1×2", "X"),
-        vm.EdgeView(((0.0, 0.0), (5.0, -1.0)), "ghost", "n/a", "x", "x", "ghost"),
+        vm.EdgeView(((0.0, 0.0), (0.0, -1.0)), "data", FRESH, "x", "x 1×2", "X", src="L0", dst="L1"),
+        vm.EdgeView(((0.0, 0.0), (-6.0, -0.5), (5.0, -1.0)), "ghost", "n/a", "x", "x", "ghost", src="L0", dst="G0"),
     )
     return vm.GraphView(nodes, edges, legend, scale, colour_by, "net — TRAIN", 2, 10.0, True, "k")
 
 
-def test_graph_figure_traces():
-    d = figures.graph_figure(_view())
-    assert set(d) == {"data", "layout"}
-    fig = go.Figure(d)                               # a valid Plotly figure
-    names = [t.name for t in fig.data]
-    assert "layers" in names and "ghosts" in names and "blobs" in names
-    assert fig.data[-1].name == "selection" and list(fig.data[-1].x) == [0.0]
-    layers = fig.data[names.index("layers")]
-    assert [list(c) for c in layers.customdata] == [["layer", "a"], ["layer", "b"]]
-    assert list(layers.marker.color) == ["#f28e2b", "#59a14f"]
-    assert list(layers.marker.line.color) == ["#2ca02c", "#ff7f0e"]
-    blobs = fig.data[names.index("blobs")]
-    assert [list(c) for c in blobs.customdata] == [["blob", "x"]]
-    assert any(t.showlegend and t.name == "convolution" for t in fig.data)
-    assert fig.layout.uirevision == "k"
-    edges = [t for t in fig.data if t.mode == "lines"]
-    assert {t.line.dash for t in edges} == {"solid", "dash"}
+def test_cytoscape_elements():
+    els = cyto.elements(_view())
+    by_id = {e["data"]["id"]: e for e in els}
+    assert els[0]["data"]["id"] == "F:blk" and "position" not in els[0]      # frames first, sized by children
+    a, b = by_id["L0"], by_id["L1"]
+    assert a["data"]["fill"] == "#f28e2b" and a["data"]["line"] == "#2ca02c" and "fresh" in a["classes"]
+    assert b["data"]["parent"] == "F:blk" and b["data"]["members"] == "|b|"
+    assert "stopped" in b["classes"] and b["data"]["label"] == "▶ b"           # the last step's marker
+    assert a["data"]["hover"] == ["A", "x"]                                     # plain text, no HTML
+    assert b["position"]["y"] > a["position"]["y"]                             # ranks go down
+    assert "ghost" in by_id["G0"]["classes"]
+    edges = [e for e in els if "source" in e["data"]]
+    assert {(e["data"]["source"], e["data"]["target"]) for e in edges} == {("L0", "L1"), ("L0", "G0")}
+    assert any("seg" in e["classes"] for e in edges)                            # routed around a bend
+    assert cyto.text_colour("#440154") == "#ffffff" and cyto.text_colour("#fde725") == "#1a1a1a"
 
 
-def test_graph_figure_colour_bar():
-    fig = go.Figure(figures.graph_figure(_view("data", vm.ColourScale("mean |data|", 1e-3, 10.0, True), ())))
-    bars = [t for t in fig.data if t.marker is not None and t.marker.showscale]
-    assert len(bars) == 1 and bars[0].marker.cmin < bars[0].marker.cmax
+def test_stylesheet_maps_data():
+    sheet = cyto.stylesheet()
+    sel = {r["selector"]: r["style"] for r in sheet}
+    assert sel["node[w]"]["background-color"] == "data(fill)"
+    assert sel["node[w]"]["min-zoomed-font-size"] > 0            # labels by level of detail
+    assert ".sel" in sel and "node.stopped" in sel and "edge.seg" in sel
 
 
-def test_selection_trace_alone():
-    t = figures.selection_trace(_view(selected=None))
-    assert t["x"] == [] and t["name"] == "selection"
-    go.Scatter({k: v for k, v in t.items() if k != "type"})
+def test_graph_svg():
+    svg = cyto.graph_svg(_view())
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+    assert ">a<" in svg and ">▶ b<" in svg and "blk · 1 layers" in svg
+    assert svg.count("<line") == 2
 
 
-def test_graph_figure_of_a_real_layout(lenet):
+def test_svg_escapes_names():
+    v = _view()
+    bad = vm.NodeView("L9", "layer", "<x&>", 1.0, -2.0, "<x&>", "#ffffff", None, "#888", 1.0, "n/a", "<b>h</b>")
+    svg = cyto.graph_svg(vm.GraphView(v.nodes + (bad,), v.edges, (), None, "category", "t", 3, 10.0, True, "k"))
+    assert "&lt;x&amp;&gt;" in svg and "<x&>" not in svg
+
+
+def test_elements_of_a_real_layout(lenet):
     from inspector import presenter
-    fig = go.Figure(presenter.graph_figure(lenet))
-    layer_trace = [t for t in fig.data if t.name == "layers"][0]
-    assert len(layer_trace.x) == len(lenet.graph.layers)
-    assert fig.layout.yaxis.range[1] > fig.layout.yaxis.range[0]
+    els, view = presenter.graph_elements(lenet)
+    layers = [e for e in els if e["data"].get("kind") == "layer"]
+    assert len(layers) == len(lenet.graph.layers)
+    ys = [e["position"]["y"] for e in layers]
+    assert max(ys) > min(ys)
+
 
 
 def test_histogram_figure():

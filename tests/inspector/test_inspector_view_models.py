@@ -197,3 +197,71 @@ def test_flops_and_memory_from_engine_analysis(lenet):
     d = pm.layer_details(lenet.graph, lenet.graph.layer("conv1").index, analysis=an)
     assert "FLOPs (forward, one batch)" in dict(d["summary"])
     assert "params" in pm.analysis_totals(an)
+
+
+# ------------------------------------------------------------------ blocks: folding, layout, search (issue 13)
+def _resnet50(tmp_path):
+    from benchmarks.netgen import resnet_prototxt
+    p = tmp_path / "resnet50_deploy.prototxt"
+    p.write_text(resnet_prototxt(50, fillers=False))
+    return build_loaded(p, phase="TEST")
+
+
+def test_folded_blocks_and_default_folding(tmp_path):
+    ld = _resnet50(tmp_path)
+    blks = presenter.blocks(ld)
+    opened = presenter.expanded_set(ld, None)
+    assert set(opened) == {"res2", "res3", "res4", "res5"}      # stages open, residual blocks folded
+    d = vm.display_graph(ld.graph, vm.DisplayOptions(), blks, opened)
+    folded = [n for n in d.nodes if n.kind == "block"]
+    assert len(folded) == 16 and all(n.group.startswith("res") for n in folded)
+    res4b = next(n for n in folded if n.block == "res4b")
+    assert res4b.label == "res4b · 14 layers" and res4b.group == "res4"
+    assert set(d.groups) == {"res2", "res3", "res4", "res5"}
+    # one edge per blob between two drawn nodes (a blob read twice inside a block: one edge)
+    pairs = [(e.src, e.dst, e.blob) for e in d.edges]
+    assert len(pairs) == len(set(pairs))
+    # the view: the block coloured by its worst layer, labelled with its output shape
+    v = presenter.graph_view(ld, "flops", vm.DisplayOptions())
+    node = next(n for n in v.nodes if n.kind == "block" and n.name == "res4b")
+    assert node.value is not None and "1×1024×14×14" in node.label
+    assert node.parent == "F:res4"
+    assert any(n.kind == "group" and n.name == "res4" and n.width > 0 for n in v.nodes)
+
+
+def test_expanding_a_block_moves_only_what_is_below(tmp_path):
+    ld = _resnet50(tmp_path)
+    opened = list(presenter.expanded_set(ld, None))
+    _d1, lay1 = presenter.display_and_layout(ld, vm.DisplayOptions(), opened)
+    _d2, lay2 = presenter.display_and_layout(ld, vm.DisplayOptions(), opened + ["res3b"])
+    above = [n for n in lay1.positions if n in lay2.positions and lay1.positions[n][1] > lay1.positions["K:res3b"][1]]
+    assert above and all(lay1.positions[n] == lay2.positions[n] for n in above)
+    after = lay2.positions["K:res3c"]
+    assert after[1] < lay1.positions["K:res3c"][1] - 5           # pushed down by the opened block
+    assert lay2.boxes["res3b"][3] > 5                             # its frame holds its 14 layers
+
+
+def test_search_ranks_names_types_and_blocks(lenet, tmp_path):
+    from inspector.search import blocks_to_open, search
+    matches, total = search(lenet.graph, "conv")
+    assert [m.name for m in matches[:2]] == ["conv1", "conv2"] and matches[0].type == "Convolution"
+    assert any(m.kind == "blob" for m in matches) and total == len(matches)
+    by_type, _ = search(lenet.graph, "pooling")
+    assert [m.name for m in by_type] == ["pool1", "pool2"]
+    assert search(lenet.graph, "  ")[0] == [] and search(lenet.graph, "zzz")[1] == 0
+    ld = _resnet50(tmp_path)
+    blks = presenter.blocks(ld)
+    hits, _ = search(ld.graph, "res4b_branch2", blks)
+    assert hits[0].name == "res4b_branch2a" and hits[0].where == "res4b"
+    assert set(blocks_to_open(ld.graph, blks, "layer", "res4b_branch2a")) == {"res4", "res4b"}
+    assert blocks_to_open(ld.graph, blks, "block", "res4b") == ["res4"]
+
+
+def test_step_marks(lenet):
+    s = session_for(lenet)
+    runner.forward_range(s, 1, 3)
+    m = vm.step_marks(lenet.recorder.steps)
+    assert m.kind == "forward" and m.stopped == 3 and m.ran == (1, 2, 3)
+    v = presenter.graph_view(lenet, "category", vm.DisplayOptions())
+    marks = {n.name: n.mark for n in v.nodes if n.kind == "layer"}
+    assert marks["conv2"] == "stopped" and marks["conv1"] == "ran" and marks["pool1"] == "ran" and marks["ip2"] == ""

@@ -1,0 +1,318 @@
+/* The network graph in the browser (dash-cytoscape's cy instance, reached as
+ * the container's _cyreg.cy): the selection marked without a redraw, the first
+ * view of a net, centring on a search result, fit-to-net / fit-to-selection,
+ * the overview (minimap) with the visible window, small hover boxes, a
+ * double-click that folds or opens a block, and the keyboard: "/" focuses the
+ * search box, arrows move among the matches, Enter picks one. */
+(function () {
+    'use strict';
+    var IDS = {graph: 'net-graph', holder: 'net-graph-holder', minimap: 'graph-minimap', hover: 'graph-hover',
+               search: 'graph-search', results: 'graph-search-results', pick: 'graph-search-pick',
+               toggle: 'block-toggle'};
+    var S = {cy: null, net: null, viewed: false, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
+             mapImage: null, mapBox: null, mapDirty: true, mapQueued: false};
+
+    function cyOf() {
+        var el = document.getElementById(IDS.graph);
+        if (!el) { return null; }
+        if (el._cyreg && el._cyreg.cy) { return el._cyreg.cy; }
+        var divs = el.getElementsByTagName('div');
+        for (var i = 0; i < divs.length; i++) {
+            if (divs[i]._cyreg && divs[i]._cyreg.cy) { return divs[i]._cyreg.cy; }
+        }
+        return null;
+    }
+
+    function setProps(id, data) {
+        if (window.dash_clientside && window.dash_clientside.set_props) {
+            window.dash_clientside.set_props(id, {data: data});
+        }
+    }
+
+    // ------------------------------------------------------------------ binding to the cy instance
+    function hook() {
+        var cy = cyOf();
+        if (!cy || cy === S.cy) { return cy; }
+        S.cy = cy;
+        cy.on('mouseover', 'node, edge', showHover);
+        cy.on('mouseout', 'node, edge', hideHover);
+        cy.on('viewport', function () { hideHover(); queueMap(false); });
+        cy.on('add remove position data', function () { queueMap(true); });
+        cy.on('add', function () {          // the first drawing of the page: its first view at once
+            if (S.viewed || S.net !== null) { return; }
+            window.requestAnimationFrame(function () {
+                if (S.viewed || cy.elements().length === 0) { return; }
+                S.viewed = true;
+                firstView(cy);
+                stampDrawn();
+            });
+        });
+        cy.on('resize', function () { queueMap(true); });
+        cy.on('dbltap', 'node.block, node.group', function (e) {
+            e.stopPropagation && e.stopPropagation();
+            S.toggleN += 1;
+            setProps(IDS.toggle, {id: e.target.data('name'), n: S.toggleN});
+        });
+        queueMap(true);
+        return cy;
+    }
+
+    // ------------------------------------------------------------------ selection
+    function matches(cy, sel) {
+        if (!sel || !sel.name) { return cy.collection(); }
+        var name = sel.name, kind = sel.kind;
+        if (kind === 'blob') {
+            return cy.elements().filter(function (e) {
+                return e.isEdge() ? e.data('blob') === name
+                    : ((e.data('kind') === 'blob' || e.data('kind') === 'output') && e.data('name') === name);
+            });
+        }
+        if (kind === 'block') {
+            return cy.nodes().filter(function (n) {
+                return (n.data('kind') === 'block' || n.data('kind') === 'group') && n.data('name') === name;
+            });
+        }
+        var needle = '|' + name + '|';
+        var own = cy.nodes().filter(function (n) {
+            var k = n.data('kind');
+            if (k === 'ghost') { return kind === 'ghost' && n.data('name') === name; }
+            return kind === 'layer' && (k === 'layer' || k === 'block') &&
+                (n.data('members') || '').indexOf(needle) >= 0;
+        });
+        return own;
+    }
+
+    function markSelection(cy, sel) {
+        cy.batch(function () {
+            cy.elements('.sel').removeClass('sel');
+            matches(cy, sel).addClass('sel');
+        });
+    }
+
+    // ------------------------------------------------------------------ views
+    var LABEL_ZOOM = 0.7;      // node labels (11px, min-zoomed-font-size 7) show from about 0.64
+
+    function firstView(cy) {
+        var bb = cy.elements().boundingBox();
+        if (!isFinite(bb.w) || bb.w <= 0) { return; }
+        var w = cy.width(), h = cy.height();
+        var z = Math.min(1.0, Math.max(LABEL_ZOOM, (w - 60) / bb.w));
+        if (bb.h * z < h - 40 && bb.w * z < w - 40) {
+            z = Math.min(1.0, (h - 40) / bb.h, (w - 40) / bb.w);
+            z = Math.max(z, Math.min(LABEL_ZOOM, (h - 40) / bb.h));
+        }
+        cy.zoom(z);
+        cy.pan({x: w / 2 - (bb.x1 + bb.w / 2) * z, y: 24 - bb.y1 * z});
+    }
+
+    function centreOn(cy, eles, animate) {
+        if (!eles || eles.empty()) { return false; }
+        var bb = eles.boundingBox();
+        var w = cy.width(), h = cy.height();
+        var z = Math.max(cy.zoom(), 0.9);
+        z = Math.min(z, 1.6, (w - 80) / Math.max(bb.w, 1), (h - 80) / Math.max(bb.h, 1));
+        z = Math.max(z, cy.minZoom());
+        var pan = {x: w / 2 - (bb.x1 + bb.w / 2) * z, y: h / 2 - (bb.y1 + bb.h / 2) * z};
+        if (animate) {
+            cy.stop(true, false);
+            cy.animate({zoom: z, pan: pan}, {duration: 220});
+        } else {
+            cy.zoom(z);
+            cy.pan(pan);
+        }
+        return true;
+    }
+
+    function stampDrawn() {        // when the graph was first drawn (ms since navigation start: benchmarks)
+        if (!window.inspectorGraphDrawn) { window.inspectorGraphDrawn = window.performance.now(); }
+    }
+
+    // ------------------------------------------------------------------ overview
+    function queueMap(dirty) {
+        if (dirty) { S.mapDirty = true; }
+        if (S.mapQueued) { return; }
+        S.mapQueued = true;
+        window.requestAnimationFrame(function () { S.mapQueued = false; drawMap(); });
+    }
+
+    function drawMap() {
+        var cy = S.cy, canvas = document.getElementById(IDS.minimap);
+        if (!cy || !canvas || cy.destroyed()) { return; }
+        var W = canvas.width, H = canvas.height, ctx = canvas.getContext('2d');
+        if (S.mapDirty || !S.mapImage) {
+            S.mapDirty = false;
+            var bb = cy.elements().boundingBox();
+            if (!isFinite(bb.w) || bb.w <= 0) { ctx.clearRect(0, 0, W, H); return; }
+            var s = Math.min((W - 8) / bb.w, (H - 8) / bb.h);
+            var ox = (W - bb.w * s) / 2 - bb.x1 * s, oy = (H - bb.h * s) / 2 - bb.y1 * s;
+            S.mapBox = {s: s, ox: ox, oy: oy};
+            var off = document.createElement('canvas');
+            off.width = W; off.height = H;
+            var c = off.getContext('2d');
+            c.fillStyle = '#ffffff';
+            c.fillRect(0, 0, W, H);
+            cy.nodes().forEach(function (n) {
+                var b = n.boundingBox({includeLabels: false, includeOverlays: false});
+                var x = b.x1 * s + ox, y = b.y1 * s + oy, w = Math.max(b.w * s, 1.5), hh = Math.max(b.h * s, 1.5);
+                if (n.isParent()) {
+                    c.strokeStyle = '#9aa8bd';
+                    c.lineWidth = 1;
+                    c.strokeRect(x, y, w, hh);
+                } else {
+                    c.fillStyle = n.data('fill') || '#888';
+                    c.fillRect(x, y, w, hh);
+                }
+            });
+            S.mapImage = off;
+        }
+        ctx.clearRect(0, 0, W, H);
+        ctx.drawImage(S.mapImage, 0, 0);
+        var m = S.mapBox, ext = cy.extent();
+        if (!m) { return; }
+        ctx.strokeStyle = '#d62728';
+        ctx.lineWidth = 1.5;
+        ctx.fillStyle = 'rgba(214,39,40,0.08)';
+        var vx = ext.x1 * m.s + m.ox, vy = ext.y1 * m.s + m.oy;
+        ctx.fillRect(vx, vy, ext.w * m.s, ext.h * m.s);
+        ctx.strokeRect(vx, vy, ext.w * m.s, ext.h * m.s);
+    }
+
+    function mapTo(ev) {
+        var cy = S.cy, canvas = document.getElementById(IDS.minimap), m = S.mapBox;
+        if (!cy || !canvas || !m) { return; }
+        var r = canvas.getBoundingClientRect();
+        var px = (ev.clientX - r.left) * canvas.width / r.width, py = (ev.clientY - r.top) * canvas.height / r.height;
+        var mx = (px - m.ox) / m.s, my = (py - m.oy) / m.s, z = cy.zoom();
+        cy.pan({x: cy.width() / 2 - mx * z, y: cy.height() / 2 - my * z});
+    }
+
+    // ------------------------------------------------------------------ hover boxes
+    function showHover(e) {
+        var box = document.getElementById(IDS.hover), holder = document.getElementById(IDS.holder);
+        var lines = e.target.data('hover');
+        if (!box || !holder || !lines || !lines.length) { return; }
+        box.textContent = '';
+        lines.forEach(function (line, i) {
+            var d = document.createElement('div');
+            d.textContent = line;
+            if (i === 0) { d.className = 'hover-head'; }
+            box.appendChild(d);
+        });
+        var p = e.renderedPosition || {x: 0, y: 0};
+        var cyEl = document.getElementById(IDS.graph), hr = holder.getBoundingClientRect();
+        var cr = cyEl ? cyEl.getBoundingClientRect() : hr;
+        box.style.display = 'block';
+        var x = p.x + (cr.left - hr.left) + 14, y = p.y + (cr.top - hr.top) + 14;
+        var bw = box.offsetWidth, bh = box.offsetHeight;
+        if (x + bw > hr.width - 4) { x = Math.max(4, p.x + (cr.left - hr.left) - bw - 14); }
+        if (y + bh > hr.height - 4) { y = Math.max(4, hr.height - bh - 4); }
+        box.style.left = x + 'px';
+        box.style.top = y + 'px';
+    }
+
+    function hideHover() {
+        var box = document.getElementById(IDS.hover);
+        if (box) { box.style.display = 'none'; }
+    }
+
+    // ------------------------------------------------------------------ search keyboard
+    function hits() {
+        var ul = document.getElementById(IDS.results);
+        return ul ? Array.prototype.slice.call(ul.querySelectorAll('li.search-hit')) : [];
+    }
+
+    function choose(li) {
+        if (!li) { return; }
+        S.pickN += 1;
+        setProps(IDS.pick, {kind: li.getAttribute('data-kind'), name: li.getAttribute('data-name'), n: S.pickN});
+        hits().forEach(function (h) { h.classList.toggle('active', h === li); });
+    }
+
+    document.addEventListener('keydown', function (ev) {
+        var t = ev.target, tag = t && t.tagName ? t.tagName.toLowerCase() : '';
+        var typing = tag === 'input' || tag === 'textarea' || tag === 'select' || (t && t.isContentEditable);
+        if (ev.key === '/' && !typing && !ev.ctrlKey && !ev.metaKey && !ev.altKey) {
+            var box = document.getElementById(IDS.search);
+            if (box) { ev.preventDefault(); box.focus(); box.select && box.select(); }
+            return;
+        }
+        if (!t || t.id !== IDS.search) { return; }
+        var list = hits();
+        if (!list.length) { return; }
+        var k = list.findIndex(function (h) { return h.classList.contains('active'); });
+        if (ev.key === 'ArrowDown' || ev.key === 'ArrowUp') {
+            ev.preventDefault();
+            k = ev.key === 'ArrowDown' ? Math.min(list.length - 1, k + 1) : Math.max(0, k - 1);
+            list.forEach(function (h, i) { h.classList.toggle('active', i === k); });
+            list[k].scrollIntoView({block: 'nearest'});
+        } else if (ev.key === 'Enter') {
+            ev.preventDefault();
+            choose(list[Math.max(k, 0)]);
+        } else if (ev.key === 'Escape') {
+            t.blur();
+        }
+    }, true);
+
+    document.addEventListener('mousedown', function (ev) {
+        var li = ev.target && ev.target.closest ? ev.target.closest('li.search-hit') : null;
+        if (li) { ev.preventDefault(); choose(li); }      // before the box loses focus (the list hides then)
+    }, true);
+    document.addEventListener('click', function (ev) {
+        if (ev.target && ev.target.id === IDS.minimap) { mapTo(ev); }
+    });
+    var dragging = false;
+    document.addEventListener('mousedown', function (ev) { dragging = ev.target && ev.target.id === IDS.minimap; });
+    document.addEventListener('mouseup', function () { dragging = false; });
+    document.addEventListener('mousemove', function (ev) { if (dragging) { mapTo(ev); } });
+    var hooking = window.setInterval(function () {
+        if (hook()) { window.clearInterval(hooking); window.setInterval(hook, 500); }   // a new cy after a remount
+    }, 25);
+
+    // ------------------------------------------------------------------ Dash clientside callbacks
+    function later(fn, tries) {
+        window.requestAnimationFrame(function () {
+            if (!fn() && tries > 0) { window.setTimeout(function () { later(fn, tries - 1); }, 60); }
+        });
+    }
+
+    window.dash_clientside = window.dash_clientside || {};
+    window.dash_clientside.inspectorGraph = {
+            sync: function (meta, selection, focus) {
+                S.selection = selection;
+                S.focus = focus;
+                var net = meta && meta.net;
+                later(function () {
+                    var cy = hook();
+                    if (!cy) { return false; }
+                    if (meta && meta.n && cy.elements().length === 0) { return false; }   // not drawn yet
+                    if (net && net !== S.net) {
+                        if (S.net !== null || !S.viewed) { firstView(cy); }   // else: the page's first view is on
+                        S.net = net;
+                        S.viewed = true;
+                        stampDrawn();
+                    }
+                    markSelection(cy, S.selection);
+                    if (S.focus && S.focus.n !== S.focusN) {
+                        if (!centreOn(cy, matches(cy, S.focus), true)) { return false; }
+                        S.focusN = S.focus.n;
+                    }
+                    queueMap(true);
+                    return true;
+                }, 20);
+                return {net: net || null, selection: selection || null};
+            },
+            fit: function () {
+                var trig = (window.dash_clientside.callback_context.triggered || [])[0];
+                var which = trig && trig.prop_id ? trig.prop_id.split('.')[0] : '';
+                var cy = hook();
+                if (!cy) { return window.dash_clientside.no_update; }
+                if (which === 'btn-fit-selection') {
+                    centreOn(cy, matches(cy, S.selection), true);
+                } else {
+                    cy.stop(true, false);
+                    cy.animate({fit: {eles: cy.elements(), padding: 30}}, {duration: 220});
+                }
+                return {fit: which};
+            }
+    };
+}());

@@ -1,0 +1,273 @@
+"""GraphView → the elements and stylesheet of the dash-cytoscape graph, and
+the graph as an SVG file.  Pure functions: no Dash, no engine, no state.
+
+Positions come from our own layered layout (``preset``): layout x units and
+ranks are scaled to pixels here.  Expanded blocks are compound nodes (their
+members name them as ``parent``); a folded block is one node.  The selection
+is not part of the elements: the page marks it client-side
+(``assets/graph.js``), so a click costs no redraw.
+"""
+import html
+import math
+import re
+
+from .run_state import FRESH, STALE
+
+XPX = 7.0          # pixels per layout x unit (about one label character)
+YPX = 62.0         # pixels per rank
+CHAR_PX = 6.6      # width of a label character at the node font
+NODE_H = {"layer": 26, "block": 42, "ghost": 24, "blob": 20, "output": 20}
+FONT = "Inter, Segoe UI, Helvetica, Arial, sans-serif"
+EDGE_COLOURS = {FRESH: "#4d4d4d", STALE: "#ff7f0e"}
+EDGE_IDLE = "#a8a8a8"
+_TAG = re.compile(r"<[^>]+>")
+
+
+def hover_lines(text):
+    """Plain text lines of a view model's hover text (which marks bold with
+    <b> and breaks with <br>): the page shows them with textContent, never as HTML."""
+    return [html.unescape(_TAG.sub("", part)) for part in (text or "").split("<br>")]
+
+
+def text_colour(fill):
+    """Black or white, whichever reads better on ``fill`` (#rrggbb)."""
+    try:
+        r, g, b = (int(fill[i:i + 2], 16) for i in (1, 3, 5))
+    except (TypeError, ValueError):
+        return "#1a1a1a"
+    lum = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    return "#1a1a1a" if lum > 140 else "#ffffff"
+
+
+def node_size(node):
+    """(width, height) in pixels of a drawn node."""
+    chars = max(len(line) for line in node.label.split("\n")) if node.label else 1
+    return chars * CHAR_PX + 16.0, float(NODE_H.get(node.kind, 24))
+
+
+def node_label(node):
+    return ("▶ " + node.label) if node.mark == "stopped" else node.label
+
+
+def centre(node):
+    """The pixel centre of a (non-frame) node: layout x is its left edge."""
+    w, _h = node_size(node)
+    return node.x * XPX + w / 2.0, -node.y * YPX
+
+
+def _node_element(node):
+    w, h = node_size(node)
+    cx, cy = centre(node)
+    data = {"id": node.id, "kind": node.kind, "name": node.name, "label": node_label(node),
+            "fill": node.fill, "fg": text_colour(node.fill), "line": node.line, "lw": node.line_width,
+            "w": round(w, 1), "h": h, "hover": hover_lines(node.hover)}
+    if node.members:
+        data["members"] = "|" + "|".join(node.members) + "|"
+    if node.parent:
+        data["parent"] = node.parent
+    classes = [node.kind]
+    if node.state in (FRESH, STALE):
+        classes.append(node.state)
+    if node.mark:
+        classes.append(node.mark)
+    return {"data": data, "position": {"x": round(cx, 1), "y": round(cy, 1)}, "classes": " ".join(classes)}
+
+
+def _frame_element(node):
+    data = {"id": node.id, "kind": "group", "name": node.name, "label": node.label, "fill": node.fill,
+            "hover": hover_lines(node.hover), "members": "|" + "|".join(node.members) + "|"}
+    if node.parent:
+        data["parent"] = node.parent
+    return {"data": data, "classes": "group"}
+
+
+def _segments(points, src, dst):
+    """Cytoscape's segment-distances / segment-weights for the interior points of a polyline."""
+    (sx, sy), (tx, ty) = src, dst
+    dx, dy = tx - sx, ty - sy
+    length2 = dx * dx + dy * dy
+    if length2 <= 1e-9:
+        return None
+    length = math.sqrt(length2)
+    dists, weights = [], []
+    for px, py in points:
+        w = ((px - sx) * dx + (py - sy) * dy) / length2
+        d = (dx * (py - sy) - dy * (px - sx)) / length
+        if w <= 0.02 or w >= 0.98:
+            continue
+        dists.append(round(d, 1))
+        weights.append(round(w, 3))
+    if not dists or max(abs(d) for d in dists) < 4.0:
+        return None
+    return " ".join(str(d) for d in dists), " ".join(str(w) for w in weights)
+
+
+def elements(view):
+    """The cytoscape elements of a GraphView: frames first (parents before children), then nodes, edges."""
+    frames = [n for n in view.nodes if n.kind == "group"]
+    depth = {}
+
+    def frame_depth(n):
+        if n.id not in depth:
+            parent = next((f for f in frames if f.id == n.parent), None)
+            depth[n.id] = 0 if parent is None else frame_depth(parent) + 1
+        return depth[n.id]
+    out = [_frame_element(f) for f in sorted(frames, key=frame_depth)]
+    centres = {}
+    for n in view.nodes:
+        if n.kind == "group":
+            continue
+        el = _node_element(n)
+        centres[n.id] = (el["position"]["x"], el["position"]["y"])
+        out.append(el)
+    for k, e in enumerate(view.edges):
+        if e.src not in centres or e.dst not in centres:
+            continue
+        state = e.state if e.state in (FRESH, STALE) else "idle"
+        data = {"id": "e%d" % k, "source": e.src, "target": e.dst, "label": e.label, "blob": e.blob,
+                "colour": EDGE_COLOURS.get(e.state, EDGE_IDLE), "hover": hover_lines(e.hover)}
+        classes = [e.kind, state]
+        inner = [(x * XPX + 8.0, -y * YPX) for x, y in e.points[1:-1]]
+        seg = _segments(inner, centres[e.src], centres[e.dst]) if inner else None
+        if seg is not None:
+            data["sd"], data["sw"] = seg
+            classes.append("seg")
+        out.append({"data": data, "classes": " ".join(classes)})
+    return out
+
+
+def stylesheet():
+    """The graph's style: colours and sizes come from each element's data."""
+    node_text = {"label": "data(label)", "font-family": FONT, "font-size": 11, "color": "data(fg)",
+                 "text-valign": "center", "text-halign": "center", "min-zoomed-font-size": 7,
+                 "text-wrap": "wrap", "text-max-width": 400}
+    return [
+        {"selector": "node[w]", "style": {
+            **node_text, "shape": "round-rectangle", "width": "data(w)", "height": "data(h)",
+            "background-color": "data(fill)", "border-color": "data(line)", "border-width": "data(lw)"}},
+        {"selector": "node.block", "style": {
+            "shape": "cut-rectangle", "border-style": "double", "font-weight": "bold", "font-size": 11.5,
+            "border-width": 4}},
+        {"selector": "node.ghost", "style": {"opacity": 0.55, "border-style": "dashed", "color": "#555"}},
+        {"selector": "node.blob", "style": {"font-size": 10, "color": "#333", "border-color": "#999",
+                                            "shape": "round-rectangle"}},
+        {"selector": "node.output", "style": {"shape": "round-tag", "font-size": 10, "color": "#333",
+                                              "border-color": "#777", "background-color": "#ffffff"}},
+        {"selector": "node.group", "style": {
+            "shape": "round-rectangle", "background-color": "#f5f7fb", "background-opacity": 0.85,
+            "border-color": "#9aa8bd", "border-width": 1.5, "border-style": "dashed", "padding": "12px",
+            "label": "data(label)", "text-valign": "top", "text-halign": "center", "font-size": 12,
+            "font-weight": "bold", "color": "#34495e", "min-zoomed-font-size": 5, "text-margin-y": -2}},
+        {"selector": "node.ran", "style": {"underlay-color": "#1f77b4", "underlay-padding": 6,
+                                           "underlay-opacity": 0.16, "underlay-shape": "round-rectangle"}},
+        {"selector": "node.stopped", "style": {"underlay-color": "#1f77b4", "underlay-padding": 9,
+                                               "underlay-opacity": 0.45, "underlay-shape": "round-rectangle"}},
+        {"selector": "edge", "style": {
+            "width": 1.6, "line-color": "data(colour)", "target-arrow-color": "data(colour)",
+            "target-arrow-shape": "triangle", "arrow-scale": 0.8, "curve-style": "bezier",
+            "label": "data(label)", "font-size": 9, "font-family": FONT, "color": "#555",
+            "min-zoomed-font-size": 8, "text-background-color": "#ffffff", "text-background-opacity": 0.85,
+            "text-background-padding": "1px", "edge-distances": "node-position"}},
+        {"selector": "edge.seg", "style": {"curve-style": "segments", "segment-distances": "data(sd)",
+                                           "segment-weights": "data(sw)"}},
+        {"selector": "edge.stale", "style": {"line-style": "dotted"}},
+        {"selector": "edge.ghost", "style": {"line-style": "dashed", "line-color": "#c8c8c8",
+                                             "target-arrow-color": "#c8c8c8", "width": 1.0}},
+        {"selector": ".sel", "style": {"border-color": "#d62728", "border-width": 4, "z-index": 20}},
+        {"selector": "node.group.sel", "style": {"border-style": "solid", "border-width": 3}},
+        {"selector": "edge.sel", "style": {"line-color": "#d62728", "target-arrow-color": "#d62728",
+                                           "width": 3.2, "font-size": 10, "color": "#d62728"}},
+        {"selector": "node:selected", "style": {"overlay-opacity": 0}},
+        {"selector": "node:active", "style": {"overlay-opacity": 0.08}},
+    ]
+
+
+# ------------------------------------------------------------------ SVG export
+def _esc(text):
+    return html.escape(str(text), quote=True)
+
+
+def graph_svg(view, title=""):
+    """The whole graph as a standalone SVG document (what "Save image" gives for SVG)."""
+    els = elements(view)
+    boxes = {}
+    pos = {}
+    for el in els:
+        d = el["data"]
+        if "source" in d or d.get("kind") == "group":
+            continue
+        x, y = el["position"]["x"], el["position"]["y"]
+        pos[d["id"]] = (x, y, d["w"], d["h"])
+    frames = [el["data"] for el in els if el["data"].get("kind") == "group"]
+    children = {}
+    for el in els:
+        p = el["data"].get("parent")
+        if p:
+            children.setdefault(p, []).append(el["data"]["id"])
+
+    def bounds(fid):
+        xs = []
+        for c in children.get(fid, []):
+            if c in pos:
+                x, y, w, h = pos[c]
+                xs.append((x - w / 2, y - h / 2, x + w / 2, y + h / 2))
+            elif c in boxes or any(f["id"] == c for f in frames):
+                xs.append(bounds(c))
+        if not xs:
+            return (0.0, 0.0, 0.0, 0.0)
+        b = (min(v[0] for v in xs) - 12, min(v[1] for v in xs) - 26, max(v[2] for v in xs) + 12,
+             max(v[3] for v in xs) + 12)
+        boxes[fid] = b
+        return b
+    for f in frames:
+        bounds(f["id"])
+    all_x = [x - w / 2 for x, _y, w, _h in pos.values()] + [x + w / 2 for x, _y, w, _h in pos.values()]
+    all_y = [y - h / 2 for _x, y, _w, h in pos.values()] + [y + h / 2 for _x, y, _w, h in pos.values()]
+    for b in boxes.values():
+        all_x += [b[0], b[2]]
+        all_y += [b[1], b[3]]
+    x0, y0 = (min(all_x) - 20, min(all_y) - 40) if all_x else (0, 0)
+    x1, y1 = (max(all_x) + 20, max(all_y) + 20) if all_x else (100, 100)
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" viewBox="%.1f %.1f %.1f %.1f" width="%.0f" height="%.0f" '
+           'font-family="%s">' % (x0, y0, x1 - x0, y1 - y0, x1 - x0, y1 - y0, _esc(FONT)),
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#666"/></marker></defs>',
+           '<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ffffff"/>' % (x0, y0, x1 - x0, y1 - y0),
+           '<text x="%.1f" y="%.1f" font-size="14" fill="#222">%s</text>'
+           % (x0 + 10, y0 + 22, _esc(title or view.title))]
+    for f in frames:
+        b = boxes.get(f["id"])
+        if not b:
+            continue
+        out.append('<g class="block"><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="8" fill="%s" '
+                   'stroke="#9aa8bd" stroke-dasharray="5 3"/><text x="%.1f" y="%.1f" font-size="12" '
+                   'font-weight="bold" fill="#34495e" text-anchor="middle">%s</text></g>'
+                   % (b[0], b[1], b[2] - b[0], b[3] - b[1], _esc(f["fill"]), (b[0] + b[2]) / 2, b[1] + 16,
+                      _esc(f["label"])))
+    for el in els:
+        d = el["data"]
+        if "source" not in d or d["source"] not in pos or d["target"] not in pos:
+            continue
+        sx, sy, _sw, sh = pos[d["source"]]
+        tx, ty, _tw, th = pos[d["target"]]
+        dash = ' stroke-dasharray="4 3"' if "ghost" in el["classes"] or "stale" in el["classes"] else ""
+        out.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.4"%s '
+                   'marker-end="url(#arrow)"><title>%s</title></line>'
+                   % (sx, sy + sh / 2, tx, ty - th / 2, _esc(d["colour"]), dash, _esc(d["label"])))
+    for el in els:
+        d = el["data"]
+        if d["id"] not in pos:
+            continue
+        x, y, w, h = pos[d["id"]]
+        lines = d["label"].split("\n")
+        dash = ' stroke-dasharray="4 2"' if d["kind"] == "ghost" else ""
+        out.append('<g class="%s"><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="5" fill="%s" stroke="%s" '
+                   'stroke-width="%.1f"%s/>' % (_esc(d["kind"]), x - w / 2, y - h / 2, w, h, _esc(d["fill"]),
+                                                _esc(d["line"]), max(1.0, float(d["lw"])), dash))
+        for k, line in enumerate(lines):
+            ty = y + (k - (len(lines) - 1) / 2.0) * 13 + 4
+            out.append('<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle" fill="%s">%s</text>'
+                       % (x, ty, _esc(d["fg"]), _esc(line)))
+        out.append("</g>")
+    out.append("</svg>")
+    return "\n".join(out)

@@ -1,0 +1,53 @@
+"""Nets built ahead of time: the page's default net (the command line's) for
+the next browser tab.  A tab that opens the page takes the spare at once
+instead of waiting for Init (ResNet-152 takes a second or more), and the next
+spare is built in a background thread.  One spare per spec, CPU only."""
+import logging
+import threading
+
+log = logging.getLogger("inspector")
+
+
+class Spares:
+    def __init__(self, build):
+        self._build = build          # spec -> Loaded (raises on failure)
+        self._lock = threading.Lock()
+        self._ready = {}
+        self._busy = set()
+
+    @staticmethod
+    def _key(spec):
+        return repr(spec)
+
+    def take(self, spec):
+        """The spare net built for ``spec`` (None if none is ready); the next one starts building."""
+        key = self._key(spec)
+        with self._lock:
+            loaded = self._ready.pop(key, None)
+        if loaded is not None:
+            self.prime(spec)
+        return loaded
+
+    def prime(self, spec):
+        """Start building a spare for ``spec`` unless one is ready or on its way."""
+        key = self._key(spec)
+        with self._lock:
+            if key in self._ready or key in self._busy:
+                return
+            self._busy.add(key)
+        threading.Thread(target=self._work, args=(spec, key), daemon=True, name="inspector-spare").start()
+
+    def ready(self, spec):
+        with self._lock:
+            return self._key(spec) in self._ready
+
+    def _work(self, spec, key):
+        loaded = None
+        try:
+            loaded = self._build(spec)
+        except Exception:  # noqa: BLE001 - the tab builds it itself and shows the error
+            log.exception("building a spare net for %s failed", spec.model)
+        with self._lock:
+            self._busy.discard(key)
+            if loaded is not None:
+                self._ready[key] = loaded

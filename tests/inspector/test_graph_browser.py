@@ -1,0 +1,188 @@
+"""Browser tests of the graph on a big net (issue 13): ResNet-152 deploy opens
+folded; search -> select -> details (keyboard: "/", arrows, Enter); a match
+inside a folded block opens it and is centred; expand/collapse a block in
+place (one, all, double-click); clicks on node centres select that node in
+the whole-net view; the accessible names; the README's screenshot."""
+import os
+import time
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from browser_helpers import click_at, click_node, cy_eval, details_show, find_point, text_of, wait_for, wait_text
+from selenium.webdriver.common.keys import Keys
+
+from benchmarks.netgen import resnet_prototxt
+from inspector import create_app, ids
+from inspector.config import InspectorConfig
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def resnet152(tmp_path_factory):
+    d = tmp_path_factory.mktemp("resnet152")
+    p = d / "resnet152_deploy.prototxt"
+    p.write_text(resnet_prototxt(152, fillers=False))     # as KaimingHe's deploy file: weights from a caffemodel
+    return p
+
+
+def _start(dash_duo, model, path=""):
+    app = create_app(InspectorConfig(model=str(model), model_root=str(Path(model).parent)))
+    dash_duo.start_server(app)
+    if path:
+        dash_duo.driver.get(dash_duo.server_url + path)
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=60)
+    wait_for(lambda: dash_duo.driver.execute_script("return window.inspectorGraphDrawn || null"), timeout=60,
+             what="the graph's first view")
+    return app
+
+
+def _kinds(dash_duo):
+    return cy_eval(dash_duo, """
+const out = {};
+cy.nodes().forEach(n => { const k = n.data('kind'); out[k] = (out[k] || 0) + 1; });
+return out;""")
+
+
+def _node_pos(dash_duo, name, kind):
+    return cy_eval(dash_duo, """
+const n = cy.nodes().filter(x => x.data('name') === arguments[1] && x.data('kind') === arguments[2])[0];
+return n ? [n.position('x'), n.position('y')] : null;""", name, kind)
+
+
+def _selected_names(dash_duo):
+    return cy_eval(dash_duo, "return cy.elements('.sel').map(e => e.data('name') || e.data('blob'));")
+
+
+def _address(dash_duo):
+    return unquote(dash_duo.driver.execute_script("return window.location.search"))
+
+
+def test_opens_folded_with_accessible_names(dash_duo, resnet152):
+    _start(dash_duo, resnet152)
+    kinds = _kinds(dash_duo)
+    # the stages are open, the 50 residual blocks folded: about 60 nodes instead of 700
+    assert kinds.get("block") == 50 and kinds.get("group") == 4, kinds
+    assert kinds.get("layer", 0) < 20
+    d = dash_duo.driver
+    holder = d.find_element("css selector", "[aria-label='Network graph']")
+    assert holder.find_elements("css selector", "canvas")
+    box = d.find_element("css selector", "[aria-label='Search layers and blobs']")
+    assert box.find_elements("css selector", "input")
+    assert d.find_element("css selector", "[aria-label='Details']").get_attribute("id") == ids.DETAILS
+    # labels by level of detail: the first view is readable (zoom where 11px labels show)
+    assert cy_eval(dash_duo, "return cy.zoom();") >= 0.64
+    # the overview shows the visible window
+    assert d.execute_script("const c = document.getElementById(arguments[0]); return c.width * c.height;",
+                            ids.MINIMAP) > 0
+
+
+def test_search_select_details_and_reveal(dash_duo, resnet152):
+    _start(dash_duo, resnet152)
+    d = dash_duo.driver
+    d.find_element("tag name", "body").send_keys("/")               # "/" focuses the search box
+    assert d.switch_to.active_element.get_attribute("id") == ids.SEARCH
+    d.switch_to.active_element.send_keys("res4b22_branch2b")
+    wait_for(lambda: "Convolution" in text_of(dash_duo, ids.SEARCH_RESULTS), what="matches listed")
+    first = text_of(dash_duo, ids.SEARCH_RESULTS).splitlines()
+    assert first[0] == "res4b22_branch2b" and "1×256×14×14" in " ".join(first[:4])
+    d.switch_to.active_element.send_keys(Keys.ARROW_DOWN)          # the layer's blob, then back up
+    d.switch_to.active_element.send_keys(Keys.ARROW_UP)
+    d.switch_to.active_element.send_keys(Keys.ENTER)
+    wait_text(dash_duo, ids.DETAILS, "res4b22_branch2b")
+    assert "Convolution" in text_of(dash_duo, ids.DETAILS)
+    # the folded block around it opened, the node is selected and centred
+    wait_for(lambda: _selected_names(dash_duo) == ["res4b22_branch2b"], what="the node selected")
+    wait_for(lambda: "open=" in _address(dash_duo) and "res4b22" in _address(dash_duo).split("open=")[1],
+             what="the block open in the address")
+    assert "layer=res4b22_branch2b" in _address(dash_duo)
+
+    def centred():
+        p = find_point(dash_duo, "res4b22_branch2b")
+        r = d.find_element("id", ids.GRAPH).rect
+        return p and abs(p[0] - (r["x"] + r["width"] / 2)) < 60 and abs(p[1] - (r["y"] + r["height"] / 2)) < 60
+    wait_for(centred, what="the view centred on the match")
+    # a type name finds layers too; arrows move, Enter picks the second match
+    box = d.find_element("css selector", "#%s" % ids.SEARCH)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("Pooling")
+    wait_for(lambda: text_of(dash_duo, ids.SEARCH_RESULTS).startswith("pool1"), what="pooling layers")
+    box.send_keys(Keys.ARROW_DOWN)
+    box.send_keys(Keys.ENTER)
+    wait_text(dash_duo, ids.DETAILS, "pool5")
+
+
+def test_expand_and_collapse_a_block_in_place(dash_duo, resnet152):
+    _start(dash_duo, resnet152)
+    before_pool1 = _node_pos(dash_duo, "pool1", "layer")
+    below = _node_pos(dash_duo, "res3b5", "block")
+    click_node(dash_duo, "res3b4", kind="block", until=details_show(dash_duo, "block of 14 layers"))
+    dash_duo.find_element("#" + ids.EXPAND).click()
+    wait_for(lambda: find_point(dash_duo, "res3b4_branch2a"), what="the block's layers drawn")
+    kinds = _kinds(dash_duo)
+    assert kinds["block"] == 49 and kinds["group"] == 5
+    # in place: what is above does not move, what is below moves straight down
+    assert _node_pos(dash_duo, "pool1", "layer") == before_pool1
+    after = _node_pos(dash_duo, "res3b5", "block")
+    assert abs(after[0] - below[0]) < 40 and after[1] > below[1] + 300
+    assert "res3b4" in _address(dash_duo).split("open=")[1]
+    # collapse (the selection is the block's frame now): back to where it was
+    dash_duo.find_element("#" + ids.COLLAPSE).click()
+    wait_for(lambda: _kinds(dash_duo).get("block") == 50, what="the block folded again")
+    assert _node_pos(dash_duo, "res3b5", "block") == below
+    # a double-click opens it too
+    p = find_point(dash_duo, "res3b4", "block")
+    click_at(dash_duo, p[0], p[1], double=True)
+    wait_for(lambda: _kinds(dash_duo).get("block") == 49, what="double-click opens")
+    # all / none
+    dash_duo.find_element("#" + ids.EXPAND_ALL).click()
+    wait_for(lambda: not _kinds(dash_duo).get("block"), what="every block open")
+    assert _kinds(dash_duo)["layer"] == 721 - 50             # every layer but the folded splits
+    dash_duo.find_element("#" + ids.COLLAPSE_ALL).click()
+    wait_for(lambda: _kinds(dash_duo).get("block") == 4 and not _kinds(dash_duo).get("group"),
+             what="only the stages, folded")
+
+
+def test_clicks_on_node_centres_select_that_node_in_the_whole_net_view(dash_duo, resnet152):
+    _start(dash_duo, resnet152)
+    dash_duo.find_element("#" + ids.FIT_NET).click()
+    time.sleep(0.8)
+    assert cy_eval(dash_duo, "return cy.zoom();") < 0.3                # the whole net: tiny nodes
+    names = ["res2b", "res3a", "res3b3", "res4b1", "res4b2", "res4b17", "res4b18", "res4b35", "res5a", "res5c"]
+    for name in names:
+        p = find_point(dash_duo, name, "block")
+        click_at(dash_duo, p[0], p[1])
+        wait_for(lambda n=name: _selected_names(dash_duo) == [n], timeout=10,
+                 what="a click on %s's centre to select it" % name)
+    # fit to the selection zooms back to a readable view
+    dash_duo.find_element("#" + ids.FIT_SELECTION).click()
+    wait_for(lambda: cy_eval(dash_duo, "return cy.zoom();") >= 0.9, what="zoomed on the selection")
+
+
+def test_screenshot_big_net_folded_with_a_search_result(dash_duo, resnet152, tmp_path):
+    """README's screenshot: a big net folded (GoogLeNet from ../shared, else ResNet-152),
+    coloured by mean |data| after running to a search result (the last step's marker and
+    range), the result selected with its details."""
+    zoo = ROOT.parent / "shared" / "zoo" / "models" / "bvlc_googlenet" / "deploy.prototxt"
+    model, query = (zoo, "inception_4c/5x5") if zoo.is_file() else (resnet152, "res4b22_branch2b")
+    _start(dash_duo, model)
+    d = dash_duo.driver
+    dash_duo.select_dcc_dropdown("#" + ids.COLOUR_BY, value="mean |data| of tops")
+    box = d.find_element("css selector", "#%s" % ids.SEARCH)
+    box.send_keys(query)
+    wait_for(lambda: text_of(dash_duo, ids.SEARCH_RESULTS).startswith(query), what="matches")
+    box.send_keys(Keys.ENTER)
+    wait_text(dash_duo, ids.DETAILS, query)
+    d.find_element("id", ids.RUN_TO).click()
+    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo", timeout=120)
+    wait_for(lambda: cy_eval(dash_duo, "return cy.nodes('.stopped').length;") == 1, what="the stop marker")
+    box.send_keys(Keys.ESCAPE)
+    cy_eval(dash_duo, "const n = cy.nodes('.sel'); cy.zoom(0.7); cy.center(n); cy.panBy({x: 0, y: -60});")
+    time.sleep(1.5)
+    target = ROOT / "docs" / "screenshot.png"
+    if not os.environ.get("INSPECTOR_UPDATE_SCREENSHOT"):
+        target = tmp_path / "screenshot.png"     # keep the committed one unless asked
+    d.save_screenshot(str(target))
+    assert target.stat().st_size > 10000
