@@ -540,10 +540,19 @@ class Tab:
 
     # ----------------------------------------------------------- actions
     def load_example(self, info):
+        shown = self.net is not None and self.net.key == info.key and \
+            self.props.get("example-select.value") == info.path
+        before = self.props.get("net-version.data")
         self.last_load = {}
-        self.net = info                         # what the answers to this load must show
+        if not shown:
+            self.net = info                     # what the answers to this load must show
         self.trigger("example-select.value", info.path)
-        self._loaded(info, self.last_load)
+        if shown and self.last_load.get("net-version.data", before) == before:
+            # the page already showed this net: the server keeps it as it is (the same Net,
+            # its records and the step cursor), answering nothing new
+            self.stats.count("reselected")
+        else:
+            self._loaded(info, self.last_load)
         self.stats.count("loads")
         self.stats.count("loaded " + info.key)
 
