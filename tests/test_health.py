@@ -123,7 +123,7 @@ def test_nonfinite_reported_once_where_it_starts(tmp_path):
     f = health.check(rec.steps)
     nf = [x for x in f if x.check == "nonfinite"]
     assert len(nf) == 1 and nf[0].layer == "exp3" and nf[0].severity == "error"
-    assert "they start here" in nf[0].message
+    assert "from finite inputs" in nf[0].message and "Exp overflowed float32" in nf[0].message
     assert f[0] is nf[0]                       # errors come first
     g = health.findings_from_nonfinite(rec.first_nonfinite)
     assert g[0].layer == "exp3" and g[0].check == "nonfinite"
