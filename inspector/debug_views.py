@@ -10,8 +10,6 @@ Pure: rows of strings and numbers, no Dash.
 """
 import math
 
-from engine.core.log import human_bytes
-
 ACTION_NAMES = {"forward": "forward", "backward": "backward", "forward_backward": "forward + backward",
                 "solver_iteration": "solver iteration"}
 
@@ -103,16 +101,8 @@ def timeline_rows(timeline, graph=None, viewing=None, limit=200):
 
 
 def timeline_memory(timeline):
-    if timeline is None:
-        return "The timeline is not available (engine.instruments.history is missing)."
-    used, budget = int(timeline.memory_bytes), int(timeline.budget_bytes)
-    pct = 100.0 * used / budget if budget else 0.0
-    pins = getattr(timeline, "pins", None)
-    pin_text = ""
-    if pins:
-        pin_text = " · pinned: " + ", ".join("%s.%s" % p for p in sorted(pins))
-    return "%d steps · memory %s of the %s budget (%.1f%%)%s" % (
-        len(timeline.steps), human_bytes(used), human_bytes(budget), pct, pin_text)
+    """Steps, the memory their records and pinned arrays take against the budget."""
+    return "" if timeline is None else timeline.summary()
 
 
 def step_options(timeline, graph=None):
@@ -123,11 +113,17 @@ def step_options(timeline, graph=None):
 
 
 def diff_rows(deltas, limit=40):
-    """Rows of BlobDelta(blob, side, stat, before, after, rel_change), largest change first."""
+    """Rows of BlobDelta(blob, side, stat, before, after, rel_change), largest change first
+    ("new" / "gone": recorded in one of the two steps only)."""
     rows = []
     for d in list(deltas)[:limit]:
-        rows.append({"blob": d.blob, "side": d.side, "stat": d.stat, "before": _g(d.before), "after": _g(d.after),
-                     "relative change": _g(d.rel_change, "%.3g")})
+        change = _g(d.rel_change, "%.3g")
+        if d.before is None:
+            change = "new in B"
+        elif d.after is None:
+            change = "not in B"
+        rows.append({"blob": d.blob, "side": d.side, "stat": "array (pinned)" if d.stat == "array" else d.stat,
+                     "before": _g(d.before), "after": _g(d.after), "relative change": change})
     return rows
 
 
