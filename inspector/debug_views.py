@@ -10,6 +10,8 @@ Pure: rows of strings and numbers, no Dash.
 """
 import math
 
+from engine.instruments import nonfinite
+
 ACTION_NAMES = {"forward": "forward", "backward": "backward", "forward_backward": "forward + backward",
                 "solver_iteration": "solver iteration"}
 
@@ -125,6 +127,26 @@ def diff_rows(deltas, limit=40):
         rows.append({"blob": d.blob, "side": d.side, "stat": "array (pinned)" if d.stat == "array" else d.stat,
                      "before": _g(d.before), "after": _g(d.after), "relative change": change})
     return rows
+
+
+# ------------------------------------------------------------------ non-finite sources
+def nonfinite_sources(steps, net=None, last=20):
+    """The distinct NaN/Inf sources (engine.instruments.nonfinite) of the latest
+    ``last`` steps: one per (direction, layer, blob), the most recent kept."""
+    found = {}
+    for st in list(steps)[-last:]:
+        for src in nonfinite.sources(st, net):
+            found[(src.direction, src.layer, src.blob)] = src
+    return list(found.values())
+
+
+def sources_text(sources):
+    """" · 3 sources of NaN/Inf: log (forward), pow (forward), … — the Findings tab explains each" or ""."""
+    if len(sources) < 2:
+        return ""
+    names = ["%s (%s)" % (s.layer, s.direction) for s in sources[:5]]
+    return " · %d sources of NaN/Inf: %s%s — the Findings tab explains each" % (
+        len(sources), ", ".join(names), ", …" if len(sources) > 5 else "")
 
 
 # ------------------------------------------------------------------ breakpoints

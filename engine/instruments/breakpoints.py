@@ -181,11 +181,14 @@ def validate(cond, net):
             raise ConditionError("layer=%s: the net has no layer '%s'%s" % (
                 cond.target, cond.target, _close(cond.target, net.layer_names)), str(cond), layer=cond.target)
     elif cond.kind == "stat":
-        ref = resolve(net, cond.target)
+        ref = resolve(net, cond.target, params_first=cond.stat in PARAM_STATS)
         if ref is None:
             names = list(net.blob_names) + list(net.layer_names)
             raise ConditionError("%s: the net has no blob, param or layer '%s'%s" % (
                 cond, cond.target, _close(cond.target, names)), str(cond), blob=cond.target)
+        if cond.stat in PARAM_STATS and ref[0] == "layer" and not net.param_id_vecs[ref[1]]:
+            raise ConditionError("%s: layer '%s' has no params, so no update ratio" % (cond, cond.target), str(cond),
+                                 layer=cond.target)
         if cond.stat in PARAM_STATS and ref[0] == "blob":
             raise ConditionError("%s: '%s' is a blob; update_ratio is measured on a layer's params "
                                  "(LAYER.update_ratio or LAYER/K.update_ratio)" % (cond, cond.target), str(cond),
@@ -201,9 +204,13 @@ def _close(name, names):
     return " (did you mean %s?)" % ", ".join(repr(n) for n in near) if near else ""
 
 
-def resolve(net, target):
+def resolve(net, target, params_first=False):
     """What ``target`` names in ``net``: ("blob", name), ("param", net param ids)
-    or ("layer", layer index); None when nothing."""
+    or ("layer", layer index); None when nothing.  A name that is both a blob
+    and a layer (conv1's top is conv1) is the blob, unless ``params_first``
+    (update_ratio: the layer's params)."""
+    if params_first and target in net.layer_names:
+        return ("layer", net.layer_names.index(target))
     if target in net.blobs:
         return ("blob", target)
     if "/" in target:
@@ -345,10 +352,10 @@ class Breakpoints:
         return {"breakpoints": [b.to_dict() for b in self.items], "hits": [h.to_dict() for h in self.hits]}
 
     # ------------------------------------------------------------ checks
-    def _ref(self, net, target):
-        key = (id(net), target)
+    def _ref(self, net, target, params_first=False):
+        key = (id(net), target, params_first)
         if key not in self._refs:
-            self._refs[key] = resolve(net, target)
+            self._refs[key] = resolve(net, target, params_first)
         return self._refs[key]
 
     def check_layer(self, net, i, direction, recorder=None):
@@ -454,7 +461,7 @@ class Breakpoints:
         return None
 
     def _names_param(self, net, target, rec, b):
-        ref = self._ref(net, target)
+        ref = self._ref(net, target, params_first=True)
         if ref is None:
             return False
         if ref[0] == "layer":
@@ -482,8 +489,9 @@ class Breakpoints:
                 value = loss
             elif c.kind == "loss":
                 fired, value = c.holds(loss), loss
-            elif c.kind == "loss_jump" and loss is not None and prev is not None and math.isfinite(prev) and prev > 0:
-                value = loss / prev if math.isfinite(loss) else math.inf
+            elif c.kind == "loss_jump" and loss is not None and math.isfinite(loss) and prev is not None \
+                    and math.isfinite(prev) and prev > 0:
+                value = loss / prev             # a NaN/Inf loss is loss.nonfinite's
                 fired = c.holds(value)
             if fired:
                 layer = _culprit(layers, prev_layers) or "loss"

@@ -352,6 +352,7 @@ class WeightsCheck:
     checked: int = 0          # learnable param blobs with a known filler
     at_filler: int = 0        # of them, still as the filler made them
     zero: int = 0             # of them, all zero
+    unset: int = 0            # of them, with no filler in the prototxt (Caffe's default: constant 0)
     layers: tuple = ()        # layers with checked params
 
 
@@ -375,13 +376,15 @@ def weights_state(net):
             st.at_filler += 1
             if data.size and not np.any(data):
                 st.zero += 1
+            if filler is None and constant == 0.0 and layer.type not in _ZERO_AT_INIT:
+                st.unset += 1
     st.layers = tuple(layers)
     return st
 
 
 def check_weights_not_loaded(net):
     """[one Finding] when every checked param still holds its filler's values, else [].
-    A warning when params are all zero (a deploy prototxt without its weights), else
+    A warning when every param is zero (a deploy prototxt without its weights), else
     information (a net about to be trained from its fillers)."""
     st = weights_state(net)
     if not st.checked or st.at_filler < st.checked:
@@ -389,12 +392,15 @@ def check_weights_not_loaded(net):
     msg = ("weights not loaded: all %d param blobs of %d layers still hold what their fillers made" %
            (st.checked, len(st.layers)))
     if st.zero:
-        msg += ("; %d of them are all zero (the prototxt gives them no filler, so Caffe fills constant 0: "
-                "a deploy prototxt expects a .caffemodel)" % st.zero)
+        msg += "; %d of them are all zero" % st.zero
+        if st.unset:
+            msg += (" (%d have no filler in the prototxt, so Caffe filled them with 0: a deploy prototxt expects "
+                    "a .caffemodel)" % st.unset)
     msg += (". Outputs are those of an untrained net: load the trained weights (--weights FILE.caffemodel, "
             "or Upload weights in the inspector) before reading activations")
-    return [Finding("warning" if st.zero else "info", "weights_not_loaded", st.layers[0] if st.layers else "",
-                    None, msg, value=float(st.at_filler), threshold=float(st.checked))]
+    return [Finding("warning" if st.zero == st.checked else "info", "weights_not_loaded",
+                    st.layers[0] if st.layers else "", None, msg, value=float(st.at_filler),
+                    threshold=float(st.checked))]
 
 
 def fold_weights_not_loaded(found, findings):

@@ -322,8 +322,12 @@ class Timeline:
                         key = "%s/%d" % (l.layer, b.index) if b.role == "param" else b.name
                         for side in ("data", "diff"):
                             st = getattr(b, side)
-                            if st is not None:
-                                out[(key, side)] = (st, l.layer)
+                            if st is None:
+                                continue
+                            old = out.get((key, side))
+                            # a bottom's data is its producer's (the layer that wrote it)
+                            keep = b.role == "bottom" and side == "data" and old is not None
+                            out[(key, side)] = (st, old[1] if keep else l.layer)
         return out
 
     def blob_stats(self, index, name, side="data"):
@@ -345,7 +349,9 @@ class Timeline:
         for key in sorted(set(sa) | set(sb)):
             name, side = key
             if key in pa and key in pb:
-                out.append(_array_delta(name, side, pa[key], pb[key], (sb.get(key) or sa.get(key))[1]))
+                d = _array_delta(name, side, pa[key], pb[key], (sb.get(key) or sa.get(key))[1])
+                if d.rel_change > 0 or not changed_only:
+                    out.append(d)
                 continue
             if key not in sa or key not in sb:
                 st, layer = (sb.get(key) or sa.get(key))

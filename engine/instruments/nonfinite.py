@@ -78,11 +78,13 @@ class NonFiniteSource:
 
     @property
     def message(self):
-        ins = "; ".join(i.text() for i in self.inputs) or "no inputs recorded"
-        text = ("%s of layer '%s' (%s) makes %d NaN and %d Inf of %d values in %s '%s' from %s inputs (%s)"
-                % (self.direction.capitalize(), self.layer, self.type, self.nan, self.inf, self.count,
-                   "diff of" if self.which == "diff" else "top", self.blob,
-                   "non-finite" if self.entered else "finite", ins))
+        verb = "passes on" if self.entered else "makes"
+        text = ("%s of layer '%s' (%s) %s %d NaN and %d Inf of %d values in %s '%s'"
+                % (self.direction.capitalize(), self.layer, self.type, verb, self.nan, self.inf, self.count,
+                   "diff of" if self.which == "diff" else "top", self.blob))
+        if self.inputs:
+            text += " from %s inputs (%s)" % ("non-finite" if self.entered else "finite",
+                                              "; ".join(i.text() for i in self.inputs))
         if self.cause:
             text += ": " + self.cause
         if self.carried_by:
@@ -148,9 +150,14 @@ def _forward_sources(step, net):
             if b.role != "top":
                 continue
             if b.data is not None and not b.data.finite and made is None and (inputs_ok or not carried):
+                given = not bottoms and not params        # a data layer: its tops are what the net was given
                 made = NonFiniteSource("forward", rec.layer, rec.layer_index, rec.type, b.name, "data",
-                                       b.data.nan, b.data.inf, b.data.count, ins, entered=not inputs_ok)
-                made.cause = _forward_cause(rec, ins, net) if inputs_ok else _entered(ins, "forward")
+                                       b.data.nan, b.data.inf, b.data.count, ins, entered=given or not inputs_ok)
+                if given:
+                    made.cause = "the data given to the net holds NaN/Inf (blob '%s', as set or read by this %s " \
+                                 "layer)" % (b.name, rec.type)
+                else:
+                    made.cause = _forward_cause(rec, ins, net) if inputs_ok else _entered(ins, "forward")
                 out.append(made)
         for b in rec.blobs:
             if b.role != "top":
