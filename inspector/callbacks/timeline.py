@@ -118,8 +118,9 @@ def register(dash_app, app):
         if v is None:
             return (no_update,) * 14
         values = {o["value"] for o in v["options"]}
-        a = cur_a if cur_a in values else v["a"]
-        b = cur_b if cur_b in values else v["b"]
+        a, b = cur_a, cur_b
+        if a not in values or b not in values or a == b:    # no real choice yet: the last two steps
+            a, b = v["a"], v["b"]
         return (v["min"], v["max"], v["value"], v["marks"], v["n"] < 2, v["info"], v["memory"],
                 table(v["rows"], TABLE_COLUMNS, empty="no steps yet"), v["options"], a, v["options"], b,
                 v["options"], v["options"])
