@@ -456,41 +456,51 @@ class Tab:
         updates, kind = self.post(dep, changed)
         self._observe(kind, updates)
         if cascade:
-            self.cascade(set(updates), depth + 1)
+            self.cascade({k: {dep["output"]} for k in updates}, depth + 1)
         return updates
 
     def cascade(self, changed, depth=1):
+        """``changed``: {prop: the callbacks whose answers led to it}.  Like the
+        renderer, a callback is not fired again by a change it caused itself, directly
+        or through others (dash-renderer prunes such circular requests): the load
+        callback's own outputs (example, phase, level, stages) do not re-run it."""
         if not changed or depth > 4:
             return
         todo = {}
-        for prop in changed:
+        for prop, preds in changed.items():
             for d in self.deps.by_input.get(prop, ()):
-                todo.setdefault(d["output"], (d, set()))[1].add(prop)
+                if d["output"] in preds:
+                    continue
+                entry = todo.setdefault(d["output"], (d, set(), set()))
+                entry[1].add(prop)
+                entry[2].update(preds)
         if not todo:
             return
-        futures = [self.pool.submit(self.post, d, sorted(ch)) for d, ch in todo.values()]
-        nxt = set()
-        for f in futures:
+        futures = [(d, preds, self.pool.submit(self.post, d, sorted(ch))) for d, ch, preds in todo.values()]
+        nxt = {}
+        for d, preds, f in futures:
             updates, kind = f.result()
             self._observe(kind, updates)
-            nxt |= set(updates)
+            for k in updates:
+                nxt.setdefault(k, set()).update(preds | {d["output"]})
         self.cascade(nxt, depth + 1)
 
     def trigger(self, prop, value):
         """The user changes ``prop`` (a click: n_clicks + 1)."""
         with self.lock:
             self.props[prop] = value
-        changed = {prop}
         out = {}
         todo = self.deps.by_input.get(prop, ())
-        futures = [self.pool.submit(self.post, d, [prop]) for d in todo]
-        nxt = set()
-        for f in futures:
+        futures = [(d, self.pool.submit(self.post, d, [prop])) for d in todo]
+        nxt = {}
+        for d, f in futures:
             updates, kind = f.result()
             self._observe(kind, updates)
             out.update(updates)
-            nxt |= set(updates)
-        self.cascade(nxt - changed, 1)
+            for k in updates:
+                if k != prop:
+                    nxt.setdefault(k, set()).add(d["output"])
+        self.cascade(nxt, 1)
         return out
 
     def click(self, button):

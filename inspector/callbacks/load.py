@@ -315,6 +315,9 @@ def register(dash_app, app):
             raise PreventUpdate
         s = r.session
         ex, path_value, ph, lv, st, opts = controls(app, s, r.stages)
+        if s.loaded is None and s.failed_spec is None:
+            # an expired session: the controls keep showing the tab's net, never the default one
+            ex = path_value = ph = lv = st = opts = no_update
         clear = [None if u == trigger else no_update for u in upload_ids]
         sel, expanded = no_update, no_update
         if r.restore is not None:           # loaded from the address: its selection and folding
