@@ -3,12 +3,13 @@
 
     python benchmarks/debugger_screenshots.py --out docs/img [--zoo ../shared/zoo]
 
-GoogLeNet (the zoo's deploy.prototxt): without weights (the findings say "weights not
-loaded" once), with random weights of a trained net's scale made from its train_val
-fillers (timeline scrubbed back with a pinned blob and a diff of two steps; a
-breakpoint hit; compared with a snapshot whose inception_4b/5x5 weights were scaled),
-with conv weights scaled up until float32 overflows (every NaN/Inf source); LeNet with
-a solver (the Training tab's live curves, mid-run). Each view is one PNG in ``--out``.
+CaffeNet's deploy.prototxt without weights (no fillers: every param 0, every ReLU dead;
+the findings say "weights not loaded" once); GoogLeNet's deploy.prototxt with random
+weights of a trained net's scale made from its train_val fillers (timeline scrubbed back
+with a pinned blob and a diff of two steps; a breakpoint hit; compared with a snapshot
+whose inception_4b/5x5 weights were scaled), and with inception_4* weights scaled up
+until float32 overflows (every NaN/Inf source); LeNet with a solver (the Training tab's
+live curves, mid-run). Each view is one PNG in ``--out`` (docs/debugger.md shows them).
 Servers bind 127.0.0.1 on ephemeral ports; nothing else is reached.
 """
 import argparse
@@ -54,7 +55,7 @@ def make_weights(zoo, folder):
     net.params["inception_4b/5x5"][0].data[...] /= 1.5
     for name, blobs in net.params.items():
         if name.startswith("inception_4") and name.endswith(("/1x1", "/3x3", "/5x5")):
-            blobs[0].data[...] *= 1e5
+            blobs[0].data[...] *= 1e9        # each inception module x1e9: float32 ends at 3e38
     out["overflow"] = os.path.join(folder, "googlenet_overflow.caffemodel")
     net.save(out["overflow"])
     return out
@@ -119,6 +120,17 @@ class Page:
         el.send_keys(Keys.BACKSPACE)
         el.send_keys(str(value))
 
+    def choose(self, id_, label):
+        """Pick ``label`` in the dcc.Dropdown ``id_``."""
+        self.click(id_)
+        time.sleep(0.5)
+        for el in self.d.find_elements("css selector", "[role=option]"):
+            if el.text.strip() == label:
+                el.click()
+                time.sleep(0.5)
+                return
+        raise RuntimeError("no option %r in #%s" % (label, id_))
+
     def show(self, id_):
         self.d.execute_script("document.getElementById(arguments[0]).scrollIntoView({block: 'start'})", id_)
         time.sleep(0.5)
@@ -164,6 +176,7 @@ def timeline_breakpoints_compare(deploy, weights, out):
         p.wait_text("run-message", "seed 7")
         p.click("btn-forward")
         p.wait_text("run-message", "ForwardFromTo(0,")
+        p.choose("colour-by", "mean |data| of tops")
         p.tab("Timeline")
         p.wait_text("timeline-info", "latest: step 1")
         from selenium.webdriver.common.keys import Keys
@@ -244,11 +257,12 @@ def main(argv=None):
     logging.basicConfig(level=logging.CRITICAL)
     os.makedirs(a.out, exist_ok=True)
     deploy = os.path.join(a.zoo, "models", "bvlc_googlenet", "deploy.prototxt")
+    caffenet = os.path.join(a.zoo, "models", "bvlc_reference_caffenet", "deploy.prototxt")    # no fillers
     want = set(a.only) or {"findings", "timeline", "nonfinite", "training"}
     with tempfile.TemporaryDirectory(prefix="debugger-shots-") as folder:
         weights = make_weights(a.zoo, folder) if want & {"timeline", "nonfinite"} else {}
         if "findings" in want:
-            weights_not_loaded(deploy, a.out)
+            weights_not_loaded(caffenet, a.out)
         if "timeline" in want:
             timeline_breakpoints_compare(deploy, weights, a.out)
         if "nonfinite" in want:

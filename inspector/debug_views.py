@@ -83,7 +83,7 @@ def step_text(step, graph=None):
     if step.wall_time is not None:
         parts.append("%.1f ms" % (1000.0 * float(step.wall_time)))
     if step.pinned:
-        parts.append("%d pinned arrays" % len(step.pinned))
+        parts.append("%d pinned array%s" % (len(step.pinned), "" if len(step.pinned) == 1 else "s"))
     return " · ".join(parts)
 
 
@@ -185,7 +185,8 @@ def compare_bars(cmp):
     """[(label, max rel, ok)] per layer record, in order."""
     if cmp is None:
         return []
-    return [("%s %s" % (l.kind[:3], l.layer), l.max_rel, l.ok) for l in cmp.layers]
+    short = {"forward": "fwd", "backward": "bwd", "update": "upd"}
+    return [("%s %s" % (short.get(l.kind, l.kind), l.layer), l.max_rel, l.ok) for l in cmp.layers]
 
 
 def compare_rows(cmp, only_bad=False, limit=60):

@@ -98,7 +98,7 @@ def hit_text(hit):
     """What the page says when a breakpoint fires."""
     if hit is None:
         return ""
-    return "⛔ " + hit.describe()
+    return hit.describe()
 
 
 def _view_index(loaded):

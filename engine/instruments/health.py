@@ -392,7 +392,7 @@ def check_weights_not_loaded(net):
     msg = ("weights not loaded: all %d param blobs of %d layers still hold what their fillers made" %
            (st.checked, len(st.layers)))
     if st.zero:
-        msg += "; %d of them are all zero" % st.zero
+        msg += "; %d of them %s all zero" % (st.zero, "is" if st.zero == 1 else "are")
         if st.unset:
             msg += (" (%d have no filler in the prototxt, so Caffe filled them with 0: a deploy prototxt expects "
                     "a .caffemodel)" % st.unset)
