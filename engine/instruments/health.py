@@ -47,11 +47,13 @@ The thresholds are hints for a person, not proofs; change them in
 :class:`HealthConfig`.
 """
 import math
+import weakref
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 import numpy as np
 
+from engine.core import backend
 from engine.instruments import nonfinite
 
 SEVERITIES = ("error", "warning", "info")
@@ -356,8 +358,18 @@ class WeightsCheck:
     layers: tuple = ()        # layers with checked params
 
 
-def weights_state(net):
-    """Compare every owned param blob with its filler (see :func:`filler_made`)."""
+_weights_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def weights_state(net, stop_early=True):
+    """Compare every owned param blob with its filler (see :func:`filler_made`);
+    ``stop_early``: stop at the first one that is not as its filler made it (the
+    finding needs them all).  Cached per net while no param's memory changed."""
+    mems = [p.data_memory for p in net.all_params]
+    key = (stop_early, tuple((id(m), m.version) for m in mems))
+    hit = _weights_cache.get(net)
+    if hit is not None and hit[0] == key:
+        return hit[1]
     st = WeightsCheck()
     layers = []
     for pid, owner in enumerate(net.param_owners):
@@ -368,7 +380,7 @@ def weights_state(net):
         filler, constant = _filler_of(layer, k)
         if filler is None and constant is None:
             continue
-        data = np.asarray(net.all_params[pid].data)
+        data = backend.to_host(net.all_params[pid].get_data())      # a read: no new memory version
         st.checked += 1
         if net.layer_names[li] not in layers:
             layers.append(net.layer_names[li])
@@ -378,7 +390,10 @@ def weights_state(net):
                 st.zero += 1
             if filler is None and constant == 0.0 and layer.type not in _ZERO_AT_INIT:
                 st.unset += 1
+        elif stop_early:
+            break
     st.layers = tuple(layers)
+    _weights_cache[net] = (key, st)
     return st
 
 
