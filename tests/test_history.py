@@ -159,3 +159,21 @@ def test_diff_names_what_changed_and_by_how_much(lenet):
     _act(tl, rec, "backward", lambda: net.Backward())
     new = [d for d in tl.diff(2, 3) if d.side == "diff" and d.blob == "conv1"]
     assert new and new[0].before is None and math.isinf(new[0].rel_change)
+
+
+def test_two_timeline_steps_compared_part_where_they_differ(lenet):
+    """Compare (engine.instruments.compare) on two steps' records: the first layer where
+    they part is the one whose weights changed between them."""
+    from engine.instruments.compare import compare_runs
+    net, rec = lenet
+    tl = Timeline(net)
+    _act(tl, rec, "forward_backward", lambda: (net.Forward(), net.Backward()))
+    net.params["conv2"][0].data[...] *= 1.5
+    _act(tl, rec, "forward_backward", lambda: (net.Forward(), net.Backward()))
+    cmp = compare_runs(tl[0].records, tl[1].records, rtol=1e-4, label_a="step 0", label_b="step 1")
+    fd = cmp.first_divergence
+    assert fd.layer == "conv2" and fd.kind == "forward"
+    fwd = {l.layer: l for l in cmp.layers if l.kind == "forward"}
+    assert fwd["conv1"].ok and fwd["pool1"].ok and not fwd["ip1"].ok
+    same = compare_runs(tl[0].records, tl[0].records)
+    assert same.ok and same.first_divergence is None
