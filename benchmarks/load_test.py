@@ -15,7 +15,9 @@ whose inputs the answer changed, concurrently, as the renderer does.
 
 A tab loads its own bundled net (LeNet, the tiny ResNet, the Siamese net; tab
 ``k`` takes net ``k % 3``), steps it (step, step back, ranges,
-forward+backward), selects layers in the graph, sometimes switches to another
+forward+backward; now and then a long Forward + Backward with full records as
+a background callback, polled for its progress and result as the renderer
+polls them), selects layers in the graph, sometimes switches to another
 bundled net, and uploads a small net with a Python layer that the server must
 refuse (the previous net staying loaded).  Every answer is checked against
 what the tab expects of *its* net: the layer list of the range dropdowns, the
@@ -391,7 +393,8 @@ class Tab:
     def post(self, dep, changed):
         """One callback request; returns {"id.prop": value} of what it changed."""
         outs, _m = split_output(dep["output"])
-        kind = KINDS.get("%s.%s" % (outs[0]["id"], outs[0]["property"]), dep["output"][:30])
+        kind = "job" if dep.get("background") else \
+            KINDS.get("%s.%s" % (outs[0]["id"], outs[0]["property"]), dep["output"][:30])
         body = json.dumps(self.payload(dep, changed))
         t = time.perf_counter()
         r = http().post(self.base + "/_dash-update-component", data=body,
@@ -404,6 +407,8 @@ class Tab:
         if r.status_code != 200:
             return {}, kind
         doc = r.json()
+        if dep.get("background") and "cacheKey" in doc:
+            doc = self.poll(dep, body, doc)
         updates = {}
         for cid, pv in (doc.get("response") or {}).items():
             for prop, v in pv.items():
@@ -420,47 +425,82 @@ class Tab:
                 self.props[k] = v
         return updates, kind
 
+    def poll(self, dep, body, handles, timeout=120.0):
+        """A background callback (a long action): poll its result the way the renderer
+        does, every ``interval`` ms with the signed cacheKey and job handles; returns
+        the final answer (``{}`` when it did not come)."""
+        interval = (dep["background"].get("interval") or 1000) / 1000.0
+        params = {"cacheKey": handles["cacheKey"], "job": handles["job"]}
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            time.sleep(interval)
+            t = time.perf_counter()
+            r = http().post(self.base + "/_dash-update-component", params=params, data=body,
+                            headers={"Content-Type": "application/json"}, timeout=120)
+            text = r.text if r.status_code != 204 else ""
+            self.stats.request("job-poll", time.perf_counter() - t, r.status_code,
+                               text if r.status_code >= 400 or "Traceback" in text else "")
+            if r.status_code != 200:
+                return {}
+            doc = r.json()
+            if doc.get("progress"):
+                self.stats.count("job progress reports")
+            if "response" in doc:
+                return doc
+        self.stats.violation("%s: a long action gave no result in %.0f s" % (self.label, timeout))
+        return {}
+
     def fire(self, dep, changed, cascade=True, depth=0):
         """Fire ``dep``; then, like the renderer, every callback whose inputs it changed
         (all of one round at once)."""
         updates, kind = self.post(dep, changed)
         self._observe(kind, updates)
         if cascade:
-            self.cascade(set(updates), depth + 1)
+            self.cascade({k: {dep["output"]} for k in updates}, depth + 1)
         return updates
 
     def cascade(self, changed, depth=1):
+        """``changed``: {prop: the callbacks whose answers led to it}.  Like the
+        renderer, a callback is not fired again by a change it caused itself, directly
+        or through others (dash-renderer prunes such circular requests): the load
+        callback's own outputs (example, phase, level, stages) do not re-run it."""
         if not changed or depth > 4:
             return
         todo = {}
-        for prop in changed:
+        for prop, preds in changed.items():
             for d in self.deps.by_input.get(prop, ()):
-                todo.setdefault(d["output"], (d, set()))[1].add(prop)
+                if d["output"] in preds:
+                    continue
+                entry = todo.setdefault(d["output"], (d, set(), set()))
+                entry[1].add(prop)
+                entry[2].update(preds)
         if not todo:
             return
-        futures = [self.pool.submit(self.post, d, sorted(ch)) for d, ch in todo.values()]
-        nxt = set()
-        for f in futures:
+        futures = [(d, preds, self.pool.submit(self.post, d, sorted(ch))) for d, ch, preds in todo.values()]
+        nxt = {}
+        for d, preds, f in futures:
             updates, kind = f.result()
             self._observe(kind, updates)
-            nxt |= set(updates)
+            for k in updates:
+                nxt.setdefault(k, set()).update(preds | {d["output"]})
         self.cascade(nxt, depth + 1)
 
     def trigger(self, prop, value):
         """The user changes ``prop`` (a click: n_clicks + 1)."""
         with self.lock:
             self.props[prop] = value
-        changed = {prop}
         out = {}
         todo = self.deps.by_input.get(prop, ())
-        futures = [self.pool.submit(self.post, d, [prop]) for d in todo]
-        nxt = set()
-        for f in futures:
+        futures = [(d, self.pool.submit(self.post, d, [prop])) for d in todo]
+        nxt = {}
+        for d, f in futures:
             updates, kind = f.result()
             self._observe(kind, updates)
             out.update(updates)
-            nxt |= set(updates)
-        self.cascade(nxt - changed, 1)
+            for k in updates:
+                if k != prop:
+                    nxt.setdefault(k, set()).add(d["output"])
+        self.cascade(nxt, 1)
         return out
 
     def click(self, button):
@@ -539,10 +579,19 @@ class Tab:
 
     # ----------------------------------------------------------- actions
     def load_example(self, info):
+        shown = self.net is not None and self.net.key == info.key and \
+            self.props.get("example-select.value") == info.path
+        before = self.props.get("net-version.data")
         self.last_load = {}
-        self.net = info                         # what the answers to this load must show
+        if not shown:
+            self.net = info                     # what the answers to this load must show
         self.trigger("example-select.value", info.path)
-        self._loaded(info, self.last_load)
+        if shown and self.last_load.get("net-version.data", before) == before:
+            # the page already showed this net: the server keeps it as it is (the same Net,
+            # its records and the step cursor), answering nothing new
+            self.stats.count("reselected")
+        else:
+            self._loaded(info, self.last_load)
         self.stats.count("loads")
         self.stats.count("loaded " + info.key)
 
@@ -583,6 +632,22 @@ class Tab:
         else:
             self.cursor = 0
         self.stats.count("forward+backward")
+
+    def long_action(self):
+        """A full-records Forward + Backward as a background callback: a thread of the
+        server runs it, its progress and result go through the on-disk cache."""
+        with self.lock:
+            self.props["job-action.value"] = "forward_backward"
+        self.click("btn-job-run")
+        msg = self._message()
+        if _LAYER_ERROR.match(msg):
+            self.stats.layer_error("long Forward+Backward on %s: %s" % (self.net.name, msg[2:]))
+        elif not msg.startswith("Forward + Backward: loss"):
+            self.stats.violation("%s: the long Forward+Backward on %s said %r" % (self.label, self.net.name,
+                                                                                  msg[:160]))
+        else:
+            self.cursor = 0
+        self.stats.count("long actions")
 
     def select(self):
         name = self.rng.choice(self.net.layers)
@@ -644,8 +709,10 @@ def run_tab(base, deps, stats, pool, expect, index, deadline, tab_actions, seed)
                     tab.step_back()
                 elif r < 0.65:
                     tab.forward_range()
-                elif r < 0.72:
+                elif r < 0.69:
                     tab.forward_backward()
+                elif r < 0.72:
+                    tab.long_action()
                 elif r < 0.88:
                     tab.select()
                 elif r < 0.94:

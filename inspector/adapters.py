@@ -47,13 +47,13 @@ def layer_analysis(net):
 
 
 # ------------------------------------------------------------------ health checks
-def health_findings(steps):
+def health_findings(steps, net=None):
     """[{severity, check, layer, blob, message}] from ``engine.instruments.health.check``
-    over the recorded steps."""
+    over the recorded steps (and, with ``net``, its params: weights not loaded)."""
     if not steps:
         return []
     return [{"severity": f.severity, "check": f.check, "layer": f.layer, "blob": f.blob or "",
-             "message": f.message} for f in health_check(list(steps))]
+             "message": f.message} for f in health_check(list(steps), net=net)]
 
 
 # ------------------------------------------------------------------ reports
@@ -61,10 +61,11 @@ REPORT_FORMATS = ("json", "html", "markdown", "csv")
 _EXT = {"json": "json", "html": "html", "markdown": "md", "csv": "csv"}
 
 
-def make_report(net, recorder, fmt="json", name="net"):
-    """(filename, text) of ``engine.instruments.report``'s report on ``net`` and its records."""
+def make_report(net, recorder, fmt="json", name="net", **extra):
+    """(filename, text) of ``engine.instruments.report``'s report on ``net`` and its records;
+    ``extra``: build_report's breakpoints, timeline, model_label."""
     fmt = fmt if fmt in REPORT_FORMATS else "json"
-    out = render_report(net, recorder=recorder, fmt=fmt)
+    out = render_report(net, recorder=recorder, fmt=fmt, **extra)
     if isinstance(out, bytes):
         out = out.decode("utf-8", "replace")
     return "%s_report.%s" % (name, _EXT[fmt]), out

@@ -39,6 +39,8 @@ def parse_args(argv=None):
     p.add_argument("--cache-dir", default=None,
                    help="folder of the background-callback cache (long actions' progress and results; "
                         "default: a temporary folder removed at exit)")
+    p.add_argument("--timeline-budget-mb", type=int, default=256,
+                   help="memory each tab's timeline may keep (records of past steps, pinned arrays; default 256)")
     return p.parse_args(argv)
 
 
@@ -54,7 +56,8 @@ def config_from_args(args):
         model_root=os.path.abspath(args.model_root or os.getcwd()),
         allow_python_layers=args.allow_python_layers, max_upload_bytes=args.max_upload_mb * 2 ** 20,
         max_sessions=args.max_sessions, idle_seconds=args.idle_minutes * 60.0,
-        cache_dir=getattr(args, "cache_dir", None), prebuild=not getattr(args, "no_prebuild", False))
+        cache_dir=getattr(args, "cache_dir", None), prebuild=not getattr(args, "no_prebuild", False),
+        timeline_budget_mb=args.timeline_budget_mb)
 
 
 def main(argv=None):

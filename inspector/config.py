@@ -43,6 +43,7 @@ class InspectorConfig:
     cache_dir: Optional[str] = None           # background-callback cache (diskcache); None: a temp folder
     job_expire_seconds: int = 3600            # unread job results are dropped after this
     prebuild: bool = False                    # build the default net ahead for the next tab (the command line: on)
+    timeline_budget_mb: int = 256             # per loaded net: the timeline's records and pinned arrays
 
     def examples(self):
         """[(label, absolute path, phase)] of the bundled examples that exist."""

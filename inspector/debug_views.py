@@ -10,7 +10,7 @@ Pure: rows of strings and numbers, no Dash.
 """
 import math
 
-from engine.core.log import human_bytes
+from engine.instruments import nonfinite
 
 ACTION_NAMES = {"forward": "forward", "backward": "backward", "forward_backward": "forward + backward",
                 "solver_iteration": "solver iteration"}
@@ -83,7 +83,7 @@ def step_text(step, graph=None):
     if step.wall_time is not None:
         parts.append("%.1f ms" % (1000.0 * float(step.wall_time)))
     if step.pinned:
-        parts.append("%d pinned arrays" % len(step.pinned))
+        parts.append("%d pinned array%s" % (len(step.pinned), "" if len(step.pinned) == 1 else "s"))
     return " · ".join(parts)
 
 
@@ -103,16 +103,8 @@ def timeline_rows(timeline, graph=None, viewing=None, limit=200):
 
 
 def timeline_memory(timeline):
-    if timeline is None:
-        return "The timeline is not available (engine.instruments.history is missing)."
-    used, budget = int(timeline.memory_bytes), int(timeline.budget_bytes)
-    pct = 100.0 * used / budget if budget else 0.0
-    pins = getattr(timeline, "pins", None)
-    pin_text = ""
-    if pins:
-        pin_text = " · pinned: " + ", ".join("%s.%s" % p for p in sorted(pins))
-    return "%d steps · memory %s of the %s budget (%.1f%%)%s" % (
-        len(timeline.steps), human_bytes(used), human_bytes(budget), pct, pin_text)
+    """Steps, the memory their records and pinned arrays take against the budget."""
+    return "" if timeline is None else timeline.summary()
 
 
 def step_options(timeline, graph=None):
@@ -123,12 +115,38 @@ def step_options(timeline, graph=None):
 
 
 def diff_rows(deltas, limit=40):
-    """Rows of BlobDelta(blob, side, stat, before, after, rel_change), largest change first."""
+    """Rows of BlobDelta(blob, side, stat, before, after, rel_change), largest change first
+    ("new" / "gone": recorded in one of the two steps only)."""
     rows = []
     for d in list(deltas)[:limit]:
-        rows.append({"blob": d.blob, "side": d.side, "stat": d.stat, "before": _g(d.before), "after": _g(d.after),
-                     "relative change": _g(d.rel_change, "%.3g")})
+        change = _g(d.rel_change, "%.3g")
+        if d.before is None:
+            change = "new in B"
+        elif d.after is None:
+            change = "not in B"
+        rows.append({"blob": d.blob, "side": d.side, "stat": "array (pinned)" if d.stat == "array" else d.stat,
+                     "before": _g(d.before), "after": _g(d.after), "relative change": change})
     return rows
+
+
+# ------------------------------------------------------------------ non-finite sources
+def nonfinite_sources(steps, net=None, last=20):
+    """The distinct NaN/Inf sources (engine.instruments.nonfinite) of the latest
+    ``last`` steps: one per (direction, layer, blob), the most recent kept."""
+    found = {}
+    for st in list(steps)[-last:]:
+        for src in nonfinite.sources(st, net):
+            found[(src.direction, src.layer, src.blob)] = src
+    return list(found.values())
+
+
+def sources_text(sources):
+    """" · 3 sources of NaN/Inf: log (forward), pow (forward), … — the Findings tab explains each" or ""."""
+    if len(sources) < 2:
+        return ""
+    names = ["%s (%s)" % (s.layer, s.direction) for s in sources[:5]]
+    return " · %d sources of NaN/Inf: %s%s — the Findings tab explains each" % (
+        len(sources), ", ".join(names), ", …" if len(sources) > 5 else "")
 
 
 # ------------------------------------------------------------------ breakpoints
@@ -167,7 +185,8 @@ def compare_bars(cmp):
     """[(label, max rel, ok)] per layer record, in order."""
     if cmp is None:
         return []
-    return [("%s %s" % (l.kind[:3], l.layer), l.max_rel, l.ok) for l in cmp.layers]
+    short = {"forward": "fwd", "backward": "bwd", "update": "upd"}
+    return [("%s %s" % (short.get(l.kind, l.kind), l.layer), l.max_rel, l.ok) for l in cmp.layers]
 
 
 def compare_rows(cmp, only_bad=False, limit=60):

@@ -252,7 +252,7 @@ def findings(loaded, transcript_filter=""):
         "time": figures.time_figure(pm.time_rows(g, m)),
         "transcript": pm.transcript_lines(tuple(g.transcript) + tuple(_training_log(loaded)), transcript_filter),
         "debug": pm.debug_info_lines(g, loaded.recorder.steps, transcript_filter),
-        "health": adapters.health_findings(loaded.recorder.steps),
+        "health": adapters.health_findings(loaded.recorder.steps, loaded.net),
     }
 
 

@@ -9,6 +9,7 @@ one-line message for the page.
 """
 import numpy as np
 
+from engine.instruments.breakpoints import BreakpointHit
 from inspector import adapters, debugger
 from inspector import inputs as inp
 
@@ -40,13 +41,15 @@ def _layer_index(graph, name_or_index):
 
 class _Tracking:
     """Brings the RunLog up to date with the steps recorded inside the block,
-    and adds them to the timeline as one step of ``action`` (when given)."""
+    and adds them to the timeline as one step of ``action`` (when given), with
+    the breakpoint hits the block appended to ``hits``."""
 
     def __init__(self, session, action=None, label=""):
         self.session = session
         self.loaded = session.loaded
         self.action = action
         self.label = label
+        self.hits = []
         steps = self.loaded.recorder.steps
         self.last_id = steps[-1].id if steps else 0
 
@@ -59,7 +62,9 @@ class _Tracking:
         new = [step for step in ld.recorder.steps if step.id > self.last_id]
         if self.action and new:
             label = self.label if exc is None else "%s (failed: %s)" % (self.label, type(exc).__name__)
-            debugger.record_action(ld, self.action, new, label)
+            if any(h is not None for h in self.hits):
+                label += " — stopped: " + "; ".join(h.message for h in self.hits if h is not None)
+            debugger.record_action(ld, self.action, new, label, self.hits)
         for step in new:
             for lr in step.layers:
                 if lr.direction == "forward":
@@ -141,8 +146,9 @@ def forward_range(session, start, end):
     if s > e:
         raise RunRefused("ForwardFromTo needs start <= end (got %d > %d)" % (s, e))
     g = ld.graph
-    with _Tracking(session, "forward", "ForwardFromTo(%d, %d)" % (s, e)), _mode(session):
+    with _Tracking(session, "forward", "ForwardFromTo(%d, %d)" % (s, e)) as tr, _mode(session):
         loss, hit = debugger.run_forward(session, ld, s, e)
+        tr.hits.append(hit)
     last = _stopped_at(hit, g, e)
     session.cursor_forward = last + 1 if last + 1 < len(g.layers) else 0
     session.last_hit = hit
@@ -223,8 +229,9 @@ def backward_range(session, start, end):
         raise RunRefused(why)
     g = ld.graph
     note = _stale_note(ld, s, e)
-    with _Tracking(session, "backward", "BackwardFromTo(%d, %d)" % (s, e)), _mode(session):
+    with _Tracking(session, "backward", "BackwardFromTo(%d, %d)" % (s, e)) as tr, _mode(session):
         hit = debugger.run_backward(session, ld, s, e)
+        tr.hits.append(hit)
     last = _stopped_at(hit, g, e)
     session.cursor_backward = last - 1
     session.last_hit = hit
@@ -272,13 +279,14 @@ def forward_backward(session):
     note = ""
     if not has_loss(g) and not any(l.need_backward for l in g.layers):
         note = " (Backward did nothing: the net has no loss and force_backward is off)"
-    with _Tracking(session, "forward_backward", "Forward + Backward"), _mode(session):
+    with _Tracking(session, "forward_backward", "Forward + Backward") as tr, _mode(session):
         loss, hit = debugger.run_forward(session, ld, 0, n - 1)
         if hit is None:
             hit = debugger.run_backward(session, ld, n - 1, 0)
             where = "backward"
         else:
             where = "forward"
+        tr.hits.append(hit)
     session.cursor_forward = 0
     session.cursor_backward = -1
     session.last_hit = hit
@@ -330,13 +338,23 @@ def solver_step_checked(session):
     if ld.solver is None:
         raise RunRefused(ld.solver_note or "load a solver prototxt to run solver iterations")
     it = int(ld.solver.iter)
-    with _Tracking(session, "solver_iteration", "solver iteration %d" % it), _mode(session):
-        point, _update = training.solver_iteration(ld)
+    with _Tracking(session, "solver_iteration", "solver iteration %d" % it) as tr, _mode(session):
+        try:
+            with debugger.watching(session, ld):
+                point, update = training.solver_iteration(ld)
+        except BreakpointHit as stop:       # stopped inside the iteration's forward or backward
+            tr.hits.append(stop.hit)
+            session.last_hit = stop.hit
+            session.cursor_forward, session.cursor_backward = 0, -1
+            return ("solver iteration %d stopped in %s after %s, before the update: %s" % (
+                it, stop.hit.direction, stop.hit.layer, debugger.hit_text(stop.hit)), stop.hit)
         tested = training.maybe_test(session, ld)
+        hit = debugger.check_update(session, ld, update) or \
+            debugger.check_solver(session, point.iteration, point.loss, ld.net)
+        tr.hits.append(hit)
     ld.runlog.params_changed()
     session.cursor_forward = 0
     session.cursor_backward = -1
-    hit = debugger.check_solver(session, point.iteration, point.loss)
     session.last_hit = hit
     msg = "solver iteration %d (now iter %d): loss %.6g (smoothed %.6g), lr %s" % (
         point.iteration, ld.solver.iter, point.loss, point.smoothed,

@@ -57,11 +57,8 @@ class SolverSettings:
     def from_file(cls, path):
         if not path:
             return cls()
-        try:
-            from engine.core.upgrade import read_solver_params
-            p = read_solver_params(path)
-        except Exception:
-            return cls()
+        import engine
+        p = engine.read_solver_params(path)      # it built the page's solver already: readable
         return cls(test_iter=int(p.test_iter[0]) if len(p.test_iter) else 0,
                    test_interval=int(p.test_interval), average_loss=max(int(p.average_loss), 1),
                    max_iter=int(p.max_iter), display=int(p.display))
@@ -230,15 +227,16 @@ def solver_iteration(loaded):
     solver.get_learning_rate = get_learning_rate
     last_id = rec.steps[-1].id if rec.steps else 0
     t0 = time.perf_counter()
+    cap = capture_log()
     try:
-        with capture_log() as lines:
+        with cap:
             solver.step(1)
     finally:
         if original is None:
             solver.__dict__.pop("get_learning_rate", None)
         else:
             solver.get_learning_rate = original
-        h.add_log(lines if "lines" in locals() else [])
+        h.add_log(cap.handler.lines)
     wall = (time.perf_counter() - t0) * 1000.0
     losses = getattr(solver, "losses_", None) or []
     loss = float(losses[-1]) if losses else float(getattr(solver, "smoothed_loss_", float("nan")))

@@ -1,5 +1,6 @@
 """engine.instruments.health: checks over records -> findings."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -7,6 +8,8 @@ import pytest
 import engine
 from engine.instruments import health
 from engine.instruments.debug import BlobRecord, LayerRecord, Recorder, StepRecord, array_stats
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _stats(x):
@@ -123,7 +126,7 @@ def test_nonfinite_reported_once_where_it_starts(tmp_path):
     f = health.check(rec.steps)
     nf = [x for x in f if x.check == "nonfinite"]
     assert len(nf) == 1 and nf[0].layer == "exp3" and nf[0].severity == "error"
-    assert "they start here" in nf[0].message
+    assert "from finite inputs" in nf[0].message and "Exp overflowed float32" in nf[0].message
     assert f[0] is nf[0]                       # errors come first
     g = health.findings_from_nonfinite(rec.first_nonfinite)
     assert g[0].layer == "exp3" and g[0].check == "nonfinite"
@@ -140,3 +143,80 @@ def test_checks_can_be_switched_off_and_findings_serialise(tmp_path):
     d = f.to_dict()
     assert d["check"] == "dead_relu" and health.Finding.from_dict(d) == f
     assert math.isfinite(d["value"])
+
+
+# ---------------------------------------------------------------------- weights not loaded
+DEPLOY = """
+name: "Deploy"
+layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "c1" convolution_param { num_output: 4 kernel_size: 3 } }
+layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "conv2" type: "Convolution" bottom: "c1" top: "c2" convolution_param { num_output: 4 kernel_size: 3 } }
+layer { name: "relu2" type: "ReLU" bottom: "c2" top: "c2" }
+layer { name: "fc" type: "InnerProduct" bottom: "c2" top: "fc" inner_product_param { num_output: 5 } }
+layer { name: "relu3" type: "ReLU" bottom: "fc" top: "fc" }
+"""
+
+
+def test_weights_not_loaded_is_one_finding_that_explains_the_dead_relus(tmp_path):
+    net = _net(tmp_path, DEPLOY, engine.TEST)            # no fillers: every param is constant 0, as in a deploy file
+    rec = Recorder(net)
+    net.blobs["data"].data[...] = np.random.default_rng(0).standard_normal((2, 3, 8, 8))
+    net.forward()
+    assert [f.check for f in health.check(rec.steps)] == ["dead_relu"] * 3        # without the net: 3 warnings
+    f = health.check(rec.steps, net=net)
+    assert [(x.check, x.severity) for x in f] == [("weights_not_loaded", "warning")]
+    msg = f[0].message
+    assert "all 6 param blobs of 3 layers still hold what their fillers made" in msg
+    assert "6 of them are all zero (6 have no filler in the prototxt" in msg
+    assert "3 ReLU layers" in msg and "relu1, relu2, relu3" in msg
+    assert "--weights" in msg
+    # with trained-looking weights the finding goes and the ReLUs speak for themselves
+    for name in ("conv1", "conv2", "fc"):
+        for b in net.params[name]:
+            b.data[...] = np.random.default_rng(1).standard_normal(b.data.shape) * 0.1
+    net.forward()
+    assert "weights_not_loaded" not in {x.check for x in health.check(rec.steps[-1:], net=net)}
+    # nothing ran forward: no finding (it is about reading activations)
+    assert health.check([], net=engine.Net(str(tmp_path / "net.prototxt"), engine.TEST)) == []
+
+
+def test_weights_from_random_fillers_are_information_until_trained(tmp_path):
+    sp = tmp_path / "solver.prototxt"
+    lenet = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
+    sp.write_text('net: "%s"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 10\n' % lenet)
+    solver = engine.get_solver(str(sp))
+    net = solver.net
+    net.blobs["data"].data[...] = np.random.default_rng(0).random(net.blobs["data"].shape)
+    rec = Recorder(net)
+    net.forward()
+    f = [x for x in health.check(rec.steps, net=net) if x.check == "weights_not_loaded"]
+    assert len(f) == 1 and f[0].severity == "info"
+    assert "4 of them are all zero." in f[0].message          # the biases, by their constant 0 filler
+    solver.step(1)
+    assert "weights_not_loaded" not in {x.check for x in health.check(rec.steps, net=net)}
+
+
+@pytest.mark.parametrize("text,shape", [
+    ('type: "constant" value: 0.2', (4, 3)),
+    ('type: "gaussian" std: 0.01', (64, 3, 5, 5)),
+    ('type: "gaussian" mean: 1 std: 0.5 sparse: 3', (50, 40)),
+    ('type: "uniform" min: -2 max: 1', (300,)),
+    ('type: "xavier"', (32, 16, 3, 3)),
+    ('type: "xavier" variance_norm: AVERAGE', (32, 16, 3, 3)),
+    ('type: "msra" variance_norm: FAN_OUT', (32, 16, 3, 3)),
+    ('type: "positive_unitball"', (10, 20)),
+    ('type: "bilinear"', (3, 1, 4, 4)),
+])
+def test_filler_made_recognises_each_filler_and_not_a_changed_blob(text, shape):
+    from google.protobuf import text_format
+
+    from engine.core.blob import Blob
+    from engine.core.fillers import fill
+    from engine.proto import caffe_pb2
+    fp = text_format.Parse(text, caffe_pb2.FillerParameter())
+    b = Blob(shape)
+    fill(b, fp)
+    assert health.filler_made(b.data, fp)
+    changed = b.data * 1.5 + 0.01
+    assert not health.filler_made(changed, fp)

@@ -678,6 +678,15 @@ class Recorder:
         per_mem[shape] = _CacheEntry(mem, mem.version, full, st, self._step_no, arr)
         return st
 
+    def current_layer(self, i, kind):
+        """The LayerRecord of layer ``i`` just recorded in the ``kind`` step under way
+        (for observers that come after the Recorder), or None."""
+        cur = self._cur
+        if cur is None or not cur.layers:
+            return None
+        rec = cur.layers[-1]
+        return rec if rec.layer_index == i and rec.direction == kind else None
+
     def asum_mean(self, blob, which):
         """Caffe's debug_info number of a blob recorded in the step under way, if any."""
         if self._cur is None:

@@ -9,10 +9,12 @@ The sentinel itself (stop at the first non-finite value) lives in
 =====================  ===========================================================  ===========
 check                  rule (per step, per layer)                                   default
 =====================  ===========================================================  ===========
-``nonfinite``          a top's data (forward), a bottom's or param's diff           error
-                       (backward) or a param after an update has NaN or Inf; only
-                       the first layer per step and direction is reported (the
-                       rest follow from it)
+``nonfinite``          every *source* of NaN/Inf (engine.instruments.nonfinite): a   error
+                       layer whose top (forward), bottom or param diff (backward)
+                       or updated param holds NaN/Inf while what it read was
+                       finite, one finding per source (per branch), with its
+                       inputs summarised, the likely cause and the layers that
+                       carried it on
 ``dead_relu``          ReLU top: fraction of exact zeros >= ``dead_fraction``        0.95
                        (all zero: "dead", else "mostly dead"); blob-level: a
                        ReLU whose units are all off for this batch
@@ -30,6 +32,11 @@ check                  rule (per step, per layer)                               
                        too small (or the layer frozen by accident); higher, it
                        is likely too large.  Params that did not move (Δw = 0,
                        e.g. lr_mult 0) and params with |w| = 0 are skipped
+``weights_not_loaded``  with the net: every learnable param still holds what its     warning
+                       filler made (constant fillers exactly, random ones by their
+                       range and moments; a prototxt without fillers gives zeros):
+                       one finding, which takes in the dead-ReLU findings it
+                       explains instead of listing them one by one
 =====================  ===========================================================  ===========
 
 Why these defaults: gradient-to-weight ratios of healthy nets at initialisation
@@ -39,8 +46,15 @@ SGD step then moves weights by lr × that ratio, which the update band checks.
 The thresholds are hints for a person, not proofs; change them in
 :class:`HealthConfig`.
 """
+import math
+import weakref
 from dataclasses import asdict, dataclass
 from typing import Optional
+
+import numpy as np
+
+from engine.core import backend
+from engine.instruments import nonfinite
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -79,7 +93,7 @@ class HealthConfig:
     update_low: float = 1e-4
     update_high: float = 1e-2
     checks: tuple = ("nonfinite", "dead_relu", "vanishing_gradient", "exploding_gradient",
-                     "gradient_flow", "update_ratio")
+                     "gradient_flow", "update_ratio", "weights_not_loaded")
 
     def to_dict(self):
         return asdict(self)
@@ -89,13 +103,14 @@ def _g(x):
     return "%.3g" % x
 
 
-def check(steps, config=None):
-    """Every enabled check over ``steps``; findings sorted by severity, then step order."""
+def check(steps, config=None, net=None):
+    """Every enabled check over ``steps`` (and, with ``net``, over its params);
+    findings sorted by severity, then step order."""
     config = config or HealthConfig()
     out = []
     for step in steps:
         if "nonfinite" in config.checks:
-            out += check_nonfinite(step)
+            out += check_nonfinite(step, net)
         if "dead_relu" in config.checks:
             out += check_dead_relu(step, config)
         if step.kind == "backward":
@@ -105,6 +120,8 @@ def check(steps, config=None):
                 out += check_gradient_flow(step, config)
         if step.kind == "update" and "update_ratio" in config.checks:
             out += check_update_ratio(step, config)
+    if net is not None and "weights_not_loaded" in config.checks and any(s.kind == "forward" for s in steps):
+        out = fold_weights_not_loaded(check_weights_not_loaded(net), out)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     return sorted(out, key=lambda f: order.get(f.severity, 9))
 
@@ -114,38 +131,15 @@ def _finding(step, rec, severity, check_name, blob, message, value=None, thresho
                    value, threshold, step.iteration)
 
 
-def check_nonfinite(step):
-    """The first layer of the step whose output (forward), propagated gradient
-    (backward) or updated param (update) holds NaN/Inf."""
-    for rec in step.layers:
-        if rec.direction == "forward":
-            cands = [(b, b.data, "data") for b in rec.blobs if b.role == "top"]
-        elif rec.direction == "backward":
-            cands = [(b, b.diff, "diff") for b in rec.blobs
-                     if (b.role == "bottom" or b.role == "param") and b.propagate is not False]
-        else:
-            cands = [(b, b.data, "data") for b in rec.blobs if b.role == "param"]
-        for b, s, which in cands:
-            if s is None or s.finite:
-                continue
-            if rec.direction == "forward":
-                ins = [x.data for x in rec.blobs if x.role == "bottom"]
-            elif rec.direction == "backward":
-                ins = [x.diff for x in rec.blobs if x.role == "top"]
-            else:
-                ins = [b.grad]
-            ins_ok = all(x is None or x.finite for x in ins)
-            params_ok = all(x.data is None or x.data.finite for x in rec.blobs
-                            if x.role == "param" and rec.direction != "update") and \
-                (rec.direction != "update" or b.before is None or b.before.finite)
-            origin = "they start here" if ins_ok and params_ok else \
-                "they came in (inputs %s, params %s)" % ("finite" if ins_ok else "NOT finite",
-                                                   "finite" if params_ok else "NOT finite")
-            msg = ("%s %s of %s blob '%s' in layer '%s' (%s) has %d NaN and %d Inf of %d values; "
-                   "%s" % (rec.direction, which, b.role, b.name, rec.layer, rec.type,
-                                                 s.nan, s.inf, s.count, origin))
-            return [_finding(step, rec, "error", "nonfinite", b.name, msg, float(s.nan + s.inf), 0.0)]
-    return []
+def check_nonfinite(step, net=None):
+    """One finding per source of NaN/Inf in the step (every branch's), forward,
+    backward or update (see :mod:`engine.instruments.nonfinite`)."""
+    out = []
+    for src in nonfinite.sources(step, net):
+        f = Finding("error", "nonfinite", src.layer, src.blob, src.message, src.layer_index, step.id,
+                    src.direction, float(src.nan + src.inf), 0.0, step.iteration)
+        out.append(f)
+    return out
 
 
 def check_dead_relu(step, config):
@@ -255,3 +249,186 @@ def summarize(findings):
     for f in findings:
         out[f.severity] = out.get(f.severity, 0) + 1
     return out
+
+
+# ---------------------------------------------------------------------- weights not loaded
+# Which filler fills which param blob: {type: (the layer's param field, [filler field per blob])};
+# an unset filler is Caffe's default (constant 0), except where noted in _DEFAULT_VALUE.
+FILLERS = {
+    "Convolution": ("convolution_param", ["weight_filler", "bias_filler"]),
+    "Deconvolution": ("convolution_param", ["weight_filler", "bias_filler"]),
+    "InnerProduct": ("inner_product_param", ["weight_filler", "bias_filler"]),
+    "Embed": ("embed_param", ["weight_filler", "bias_filler"]),
+    "PReLU": ("prelu_param", ["filler"]),
+    "Scale": ("scale_param", ["filler", "bias_filler"]),
+    "Bias": ("bias_param", ["filler"]),
+}
+_DEFAULT_VALUE = {("PReLU", "filler"): 0.25, ("Scale", "filler"): 1.0}
+_ZERO_AT_INIT = ("BatchNorm",)        # mean, variance and the moving-average factor start at 0
+
+
+def _filler_of(layer, k):
+    """(FillerParameter or None, default constant) for param ``k`` of ``layer``; (None, None): unknown."""
+    t = layer.type
+    if t in _ZERO_AT_INIT:
+        return None, 0.0
+    spec = FILLERS.get(t)
+    if spec is None or k >= len(spec[1]):
+        return None, None
+    sub = getattr(layer.layer_param, spec[0])
+    name = spec[1][k]
+    if sub.HasField(name):
+        return getattr(sub, name), None
+    return None, _DEFAULT_VALUE.get((t, name), 0.0)
+
+
+def _fans(shape, count):
+    fan_in = count // shape[0] if len(shape) >= 1 and shape[0] else count
+    fan_out = count // shape[1] if len(shape) > 1 and shape[1] else count
+    return fan_in, fan_out
+
+
+def _moments_match(x, mean, std):
+    """Whether the sample's mean and std fit N-like draws with ``mean``, ``std``."""
+    n = x.size
+    if n < 2:
+        return abs(float(x.mean()) - mean) <= 6 * std + 1e-12
+    m, s = float(x.mean(dtype=np.float64)), float(x.std(dtype=np.float64))
+    if abs(m - mean) > 6 * std / math.sqrt(n) + 1e-7 * max(1.0, abs(mean)):
+        return False
+    return abs(s / std - 1.0) <= max(0.05, 6.0 / math.sqrt(2 * n)) if std > 0 else s == 0
+
+
+def filler_made(data, filler=None, constant=None):
+    """Whether the values in ``data`` look like what the filler produces
+    (constant: exactly; random fillers: their range and moments)."""
+    x = np.asarray(data, dtype=np.float64).reshape(-1)
+    if x.size == 0:
+        return True
+    if not np.isfinite(x).all():
+        return False
+    if filler is None:
+        return bool((x == np.float32(constant)).all())
+    t = filler.type
+    shape = tuple(data.shape)
+    if t == "constant":
+        return bool((x == np.float32(filler.value)).all())
+    if t == "uniform":
+        lo, hi = float(filler.min), float(filler.max)
+        if x.min() < lo - 1e-6 * abs(lo) or x.max() > hi + 1e-6 * abs(hi):
+            return False
+        return _moments_match(x, (lo + hi) / 2, (hi - lo) / math.sqrt(12)) if hi > lo else True
+    if t == "gaussian":
+        if filler.sparse >= 0:
+            nz = x[x != 0]
+            return nz.size == 0 or _moments_match(nz, float(filler.mean), float(filler.std))
+        return _moments_match(x, float(filler.mean), float(filler.std))
+    if t in ("xavier", "msra"):
+        fan_in, fan_out = _fans(shape, x.size)
+        vn = filler.variance_norm
+        n = (fan_in + fan_out) / 2.0 if vn == 2 else float(fan_out if vn == 1 else fan_in)
+        if t == "xavier":
+            scale = math.sqrt(3.0 / n)
+            if np.abs(x).max() > scale * (1 + 1e-6):
+                return False
+            return _moments_match(x, 0.0, scale / math.sqrt(3))
+        return _moments_match(x, 0.0, math.sqrt(2.0 / n))
+    if t == "positive_unitball":
+        if x.min() < 0 or x.max() > 1:
+            return False
+        rows = x.reshape(shape[0] if shape else 1, -1)
+        return bool(np.allclose(rows.sum(axis=1), 1.0, atol=1e-4))
+    if t == "bilinear" and len(shape) == 4 and shape[2] == shape[3]:
+        width = shape[3]
+        f = math.ceil(width / 2.0)
+        c = (2 * f - 1 - f % 2) / (2.0 * f)
+        i = np.arange(x.size)
+        want = (1 - np.abs((i % width) / f - c)) * (1 - np.abs(((i // width) % shape[2]) / f - c))
+        return bool(np.allclose(x, want.astype(np.float32), rtol=0, atol=1e-6))
+    return False
+
+
+@dataclass
+class WeightsCheck:
+    """What :func:`weights_state` found."""
+    checked: int = 0          # learnable param blobs with a known filler
+    at_filler: int = 0        # of them, still as the filler made them
+    zero: int = 0             # of them, all zero
+    unset: int = 0            # of them, with no filler in the prototxt (Caffe's default: constant 0)
+    layers: tuple = ()        # layers with checked params
+
+
+_weights_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def weights_state(net, stop_early=True):
+    """Compare every owned param blob with its filler (see :func:`filler_made`);
+    ``stop_early``: stop at the first one that is not as its filler made it (the
+    finding needs them all).  Cached per net while no param's memory changed."""
+    mems = [p.data_memory for p in net.all_params]
+    key = (stop_early, tuple((id(m), m.version) for m in mems))
+    hit = _weights_cache.get(net)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    st = WeightsCheck()
+    layers = []
+    for pid, owner in enumerate(net.param_owners):
+        if owner >= 0:
+            continue
+        li, k = net.param_layer_indices[pid]
+        layer = net.layers[li]
+        filler, constant = _filler_of(layer, k)
+        if filler is None and constant is None:
+            continue
+        data = backend.to_host(net.all_params[pid].get_data())      # a read: no new memory version
+        st.checked += 1
+        if net.layer_names[li] not in layers:
+            layers.append(net.layer_names[li])
+        if filler_made(data, filler, constant):
+            st.at_filler += 1
+            if data.size and not np.any(data):
+                st.zero += 1
+            if filler is None and constant == 0.0 and layer.type not in _ZERO_AT_INIT:
+                st.unset += 1
+        elif stop_early:
+            break
+    st.layers = tuple(layers)
+    _weights_cache[net] = (key, st)
+    return st
+
+
+def check_weights_not_loaded(net):
+    """[one Finding] when every checked param still holds its filler's values, else [].
+    A warning when every param is zero (a deploy prototxt without its weights), else
+    information (a net about to be trained from its fillers)."""
+    st = weights_state(net)
+    if not st.checked or st.at_filler < st.checked:
+        return []
+    msg = ("weights not loaded: all %d param blobs of %d layers still hold what their fillers made" %
+           (st.checked, len(st.layers)))
+    if st.zero:
+        msg += "; %d of them %s all zero" % (st.zero, "is" if st.zero == 1 else "are")
+        if st.unset:
+            msg += (" (%d have no filler in the prototxt, so Caffe filled them with 0: a deploy prototxt expects "
+                    "a .caffemodel)" % st.unset)
+    msg += (". Outputs are those of an untrained net: load the trained weights (--weights FILE.caffemodel, "
+            "or Upload weights in the inspector) before reading activations")
+    return [Finding("warning" if st.zero == st.checked else "info", "weights_not_loaded",
+                    st.layers[0] if st.layers else "", None, msg, value=float(st.at_filler),
+                    threshold=float(st.checked))]
+
+
+def fold_weights_not_loaded(found, findings):
+    """The weights finding takes in the dead-ReLU findings: they follow from it."""
+    if not found:
+        return findings
+    w = found[0]
+    dead = [f for f in findings if f.check == "dead_relu"]
+    if dead:
+        w.severity = "warning"
+        names = list(dict.fromkeys(f.layer for f in dead))
+        w.message += (". That is why %d ReLU layer%s output%s only or mostly zeros (%s%s): with zero or "
+                      "random weights their inputs are not a trained net's, so these are not dead units to fix"
+                      % (len(names), "" if len(names) == 1 else "s", "s" if len(names) == 1 else "",
+                         ", ".join(names[:8]), ", …" if len(names) > 8 else ""))
+    return [w] + [f for f in findings if f.check != "dead_relu"]

@@ -27,6 +27,7 @@ from engine.instruments.debug import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 SCHEMA = "engine-report"
 SCHEMA_VERSION = 1
 FORMATS = ("json", "html", "markdown", "md", "csv")
+NUMERIC_COLUMNS = (0, 5, 6, 7, 8, 10, 11, 12, 13)      # of the HTML layer table
 CSV_COLUMNS = ["index", "name", "type", "bottoms", "tops", "top_shapes", "params", "macc", "flops",
                "memory_bytes", "top_diff_bytes", "param_bytes", "in_place", "need_backward", "backward_reason",
                "forward_ms", "backward_ms", "top_asum_mean", "bottom_diff_asum_mean", "nonfinite"]
@@ -132,19 +133,26 @@ def _layer_rows(net, analysis, steps):
 
 
 def build_report(net, recorder=None, steps=None, findings=None, timing=None, analysis=None, comparison=None,
-                 health_config=None, meta=None, include_transcript=True):
-    """The report document (a JSON-ready dict; see docs/report-schema.md)."""
+                 health_config=None, meta=None, include_transcript=True, breakpoints=None, timeline=None,
+                 model_label=None):
+    """The report document (a JSON-ready dict; see docs/report-schema.md).
+
+    ``breakpoints`` (engine.instruments.breakpoints.Breakpoints) and ``timeline``
+    (engine.instruments.history.Timeline) add their conditions, hits and steps;
+    ``model_label`` is how the model is named instead of its path (an uploaded
+    file's name, not the folder it was saved in)."""
     from engine import __version__
     from engine.instruments import health
     if steps is None:
         steps = list(recorder.steps) if recorder is not None else []
     analysis = analysis or analyze_net(net)
     if findings is None:
-        findings = health.check(steps, health_config)
+        findings = health.check(steps, health_config, net=net)
         first = getattr(recorder, "first_nonfinite", None) if recorder is not None else None
         if first is not None and not any(f.check == "nonfinite" and f.layer == first.layer for f in findings):
             findings = health.findings_from_nonfinite(first) + findings
     state = net.param.state
+    numbers = {s.id: k for k, s in enumerate(steps, 1)}     # steps as this report counts them: 1..n
     init = _init_doc(net)
     if not include_transcript:
         init.pop("transcript", None)
@@ -155,7 +163,7 @@ def build_report(net, recorder=None, steps=None, findings=None, timing=None, ana
         "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "engine_version": __version__,
         "net": {
-            "name": net.name, "model_file": net.model_file,
+            "name": net.name, "model_file": model_label or net.model_file,
             "phase": "TRAIN" if net.phase == 0 else "TEST", "level": int(state.level),
             "stages": list(state.stage), "dtype": str(net.dtype), "device": backend.mode(),
             "inputs": net.inputs, "outputs": net.outputs,
@@ -165,15 +173,27 @@ def build_report(net, recorder=None, steps=None, findings=None, timing=None, ana
         "layers": _layer_rows(net, analysis, steps),
         "totals": analysis.totals,
         "init": init,
-        "steps": [s.to_dict() for s in steps],
-        "findings": [f.to_dict() for f in findings],
+        "steps": [dict(s.to_dict(), number=numbers[s.id]) for s in steps],
+        "findings": [dict(f.to_dict(), step=numbers.get(f.step_id)) for f in findings],
         "first_nonfinite": recorder.first_nonfinite.to_dict()
         if recorder is not None and getattr(recorder, "first_nonfinite", None) else None,
         "timing": timing.to_dict() if hasattr(timing, "to_dict") else timing,
         "comparison": comparison.to_dict() if hasattr(comparison, "to_dict") else comparison,
+        "breakpoints": None if breakpoints is None else breakpoints.to_dict(),
+        "timeline": _timeline_doc(timeline, numbers),
         "meta": dict(meta or {}),
     }
     return _clean(doc)
+
+
+def _timeline_doc(tl, numbers):
+    """The timeline's actions, each with the report's numbers of its records."""
+    if tl is None:
+        return None
+    d = tl.to_dict()
+    for s, st in zip(d["steps"], tl.steps):
+        s["step_numbers"] = [numbers[r.id] for r in st.records if r.id in numbers]
+    return d
 
 
 # ---------------------------------------------------------------------- text formats
@@ -254,9 +274,11 @@ def to_markdown(doc):
     out += ["", "## Findings", ""]
     if doc["findings"]:
         for f in doc["findings"]:
-            out.append("- **%s** `%s` %s" % (f["severity"], f["check"], _md_escape(f["message"])))
+            where = " (step %s)" % f["step"] if f.get("step") else ""
+            out.append("- **%s** `%s`%s %s" % (f["severity"], f["check"], where, _md_escape(f["message"])))
     else:
         out.append("No findings%s." % ("" if doc["steps"] else " (no steps recorded)"))
+    out += _md_steps(doc)
     init = doc["init"]
     out += ["", "## What Init decided", ""]
     out.append("### Filtered layers")
@@ -296,6 +318,103 @@ def to_markdown(doc):
             _cell(tm["forward_ms"]), _cell(tm["backward_ms"]), _cell(tm["forward_backward_ms"])))
     out.append("")
     return "\n".join(out)
+
+
+def step_rows(doc):
+    """[{step, kind, layers, iteration, ms, records, nonfinite}] of the report's steps, numbered 1..n."""
+    names = [r["name"] for r in doc["layers"]]
+    rows = []
+    for s in doc["steps"]:
+        a, b = s["start"], s["end"]
+        span = "%s → %s" % (names[a], names[b]) if 0 <= a < len(names) and 0 <= b < len(names) else ""
+        bad = sum(1 for l in s["layers"] for x in l["blobs"] for w in ("data", "diff")
+                  if x.get(w) and isinstance(x[w].get("nan"), int) and (x[w]["nan"] or x[w]["inf"]))
+        rows.append({"step": s.get("number", s["id"]), "kind": s["kind"], "layers": span,
+                     "iteration": "" if s.get("iteration") is None else s["iteration"],
+                     "ms": _cell(s.get("wall_ms")), "records": len(s["layers"]), "nonfinite": bad})
+    return rows
+
+
+def timeline_rows(doc):
+    """[{action, label, steps, pinned, hits}] of the timeline's actions (empty without one)."""
+    tl = doc.get("timeline")
+    if not tl:
+        return []
+    out = []
+    for a in tl["steps"]:
+        nums = a.get("step_numbers") or []
+        out.append({"action": a["index"], "what": a["label"],
+                    "steps": ", ".join(str(n) for n in nums) or "(not in this report)",
+                    "pinned": ", ".join(a["pinned"]), "hits": "; ".join(h["message"] for h in a["hits"])})
+    return out
+
+
+def _md_steps(doc):
+    out = ["", "## Steps (%d)" % len(doc["steps"]), ""]
+    rows = step_rows(doc)
+    if rows:
+        out.append("| step | kind | layers | iteration | ms | layer records | NaN/Inf blobs |")
+        out.append("|---:|---|---|---:|---:|---:|---:|")
+        for r in rows:
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (r["step"], r["kind"], _md_escape(r["layers"]),
+                                                                r["iteration"], r["ms"], r["records"], r["nonfinite"]))
+    else:
+        out.append("No steps recorded.")
+    tl = doc.get("timeline")
+    if tl:
+        out += ["", "## Timeline (%d actions; records %s, pinned arrays %s of the %s budget)" % (
+            len(tl["steps"]), human_bytes(tl["records_bytes"]), human_bytes(tl["pinned_bytes"]),
+            human_bytes(tl["budget_bytes"])), ""]
+        for r in timeline_rows(doc):
+            out.append("- action %s: %s — steps %s%s%s" % (r["action"], _md_escape(r["what"]), r["steps"],
+                                                         "; pinned " + r["pinned"] if r["pinned"] else "",
+                                                         "; **%s**" % _md_escape(r["hits"]) if r["hits"] else ""))
+    bp = doc.get("breakpoints")
+    if bp:
+        out += ["", "## Breakpoints", ""]
+        for b in bp["breakpoints"]:
+            out.append("- #%d `%s` (%s): %d hit%s" % (b["id"], _md_escape(b["condition"]),
+                                                      "enabled" if b["enabled"] else "disabled", b["hits"],
+                                                      "" if b["hits"] == 1 else "s"))
+        for h in bp["hits"]:
+            out.append("- hit: `%s` (%s%s)" % (_md_escape(h["message"]), h["direction"],
+                                               ", iteration %s" % h["iteration"] if h.get("iteration") is not None
+                                               else ""))
+    return out
+
+
+def _html_table(rows, cols, e):
+    parts = ["<table><tr>%s</tr>" % "".join("<th>%s</th>" % e(c) for c in cols)]
+    for r in rows:
+        parts.append("<tr>%s</tr>" % "".join("<td>%s</td>" % e(str(r[c])) for c in cols))
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _html_steps(doc, e):
+    parts = ["<h2 id='steps'>Steps (%d)</h2>" % len(doc["steps"])]
+    rows = step_rows(doc)
+    parts.append(_html_table(rows, ["step", "kind", "layers", "iteration", "ms", "records", "nonfinite"], e)
+                 if rows else "<p>No steps recorded.</p>")
+    tl = doc.get("timeline")
+    if tl:
+        parts.append("<h2 id='timeline'>Timeline</h2><p>%d actions; records %s, pinned arrays %s of the %s "
+                     "budget%s.</p>" % (len(tl["steps"]), human_bytes(tl["records_bytes"]),
+                                        human_bytes(tl["pinned_bytes"]), human_bytes(tl["budget_bytes"]),
+                                        "; pinned: " + e(", ".join(tl["pins"])) if tl["pins"] else ""))
+        parts.append(_html_table(timeline_rows(doc), ["action", "what", "steps", "pinned", "hits"], e))
+    bp = doc.get("breakpoints")
+    if bp:
+        parts.append("<h2 id='breakpoints'>Breakpoints</h2>")
+        parts.append(_html_table([{"#": b["id"], "condition": b["condition"],
+                                   "enabled": "yes" if b["enabled"] else "no", "hits": b["hits"]}
+                                  for b in bp["breakpoints"]], ["#", "condition", "enabled", "hits"], e))
+        if bp["hits"]:
+            parts.append(_html_table([{"hit": h["message"], "direction": h["direction"], "blob": h.get("blob") or "",
+                                       "value": _cell(h.get("value")), "iteration": "" if h.get("iteration") is None
+                                       else h["iteration"]} for h in bp["hits"]],
+                                     ["hit", "direction", "blob", "value", "iteration"], e))
+    return "\n".join(parts)
 
 
 # ---------------------------------------------------------------------- HTML
@@ -383,7 +502,7 @@ def _figures(net, doc):
                         if st and isinstance(st.get("nan"), int):
                             k += st["nan"] + st["inf"]
                 if k:
-                    xs.append("step %s %s %s" % (s["id"], s["kind"], l["layer"]))
+                    xs.append("step %s %s %s" % (s.get("number", s["id"]), s["kind"], l["layer"]))
                     nans.append(k)
         if xs:
             fig = go.Figure(go.Bar(x=xs, y=nans, marker_color="#e15759"))
@@ -400,7 +519,7 @@ def _figures(net, doc):
                     r = b.get("ratio")
                     if isinstance(r, (int, float)) and r > 0:
                         series.setdefault("%s/%s" % (l["layer"], b["name"]), []).append(
-                            (s["iteration"] if s["iteration"] is not None else s["id"], r))
+                            (s["iteration"] if s["iteration"] is not None else s.get("number", s["id"]), r))
         for k, pts in series.items():
             fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=k))
         fig.add_hrect(y0=1e-4, y1=1e-2, fillcolor="#59a14f", opacity=0.08, line_width=0)
@@ -451,14 +570,16 @@ def to_html(doc, net=None, figures=True):
 
     parts.append("<h2 id='findings'>Findings</h2>")
     if doc["findings"]:
-        parts.append("<table><tr><th>severity</th><th>check</th><th>layer</th><th>blob</th><th>message</th></tr>")
+        parts.append("<table><tr><th>severity</th><th>check</th><th>step</th><th>layer</th><th>blob</th>"
+                     "<th>message</th></tr>")
         for f in doc["findings"]:
-            parts.append("<tr><td class='%s'>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-                e(f["severity"]), e(f["severity"]), e(f["check"]), e(f["layer"]), e(str(f["blob"] or "")),
-                e(f["message"])))
+            parts.append("<tr><td class='%s'>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+                e(f["severity"]), e(f["severity"]), e(f["check"]), e(str(f.get("step") or "")), e(f["layer"]),
+                e(str(f["blob"] or "")), e(f["message"])))
         parts.append("</table>")
     else:
         parts.append("<p>No findings%s.</p>" % ("" if doc["steps"] else " (no steps recorded)"))
+    parts.append(_html_steps(doc, e))
 
     if figures and net is not None:
         for k, (title, fig) in enumerate(_figures(net, doc)):
@@ -480,8 +601,8 @@ def to_html(doc, net=None, figures=True):
                  e(_cell(r["forward_ms"])), e(_cell(r["backward_ms"])), e(_cell(r["top_asum_mean"])),
                  e(_cell(r["bottom_diff_asum_mean"]))]
         parts.append("<tr%s>%s</tr>" % (" class='bad'" if r["nonfinite"] else "",
-                                        "".join("<td%s>%s</td>" % (" class='num'" if k in (0, 5, 6, 7, 8, 10, 11, 12, 13)
-                                                                   else "", c) for k, c in enumerate(cells))))
+                                        "".join("<td%s>%s</td>" % (" class='num'" if k in NUMERIC_COLUMNS else "", c)
+                                                for k, c in enumerate(cells))))
     parts.append("</table>")
 
     init = doc["init"]

@@ -4,6 +4,7 @@
     python -m engine info MODEL [--phase TEST] [--json]
     python -m engine time MODEL [--iterations 50] [--gpu [ID]]
     python -m engine debug MODEL [--iterations 1] [--format caffe|table] [--sentinel]
+                               [--break-when COND ...] [-o REPORT]
     python -m engine report MODEL --format html|json|md|csv -o FILE
     python -m engine compare A B [--rtol 1e-3] [--gpu]
     python -m engine upgrade IN OUT
@@ -32,7 +33,8 @@ Exit codes: 0 success; 1 an engine error (one line on stderr:
 ``error: <where: file:line:col / layer / blob>: <Caffe's message>``; where Caffe
 stops with a fatal CHECK, its message); 2 a usage error (no command: the usage; an
 unknown command: Caffe's "Available caffe actions" lines), and, as Caffe's upgrade
-tools, an input that does not parse; 3 ``compare`` found the runs differ; 130
+tools, an input that does not parse; 3 ``compare`` found the runs differ; 4 ``debug
+--break-when``: a breakpoint fired (the line ``break: LAYER: COND`` says where); 130
 interrupted.
 """
 import argparse
@@ -49,6 +51,7 @@ from engine.proto import caffe_pb2
 from engine.tools import gflags
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIFFER, EXIT_INTERRUPT = 0, 1, 2, 3, 130
+EXIT_BREAK = 4          # debug --break-when: a breakpoint fired
 
 
 # ---------------------------------------------------------------------- logging
@@ -365,6 +368,55 @@ def _print_table(step, out, number):
             _say(out, "  %-20s %-14s %9.3f  (no blobs)" % (rec.layer[:20], rec.type[:14], rec.time_ms))
 
 
+def _breakpoints(conditions, net, solver):
+    """engine.instruments.breakpoints.Breakpoints of --break-when (a bad one is a usage error)."""
+    from engine.instruments.breakpoints import Breakpoints, ConditionError
+    try:
+        bps = Breakpoints(conditions, net=net)
+    except ConditionError as e:
+        raise UsageError("--break-when: %s" % e) from None
+    for b in bps.items:
+        if b.condition.solver_only and solver is None:
+            raise UsageError("--break-when %s watches a solver run's loss: add --solver SOLVER" % b.condition)
+    return bps
+
+
+def _run_watched(net, iterations, backward, seed, progress, rec, bps):
+    """run_records under breakpoints: the Hit that stopped it, or None."""
+    from engine.instruments.breakpoints import run_backward, run_forward
+    if backward is None:
+        backward = any(net.layer_need_backward)
+    fill_inputs(net, seed)
+    last = len(net.layers) - 1
+    for it in range(int(iterations)):
+        rec.iteration = it
+        hit = run_forward(net, 0, last, bps, rec).hit
+        if hit is None and backward:
+            hit = run_backward(net, last, 0, bps, rec).hit
+        if hit is not None:
+            return hit
+        progress(it + 1)
+    return None
+
+
+def _solver_step_watched(solver, rec, bps):
+    """One solver iteration under breakpoints: a hit inside it (forward, backward),
+    after the update, or on the loss; None when none fired."""
+    from engine.instruments.breakpoints import BreakpointHit
+    it = solver.iter
+    try:
+        with bps.watching(solver.net, rec):
+            solver.step(1)
+    except BreakpointHit as e:
+        e.hit.iteration = it
+        return e.hit
+    hit = bps.check_update(solver.net, rec.last("update"))
+    if hit is None:
+        losses = getattr(solver, "losses_", None) or []
+        hit = bps.check_solver(it, float(losses[-1]) if losses else None, solver.net)
+    return hit
+
+
 def cmd_debug(args, out, err):
     from engine.instruments import health
     from engine.instruments.debug import NonFiniteError, Recorder, all_params_line, caffe_debug_lines
@@ -383,16 +435,25 @@ def cmd_debug(args, out, err):
             raise UsageError("debug needs MODEL (or --solver)")
         net = build_net(args.model, _phase(args.phase, 0), args.level, _stages(args.stage), args.weights,
                         args.seed, args.gpu)
+    bps = _breakpoints(args.break_when, net, solver)
     rec = Recorder(net, sentinel=args.sentinel, bins=0 if args.no_hist else 32, level=args.records)
     prog = Progress(args.iterations, "debug", enabled=not args.no_progress and not args.verbose)
-    failure = None
+    failure = hit = None
     try:
         if solver is not None:
             rec.attach_solver(solver)
             fill_inputs(net, args.seed)
             for it in range(args.iterations):
-                solver.step(1)
+                if bps.items:
+                    hit = _solver_step_watched(solver, rec, bps)
+                    if hit is not None:
+                        break
+                else:
+                    solver.step(1)
                 prog(it + 1)
+        elif bps.items:
+            hit = _run_watched(net, args.iterations, None if not args.no_backward else False, args.seed, prog,
+                               rec, bps)
         else:
             run_records(net, args.iterations, backward=None if not args.no_backward else False, seed=args.seed,
                         progress=prog, recorder=rec)
@@ -406,7 +467,9 @@ def cmd_debug(args, out, err):
                 _say(out, all_params_line(net))
         else:
             _print_table(step, out, number)
-    findings = health.check(rec.steps)
+    if hit is not None:
+        _say(out, hit.message)
+    findings = health.check(rec.steps, net=net)
     if findings:
         _say(out, "")
         _say(out, "Findings (%d):" % len(findings))
@@ -414,11 +477,11 @@ def cmd_debug(args, out, err):
             _say(out, "  %-7s %-18s %s" % (f.severity, f.check, f.message))
     if args.report:
         from engine.instruments.report import write_report
-        write_report(args.report, net, rec, findings=findings)
+        write_report(args.report, net, rec, findings=findings, breakpoints=bps if bps.items else None)
         _say(err, "Wrote report to %s" % args.report)
     if failure is not None:
         raise failure
-    return EXIT_OK
+    return EXIT_BREAK if hit is not None else EXIT_OK
 
 
 def cmd_report(args, out, err):
@@ -675,7 +738,8 @@ def _log_flags(p):
 
 def make_parser():
     ap = _Parser(prog="python -m engine", description="Caffe's command line and debugging instruments on the "
-                 "engine.", epilog="Exit codes: 0 ok, 1 engine error, 2 usage, 3 compare: runs differ.")
+                 "engine.", epilog="Exit codes: 0 ok, 1 engine error, 2 usage, 3 compare: runs differ, "
+                 "4 debug: a breakpoint fired.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("info", help="what Init builds: layers, tops, params, FLOPs, memory, backward, filtering")
@@ -705,7 +769,12 @@ def make_parser():
     p.add_argument("--no-hist", action="store_true", help="skip histograms (faster)")
     p.add_argument("--records", choices=("full", "health"), default="full",
                    help="every statistic, or health: mean |x| and NaN/Inf only (cheapest)")
-    p.add_argument("--report", metavar="FILE", help="also write a report (format from the extension)")
+    p.add_argument("-o", "--report", metavar="FILE", help="also write a report (format from the extension)")
+    p.add_argument("--break-when", action="append", default=[], metavar="COND",
+                   help="stop when COND holds (repeatable): nonfinite, layer=NAME, BLOB.STAT OP N, "
+                        "BLOB.diff.STAT OP N (STAT: mean_abs, max_abs, std, zero_fraction; OP: > >= < <=), "
+                        "LAYER.update_ratio OP N, loss.jump > FACTOR, loss.nonfinite (with --solver); "
+                        "prints 'break: LAYER: COND' and exits with 4")
     p.set_defaults(func=cmd_debug, log_default=False)
 
     p = sub.add_parser("report", help="export a run as HTML, JSON, Markdown or CSV")

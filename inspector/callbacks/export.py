@@ -1,6 +1,7 @@
 """Export: the report download (engine.instruments.report when present, else JSON of the
 records); the banner's dismiss button.  (Graph images: the modebar's camera,
 PNG or SVG, set in graph.py.)"""
+import os
 import re
 
 from dash import Input, Output, State, no_update
@@ -15,9 +16,25 @@ def report(app, sid, fmt):
     with app.store.use(sid) as s:
         if s.loaded is None:
             return None
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", s.loaded.graph.name or "net")
-        filename, text = adapters.make_report(s.loaded.net, s.loaded.recorder, fmt or "json", name)
+        ld = s.loaded
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", ld.graph.name or "net")
+        filename, text = adapters.make_report(ld.net, ld.recorder, fmt or "json", name,
+                                              breakpoints=s.breakpoints, timeline=ld.timeline,
+                                              model_label=model_label(app, s))
     return {"content": text, "filename": filename, "base64": False}
+
+
+def model_label(app, session):
+    """How the report names the model: an upload by its file name (never the server's
+    folder it was saved in), a file under the model root by its path relative to it."""
+    spec = session.loaded.spec
+    if spec.uploaded:
+        return session.upload_names.get("model") or spec.label or os.path.basename(spec.model)
+    root = os.path.realpath(app.config.model_root)
+    path = os.path.realpath(spec.model)
+    if path.startswith(root + os.sep):
+        return os.path.relpath(path, root)
+    return spec.label or os.path.basename(path)
 
 
 def register(dash_app, app):

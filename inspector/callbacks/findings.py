@@ -2,7 +2,7 @@
 the Init transcript, debug_info lines, and the NaN/Inf alert."""
 from dash import Input, Output, State, no_update
 
-from inspector import ids, presenter
+from inspector import debug_views, ids, presenter
 
 from ..layout.common import table
 from .common import guarded
@@ -26,12 +26,15 @@ def findings(app, sid, transcript_filter):
 
 
 def nan_alert(app, sid):
-    """(alert style, text) — shown while the records hold a NaN/Inf."""
+    """(alert style, text) — shown while the records hold a NaN/Inf; every
+    source (per branch) is named when there are several."""
     with app.store.use(sid) as s:
         a = presenter.nan_alert(s.loaded)
+        more = debug_views.sources_text(debug_views.nonfinite_sources(s.loaded.recorder.steps, s.loaded.net)) \
+            if a is not None else ""
     if a is None:
         return HIDDEN, ""
-    return {"display": "flex"}, "First NaN/Inf at layer %s — %s" % (a["layer"], a["message"])
+    return {"display": "flex"}, "First NaN/Inf at layer %s — %s%s" % (a["layer"], a["message"], more)
 
 
 def nan_selection(app, sid):

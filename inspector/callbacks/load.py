@@ -9,7 +9,7 @@ from typing import Any, Optional
 from dash import Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
-from inspector import ids, loading, runner, urlstate
+from inspector import debugger, ids, loading, runner, urlstate
 
 from ..inputs import InputSettings
 from ..layout.header import load_error_box, load_status
@@ -83,6 +83,8 @@ def next_spec(app, session, trigger, example=None, path=None, upload=None, phase
                              mean=cur.mean, phase=default_phase(saved))
         return replace(cur, **{kind: saved})
     if trigger in (ids.PHASE, ids.LEVEL, ids.STAGES):
+        if session.loaded is None and session.failed_spec is None:
+            return None      # nothing to rebuild (an expired session): never the default net in its place
         return replace(cur, phase=phase or cur.phase, level=int(level or 0), stages=tuple(stages or ()))
     return None
 
@@ -141,6 +143,7 @@ def load(app, session, spec, device=None):
     old = session.loaded
     if old is not None:
         old.recorder.detach()
+    debugger.timeline(loaded, app.config.timeline_budget_mb << 20)
     session.loaded = loaded
     session.spec = spec
     session.error = None
@@ -322,6 +325,9 @@ def register(dash_app, app):
             raise PreventUpdate
         s = r.session
         ex, path_value, ph, lv, st, opts = controls(app, s, r.stages)
+        if s.loaded is None and s.failed_spec is None:
+            # an expired session: the controls keep showing the tab's net, never the default one
+            ex = path_value = ph = lv = st = opts = no_update
         clear = [None if u == trigger else no_update for u in upload_ids]
         sel, expanded = no_update, no_update
         if r.restore is not None:           # loaded from the address: its selection and folding

@@ -19,11 +19,12 @@ def timeline_view(app, sid):
         if ld is None:
             return None
         tl = debugger.timeline(ld)
-        n = len(tl.steps) if tl is not None else 0
-        viewing = ld.view_step if ld.view_step is not None and ld.view_step < n else None
+        idx = tl.indices
+        n = len(idx)
         step = debugger.viewed_step(ld)
-        last = tl[n - 1] if n else None
-        if viewing is not None:
+        viewing = step.index if step is not None else None
+        last = tl.last
+        if step is not None:
             info = "Showing %s — as it was (the live net is newer)." % debug_views.step_text(step, ld.graph)
         elif last is not None:
             info = "Live net (latest: %s)." % debug_views.step_text(last, ld.graph)
@@ -33,10 +34,11 @@ def timeline_view(app, sid):
         marks = {}
         if n:
             every = max(1, n // 8)
-            marks = {i: str(i) for i in range(0, n, every)}
-            marks[n - 1] = str(n - 1)
+            marks = {i: str(i) for i in idx[::every]}
+            marks[idx[-1]] = str(idx[-1])
         return {
-            "n": n, "value": viewing if viewing is not None else max(n - 1, 0), "marks": marks, "info": info,
+            "n": n, "min": idx[0] if idx else 0, "max": idx[-1] if idx else 0,
+            "value": viewing if viewing is not None else (idx[-1] if idx else 0), "marks": marks, "info": info,
             "memory": debug_views.timeline_memory(tl),
             "rows": debug_views.timeline_rows(tl, ld.graph, viewing), "options": opts,
             "a": (opts[-2]["value"] if len(opts) > 1 else (opts[0]["value"] if opts else None)),
@@ -49,10 +51,12 @@ def scrub(app, sid, value, live=False):
     Returns the new run version (PreventUpdate when nothing changes)."""
     with app.store.use(sid) as s:
         ld = s.loaded
-        if ld is None or ld.timeline is None:
+        if ld is None or ld.timeline is None or not len(ld.timeline):
             raise PreventUpdate
-        n = len(ld.timeline.steps)
-        want = None if live or value is None or int(value) >= n - 1 else max(int(value), 0)
+        last = ld.timeline.last.index
+        want = None if live or value is None or int(value) >= last else int(value)
+        if want is not None and ld.timeline.get(want) is None:
+            want = ld.timeline.indices[0] if want < ld.timeline.indices[0] else None
         if want == ld.view_step:
             raise PreventUpdate
         ld.view_step = want
@@ -69,11 +73,8 @@ def pin(app, sid, selection):
         if not selection or selection.get("kind") != "blob":
             return "select a blob in the graph first (a blob node or an edge's label)", no_update
         tl = debugger.timeline(ld)
-        if tl is None:
-            return "the timeline is not available", no_update
         name = selection["name"]
-        pins = getattr(tl, "pins", set())
-        if (name, "data") in pins:
+        if (name, "data") in tl.pins:
             tl.unpin(name, "data")
             tl.unpin(name, "diff")
             return "unpinned %s" % name, debug_views.timeline_memory(tl)
@@ -89,6 +90,8 @@ def diff(app, sid, a, b):
         tl = debugger.timeline(ld) if ld is not None else None
         if tl is None or a is None or b is None:
             return "choose two steps"
+        if tl.get(int(a)) is None or tl.get(int(b)) is None:
+            return "step %s or %s is no longer kept (steps %s)" % (a, b, tl.span_text())
         deltas = tl.diff(int(a), int(b))
         rows = debug_views.diff_rows(deltas)
     if not rows:
@@ -98,7 +101,8 @@ def diff(app, sid, a, b):
 
 def register(dash_app, app):
     @dash_app.callback(
-        Output(ids.TIMELINE_SLIDER, "max"), Output(ids.TIMELINE_SLIDER, "value"), Output(ids.TIMELINE_SLIDER, "marks"),
+        Output(ids.TIMELINE_SLIDER, "min"), Output(ids.TIMELINE_SLIDER, "max"), Output(ids.TIMELINE_SLIDER, "value"),
+        Output(ids.TIMELINE_SLIDER, "marks"),
         Output(ids.TIMELINE_SLIDER, "disabled"), Output(ids.TIMELINE_INFO, "children"),
         Output(ids.TIMELINE_MEMORY, "children"), Output(ids.TIMELINE_TABLE, "children"),
         Output(ids.TIMELINE_DIFF_A, "options"), Output(ids.TIMELINE_DIFF_A, "value"),
@@ -106,17 +110,18 @@ def register(dash_app, app):
         Output(ids.COMPARE_A, "options"), Output(ids.COMPARE_B, "options"),
         Input(ids.RUN_VERSION, "data"), Input(ids.NET_VERSION, "data"), Input(ids.TABS, "value"),
         State(ids.TIMELINE_DIFF_A, "value"), State(ids.TIMELINE_DIFF_B, "value"), State(ids.SESSION, "data"))
-    @guarded(13, "showing the timeline")
+    @guarded(14, "showing the timeline")
     def timeline_cb(_rv, _nv, tab, cur_a, cur_b, sid):
         if tab not in ("timeline", "compare"):
-            return (no_update,) * 13
+            return (no_update,) * 14
         v = timeline_view(app, sid)
         if v is None:
-            return (no_update,) * 13
+            return (no_update,) * 14
         values = {o["value"] for o in v["options"]}
-        a = cur_a if cur_a in values else v["a"]
-        b = cur_b if cur_b in values else v["b"]
-        return (max(v["n"] - 1, 0), v["value"], v["marks"], v["n"] < 2, v["info"], v["memory"],
+        a, b = cur_a, cur_b
+        if a not in values or b not in values or a == b:    # no real choice yet: the last two steps
+            a, b = v["a"], v["b"]
+        return (v["min"], v["max"], v["value"], v["marks"], v["n"] < 2, v["info"], v["memory"],
                 table(v["rows"], TABLE_COLUMNS, empty="no steps yet"), v["options"], a, v["options"], b,
                 v["options"], v["options"])
 

@@ -59,9 +59,17 @@ def _figure_points(dash_duo, id_):
         return p.data[0].x.length;""", id_) or 0
 
 
+def _only_lines_with(text, needle):
+    """The lines of ``text`` when every one holds ``needle`` (else None)."""
+    lines = text.splitlines()
+    return lines if lines and all(needle in l for l in lines) else None
+
+
 def _set_input(dash_duo, id_, value):
+    from selenium.webdriver.common.keys import Keys
     el = dash_duo.find_element("#" + id_)
-    el.clear()
+    el.send_keys(Keys.CONTROL, "a")
+    el.send_keys(Keys.BACKSPACE)
     el.send_keys(str(value))
 
 
@@ -82,9 +90,11 @@ def test_solver_run_live_curves_cancelled_midway(dash_duo, tmp_path):
     # the page stays responsive: another tab's callbacks answer while the run goes on
     _tab(dash_duo, "Findings")
     dash_duo.find_element("#" + ids.TRANSCRIPT_FILTER).send_keys("Iteration\n")
-    wait_text(dash_duo, ids.TRANSCRIPT, "Iteration 0", timeout=30)
-    lines = text_of(dash_duo, ids.TRANSCRIPT).splitlines()
-    assert lines and all("Iteration" in l for l in lines), lines[:5]
+    # the unfiltered transcript (the tab's first answer) holds "Iteration 0" too: wait for the
+    # answer to the filter, which supersedes it
+    lines = wait_for(lambda: _only_lines_with(text_of(dash_duo, ids.TRANSCRIPT), "Iteration"), timeout=30,
+                     what="the transcript filtered to 'Iteration' lines")
+    assert any(l.startswith("Iteration 0 ") or " Iteration 0 " in l for l in lines), lines[:5]
     assert any(", loss = " in l for l in lines) and any(", lr = " in l for l in lines)
     _tab(dash_duo, "Training")
     _click(dash_duo, ids.JOB_CANCEL)
@@ -167,3 +177,129 @@ def test_compare_with_a_saved_run(dash_duo, tmp_path):
     if os.environ.get("INSPECTOR_SCREENSHOTS"):
         time.sleep(1.5)
         dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "compare.png"))
+
+
+def _session(app):
+    return next(iter(app.inspector.store._sessions.values()))       # the one tab's session
+
+
+def _slider_to(dash_duo, value):
+    """Move the timeline slider to ``value`` with the keyboard, as a user would:
+    Home, then Right arrow ``value - min`` times."""
+    from selenium.webdriver.common.keys import Keys
+    thumb = dash_duo.find_element("#%s [role=slider]" % ids.TIMELINE_SLIDER)
+    thumb.click()
+    thumb.send_keys(Keys.HOME)
+    lo = int(thumb.get_attribute("aria-valuemin"))
+    for _ in range(int(value) - lo):
+        thumb.send_keys(Keys.ARROW_RIGHT)
+
+
+def test_scrub_back_shows_a_step_as_it_was(dash_duo, tmp_path):
+    from inspector import panel_models
+    app = _start(dash_duo)
+    # pin conv1 so the timeline keeps its arrays
+    click_node(dash_duo, "conv1", kind="blob", until=details_show(dash_duo, "mean |x|"))
+    _tab(dash_duo, "Timeline")
+    _click(dash_duo, ids.PIN_BLOB)
+    wait_text(dash_duo, ids.PIN_STATUS, "pinned conv1")
+    _click(dash_duo, ids.FORWARD)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(0, 8)")
+    first = np.array(_session(app).loaded.net.blobs["conv1"].data)
+    # new inputs (another seed), forward again: step 1
+    _tab(dash_duo, "Inputs")
+    _set_input(dash_duo, ids.INPUT_SEED, 7)
+    _click(dash_duo, ids.APPLY_INPUTS)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "seed 7")
+    _click(dash_duo, ids.FORWARD)
+    wait_for(lambda: "ForwardFromTo(0, 8)" in text_of(dash_duo, ids.RUN_MESSAGE), what="the second forward")
+    _tab(dash_duo, "Timeline")
+    wait_text(dash_duo, ids.TIMELINE_INFO, "Live net (latest: step 1")
+    tl = _session(app).loaded.timeline
+    step0 = tl.blob_stats(0, "conv1", "data")
+    live_mean = panel_models._fmt(float(np.abs(_session(app).loaded.net.blobs["conv1"].data).mean()))
+    assert panel_models._fmt(step0.asum_mean) != live_mean
+    # scrub back to step 0: the info line, the blob panel and the graph's records are step 0's
+    _slider_to(dash_duo, 0)
+    wait_text(dash_duo, ids.TIMELINE_INFO, "Showing step 0")
+    assert _session(app).loaded.view_step == 0
+    _tab(dash_duo, "Details")
+    wait_text(dash_duo, ids.DETAILS, "as recorded at step 0")
+    assert panel_models._fmt(step0.asum_mean) in text_of(dash_duo, ids.DETAILS)
+    from inspector import presenter
+    with app.inspector.store.use(_session(app).id) as s:
+        m = presenter.metrics(s.loaded)        # what the graph colours by: step 0's records
+        assert m[1].data == pytest.approx(step0.asum_mean)
+    # the pinned array of step 0 downloads as it was
+    _click(dash_duo, ids.NPY_BUTTON)
+    path = Path(dash_duo.download_path) / "conv1_data_step0.npy"
+    wait_for(lambda: path.is_file() and path.stat().st_size > 0, timeout=30, what="the step-0 .npy download")
+    time.sleep(0.3)
+    assert np.array_equal(np.load(path), first)
+    if os.environ.get("INSPECTOR_SCREENSHOTS"):
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "timeline_scrubbed.png"))
+    # the diff of the two steps names conv1, then back to the live net
+    _tab(dash_duo, "Timeline")
+    _click(dash_duo, ids.TIMELINE_DIFF_BUTTON)
+    wait_text(dash_duo, ids.TIMELINE_DIFF, "conv1")
+    assert "array (pinned)" in text_of(dash_duo, ids.TIMELINE_DIFF)
+    _click(dash_duo, ids.TIMELINE_LIVE)
+    wait_text(dash_duo, ids.TIMELINE_INFO, "Live net")
+    assert _session(app).loaded.view_step is None
+
+
+OVERFLOW = """name: "Overflow"
+layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 4 dim: 25 } } }
+layer { name: "scale" type: "Power" bottom: "data" top: "x" power_param { scale: 3 } }
+layer { name: "exp1" type: "Exp" bottom: "x" top: "e1" }
+layer { name: "exp2" type: "Exp" bottom: "e1" top: "e2" }
+layer { name: "half" type: "Power" bottom: "e2" top: "out" power_param { scale: 0.5 } }
+"""
+
+
+def test_breakpoint_hit_on_a_net_built_to_overflow(dash_duo, tmp_path):
+    net = tmp_path / "overflow.prototxt"
+    net.write_text(OVERFLOW)
+    app = _start(dash_duo, model=str(net), phase="TEST")
+    _tab(dash_duo, "Timeline")
+    _set_input(dash_duo, ids.BREAK_TEXT, "nonfinite")
+    _click(dash_duo, ids.BREAK_ADD)
+    wait_text(dash_duo, ids.BREAK_STATUS, "added #1: nonfinite")
+    _set_input(dash_duo, ids.BREAK_TEXT, "conv1.max_abs > 1")       # a blob this net lacks: refused, says why
+    _click(dash_duo, ids.BREAK_ADD)
+    wait_text(dash_duo, ids.BREAK_STATUS, "no blob, param or layer 'conv1'")
+    _click(dash_duo, ids.FORWARD)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "stopped after exp2")
+    msg = text_of(dash_duo, ids.RUN_MESSAGE)
+    assert "break: exp2: nonfinite" in msg and "e2 data" in msg
+    wait_text(dash_duo, ids.BREAK_HIT, "break: exp2: nonfinite")
+    wait_for(lambda: "| 1" in text_of(dash_duo, ids.BREAK_TABLE) or "\t1" in text_of(dash_duo, ids.BREAK_TABLE)
+             or text_of(dash_duo, ids.BREAK_TABLE).rstrip().endswith("1"), what="hit count 1")
+    s = _session(app)
+    assert s.breakpoints.items[0].hit_count == 1
+    ran = [l.layer for l in s.loaded.recorder.steps[-1].layers]
+    assert ran == ["in", "scale", "exp1", "exp2"]                     # 'half' did not run
+    assert s.loaded.timeline.last.hits[0].message == "break: exp2: nonfinite"
+    # the alert names the source, with its inputs and the cause
+    wait_text(dash_duo, ids.NAN_TEXT, "First NaN/Inf at layer exp2")
+    _tab(dash_duo, "Findings")
+    wait_text(dash_duo, ids.HEALTH_TABLE, "Exp overflowed float32")
+    if os.environ.get("INSPECTOR_SCREENSHOTS"):
+        _tab(dash_duo, "Timeline")
+        time.sleep(1.0)
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "breakpoint_hit.png"))
+    # a watchpoint fires earlier; disabled, the range runs through
+    _tab(dash_duo, "Timeline")
+    _set_input(dash_duo, ids.BREAK_TEXT, "x.max_abs > 1")
+    _click(dash_duo, ids.BREAK_ADD)
+    wait_text(dash_duo, ids.BREAK_STATUS, "added #2")
+    _click(dash_duo, ids.FORWARD)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "stopped after scale")
+    assert [b.hit_count for b in s.breakpoints.items] == [1, 1]
+    for bp_id in (1, 2):
+        dash_duo.select_dcc_dropdown("#" + ids.BREAK_SELECT, index=bp_id - 1)
+        _click(dash_duo, ids.BREAK_TOGGLE)
+        wait_text(dash_duo, ids.BREAK_STATUS, "#%d disabled" % bp_id)
+    _click(dash_duo, ids.FORWARD)
+    wait_for(lambda: "stopped" not in text_of(dash_duo, ids.RUN_MESSAGE)
+             and "ForwardFromTo(0, 4)" in text_of(dash_duo, ids.RUN_MESSAGE), what="the full range")

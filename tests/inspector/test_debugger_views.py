@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 import pytest
-from inspector_testlib import LENET, build_loaded
+from inspector_testlib import LENET, build_loaded, data_url
 
 from inspector import debug_figures, debug_views, jobs, runner, training
 from inspector.callbacks import compare as compare_cb
@@ -263,3 +263,80 @@ def test_thread_job_manager_runs_cancels_and_keeps_results(tmp_path):
     m.wait_all(5)
     assert m.result_ready("k2") and m.get_result("k2", jid2) == 42
     assert not m.job_running("not-a-job") and m.terminate_unhealthy_job(jid2) is False
+
+
+# ------------------------------------------------------------------ timeline and breakpoints through the runner
+def test_actions_become_timeline_steps_with_their_hits():
+    from inspector import debugger
+    s = Session(id="b1" * 16)
+    s.loaded = build_loaded(LENET)
+    runner.apply_inputs(s)
+    runner.forward_range(s, "digits", "pool1")
+    runner.forward_backward(s)
+    debugger.breakpoints(s).add("layer=ip1", net=s.loaded.net)
+    msg = runner.forward_backward(s)
+    assert "stopped in forward after ip1" in msg and "break: ip1: layer=ip1" in msg
+    tl = s.loaded.timeline
+    assert [(st.index, st.action) for st in tl] == [(0, "forward"), (1, "forward_backward"), (2, "forward_backward")]
+    assert tl[1].kinds == ("forward", "backward") and tl[2].kinds == ("forward",)
+    assert [h.message for h in tl[2].hits] == ["break: ip1: layer=ip1"] and "stopped: break: ip1" in tl[2].label
+    assert s.last_hit is tl[2].hits[0]
+    rows = debug_views.timeline_rows(tl, s.loaded.graph)
+    assert [r["step"] for r in rows] == [2, 1, 0] and rows[-1]["layers"] == "digits → pool1"
+    assert "3 steps (0..2)" in debug_views.timeline_memory(tl)
+    opts = debug_views.step_options(tl)
+    assert [o["value"] for o in opts] == [0, 1, 2]
+
+
+def test_solver_iteration_stopped_by_a_breakpoint_before_the_update(trained_store):
+    from inspector import debugger
+    store, sid = trained_store
+    with store.use(sid) as s:
+        debugger.breakpoints(s).add("ip1.diff.mean_abs > 0", net=s.loaded.net)
+        before = np.array(s.loaded.net.params["ip1"][0].data)
+    out = training.run_solver(store, sid, 5)
+    assert out.stopped == "breakpoint" and out.done == 1
+    with store.use(sid) as s:
+        assert "stopped in backward after ip2, before the update" in s.message
+        assert int(s.loaded.solver.iter) == 0                                  # the update did not happen
+        assert np.array_equal(s.loaded.net.params["ip1"][0].data, before)
+        assert s.loaded.timeline.last.hits[0].layer == "ip2"
+        # a loss condition is checked after each iteration instead
+        bps = debugger.breakpoints(s)
+        bps.enable(1, False)
+        bps.add("loss < 100")
+    out = training.run_solver(store, sid, 5)
+    assert out.stopped == "breakpoint" and out.done == 1
+    with store.use(sid) as s:
+        assert int(s.loaded.solver.iter) == 1 and s.last_hit.condition == "loss < 100"
+
+
+def test_report_export_names_the_upload_not_its_folder(app_ctx, tmp_path):
+    from inspector import loading
+    from inspector.callbacks import export
+    sid = "b2" * 16
+    with app_ctx.store.use(sid) as s:
+        path = loading.save_upload(s, "model", "mynet.prototxt", data_url(open(LENET).read()), 1 << 20)
+        s.loaded = loading.build(ModelSpec(model=path, uploaded=True, label="mynet.prototxt"))
+        runner.apply_inputs(s)
+        runner.forward_backward(s)
+        folder = s.upload_dir
+    for fmt in ("html", "markdown", "json"):
+        data = export.report(app_ctx, sid, fmt)
+        assert folder not in data["content"] and "mynet.prototxt" in data["content"]
+    assert "Timeline" in export.report(app_ctx, sid, "html")["content"]
+
+
+def test_nan_alert_names_every_source(tmp_path):
+    net = tmp_path / "two.prototxt"
+    net.write_text('name: "Two"\nlayer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 4 } } }\n'
+                   'layer { name: "log" type: "Log" bottom: "x" top: "a" }\n'
+                   'layer { name: "pow" type: "Power" bottom: "x" top: "b" power_param { power: 0.5 } }\n')
+    s = Session(id="b3" * 16)
+    s.loaded = build_loaded(net, phase="TEST")
+    s.loaded.net.blobs["x"].data[...] = -1.0
+    runner.forward_range(s, 0, 3)                      # in, the split of x, log, pow
+    srcs = debug_views.nonfinite_sources(s.loaded.recorder.steps, s.loaded.net)
+    assert [x.layer for x in srcs] == ["log", "pow"]
+    text = debug_views.sources_text(srcs)
+    assert "2 sources of NaN/Inf: log (forward), pow (forward)" in text

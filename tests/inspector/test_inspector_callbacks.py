@@ -33,6 +33,17 @@ def test_initial_load_and_examples(app_ctx, sid):
     assert s.loaded.graph.phase_name == "TEST"
 
 
+def test_phase_change_on_an_expired_session_loads_nothing(app_ctx):
+    """An evicted tab's session is empty: its Phase/Level/Stages controls (or the
+    renderer echoing them after a load) must not put the default net there in place of
+    the tab's own, silently (the load test saw steps run on LeNet in a ResNet tab, and
+    a refused upload's answer replaced by LeNet's)."""
+    sid = new_session_id()
+    for trigger in (ids.PHASE, ids.LEVEL, ids.STAGES):
+        v, err, s, _ = load.handle_load(app_ctx, sid, trigger, phase="TRAIN", level=0, stages=[])
+        assert s.loaded is None and v == 0 and err is None
+
+
 def test_open_path_under_root_and_refuse_escape(app_ctx, sid):
     v, err, s, _ = load.handle_load(app_ctx, sid, ids.MODEL_PATH_OPEN,
                                     path="examples/resnet_tiny/resnet_tiny.prototxt")

@@ -44,6 +44,8 @@ def test_no_errors_and_every_tab_sees_only_its_own_net(load_run):
         assert ev.get("loaded " + key, 0) >= 1 and ev.get("stepped " + key, 0) >= 1, (key, ev)
     assert ev.get("steps", 0) >= 40 and ev.get("selects", 0) >= 5 and ev.get("graphs-checked", 0) >= 20, ev
     assert ev.get("python refused", 0) >= 1, ev
+    # long actions: background callbacks in the server's threads, results through the disk cache
+    assert ev.get("long actions", 0) >= 1 and "job" in st.latencies, ev
     assert {"load", "run", "graph", "details", "ranges", "select"} <= set(st.latencies)
     # a layer that raises is shown in the run message and the session goes on; the only one this
     # scenario can meet is stepping back over a layer whose forward has not run yet (engine
