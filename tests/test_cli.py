@@ -228,8 +228,8 @@ def test_train_and_test(tmp_path):
     code, out, err = run("train", "--solver", sp)
     assert code == EXIT_OK
     assert "] Use CPU." in err and "] Starting Optimization" in err and "] Optimization Done." in err
-    assert "Iteration 1 (" in err and "Snapshotting to binary proto file %s" % (tmp_path / "lenet_iter_2.caffemodel") in err
     weights = tmp_path / "lenet_iter_2.caffemodel"
+    assert "Iteration 1 (" in err and "Snapshotting to binary proto file %s" % weights in err
     code, out, err = run("test", "--model", LENET, "--weights", weights, "--iterations", "2")
     assert code == EXIT_OK and "] Running for 2 iterations." in err and "] Loss: " in err
     assert "] Batch 1, loss = " in err

@@ -286,7 +286,8 @@ def test_without_sentinel_the_first_nonfinite_is_remembered(tmp_path):
 SQRT_NET = """
 name: "SqrtGrad"
 force_backward: true
-layer { name: "in" type: "Input" top: "data" top: "target" input_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 3 } } }
+layer { name: "in" type: "Input" top: "data" top: "target"
+        input_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 3 } } }
 layer { name: "sqrt" type: "Power" bottom: "data" top: "root" power_param { power: 0.5 } }
 layer { name: "loss" type: "EuclideanLoss" bottom: "root" bottom: "target" }
 """

@@ -727,7 +727,7 @@ def test_fuzz_hdf5_weights(quiet_engine):
         pytest.skip("no bundled nets")
     camp = Campaign("hdf5")
     raws = []
-    for k, (rel, net, _) in enumerate(MODELS):
+    for k, (_rel, net, _) in enumerate(MODELS):
         path = tmp / ("seed%d.h5" % k)
         net.save_hdf5(str(path))
         raws.append(path.read_bytes())

@@ -206,7 +206,7 @@ def test_v1_layer_type_names():
     assert up.upgrade_v1_layer_type(V1.TANH) == "TanH"
     assert up.upgrade_v1_layer_type(V1.SIGMOID_CROSS_ENTROPY_LOSS) == "SigmoidCrossEntropyLoss"
     # every V1 enum value has a name (Caffe's TestUpgradeV1LayerType loops over them)
-    for name, value in V1.LayerType.items():
+    for value in V1.LayerType.values():
         assert isinstance(up.upgrade_v1_layer_type(value), str)
     with pytest.raises(NetError, match="Unknown V1LayerParameter layer type: 99"):
         up.upgrade_v1_layer_type(99)

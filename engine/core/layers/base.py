@@ -206,9 +206,8 @@ class Layer:
 
     def backward(self, top: BlobVec, propagate_down: Sequence[bool], bottom: BlobVec) -> None:
         """Default: no gradient (Caffe's layers without Backward_cpu)."""
-        for i, pd in enumerate(propagate_down):
-            if pd:
-                raise self.error("%s Layer cannot backpropagate to its inputs" % self.type)
+        if any(propagate_down):
+            raise self.error("%s Layer cannot backpropagate to its inputs" % self.type)
 
     # ---------------------------------------------------------------- Forward/Backward
     def Forward(self, bottom: BlobVec, top: BlobVec) -> float:

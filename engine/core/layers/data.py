@@ -225,7 +225,7 @@ class Prefetcher:
             except queue.Empty:
                 if not self.thread.is_alive() and self.full.empty():
                     raise LayerError("prefetch thread '%s' stopped (the layer was closed?)"
-                                     % self.thread.name)
+                                     % self.thread.name) from None
         if isinstance(item, _Failure):
             self.full.put(item)   # every later Forward fails the same way
             raise item.error
