@@ -25,6 +25,24 @@ from engine.proto import caffe_pb2
 # --------------------------------------------------------------------------- helpers
 
 
+def _weight_and_bias(layer, weight_shape, p):
+    """InnerProduct's and Embed's params: the weight (``p.weight_filler``) and, with
+    ``layer.bias_term``, a bias of ``layer.N`` (``p.bias_filler``), unless the layer
+    came with blobs; every param blob propagates down."""
+    if layer.blobs:
+        layer_log.info("Skipping parameter initialization")
+    else:
+        w = layer.new_blob(weight_shape)
+        fill(w, p.weight_filler)
+        layer.blobs.append(w)
+        if layer.bias_term:
+            b = layer.new_blob((layer.N,))
+            fill(b, p.bias_filler)
+            layer.blobs.append(b)
+    for i in range(len(layer.blobs)):
+        layer.set_param_propagate_down(i, True)
+
+
 def scatter_add(xp, target, indices, values):
     """target[indices[i]] += values[i], in index order, for NumPy or CuPy."""
     if xp is np:
@@ -80,19 +98,7 @@ class InnerProductLayer(Layer):
         self.transpose = bool(p.transpose)
         axis = bottom[0].canonical_axis(p.axis)
         self.K = bottom[0].count_range(axis)
-        if self.blobs:
-            layer_log.info("Skipping parameter initialization")
-        else:
-            wshape = (self.K, self.N) if self.transpose else (self.N, self.K)
-            w = self.new_blob(wshape)
-            fill(w, p.weight_filler)
-            self.blobs.append(w)
-            if self.bias_term:
-                b = self.new_blob((self.N,))
-                fill(b, p.bias_filler)
-                self.blobs.append(b)
-        for i in range(len(self.blobs)):
-            self.set_param_propagate_down(i, True)
+        _weight_and_bias(self, (self.K, self.N) if self.transpose else (self.N, self.K), p)
 
     def reshape(self, bottom, top):
         p = self.layer_param.inner_product_param
@@ -150,6 +156,28 @@ class InnerProductLayer(Layer):
 
 
 # --------------------------------------------------------------------------- Concat
+def _check_axis_or_dim(layer, kind):
+    """Concat's and Slice's LayerSetUp: ``axis`` or the deprecated ``<kind>_dim``, not both."""
+    p = getattr(layer.layer_param, kind + "_param")
+    if p.HasField("axis") and p.HasField(kind + "_dim"):
+        raise layer.error(_check_failed(
+            "!({0}_param.has_axis() && {0}_param.has_{0}_dim())".format(kind),
+            message="Either axis or %s_dim should be specified; not both." % kind))
+
+
+def _axis_or_dim(layer, kind, blob):
+    """Concat's and Slice's axis: the deprecated ``<kind>_dim`` as given (checked against
+    the axis count, not canonicalised), else ``axis`` canonicalised against ``blob``."""
+    p = getattr(layer.layer_param, kind + "_param")
+    if not p.HasField(kind + "_dim"):
+        return blob.canonical_axis(p.axis)
+    axis = int(getattr(p, kind + "_dim"))
+    if axis >= blob.num_axes:
+        raise layer.error(_check_failed("%s_axis_ < num_axes" % kind, axis, blob.num_axes,
+                                        "%s_dim out of range." % kind))
+    return axis
+
+
 @register_layer
 class ConcatLayer(Layer):
     type = "Concat"
@@ -161,23 +189,11 @@ class ConcatLayer(Layer):
     exact_num_top = 1
 
     def layer_setup(self, bottom, top):
-        p = self.layer_param.concat_param
-        if p.HasField("axis") and p.HasField("concat_dim"):
-            raise self.error(_check_failed(
-                "!(concat_param.has_axis() && concat_param.has_concat_dim())",
-                message="Either axis or concat_dim should be specified; not both."))
+        _check_axis_or_dim(self, "concat")
 
     def reshape(self, bottom, top):
-        p = self.layer_param.concat_param
         num_axes = bottom[0].num_axes
-        if p.HasField("concat_dim"):
-            axis = int(p.concat_dim)
-            if axis >= num_axes:
-                raise self.error(_check_failed("concat_axis_ < num_axes", axis, num_axes,
-                                               "concat_dim out of range."))
-        else:
-            axis = bottom[0].canonical_axis(p.axis)
-        self.axis = axis
+        self.axis = axis = _axis_or_dim(self, "concat", bottom[0])
         top_shape = list(bottom[0].shape)
         self.num_concats = bottom[0].count_range(0, axis)
         self.inner = bottom[0].count_range(axis + 1)
@@ -238,24 +254,11 @@ class SliceLayer(Layer):
     min_top = 1
 
     def layer_setup(self, bottom, top):
-        p = self.layer_param.slice_param
-        if p.HasField("axis") and p.HasField("slice_dim"):
-            raise self.error(_check_failed(
-                "!(slice_param.has_axis() && slice_param.has_slice_dim())",
-                message="Either axis or slice_dim should be specified; not both."))
-        self.slice_points = [int(s) for s in p.slice_point]
+        _check_axis_or_dim(self, "slice")
+        self.slice_points = [int(s) for s in self.layer_param.slice_param.slice_point]
 
     def reshape(self, bottom, top):
-        p = self.layer_param.slice_param
-        num_axes = bottom[0].num_axes
-        if p.HasField("slice_dim"):
-            axis = int(p.slice_dim)
-            if axis >= num_axes:
-                raise self.error(_check_failed("slice_axis_ < num_axes", axis, num_axes,
-                                               "slice_dim out of range."))
-        else:
-            axis = bottom[0].canonical_axis(p.axis)
-        self.axis = axis
+        self.axis = axis = _axis_or_dim(self, "slice", bottom[0])
         top_shape = list(bottom[0].shape)
         n_axis = bottom[0].shape[axis]
         self.num_slices = bottom[0].count_range(0, axis)
@@ -743,18 +746,7 @@ class EmbedLayer(Layer):
             raise self.error(_check_failed("K_ > 0", self.K, 0,
                                            "EmbedLayer input_dim must be positive."))
         self.bias_term = bool(p.bias_term)
-        if self.blobs:
-            layer_log.info("Skipping parameter initialization")
-        else:
-            w = self.new_blob((self.K, self.N))
-            fill(w, p.weight_filler)
-            self.blobs.append(w)
-            if self.bias_term:
-                b = self.new_blob((self.N,))
-                fill(b, p.bias_filler)
-                self.blobs.append(b)
-        for i in range(len(self.blobs)):
-            self.set_param_propagate_down(i, True)
+        _weight_and_bias(self, (self.K, self.N), p)
 
     def reshape(self, bottom, top):
         self.M = bottom[0].count
