@@ -81,6 +81,11 @@ def elementwise_flops(layer, bottoms, tops):
     return 0, top_count(tops), True, "out"
 
 
+def per_input_flops(layer, bottoms, tops):
+    """One operation per input element (Accuracy, ArgMax: a comparison each)."""
+    return 0, bottom_count(bottoms), True, "in"
+
+
 def check_eq(layer, a, b, expr, message=""):
     """CHECK_EQ(a, b) inside a layer: raises the layer's error with glog's text."""
     if a != b:

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.core.blob import Blob
 from engine.core.kernels.blas import gemm_acc
-from engine.core.layers.base import Layer, bottom_count, no_flops, top_count, workspace
+from engine.core.layers.base import Layer, bottom_count, no_flops, per_input_flops, top_count, workspace
 from engine.core.layers.base import fill_param as fill
 from engine.core.layers.registry import register_layer
 from engine.core.log import check_failed as _check_failed
@@ -165,6 +165,27 @@ def _check_axis_or_dim(layer, kind):
             message="Either axis or %s_dim should be specified; not both." % kind))
 
 
+def _parts_into_whole(parts, whole, outer, inner):
+    """Concat's Forward, Slice's Backward: each ``(k, array)`` part, in order, into its ``k``
+    rows of ``whole`` seen as outer x (Σ k) x inner."""
+    whole = whole.reshape(outer, -1, inner)
+    off = 0
+    for k, a in parts:
+        whole[:, off:off + k, :] = a.reshape(outer, k, inner)
+        off += k
+
+
+def _whole_into_parts(whole, parts, outer, inner):
+    """Concat's Backward, Slice's Forward: the rows of ``whole`` (outer x (Σ k) x inner), in
+    order, into each ``(k, array)`` part; a part of None is passed over."""
+    whole = whole.reshape(outer, -1, inner)
+    off = 0
+    for k, a in parts:
+        if a is not None:
+            a.reshape(outer, k, inner)[...] = whole[:, off:off + k, :]
+        off += k
+
+
 def _axis_or_dim(layer, kind, blob):
     """Concat's and Slice's axis: the deprecated ``<kind>_dim`` as given (checked against
     the axis count, not canonicalised), else ``axis`` canonicalised against ``blob``."""
@@ -223,23 +244,14 @@ class ConcatLayer(Layer):
     def forward(self, bottom, top):
         if len(bottom) == 1 or top[0].count == 0:
             return
-        t = top[0].mut_data().reshape(self.num_concats, -1, self.inner)
-        off = 0
-        for b in bottom:
-            k = b.shape[self.axis]
-            t[:, off:off + k, :] = b.get_data().reshape(self.num_concats, k, self.inner)
-            off += k
+        _parts_into_whole([(b.shape[self.axis], b.get_data()) for b in bottom], top[0].mut_data(),
+                          self.num_concats, self.inner)
 
     def backward(self, top, propagate_down, bottom):
         if len(bottom) == 1 or top[0].count == 0:
             return
-        td = top[0].get_diff().reshape(self.num_concats, -1, self.inner)
-        off = 0
-        for i, b in enumerate(bottom):
-            k = b.shape[self.axis]
-            if propagate_down[i]:
-                b.mut_diff().reshape(self.num_concats, k, self.inner)[...] = td[:, off:off + k, :]
-            off += k
+        parts = [(b.shape[self.axis], b.mut_diff() if pd else None) for b, pd in zip(bottom, propagate_down)]
+        _whole_into_parts(top[0].get_diff(), parts, self.num_concats, self.inner)
 
 
 # --------------------------------------------------------------------------- Slice
@@ -299,20 +311,14 @@ class SliceLayer(Layer):
     def forward(self, bottom, top):
         if len(top) == 1 or bottom[0].count == 0:
             return
-        x = bottom[0].get_data().reshape(self.num_slices, -1, self.inner)
-        off = 0
-        for t, k in zip(top, self.sizes):
-            t.mut_data().reshape(self.num_slices, k, self.inner)[...] = x[:, off:off + k, :]
-            off += k
+        _whole_into_parts(bottom[0].get_data(), [(k, t.mut_data()) for t, k in zip(top, self.sizes)],
+                          self.num_slices, self.inner)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0] or len(top) == 1 or bottom[0].count == 0:
             return
-        bd = bottom[0].mut_diff().reshape(self.num_slices, -1, self.inner)
-        off = 0
-        for t, k in zip(top, self.sizes):
-            bd[:, off:off + k, :] = t.get_diff().reshape(self.num_slices, k, self.inner)
-            off += k
+        _parts_into_whole([(k, t.get_diff()) for t, k in zip(top, self.sizes)], bottom[0].mut_diff(),
+                          self.num_slices, self.inner)
 
 
 # --------------------------------------------------------------------------- Split
@@ -906,8 +912,7 @@ class ArgMaxLayer(Layer):
     category = "output"
     summary = "Index (and value) of the top-k maxima."
     param_fields = ("argmax_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms), True, "in"
+    flops = per_input_flops
     exact_num_bottom = 1
     exact_num_top = 1
 

@@ -8,7 +8,7 @@ loss weight Caffe stores in the top's diff) over the layer's normalizer.
 import numpy as np
 
 from engine.core.blob import Blob
-from engine.core.layers.base import Layer, LossLayer, bottom_count
+from engine.core.layers.base import Layer, LossLayer, bottom_count, per_input_flops
 from engine.core.layers.base import check_eq as _check_eq
 from engine.core.layers.common import softmax_forward
 from engine.core.layers.registry import register_layer
@@ -595,8 +595,7 @@ class AccuracyLayer(_ClassLossMixin, Layer):
     category = "output"
     summary = "Top-k accuracy (no gradient)."
     param_fields = ("accuracy_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms), True, "in"
+    flops = per_input_flops
     exact_num_bottom = 2
     min_top = 1
     max_top = 2
