@@ -10,19 +10,9 @@ from google.protobuf import text_format
 from engine.core.errors import NetError
 from engine.core.filter import DroppedLayer, filter_net, rule_text, state_meets_rule
 from engine.proto import caffe_pb2
+from tests.proto_helpers import parse, same
 
 NetParameter = caffe_pb2.NetParameter
-
-
-def parse(text, cls=NetParameter):
-    msg = cls()
-    text_format.Parse(text, msg)
-    return msg
-
-
-def same(a, b):
-    assert text_format.MessageToString(a) == text_format.MessageToString(b)
-    assert a == b
 
 
 def net_messages(caplog):

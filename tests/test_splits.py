@@ -1,23 +1,12 @@
 """engine.core.splits against Caffe's SplitLayerInsertionTest cases and small nets of our own."""
 import pytest
-from google.protobuf import text_format
 
 from engine.core.errors import NetError
 from engine.core.splits import InsertedSplit, SplitConsumer, insert_splits, split_blob_name, split_layer_name
 from engine.proto import caffe_pb2
+from tests.proto_helpers import parse, same
 
 NetParameter = caffe_pb2.NetParameter
-
-
-def parse(text, cls=NetParameter):
-    msg = cls()
-    text_format.Parse(text, msg)
-    return msg
-
-
-def same(a, b):
-    assert text_format.MessageToString(a) == text_format.MessageToString(b)
-    assert a == b
 
 
 # ---------------------------------------------------------------------------

@@ -3,31 +3,19 @@ import logging
 import os
 
 import pytest
-from google.protobuf import text_format
 
 from engine.core import upgrade as up
 from engine.core.errors import NetError, ParseError, SolverError
 from engine.proto import caffe_pb2
+from tests.proto_helpers import parse, same
 
 NetParameter = caffe_pb2.NetParameter
 SolverParameter = caffe_pb2.SolverParameter
 
 
-def parse(text, cls=NetParameter):
-    msg = cls()
-    text_format.Parse(text, msg)
-    return msg
-
-
 def load(shared_dir, name, cls=NetParameter):
     path = shared_dir / "caffe_tests" / name
     return parse(path.read_text(), cls)
-
-
-def same(a, b):
-    """Compare as Caffe's tests do (DebugString), with a readable diff on failure."""
-    assert text_format.MessageToString(a) == text_format.MessageToString(b)
-    assert a == b
 
 
 def messages(caplog, name="engine.core.upgrade"):

@@ -328,13 +328,16 @@ class RecurrentLayer(Layer):
         x_slice.bottom.append(weight + "_x")
         return cont_slice, x_slice
 
-    def _add_step_input(self, net_param, templates, tm1s, ts, w_h, w_x, transform_name, sum_name,
+    def _add_step_input(self, net_param, step, tm1s, ts, w_h, w_x, transform_name, sum_name,
                         sum_top):
-        """The start of timestep t: h_conted_{t-1} := cont_t * h_{t-1} (the hidden state,
-        reset where a sequence starts); ``w_h``_h_{t-1} := ``w_h`` * h_conted_{t-1} (layer
-        ``transform_name``); ``sum_top`` := ``w_h``_h_{t-1} + ``w_x``_x_t [+ ``w_x``_x_static]
-        (layer ``sum_name``). ``templates``: the Scale, hidden InnerProduct and Eltwise SUM."""
-        scale_p, hidden, sum_p = templates
+        """The start of timestep t: its tops of the cont and ``w_x``_x slices; h_conted_{t-1}
+        := cont_t * h_{t-1} (the hidden state, reset where a sequence starts); ``w_h``_h_{t-1}
+        := ``w_h`` * h_conted_{t-1} (layer ``transform_name``); ``sum_top`` := ``w_h``_h_{t-1}
+        + ``w_x``_x_t [+ ``w_x``_x_static] (layer ``sum_name``). ``step``: the two slice
+        layers and the Scale, hidden InnerProduct and Eltwise SUM templates."""
+        cont_slice, x_slice, scale_p, hidden, sum_p = step
+        cont_slice.top.append("cont_" + ts)
+        x_slice.top.append(w_x + "_x_" + ts)
         ch = _layer(net_param, template=scale_p, name="h_conted_" + tm1s)
         ch.bottom.extend(["h_" + tm1s, "cont_" + ts])
         ch.top.append("h_conted_" + tm1s)
@@ -430,14 +433,11 @@ class RNNLayer(RecurrentLayer):
         cont_slice, x_slice = self._add_input_transform(net_param, hidden, biased, slice_p, "W_xh", "b_h")
 
         concat = _time_concat("o_concat", "o")
-
+        step = (cont_slice, x_slice, scale_p, hidden, sum_p)
         for t in range(1, self.T + 1):
             tm1s, ts = str(t - 1), str(t)
-            cont_slice.top.append("cont_" + ts)
-            x_slice.top.append("W_xh_x_" + ts)
-
             # h_neuron_input_t := W_hh * h_conted_{t-1} + W_xh_x_t [+ W_xh_x_static]
-            self._add_step_input(net_param, (scale_p, hidden, sum_p), tm1s, ts, "W_hh", "W_xh",
+            self._add_step_input(net_param, step, tm1s, ts, "W_hh", "W_xh",
                                  "W_hh_h_" + tm1s, "h_input_sum_" + ts, "h_neuron_input_" + ts)
             # h_t := tanh(h_neuron_input_t)
             hn = _layer(net_param, template=tanh_p, name="h_neuron_" + ts)
@@ -498,14 +498,11 @@ class LSTMLayer(RecurrentLayer):
         cont_slice, x_slice = self._add_input_transform(net_param, hidden, biased, slice_p, "W_xc", "b_c")
 
         concat = _time_concat("h_concat", "h")
-
+        step = (cont_slice, x_slice, scale_p, hidden, sum_p)
         for t in range(1, self.T + 1):
             tm1s, ts = str(t - 1), str(t)
-            cont_slice.top.append("cont_" + ts)
-            x_slice.top.append("W_xc_x_" + ts)
-
             # gate_input_t := W_hc * h_conted_{t-1} + W_xc_x_t [+ W_xc_x_static]
-            self._add_step_input(net_param, (scale_p, hidden, sum_p), tm1s, ts, "W_hc", "W_xc",
+            self._add_step_input(net_param, step, tm1s, ts, "W_hc", "W_xc",
                                  "transform_" + ts, "gate_input_" + ts, "gate_input_" + ts)
 
             # c_t, h_t := LSTMUnit(c_{t-1}, gate_input_t, cont_t)
