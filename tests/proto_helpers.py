@@ -16,3 +16,16 @@ def same(a, b):
     """Compare as Caffe's tests do (DebugString), with a readable diff on failure."""
     assert text_format.MessageToString(a) == text_format.MessageToString(b)
     assert a == b
+
+
+def pure_and_idempotent(fn, inp, exp):
+    """``fn(inp)`` -> ``(out, records)``: ``out`` is ``exp``, ``inp`` is left as it was, and
+    ``fn(out)`` gives ``out`` again with no records. Returns ``(out, records)``."""
+    before = inp.SerializeToString()
+    out, records = fn(inp)
+    same(out, exp)
+    assert inp.SerializeToString() == before                      # pure
+    again, more = fn(out)                                         # idempotent
+    same(again, out)
+    assert more == []
+    return out, records

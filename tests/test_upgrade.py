@@ -43,20 +43,13 @@ def test_caffe_padding_layer_upgrade(shared_dir, case):
     same(up.upgrade_v0_padding_layers(out), exp)      # idempotent, as Caffe's test checks
 
 
-@pytest.mark.parametrize("case", V0_CASES)
-def test_caffe_v0_to_v1_upgrade(shared_dir, case):
-    inp = load(shared_dir, "upgrade_V0toV1_%s.input.prototxt" % case)
-    exp = load(shared_dir, "upgrade_V0toV1_%s.expected.prototxt" % case)
-    out, ok = up.upgrade_v0_net(inp)
-    assert ok
-    same(out, exp)
-
-
-@pytest.mark.parametrize("case", V1_CASES)
-def test_caffe_v1_to_v2_upgrade(shared_dir, case):
-    inp = load(shared_dir, "upgrade_V1toV2_%s.input.prototxt" % case)
-    exp = load(shared_dir, "upgrade_V1toV2_%s.expected.prototxt" % case)
-    out, ok = up.upgrade_v1_net(inp)
+@pytest.mark.parametrize("step,upgrade,case", [("V0toV1", up.upgrade_v0_net, c) for c in V0_CASES]
+                         + [("V1toV2", up.upgrade_v1_net, c) for c in V1_CASES])
+def test_caffe_version_upgrade(shared_dir, step, upgrade, case):
+    """UpgradeV0Net and UpgradeV1Net on Caffe's TestSimple/TestImageNet/... nets."""
+    inp = load(shared_dir, "upgrade_%s_%s.input.prototxt" % (step, case))
+    exp = load(shared_dir, "upgrade_%s_%s.expected.prototxt" % (step, case))
+    out, ok = upgrade(inp)
     assert ok
     same(out, exp)
 
