@@ -867,19 +867,26 @@ class Net:
             end_ind = len(self._layers) - 1
             outputs = _unique(self.outputs + blobs)
         if kwargs:
-            if set(kwargs) != set(self.inputs):
-                raise NetError("Input blob arguments do not match net inputs. (given: %s; net inputs: %s)"
-                               % (", ".join(sorted(kwargs)), ", ".join(self.inputs)))
-            for name, arr in kwargs.items():
-                arr = np.asarray(arr)
-                if arr.shape[:1] != self.blobs[name].shape[:1]:
-                    raise ShapeError("Input is not batch sized (blob '%s': %s given for a batch of %s)"
-                                     % (name, _first_dim(arr.shape), _first_dim(self.blobs[name].shape)),
-                                     blob=name)
-                self.blobs[name].data[...] = arr
+            self._set_batch_arrays(kwargs, self.inputs, "data", "Input blob", "inputs", "Input")
         self._forward(start_ind, end_ind)
         allb = self.blobs
         return {out: allb[out].data for out in outputs}
+
+    def _set_batch_arrays(self, arrays: dict[str, Any], names: Sequence[str], side: str, given: str,
+                          expected: str, what: str) -> None:
+        """pycaffe's forward(**kwargs) / backward(**kwargs): ``arrays`` must name exactly the
+        blobs ``names`` (the net's ``expected``), each a full batch; they are copied into
+        the blobs' ``side`` ("data" or "diff")."""
+        if set(arrays) != set(names):
+            raise NetError("%s arguments do not match net %s. (given: %s; net %s: %s)"
+                           % (given, expected, ", ".join(sorted(arrays)), expected, ", ".join(names)))
+        for name, arr in arrays.items():
+            arr = np.asarray(arr)
+            blob = self.blobs[name]
+            if arr.shape[:1] != blob.shape[:1]:
+                raise ShapeError("%s is not batch sized (blob '%s': %s given for a batch of %s)"
+                                 % (what, name, _first_dim(arr.shape), _first_dim(blob.shape)), blob=name)
+            getattr(blob, side)[...] = arr
 
     def backward(self, diffs: Sequence[str] | None = None, start: str | None = None, end: str | None = None,
                  **kwargs: Any) -> dict[str, np.ndarray]:
@@ -896,16 +903,7 @@ class Net:
             end_ind = 0
             outputs = _unique(self.inputs + diffs)
         if kwargs:
-            if set(kwargs) != set(self.outputs):
-                raise NetError("Top diff arguments do not match net outputs. (given: %s; net outputs: %s)"
-                               % (", ".join(sorted(kwargs)), ", ".join(self.outputs)))
-            for name, arr in kwargs.items():
-                arr = np.asarray(arr)
-                if arr.shape[:1] != self.blobs[name].shape[:1]:
-                    raise ShapeError("Diff is not batch sized (blob '%s': %s given for a batch of %s)"
-                                     % (name, _first_dim(arr.shape), _first_dim(self.blobs[name].shape)),
-                                     blob=name)
-                self.blobs[name].diff[...] = arr
+            self._set_batch_arrays(kwargs, self.outputs, "diff", "Top diff", "outputs", "Diff")
         self._backward(start_ind, end_ind)
         allb = self.blobs
         return {out: allb[out].diff for out in outputs}
