@@ -456,31 +456,29 @@ class Net:
                            layer=self._layer_names[layer_id], blob=pname)
         lid = self._learnable_param_ids[owner_id]
         self._learnable_param_ids.append(lid)
-        if spec.HasField("lr_mult"):
-            if self._has_params_lr[lid]:
-                if spec.lr_mult != self._params_lr[lid]:
-                    raise NetError("Shared param '%s' has mismatched lr_mult. (layer '%s' gives %s, "
-                                   "owner layer '%s' %s)"
-                                   % (pname, self._layer_names[layer_id], num(spec.lr_mult),
-                                      self._layer_names[owner_layer_id], num(self._params_lr[lid])),
-                                   layer=self._layer_names[layer_id], blob=pname)
-            else:
-                self._has_params_lr[lid] = True
-                self._params_lr[lid] = spec.lr_mult
-        if spec.HasField("decay_mult"):
-            if self._has_params_decay[lid]:
-                if spec.decay_mult != self._params_weight_decay[lid]:
-                    raise NetError("Shared param '%s' has mismatched decay_mult. (layer '%s' gives %s, "
-                                   "owner layer '%s' %s)"
-                                   % (pname, self._layer_names[layer_id], num(spec.decay_mult),
-                                      self._layer_names[owner_layer_id], num(self._params_weight_decay[lid])),
-                                   layer=self._layer_names[layer_id], blob=pname)
-            else:
-                self._has_params_decay[lid] = True
-                self._params_weight_decay[lid] = spec.decay_mult
+        layers = (self._layer_names[layer_id], self._layer_names[owner_layer_id])
+        self._share_mult(spec, "lr_mult", self._has_params_lr, self._params_lr, lid, pname, layers)
+        self._share_mult(spec, "decay_mult", self._has_params_decay, self._params_weight_decay, lid, pname,
+                         layers)
         self.init_record.shared.append(SharedParam(
             net_param_id, self._layer_names[layer_id], param_id, pname, owner_id,
             self._layer_names[owner_layer_id], owner_param_id, "PERMISSIVE" if permissive else "STRICT"))
+
+    @staticmethod
+    def _share_mult(spec, field, has, values, lid, pname, layers):
+        """A sharing layer's ``lr_mult`` / ``decay_mult`` (``field``) of learnable param
+        ``lid``: set it when the owner left it unset, else it must agree (Caffe's CHECK).
+        ``layers``: the names of the sharing layer and the owner."""
+        if not spec.HasField(field):
+            return
+        value = getattr(spec, field)
+        if not has[lid]:
+            has[lid] = True
+            values[lid] = value
+        elif value != values[lid]:
+            raise NetError("Shared param '%s' has mismatched %s. (layer '%s' gives %s, owner layer '%s' %s)"
+                           % (pname, field, layers[0], num(value), layers[1], num(values[lid])),
+                           layer=layers[0], blob=pname)
 
     def _share_weights(self):
         for i, owner in enumerate(self._param_owners):
