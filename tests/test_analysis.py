@@ -106,9 +106,11 @@ def test_batchnorm_scale_bias_neurons_softmax(tmp_path):
     bn = 'layer { name: "bn" type: "BatchNorm" bottom: "data" top: "bn" }'
     assert _layer(tmp_path, bn, "bn", phase=engine.TRAIN).flops == 5 * n
     assert _layer(tmp_path, bn, "bn", phase=engine.TEST).flops == 2 * n
-    bn_g = 'layer { name: "bn" type: "BatchNorm" bottom: "data" top: "bn" batch_norm_param { use_global_stats: true } }'
+    bn_g = ('layer { name: "bn" type: "BatchNorm" bottom: "data" top: "bn" '
+            'batch_norm_param { use_global_stats: true } }')
     assert _layer(tmp_path, bn_g, "bn", phase=engine.TRAIN).flops == 2 * n
-    l = _layer(tmp_path, 'layer { name: "s" type: "Scale" bottom: "data" top: "s" scale_param { bias_term: true } }', "s")
+    scale = 'layer { name: "s" type: "Scale" bottom: "data" top: "s" scale_param { bias_term: true } }'
+    l = _layer(tmp_path, scale, "s")
     assert (l.macc, l.flops, l.params) == (n, 2 * n, 8)
     l = _layer(tmp_path, 'layer { name: "s" type: "Scale" bottom: "data" top: "s" }', "s")
     assert (l.macc, l.flops) == (0, n)
@@ -204,7 +206,8 @@ def test_shared_params_and_splits():
 ZOO = ["models/bvlc_googlenet/deploy.prototxt", "models/bvlc_googlenet/train_val.input.prototxt",
        "models/bvlc_reference_caffenet/deploy.prototxt", "models/bvlc_reference_rcnn_ilsvrc13/deploy.prototxt",
        "examples/cifar10/cifar10_full_sigmoid_train_test_bn.input.prototxt", "examples/mnist/lenet.prototxt",
-       "examples/siamese/mnist_siamese_train_test.input.prototxt", "examples/net_surgery/bvlc_caffenet_full_conv.prototxt"]
+       "examples/siamese/mnist_siamese_train_test.input.prototxt",
+       "examples/net_surgery/bvlc_caffenet_full_conv.prototxt"]
 
 
 @pytest.mark.shared

@@ -20,9 +20,11 @@ layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
                             weight_filler { type: "gaussian" std: 0.3 } } }
 layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv" }
 layer { name: "scale" type: "Scale" bottom: "conv" top: "conv"
-        scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 } bias_filler { type: "gaussian" std: 0.1 } } }
+        scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 }
+                      bias_filler { type: "gaussian" std: 0.1 } } }
 layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
-layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool"
+        pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 } }
 layer { name: "lrn" type: "LRN" bottom: "pool" top: "lrn" lrn_param { local_size: 3 alpha: 0.01 beta: 0.75 } }
 layer { name: "conv2" type: "Convolution" bottom: "lrn" top: "conv2"
         convolution_param { num_output: 6 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } }

@@ -68,7 +68,8 @@ def test_reads_the_three_golden_logs(shared_dir):
     lg = read_caffe_log(shared_dir / "golden" / "logs" / "solver_sgd_lenet.log")
     assert [s.kind for s in lg.steps] == ["forward", "backward"] * 4
     assert [s.iteration for s in lg.steps] == [0, 0, 1, 1, 2, 2, 3, 3]
-    assert lg.steps[1].meta["l1_data"] == pytest.approx(12435.5) and lg.steps[1].meta["l2_diff"] == pytest.approx(11.2647)
+    assert lg.steps[1].meta["l1_data"] == pytest.approx(12435.5)
+    assert lg.steps[1].meta["l2_diff"] == pytest.approx(11.2647)
     assert [p.iteration for p in lg.train] == [0, 1, 2, 3]
     assert lg.series("loss") == ([0, 1, 2, 3], [2.70951, 2.37648, 2.45792, 2.43662])
     assert lg.series("lr")[1] == [0.01, 0.00999925, 0.0099985, 0.00999775]

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from engine.tools.cli import EXIT_DIFFER, EXIT_ERROR, EXIT_OK, EXIT_USAGE, main
+from tests.nets import OVERFLOW
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -84,16 +85,6 @@ def test_debug_health_records_give_the_same_caffe_lines():
     code2, cheap, _ = run("debug", LENET, "--seed", "3", "--records", "health")
     assert code == code2 == EXIT_OK
     assert full.splitlines() == cheap.splitlines()[:len(full.splitlines())]
-
-
-OVERFLOW = """
-name: "Overflow"
-layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 4 dim: 25 } } }
-layer { name: "exp1" type: "Exp" bottom: "data" top: "e1" }
-layer { name: "exp2" type: "Exp" bottom: "e1" top: "e2" }
-layer { name: "exp3" type: "Exp" bottom: "e2" top: "e3" }
-layer { name: "half" type: "Power" bottom: "e3" top: "out" power_param { scale: 0.5 } }
-"""
 
 
 def test_debug_sentinel_and_findings(tmp_path):
@@ -228,8 +219,8 @@ def test_train_and_test(tmp_path):
     code, out, err = run("train", "--solver", sp)
     assert code == EXIT_OK
     assert "] Use CPU." in err and "] Starting Optimization" in err and "] Optimization Done." in err
-    assert "Iteration 1 (" in err and "Snapshotting to binary proto file %s" % (tmp_path / "lenet_iter_2.caffemodel") in err
     weights = tmp_path / "lenet_iter_2.caffemodel"
+    assert "Iteration 1 (" in err and "Snapshotting to binary proto file %s" % weights in err
     code, out, err = run("test", "--model", LENET, "--weights", weights, "--iterations", "2")
     assert code == EXIT_OK and "] Running for 2 iterations." in err and "] Loss: " in err
     assert "] Batch 1, loss = " in err

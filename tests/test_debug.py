@@ -24,6 +24,7 @@ from engine.instruments.debug import (
     caffe_debug_lines,
     update_ratio,
 )
+from tests.nets import OVERFLOW
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -240,16 +241,6 @@ def test_recorder_detach_and_max_steps():
     assert rec.asum_mean(net.blobs["data"], "data") is None     # nothing under way
 
 
-OVERFLOW = """
-name: "Overflow"
-layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 4 dim: 25 } } }
-layer { name: "exp1" type: "Exp" bottom: "data" top: "e1" }
-layer { name: "exp2" type: "Exp" bottom: "e1" top: "e2" }
-layer { name: "exp3" type: "Exp" bottom: "e2" top: "e3" }
-layer { name: "half" type: "Power" bottom: "e3" top: "out" power_param { scale: 0.5 } }
-"""
-
-
 def _overflow_net(tmp_path):
     net = _net_from_text(tmp_path, OVERFLOW, engine.TEST)
     x = np.zeros((4, 25), np.float32)
@@ -286,7 +277,8 @@ def test_without_sentinel_the_first_nonfinite_is_remembered(tmp_path):
 SQRT_NET = """
 name: "SqrtGrad"
 force_backward: true
-layer { name: "in" type: "Input" top: "data" top: "target" input_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 3 } } }
+layer { name: "in" type: "Input" top: "data" top: "target"
+        input_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 3 } } }
 layer { name: "sqrt" type: "Power" bottom: "data" top: "root" power_param { power: 0.5 } }
 layer { name: "loss" type: "EuclideanLoss" bottom: "root" bottom: "target" }
 """

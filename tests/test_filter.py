@@ -10,19 +10,9 @@ from google.protobuf import text_format
 from engine.core.errors import NetError
 from engine.core.filter import DroppedLayer, filter_net, rule_text, state_meets_rule
 from engine.proto import caffe_pb2
+from tests.proto_helpers import parse, pure_and_idempotent, same
 
 NetParameter = caffe_pb2.NetParameter
-
-
-def parse(text, cls=NetParameter):
-    msg = cls()
-    text_format.Parse(text, msg)
-    return msg
-
-
-def same(a, b):
-    assert text_format.MessageToString(a) == text_format.MessageToString(b)
-    assert a == b
 
 
 def net_messages(caplog):
@@ -67,13 +57,7 @@ def test_caffe_filter_net(shared_dir, case):
         assert caffe_pb2.Phase.Name(inp.state.phase) == state["phase"]
         assert inp.state.level == state["level"]
         assert list(inp.state.stage) == state["stages"]
-    before = inp.SerializeToString()
-    out, dropped = filter_net(inp)
-    same(out, exp)
-    assert inp.SerializeToString() == before                       # pure
-    again, dropped_again = filter_net(out)                         # idempotent
-    same(again, out)
-    assert dropped_again == []
+    out, dropped = pure_and_idempotent(filter_net, inp, exp)
     assert [d.name for d in dropped] == [_layer_label(n) for n in state["dropped_layers"]]
     assert [l.name for l in out.layer] == [_layer_label(n) for n in state["kept_layers"]]
 

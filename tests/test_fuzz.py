@@ -663,44 +663,61 @@ def _mutate_model(data, raw, target_names):
 MODELS = None
 
 
-def test_fuzz_caffemodel(quiet_engine):
+def _models():
+    """The bundled nets with their weights (built once), or skip."""
     global MODELS
-    tmp = quiet_engine
     if MODELS is None:
         MODELS = _model_seeds()
     if not MODELS:
         pytest.skip("no bundled nets")
+    return MODELS
+
+
+def _copy_from_keeping_params(net, path, lost):
+    """A campaign body: ``net.copy_from(path)``; a load that raises must leave every param
+    as it was (else ``path`` goes to ``lost``)."""
+    before = [b.data.copy() for l in net.layers for b in l.blobs]
+
+    def body():
+        try:
+            net.copy_from(str(path))
+        except CaffeError:
+            after = [b.data for l in net.layers for b in l.blobs]
+            if not all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after)):
+                lost.append(str(path))
+                raise AssertionError("copy_from raised but changed params") from None
+            raise
+    return body
+
+
+def test_fuzz_caffemodel(quiet_engine):
+    tmp = quiet_engine
+    models = _models()
     camp = Campaign("caffemodel")
-    raws = [m[2] for m in MODELS]
+    raws = [m[2] for m in models]
     lost = []
 
     @_with_seed
     @fuzz_settings("caffemodel")
     @given(st.data())
     def run(data):
-        k = data.draw(st.integers(0, len(MODELS) - 1), label="net")
-        target = data.draw(st.integers(0, len(MODELS) - 1), label="target")
-        net = MODELS[target][1]
-        raw = MODELS[k][2]
+        k = data.draw(st.integers(0, len(models) - 1), label="net")
+        target = data.draw(st.integers(0, len(models) - 1), label="target")
+        net = models[target][1]
+        raw = models[k][2]
         if data.draw(st.booleans(), label="structured?"):
             raw = _mutate_model(data, raw, net.layer_names)
-        for _ in range(data.draw(st.integers(0 if raw != MODELS[k][2] else 1, 3), label="mutations")):
+        for _ in range(data.draw(st.integers(0 if raw != models[k][2] else 1, 3), label="mutations")):
             raw = _mutate_bytes(data, raw, raws)
         path = tmp / "fuzz.caffemodel"
         path.write_bytes(raw)
-        before = [b.data.copy() for l in net.layers for b in l.blobs]
+        load = _copy_from_keeping_params(net, path, lost)
 
         def body():
             from engine.core.io import read_text_or_binary
             from engine.core.upgrade import read_net_params_binary
             try:
-                net.copy_from(str(path))
-            except CaffeError:
-                after = [b.data for l in net.layers for b in l.blobs]
-                if not all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after)):
-                    lost.append(str(path))
-                    raise AssertionError("copy_from raised but changed params") from None
-                raise
+                load()
             finally:
                 try:
                     read_net_params_binary(str(path))
@@ -719,15 +736,11 @@ def test_fuzz_hdf5_weights(quiet_engine):
     errors on corrupt files (OSError, RuntimeError, KeyError) must become ParseError,
     and a failed load must change no param."""
     h5py = pytest.importorskip("h5py")  # noqa: F841
-    global MODELS
     tmp = quiet_engine
-    if MODELS is None:
-        MODELS = _model_seeds()
-    if not MODELS:
-        pytest.skip("no bundled nets")
+    models = _models()
     camp = Campaign("hdf5")
     raws = []
-    for k, (rel, net, _) in enumerate(MODELS):
+    for k, (_rel, net, _) in enumerate(models):
         path = tmp / ("seed%d.h5" % k)
         net.save_hdf5(str(path))
         raws.append(path.read_bytes())
@@ -737,27 +750,15 @@ def test_fuzz_hdf5_weights(quiet_engine):
     @fuzz_settings("hdf5")
     @given(st.data())
     def run(data):
-        k = data.draw(st.integers(0, len(MODELS) - 1), label="net")
-        target = data.draw(st.integers(0, len(MODELS) - 1), label="target")
+        k = data.draw(st.integers(0, len(models) - 1), label="net")
+        target = data.draw(st.integers(0, len(models) - 1), label="target")
         raw = raws[k]
         for _ in range(data.draw(st.integers(1, 3), label="mutations")):
             raw = _mutate_bytes(data, raw, raws)
-        net = MODELS[target][1]
+        net = models[target][1]
         path = tmp / "fuzz.h5"
         path.write_bytes(raw)
-        before = [b.data.copy() for l in net.layers for b in l.blobs]
-
-        def body():
-            try:
-                net.copy_from(str(path))
-            except CaffeError:
-                after = [b.data for l in net.layers for b in l.blobs]
-                if not all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after)):
-                    lost.append(str(path))
-                    raise AssertionError("copy_from raised but changed params") from None
-                raise
-
-        camp.run(body, lambda: (".h5", raw))
+        camp.run(_copy_from_keeping_params(net, path, lost), lambda: (".h5", raw))
 
     run()
     camp.check()

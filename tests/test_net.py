@@ -360,8 +360,8 @@ def test_constructor_forms_and_weights(tmp_path):
 
 
 def test_filtered_and_split_records(tmp_path):
-    text = INPUT + ip("ip", "data", "ip") + \
-        'layer { name: "acc" type: "Accuracy" bottom: "ip" bottom: "label" top: "acc" include { phase: TEST } }\n' + LOSS
+    acc = 'layer { name: "acc" type: "Accuracy" bottom: "ip" bottom: "label" top: "acc" include { phase: TEST } }\n'
+    text = INPUT + ip("ip", "data", "ip") + acc + LOSS
     train = net_from(tmp_path, text)
     assert [d.name for d in train.init_record.filtered] == ["acc"]
     test = net_from(tmp_path, text, engine.TEST)

@@ -31,6 +31,15 @@ def _params(net):
     return [b.data.copy() for blobs in net.params.values() for b in blobs]
 
 
+def _assert_loads_as(path, raw, ref):
+    """The caffemodel bytes ``raw``, written to ``path``, load into a fresh net as ``ref``'s params."""
+    path.write_bytes(raw)
+    got = _net(path.parent)
+    got.copy_from(str(path))
+    for x, y in zip(_params(got), _params(ref)):
+        np.testing.assert_array_equal(x, y)
+
+
 def _randomize(net, seed=0):
     rng = np.random.default_rng(seed)
     for blobs in net.params.values():
@@ -91,12 +100,8 @@ def test_legacy_shapes_and_split_data_runs(tmp_path):
             body += _field(7, bp.SerializeToString() + data)
         layers.append(_field(100, body))
     raw = b"".join(layers)
-    (tmp_path / "m.caffemodel").write_bytes(raw)
     assert _split_blob_data(raw) is None
-    got = _net(tmp_path)
-    got.copy_from(str(tmp_path / "m.caffemodel"))
-    for x, y in zip(_params(got), _params(ref)):
-        np.testing.assert_array_equal(x, y)
+    _assert_loads_as(tmp_path / "m.caffemodel", raw, ref)
 
 
 def test_fast_path_legacy_shape(tmp_path):
@@ -111,11 +116,7 @@ def test_fast_path_legacy_shape(tmp_path):
             bp.num, bp.channels, bp.height, bp.width = dims
     raw = p.SerializeToString()
     assert _split_blob_data(raw) is not None
-    (tmp_path / "l.caffemodel").write_bytes(raw)
-    got = _net(tmp_path)
-    got.copy_from(str(tmp_path / "l.caffemodel"))
-    for x, y in zip(_params(got), _params(ref)):
-        np.testing.assert_array_equal(x, y)
+    _assert_loads_as(tmp_path / "l.caffemodel", raw, ref)
 
 
 def test_shape_mismatch_and_corrupt_file_raise_as_before(tmp_path):

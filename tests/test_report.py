@@ -94,7 +94,7 @@ def test_markdown_table():
     lines = md.splitlines()
     head = lines.index(next(l for l in lines if l.startswith("| # | layer | type |")))
     assert lines[head + 1].startswith("|---:|")
-    body = [l for l in lines[head + 2:head + 2 + len(net.layers)]]
+    body = lines[head + 2:head + 2 + len(net.layers)]
     assert len(body) == len(net.layers) and all(l.startswith("| ") and l.endswith(" |") for l in body)
     assert "| 6 | relu1 | ReLU | ip1 | ip1 [in place] (64x500) |" in md
     assert "## Findings" in md and "### Filtered layers" in md and "`digits` (Input)" in md
@@ -143,7 +143,7 @@ def test_nan_findings_in_every_format(tmp_path):
     assert "nonfinite" in render(net, rec, "md")
     html = render(net, rec, "html")
     assert "class='bad'" in html and "Non-finite values" in html
-    assert [r for r in csv.DictReader(io.StringIO(render(net, rec, "csv")))][3]["nonfinite"] == "1"
+    assert list(csv.DictReader(io.StringIO(render(net, rec, "csv"))))[3]["nonfinite"] == "1"
 
 
 def test_update_steps_and_timing_in_the_report(tmp_path):

@@ -1,23 +1,12 @@
 """engine.core.splits against Caffe's SplitLayerInsertionTest cases and small nets of our own."""
 import pytest
-from google.protobuf import text_format
 
 from engine.core.errors import NetError
 from engine.core.splits import InsertedSplit, SplitConsumer, insert_splits, split_blob_name, split_layer_name
 from engine.proto import caffe_pb2
+from tests.proto_helpers import parse, pure_and_idempotent, same
 
 NetParameter = caffe_pb2.NetParameter
-
-
-def parse(text, cls=NetParameter):
-    msg = cls()
-    text_format.Parse(text, msg)
-    return msg
-
-
-def same(a, b):
-    assert text_format.MessageToString(a) == text_format.MessageToString(b)
-    assert a == b
 
 
 # ---------------------------------------------------------------------------
@@ -39,13 +28,7 @@ def test_caffe_insert_splits(shared_dir, case):
     d = shared_dir / "caffe_tests"
     inp = parse((d / ("split_%s.input.prototxt" % case)).read_text())
     exp = parse((d / ("split_%s.expected.prototxt" % case)).read_text())
-    before = inp.SerializeToString()
-    out, records = insert_splits(inp)
-    same(out, exp)
-    assert inp.SerializeToString() == before                     # pure
-    again, more = insert_splits(out)                             # idempotent
-    same(again, out)
-    assert more == []
+    out, records = pure_and_idempotent(insert_splits, inp, exp)
     assert [r.name for r in records] == SPLIT_CASES[case]
     for r in records:
         assert out.layer[r.position].name == r.name

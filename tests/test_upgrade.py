@@ -3,31 +3,19 @@ import logging
 import os
 
 import pytest
-from google.protobuf import text_format
 
 from engine.core import upgrade as up
 from engine.core.errors import NetError, ParseError, SolverError
 from engine.proto import caffe_pb2
+from tests.proto_helpers import parse, same
 
 NetParameter = caffe_pb2.NetParameter
 SolverParameter = caffe_pb2.SolverParameter
 
 
-def parse(text, cls=NetParameter):
-    msg = cls()
-    text_format.Parse(text, msg)
-    return msg
-
-
 def load(shared_dir, name, cls=NetParameter):
     path = shared_dir / "caffe_tests" / name
     return parse(path.read_text(), cls)
-
-
-def same(a, b):
-    """Compare as Caffe's tests do (DebugString), with a readable diff on failure."""
-    assert text_format.MessageToString(a) == text_format.MessageToString(b)
-    assert a == b
 
 
 def messages(caplog, name="engine.core.upgrade"):
@@ -55,20 +43,13 @@ def test_caffe_padding_layer_upgrade(shared_dir, case):
     same(up.upgrade_v0_padding_layers(out), exp)      # idempotent, as Caffe's test checks
 
 
-@pytest.mark.parametrize("case", V0_CASES)
-def test_caffe_v0_to_v1_upgrade(shared_dir, case):
-    inp = load(shared_dir, "upgrade_V0toV1_%s.input.prototxt" % case)
-    exp = load(shared_dir, "upgrade_V0toV1_%s.expected.prototxt" % case)
-    out, ok = up.upgrade_v0_net(inp)
-    assert ok
-    same(out, exp)
-
-
-@pytest.mark.parametrize("case", V1_CASES)
-def test_caffe_v1_to_v2_upgrade(shared_dir, case):
-    inp = load(shared_dir, "upgrade_V1toV2_%s.input.prototxt" % case)
-    exp = load(shared_dir, "upgrade_V1toV2_%s.expected.prototxt" % case)
-    out, ok = up.upgrade_v1_net(inp)
+@pytest.mark.parametrize("step,upgrade,case", [("V0toV1", up.upgrade_v0_net, c) for c in V0_CASES]
+                         + [("V1toV2", up.upgrade_v1_net, c) for c in V1_CASES])
+def test_caffe_version_upgrade(shared_dir, step, upgrade, case):
+    """UpgradeV0Net and UpgradeV1Net on Caffe's TestSimple/TestImageNet/... nets."""
+    inp = load(shared_dir, "upgrade_%s_%s.input.prototxt" % (step, case))
+    exp = load(shared_dir, "upgrade_%s_%s.expected.prototxt" % (step, case))
+    out, ok = upgrade(inp)
     assert ok
     same(out, exp)
 
@@ -206,7 +187,7 @@ def test_v1_layer_type_names():
     assert up.upgrade_v1_layer_type(V1.TANH) == "TanH"
     assert up.upgrade_v1_layer_type(V1.SIGMOID_CROSS_ENTROPY_LOSS) == "SigmoidCrossEntropyLoss"
     # every V1 enum value has a name (Caffe's TestUpgradeV1LayerType loops over them)
-    for name, value in V1.LayerType.items():
+    for value in V1.LayerType.values():
         assert isinstance(up.upgrade_v1_layer_type(value), str)
     with pytest.raises(NetError, match="Unknown V1LayerParameter layer type: 99"):
         up.upgrade_v1_layer_type(99)

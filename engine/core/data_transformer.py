@@ -172,6 +172,17 @@ class DataTransformer:
                 self.mean_values = mv = mv * c
         return mv
 
+    def _crop_window(self, h, w):
+        """``(h_off, w_off, out_h, out_w)`` of the crop: random offsets in TRAIN (drawn h
+        then w), the centre in TEST; the whole H x W without ``crop_size``."""
+        crop = self.param.crop_size
+        if not crop:
+            return 0, 0, h, w
+        if self.phase == TRAIN:
+            h_off = self.rand(h - crop + 1)
+            return h_off, self.rand(w - crop + 1), crop, crop
+        return (h - crop) // 2, (w - crop) // 2, crop, crop
+
     def transform_chw(self, src, what="datum"):
         """Transform one C x H x W array (a raw Datum's values, or an image as CHW).
 
@@ -188,16 +199,7 @@ class DataTransformer:
         do_mirror = bool(p.mirror) and self.rand(2) != 0
         self._check_mean(c, h, w, what)
         mv = self._mean_values_for(c)
-        h_off = w_off = 0
-        oh, ow = h, w
-        if crop:
-            oh = ow = crop
-            if self.phase == TRAIN:
-                h_off = self.rand(h - crop + 1)
-                w_off = self.rand(w - crop + 1)
-            else:
-                h_off = (h - crop) // 2
-                w_off = (w - crop) // 2
+        h_off, w_off, oh, ow = self._crop_window(h, w)
         x = src[:, h_off:h_off + oh, w_off:w_off + ow].astype(dt)
         if self.mean is not None:
             x = x - self.mean[:, h_off:h_off + oh, w_off:w_off + ow].astype(dt)
@@ -245,18 +247,8 @@ class DataTransformer:
         dt = self.dtype
         x = np.asarray(src)
         n, c, h, w = x.shape
-        crop = p.crop_size
         do_mirror = bool(p.mirror) and self.rand(2) != 0
-        h_off = w_off = 0
-        oh, ow = h, w
-        if crop:
-            oh = ow = crop
-            if self.phase == TRAIN:
-                h_off = self.rand(h - crop + 1)
-                w_off = self.rand(w - crop + 1)
-            else:
-                h_off = (h - crop) // 2
-                w_off = (w - crop) // 2
+        h_off, w_off, oh, ow = self._crop_window(h, w)
         if self.mean is not None:
             self._check_mean(c, h, w, "input")
             x -= self.mean[None].astype(x.dtype)

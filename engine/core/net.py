@@ -456,31 +456,29 @@ class Net:
                            layer=self._layer_names[layer_id], blob=pname)
         lid = self._learnable_param_ids[owner_id]
         self._learnable_param_ids.append(lid)
-        if spec.HasField("lr_mult"):
-            if self._has_params_lr[lid]:
-                if spec.lr_mult != self._params_lr[lid]:
-                    raise NetError("Shared param '%s' has mismatched lr_mult. (layer '%s' gives %s, "
-                                   "owner layer '%s' %s)"
-                                   % (pname, self._layer_names[layer_id], num(spec.lr_mult),
-                                      self._layer_names[owner_layer_id], num(self._params_lr[lid])),
-                                   layer=self._layer_names[layer_id], blob=pname)
-            else:
-                self._has_params_lr[lid] = True
-                self._params_lr[lid] = spec.lr_mult
-        if spec.HasField("decay_mult"):
-            if self._has_params_decay[lid]:
-                if spec.decay_mult != self._params_weight_decay[lid]:
-                    raise NetError("Shared param '%s' has mismatched decay_mult. (layer '%s' gives %s, "
-                                   "owner layer '%s' %s)"
-                                   % (pname, self._layer_names[layer_id], num(spec.decay_mult),
-                                      self._layer_names[owner_layer_id], num(self._params_weight_decay[lid])),
-                                   layer=self._layer_names[layer_id], blob=pname)
-            else:
-                self._has_params_decay[lid] = True
-                self._params_weight_decay[lid] = spec.decay_mult
+        layers = (self._layer_names[layer_id], self._layer_names[owner_layer_id])
+        self._share_mult(spec, "lr_mult", self._has_params_lr, self._params_lr, lid, pname, layers)
+        self._share_mult(spec, "decay_mult", self._has_params_decay, self._params_weight_decay, lid, pname,
+                         layers)
         self.init_record.shared.append(SharedParam(
             net_param_id, self._layer_names[layer_id], param_id, pname, owner_id,
             self._layer_names[owner_layer_id], owner_param_id, "PERMISSIVE" if permissive else "STRICT"))
+
+    @staticmethod
+    def _share_mult(spec, field, has, values, lid, pname, layers):
+        """A sharing layer's ``lr_mult`` / ``decay_mult`` (``field``) of learnable param
+        ``lid``: set it when the owner left it unset, else it must agree (Caffe's CHECK).
+        ``layers``: the names of the sharing layer and the owner."""
+        if not spec.HasField(field):
+            return
+        value = getattr(spec, field)
+        if not has[lid]:
+            has[lid] = True
+            values[lid] = value
+        elif value != values[lid]:
+            raise NetError("Shared param '%s' has mismatched %s. (layer '%s' gives %s, owner layer '%s' %s)"
+                           % (pname, field, layers[0], num(value), layers[1], num(values[lid])),
+                           layer=layers[0], blob=pname)
 
     def _share_weights(self):
         for i, owner in enumerate(self._param_owners):
@@ -867,19 +865,26 @@ class Net:
             end_ind = len(self._layers) - 1
             outputs = _unique(self.outputs + blobs)
         if kwargs:
-            if set(kwargs) != set(self.inputs):
-                raise NetError("Input blob arguments do not match net inputs. (given: %s; net inputs: %s)"
-                               % (", ".join(sorted(kwargs)), ", ".join(self.inputs)))
-            for name, arr in kwargs.items():
-                arr = np.asarray(arr)
-                if arr.shape[:1] != self.blobs[name].shape[:1]:
-                    raise ShapeError("Input is not batch sized (blob '%s': %s given for a batch of %s)"
-                                     % (name, _first_dim(arr.shape), _first_dim(self.blobs[name].shape)),
-                                     blob=name)
-                self.blobs[name].data[...] = arr
+            self._set_batch_arrays(kwargs, self.inputs, "data", "Input blob", "inputs", "Input")
         self._forward(start_ind, end_ind)
         allb = self.blobs
         return {out: allb[out].data for out in outputs}
+
+    def _set_batch_arrays(self, arrays: dict[str, Any], names: Sequence[str], side: str, given: str,
+                          expected: str, what: str) -> None:
+        """pycaffe's forward(**kwargs) / backward(**kwargs): ``arrays`` must name exactly the
+        blobs ``names`` (the net's ``expected``), each a full batch; they are copied into
+        the blobs' ``side`` ("data" or "diff")."""
+        if set(arrays) != set(names):
+            raise NetError("%s arguments do not match net %s. (given: %s; net %s: %s)"
+                           % (given, expected, ", ".join(sorted(arrays)), expected, ", ".join(names)))
+        for name, arr in arrays.items():
+            arr = np.asarray(arr)
+            blob = self.blobs[name]
+            if arr.shape[:1] != blob.shape[:1]:
+                raise ShapeError("%s is not batch sized (blob '%s': %s given for a batch of %s)"
+                                 % (what, name, _first_dim(arr.shape), _first_dim(blob.shape)), blob=name)
+            getattr(blob, side)[...] = arr
 
     def backward(self, diffs: Sequence[str] | None = None, start: str | None = None, end: str | None = None,
                  **kwargs: Any) -> dict[str, np.ndarray]:
@@ -896,16 +901,7 @@ class Net:
             end_ind = 0
             outputs = _unique(self.inputs + diffs)
         if kwargs:
-            if set(kwargs) != set(self.outputs):
-                raise NetError("Top diff arguments do not match net outputs. (given: %s; net outputs: %s)"
-                               % (", ".join(sorted(kwargs)), ", ".join(self.outputs)))
-            for name, arr in kwargs.items():
-                arr = np.asarray(arr)
-                if arr.shape[:1] != self.blobs[name].shape[:1]:
-                    raise ShapeError("Diff is not batch sized (blob '%s': %s given for a batch of %s)"
-                                     % (name, _first_dim(arr.shape), _first_dim(self.blobs[name].shape)),
-                                     blob=name)
-                self.blobs[name].diff[...] = arr
+            self._set_batch_arrays(kwargs, self.outputs, "diff", "Top diff", "outputs", "Diff")
         self._backward(start_ind, end_ind)
         allb = self.blobs
         return {out: allb[out].diff for out in outputs}

@@ -78,16 +78,12 @@ def upgrade_net_as_needed(net_param, path=""):
     param = _copy(net_param)
     success = True
     if net_needs_v0_to_v1_upgrade(param):
-        upgrade_log.info("Attempting to upgrade input file specified using deprecated "
-                         "V0LayerParameter: %s", path)
-        param, ok = upgrade_v0_net(param)
-        if not ok:
-            success = False
-            upgrade_log.error("Warning: had one or more problems upgrading "
-                              "V0NetParameter to NetParameter (see above); continuing anyway.")
-        else:
-            upgrade_log.info("Successfully upgraded file specified using deprecated "
-                             "V0LayerParameter")
+        param, ok = _attempt_upgrade(
+            upgrade_v0_net, param, "V0LayerParameter", path,
+            "Warning: had one or more problems upgrading V0NetParameter to NetParameter (see above); "
+            "continuing anyway.",
+            "Successfully upgraded file specified using deprecated V0LayerParameter")
+        success = success and ok
         upgrade_log.warning("Note that future Caffe releases will not support "
                             "V0NetParameter; use ./build/tools/upgrade_net_proto_text for "
                             "prototxt and ./build/tools/upgrade_net_proto_binary for model "
@@ -101,16 +97,11 @@ def upgrade_net_as_needed(net_param, path=""):
         upgrade_log.warning("Note that future Caffe releases will only support "
                             "transform_param messages for transformation fields.")
     if net_needs_v1_to_v2_upgrade(param):
-        upgrade_log.info("Attempting to upgrade input file specified using deprecated "
-                         "V1LayerParameter: %s", path)
-        param, ok = upgrade_v1_net(param)
-        if not ok:
-            success = False
-            upgrade_log.error("Warning: had one or more problems upgrading "
-                              "V1LayerParameter (see above); continuing anyway.")
-        else:
-            upgrade_log.info("Successfully upgraded file specified using deprecated "
-                             "V1LayerParameter")
+        param, ok = _attempt_upgrade(
+            upgrade_v1_net, param, "V1LayerParameter", path,
+            "Warning: had one or more problems upgrading V1LayerParameter (see above); continuing anyway.",
+            "Successfully upgraded file specified using deprecated V1LayerParameter")
+        success = success and ok
     if net_needs_input_upgrade(param):
         upgrade_log.info("Attempting to upgrade input file specified using deprecated "
                          "input fields: %s", path)
@@ -124,6 +115,19 @@ def upgrade_net_as_needed(net_param, path=""):
         param = upgrade_net_batch_norm(param)
         upgrade_log.info("Successfully upgraded batch norm layers using deprecated params.")
     return param, success
+
+
+def _attempt_upgrade(upgrade, param, deprecated, path, failed, succeeded):
+    """One step of Upgrade{Net,Solver}AsNeeded: "Attempting ...", the upgrade, then the
+    error (``failed``) or the info (``succeeded``) line. ``(upgraded param, ok)``."""
+    upgrade_log.info("Attempting to upgrade input file specified using deprecated %s: %s",
+                     deprecated, path)
+    param, ok = upgrade(param)
+    if ok:
+        upgrade_log.info(succeeded)
+    else:
+        upgrade_log.error(failed)
+    return param, ok
 
 
 def upgrade_net(net_param, path=""):
@@ -606,16 +610,13 @@ def upgrade_solver_as_needed(solver_param, path=""):
     out = _copy(solver_param)
     success = True
     if solver_needs_type_upgrade(out):
-        upgrade_log.info("Attempting to upgrade input file specified using deprecated "
-                         "'solver_type' field (enum)': %s", path)
-        out, ok = upgrade_solver_type(out)
-        if not ok:
-            success = False
-            upgrade_log.error("Warning: had one or more problems upgrading SolverType "
-                              "(see above).")
-        else:
-            upgrade_log.info("Successfully upgraded file specified using deprecated "
-                             "'solver_type' field (enum) to 'type' field (string).")
+        out, ok = _attempt_upgrade(
+            upgrade_solver_type, out, "'solver_type' field (enum)'", path,
+            "Warning: had one or more problems upgrading SolverType (see above).",
+            "Successfully upgraded file specified using deprecated 'solver_type' field (enum) to "
+            "'type' field (string).")
+        success = success and ok
+        if ok:
             upgrade_log.warning("Note that future Caffe releases will only support "
                                 "'type' field (string) for a solver's type.")
     return out, success
@@ -659,45 +660,35 @@ def upgrade_snapshot_prefix(solver_param, path):
 # Reading files
 # ---------------------------------------------------------------------------
 
-def _reraise(exc, what, path):
-    """Caffe's "Failed to parse ... file" CHECK on a text/binary parse failure."""
-    if exc.detail.startswith("File not found"):
-        raise exc
-    raise ParseError("Failed to parse %s file: %s: %s" % (what, path, exc.detail),
-                     exc.path, exc.line, exc.column) from None
+def _read_or_die(reader, what, path):
+    """``reader(path)`` (an ``engine.core.io`` reader's name) with Caffe's "Failed to parse
+    ... file" CHECK on a text/binary parse failure; a missing file keeps its own error."""
+    from engine.core import io
+    try:
+        return getattr(io, reader)(path)
+    except ParseError as exc:
+        if exc.detail.startswith("File not found"):
+            raise
+        raise ParseError("Failed to parse %s file: %s: %s" % (what, path, exc.detail),
+                         exc.path, exc.line, exc.column) from None
 
 
 def read_net_params(path):
     """ReadNetParamsFromTextFileOrDie: read a net prototxt and upgrade it."""
-    from engine.core import io
     path = os.fspath(path)
-    try:
-        param = io.read_net_prototxt(path)
-    except ParseError as exc:
-        _reraise(exc, "NetParameter", path)
-    return upgrade_net(param, path)
+    return upgrade_net(_read_or_die("read_net_prototxt", "NetParameter", path), path)
 
 
 def read_net_params_binary(path):
     """ReadNetParamsFromBinaryFileOrDie: read a caffemodel (V0/V1 ones too)
     and upgrade it."""
-    from engine.core import io
     path = os.fspath(path)
-    try:
-        param = io.read_caffemodel(path)
-    except ParseError as exc:
-        _reraise(exc, "NetParameter", path)
-    return upgrade_net(param, path)
+    return upgrade_net(_read_or_die("read_caffemodel", "NetParameter", path), path)
 
 
 def read_solver_params(path):
     """ReadSolverParamsFromTextFileOrDie: read a solver prototxt, upgrade it
     and settle ``snapshot_prefix``."""
-    from engine.core import io
     path = os.fspath(path)
-    try:
-        param = io.read_solver_prototxt(path)
-    except ParseError as exc:
-        _reraise(exc, "SolverParameter", path)
-    param = upgrade_solver(param, path)
+    param = upgrade_solver(_read_or_die("read_solver_prototxt", "SolverParameter", path), path)
     return upgrade_snapshot_prefix(param, path)

@@ -143,93 +143,105 @@ def layer_flops(layer, bottoms, tops, phase=None):
 
 
 # ---------------------------------------------------------------------- the analysis
+# totals[key] = Σ over the layers of LayerAnalysis.<field> (uncounted_layers: of not counted)
+_SUMS = {"params": "params_owned", "params_all": "params", "macc": "macc", "flops": "flops",
+         "uncounted_layers": None, "caffe_data_bytes": "top_data_bytes",
+         "allocated_top_bytes": "allocated_top_bytes", "inplace_bytes": "inplace_bytes",
+         "shared_top_bytes": "shared_top_bytes", "top_diff_bytes": "top_diff_bytes",
+         "allocated_diff_bytes": "allocated_diff_bytes", "param_data_bytes": "param_data_bytes",
+         "param_diff_bytes": "param_diff_bytes", "shared_param_bytes": "shared_param_bytes"}
+
+
 def analyze_net(net):
     """Per-layer and total params, MACC/FLOPs and memory of ``net``."""
-    itemsize = net.dtype.itemsize
     names = net.blob_names
-    owners = net.param_owners
-    pids = net.param_id_vecs
     rec = getattr(net, "init_record", None)
-    seen_data, seen_diff = set(), set()
-    # Net inputs and params never count as tops; start with nothing seen.
+    seen = (set(), set())           # data and diff memories met so far (net inputs never count)
     layers = []
-    totals = dict(params=0, params_all=0, macc=0, flops=0, uncounted_layers=0,
-                  caffe_data_bytes=0, allocated_top_bytes=0, inplace_bytes=0, shared_top_bytes=0,
-                  top_diff_bytes=0, allocated_diff_bytes=0, param_data_bytes=0, param_diff_bytes=0,
-                  shared_param_bytes=0)
     bottom_vecs, top_vecs = net.bottom_vecs, net.top_vecs            # each property builds a list: once
     bottom_id_vecs, top_id_vecs = net.bottom_id_vecs, net.top_id_vecs
     for i, layer in enumerate(net.layers):
         bottoms, tops = bottom_vecs[i], top_vecs[i]
-        b_ids, t_ids = bottom_id_vecs[i], top_id_vecs[i]
+        top_names = [names[t] for t in top_id_vecs[i]]
         macc, flops, counted, formula = layer_flops(layer, bottoms, tops, net.phase)
-        top_bytes = alloc = inplace = shared_top = diff_bytes = alloc_diff = 0
-        inplace_tops = []
-        bottom_objs = {id(b) for b in bottoms}
-        for k, top in enumerate(tops):
-            nb = top.count * itemsize
-            top_bytes += nb
-            diff_bytes += nb
-            # Split (data) and Flatten (data and diff) share their bottom's memory when they
-            # run (Caffe master's Forward / Backward); Reshape from Reshape on: identity tells.
-            shares = layer.shares_data_on_run and bool(bottoms)
-            shares_diff = layer.shares_diff_on_run and bool(bottoms)
-            if id(top) in bottom_objs:
-                inplace += nb
-                inplace_tops.append(names[t_ids[k]])
-            elif shares or id(top.data_memory) in seen_data:
-                shared_top += nb
-            else:
-                alloc += nb
-                seen_data.add(id(top.data_memory))
-            if not shares_diff and id(top.diff_memory) not in seen_diff:
-                alloc_diff += nb
-                seen_diff.add(id(top.diff_memory))
-        params = owned = pdata = pdiff = pshared = 0
-        shared_names = []
-        for k, blob in enumerate(layer.blobs):
-            params += blob.count
-            pid = pids[i][k] if k < len(pids[i]) else -1
-            if pid >= 0 and owners[pid] >= 0:
-                pshared += 2 * blob.count * itemsize
-                shared_names.append(net.param_display_names[pid])
-            else:
-                owned += blob.count
-                pdata += blob.count * itemsize
-                pdiff += blob.count * itemsize
-        why = ""
-        if rec is not None and i < len(rec.backward):
-            why = rec.backward[i].detail
-        la = LayerAnalysis(
-            i, net.layer_names[i], layer.type, [names[b] for b in b_ids], [names[t] for t in t_ids],
-            [list(b.shape) for b in bottoms], [list(t.shape) for t in tops], [list(p.shape) for p in layer.blobs],
-            int(params), int(owned), int(macc), int(flops), bool(counted), formula,
-            int(top_bytes), int(diff_bytes), int(alloc), int(inplace), int(shared_top), int(alloc_diff),
-            int(pdata), int(pdiff), int(pshared), int(top_bytes), bool(net.layer_need_backward[i]), why,
-            inplace_tops, shared_names)
-        layers.append(la)
-        totals["params"] += la.params_owned
-        totals["params_all"] += la.params
-        totals["macc"] += la.macc
-        totals["flops"] += la.flops
-        totals["uncounted_layers"] += 0 if la.counted else 1
-        totals["caffe_data_bytes"] += la.top_data_bytes
-        totals["allocated_top_bytes"] += la.allocated_top_bytes
-        totals["inplace_bytes"] += la.inplace_bytes
-        totals["shared_top_bytes"] += la.shared_top_bytes
-        totals["top_diff_bytes"] += la.top_diff_bytes
-        totals["allocated_diff_bytes"] += la.allocated_diff_bytes
-        totals["param_data_bytes"] += la.param_data_bytes
-        totals["param_diff_bytes"] += la.param_diff_bytes
-        totals["shared_param_bytes"] += la.shared_param_bytes
+        top_mem, inplace_tops = _top_memory(layer, bottoms, tops, top_names, net.dtype.itemsize, seen)
+        param_mem, shared_names = _param_memory(net, i, layer)
+        layers.append(LayerAnalysis(
+            index=i, name=net.layer_names[i], type=layer.type, bottoms=[names[b] for b in bottom_id_vecs[i]],
+            tops=top_names, bottom_shapes=[list(b.shape) for b in bottoms], top_shapes=[list(t.shape) for t in tops],
+            param_shapes=[list(p.shape) for p in layer.blobs], macc=int(macc), flops=int(flops),
+            counted=bool(counted), formula=formula, memory_bytes=top_mem["top_data_bytes"],
+            need_backward=bool(net.layer_need_backward[i]),
+            backward_reason=rec.backward[i].detail if rec is not None and i < len(rec.backward) else "",
+            inplace_tops=inplace_tops, shared_params=shared_names, **top_mem, **param_mem))
+    return NetAnalysis(net.name, "TRAIN" if net.phase == 0 else "TEST", str(net.dtype),
+                       int(net.dtype.itemsize), layers, _totals(net, layers))
+
+
+def _top_memory(layer, bottoms, tops, top_names, itemsize, seen):
+    """The top_* / allocated_* / inplace / shared_top byte counts of a layer's tops (as
+    LayerAnalysis fields) and the names of its in-place tops. ``seen``: the (data, diff)
+    memories counted so far, updated."""
+    seen_data, seen_diff = seen
+    top_bytes = alloc = inplace = shared_top = alloc_diff = 0
+    inplace_tops = []
+    bottom_objs = {id(b) for b in bottoms}
+    # Split (data) and Flatten (data and diff) share their bottom's memory when they
+    # run (Caffe master's Forward / Backward); Reshape from Reshape on: identity tells.
+    shares = layer.shares_data_on_run and bool(bottoms)
+    shares_diff = layer.shares_diff_on_run and bool(bottoms)
+    for top, name in zip(tops, top_names):
+        nb = top.count * itemsize
+        top_bytes += nb
+        if id(top) in bottom_objs:
+            inplace += nb
+            inplace_tops.append(name)
+        elif shares or id(top.data_memory) in seen_data:
+            shared_top += nb
+        else:
+            alloc += nb
+            seen_data.add(id(top.data_memory))
+        if not shares_diff and id(top.diff_memory) not in seen_diff:
+            alloc_diff += nb
+            seen_diff.add(id(top.diff_memory))
+    sizes = dict(top_data_bytes=top_bytes, top_diff_bytes=top_bytes, allocated_top_bytes=alloc,
+                 inplace_bytes=inplace, shared_top_bytes=shared_top, allocated_diff_bytes=alloc_diff)
+    return {k: int(v) for k, v in sizes.items()}, inplace_tops
+
+
+def _param_memory(net, i, layer):
+    """The params / params_owned counts and param_* byte counts of layer ``i``'s param
+    blobs (as LayerAnalysis fields), and the display names of those it shares from
+    another layer (they count in shared_param_bytes, data and diff)."""
+    itemsize = net.dtype.itemsize
+    pids = net.param_id_vecs[i]
+    params = owned = shared = 0
+    shared_names = []
+    for k, blob in enumerate(layer.blobs):
+        params += blob.count
+        pid = pids[k] if k < len(pids) else -1
+        if pid >= 0 and net.param_owners[pid] >= 0:
+            shared += 2 * blob.count * itemsize
+            shared_names.append(net.param_display_names[pid])
+        else:
+            owned += blob.count
+    counts = dict(params=params, params_owned=owned, param_data_bytes=owned * itemsize,
+                  param_diff_bytes=owned * itemsize, shared_param_bytes=shared)
+    return {k: int(v) for k, v in counts.items()}, shared_names
+
+
+def _totals(net, layers):
+    """The sums over the layers, the net's own "Memory required for data", whether they
+    reconcile, and the bytes allocated in all."""
+    totals = {key: sum((getattr(la, field) if field else not la.counted) for la in layers)
+              for key, field in _SUMS.items()}
     totals["memory_used_bytes"] = int(net.memory_used_bytes)
     totals["reconciles"] = (totals["caffe_data_bytes"] == totals["memory_used_bytes"] and
                             totals["caffe_data_bytes"] == totals["allocated_top_bytes"] +
                             totals["inplace_bytes"] + totals["shared_top_bytes"])
     totals["total_allocated_bytes"] = (totals["allocated_top_bytes"] + totals["allocated_diff_bytes"] +
                                        totals["param_data_bytes"] + totals["param_diff_bytes"])
-    return NetAnalysis(net.name, "TRAIN" if net.phase == 0 else "TEST", str(net.dtype), int(itemsize),
-                       layers, totals)
+    return totals
 
 
 analyse_net = analyze_net

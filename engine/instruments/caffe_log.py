@@ -36,6 +36,9 @@ BWD_BOTTOM = re.compile(r"^\s*\[Backward\] Layer (.+?), bottom blob (.+?) diff: 
 BWD_PARAM = re.compile(r"^\s*\[Backward\] Layer (.+?), param blob (\d+) diff: " + _NUM + r"$")
 BWD_ALL = re.compile(r"^\s*\[Backward\] All net params \(data, diff\): L1 norm = \(" + _NUM + ", " + _NUM +
                      r"\); L2 norm = \(" + _NUM + ", " + _NUM + r"\)$")
+# the per-blob debug_info lines: (pattern, step kind, blob role, data or diff)
+_BLOB_LINES = ((FWD_TOP, "forward", "top", "data"), (FWD_PARAM, "forward", "param", "data"),
+               (BWD_BOTTOM, "backward", "bottom", "diff"), (BWD_PARAM, "backward", "param", "diff"))
 UPD_OWN = re.compile(r"^\s*\[Update\] Layer (.+?), param (.+?) data: " + _NUM + "; diff: " + _NUM + "$")
 UPD_SHARED = re.compile(r"^\s*\[Update\] Layer (.+?), param blob (.+?) \(owned by layer (.+?), param (.+?)\) "
                         r"diff: " + _NUM + "$")
@@ -322,26 +325,12 @@ class _Parser:
         if self.net is not None and not self.net.done and msg.file.startswith("net."):
             self._init_line(msg)
             return
-        m = FWD_TOP.match(text)
-        if m:
-            rec = self._layer_rec(self._step_for("forward", m.group(1)), m.group(1), "forward")
-            self._add_blob(rec, "top", m.group(2), "data", _f(m.group(3)))
-            return
-        m = FWD_PARAM.match(text)
-        if m:
-            rec = self._layer_rec(self._step_for("forward", m.group(1)), m.group(1), "forward")
-            self._add_blob(rec, "param", m.group(2), "data", _f(m.group(3)))
-            return
-        m = BWD_BOTTOM.match(text)
-        if m:
-            rec = self._layer_rec(self._step_for("backward", m.group(1)), m.group(1), "backward")
-            self._add_blob(rec, "bottom", m.group(2), "diff", _f(m.group(3)))
-            return
-        m = BWD_PARAM.match(text)
-        if m:
-            rec = self._layer_rec(self._step_for("backward", m.group(1)), m.group(1), "backward")
-            self._add_blob(rec, "param", m.group(2), "diff", _f(m.group(3)))
-            return
+        for pattern, kind, role, side in _BLOB_LINES:
+            m = pattern.match(text)
+            if m:
+                rec = self._layer_rec(self._step_for(kind, m.group(1)), m.group(1), kind)
+                self._add_blob(rec, role, m.group(2), side, _f(m.group(3)))
+                return
         m = BWD_ALL.match(text)
         if m:
             s = self.step if self.step is not None and self.step.kind == "backward" else None

@@ -12,6 +12,23 @@ from engine.pycaffe import io as caffe_io
 __all__ = ["Classifier"]
 
 
+def input_transformer(net, mean, input_scale, raw_scale, channel_swap):
+    """The Transformer of Classifier and Detector for the net's first input: transpose
+    (2, 0, 1), then each of mean, input_scale, raw_scale, channel_swap that is given."""
+    in_ = net.inputs[0]
+    transformer = caffe_io.Transformer({in_: net.blobs[in_].data.shape})
+    transformer.set_transpose(in_, (2, 0, 1))
+    if mean is not None:
+        transformer.set_mean(in_, mean)
+    if input_scale is not None:
+        transformer.set_input_scale(in_, input_scale)
+    if raw_scale is not None:
+        transformer.set_raw_scale(in_, raw_scale)
+    if channel_swap is not None:
+        transformer.set_channel_swap(in_, channel_swap)
+    return transformer
+
+
 class Classifier(Net):
     """``Classifier(model_file, pretrained_file, image_dims=None, mean=None,
     input_scale=None, raw_scale=None, channel_swap=None)``."""
@@ -20,16 +37,7 @@ class Classifier(Net):
                  raw_scale=None, channel_swap=None):
         Net.__init__(self, model_file, TEST, weights=pretrained_file)
         in_ = self.inputs[0]
-        self.transformer = caffe_io.Transformer({in_: self.blobs[in_].data.shape})
-        self.transformer.set_transpose(in_, (2, 0, 1))
-        if mean is not None:
-            self.transformer.set_mean(in_, mean)
-        if input_scale is not None:
-            self.transformer.set_input_scale(in_, input_scale)
-        if raw_scale is not None:
-            self.transformer.set_raw_scale(in_, raw_scale)
-        if channel_swap is not None:
-            self.transformer.set_channel_swap(in_, channel_swap)
+        self.transformer = input_transformer(self, mean, input_scale, raw_scale, channel_swap)
         self.crop_dims = np.array(self.blobs[in_].data.shape[2:])
         if not image_dims:
             image_dims = self.crop_dims

@@ -55,13 +55,23 @@ def softmax_ref(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def softmax_loss_ref(x, labels, axis=1, ignore=None, mode="VALID"):
+def softmax_by_label(x, labels, axis):
+    """The reference softmax of ``x`` over ``axis`` (as ``x``, and as outer x C x inner) and
+    the labels as outer x inner ints."""
     p = softmax_ref(x, axis)
     outer = int(np.prod(x.shape[:axis]))
-    C = x.shape[axis]
     inner = int(np.prod(x.shape[axis + 1:]))
-    p3 = p.reshape(outer, C, inner)
-    lab = labels.reshape(outer, inner).astype(int)
+    return p, p.reshape(outer, x.shape[axis], inner), labels.reshape(outer, inner).astype(int)
+
+
+def normalizer(mode, count, outer, inner):
+    """LossLayer::GetNormalizer, at least 1."""
+    return max(1.0, {"VALID": count, "FULL": outer * inner, "BATCH_SIZE": outer, "NONE": 1}[mode])
+
+
+def softmax_loss_ref(x, labels, axis=1, ignore=None, mode="VALID"):
+    p, p3, lab = softmax_by_label(x, labels, axis)
+    outer, _, inner = p3.shape
     loss, count = 0.0, 0
     grad = p3.copy()
     for i in range(outer):
@@ -73,8 +83,7 @@ def softmax_loss_ref(x, labels, axis=1, ignore=None, mode="VALID"):
             loss -= np.log(max(p3[i, v, j], FLT_MIN))
             grad[i, v, j] -= 1
             count += 1
-    norm = {"VALID": count, "FULL": outer * inner, "BATCH_SIZE": outer, "NONE": 1}[mode]
-    norm = max(1.0, norm)
+    norm = normalizer(mode, count, outer, inner)
     return loss / norm, grad.reshape(x.shape) / norm, p
 
 
@@ -447,12 +456,8 @@ def infogain_bottoms(dtype=np.float64):
 
 
 def infogain_ref(x, labels, H, axis, ignore=None, mode="VALID"):
-    p = softmax_ref(x, axis)
-    outer = int(np.prod(x.shape[:axis]))
-    L = x.shape[axis]
-    inner = int(np.prod(x.shape[axis + 1:]))
-    p3 = p.reshape(outer, L, inner)
-    lab = labels.reshape(outer, inner).astype(int)
+    p, p3, lab = softmax_by_label(x, labels, axis)
+    outer, L, inner = p3.shape
     Hm = H.reshape(L, L)
     loss, count = 0.0, 0
     grad = np.zeros_like(p3)
@@ -465,7 +470,7 @@ def infogain_ref(x, labels, H, axis, ignore=None, mode="VALID"):
                 loss -= Hm[v, l] * np.log(max(p3[i, l, j], 1e-20))
                 grad[i, l, j] = p3[i, l, j] * Hm[v].sum() - Hm[v, l]
             count += 1
-    norm = max(1.0, {"VALID": count, "FULL": outer * inner, "BATCH_SIZE": outer, "NONE": 1}[mode])
+    norm = normalizer(mode, count, outer, inner)
     return loss / norm, grad.reshape(x.shape) / norm, p
 
 

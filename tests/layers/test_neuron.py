@@ -31,6 +31,19 @@ def forward(text, x, phase="TRAIN", dtype=np.float64, in_place=False):
     return layer, bottom, top
 
 
+def assert_in_place_same(text, x, dy_seed=5):
+    """The layer computes in place the top and the bottom diff it computes out of place;
+    returns them (the top's data, the bottom's diff)."""
+    dy = gaussian_blob(SHAPE, seed=dy_seed).data.copy()
+    layer, b, t = forward(text, x)
+    y, dx = t.data.copy(), run_backward(layer, b, t, dy)
+    layer, b, t = forward(text, x, in_place=True)
+    assert t is b
+    np.testing.assert_array_equal(t.data, y)
+    np.testing.assert_array_equal(run_backward(layer, b, t, dy), dx)
+    return y, dx
+
+
 def run_forward(mode, text, x, phase="TRAIN", dtype=np.float64):
     """Top data of one forward in ``mode``; on the GPU also checked against the CPU."""
     _, _, top = forward(text, x, phase, dtype)
@@ -111,14 +124,7 @@ def test_relu_gradient_with_negative_slope(mode, bottom):
 
 @pytest.mark.parametrize("slope", [0.0, 0.1])
 def test_relu_in_place_matches(mode, x, slope):
-    text = 'type: "ReLU" relu_param { negative_slope: %g }' % slope
-    dy = gaussian_blob(SHAPE, seed=7).data.copy()
-    layer, b, t = forward(text, x)
-    ref_y, ref_dx = t.data.copy(), run_backward(layer, b, t, dy)
-    layer, b, t = forward(text, x, in_place=True)
-    assert t is b
-    np.testing.assert_array_equal(t.data, ref_y)
-    np.testing.assert_array_equal(run_backward(layer, b, t, dy), ref_dx)
+    assert_in_place_same('type: "ReLU" relu_param { negative_slope: %g }' % slope, x, dy_seed=7)
 
 
 def test_relu_backward_formula(x):
@@ -152,12 +158,7 @@ def test_sigmoid_float32_keeps_small_values(mode):
 
 
 def test_sigmoid_in_place(x):
-    dy = gaussian_blob(SHAPE, seed=5).data.copy()
-    layer, b, t = forward('type: "Sigmoid"', x)
-    ref = (t.data.copy(), run_backward(layer, b, t, dy))
-    layer, b, t = forward('type: "Sigmoid"', x, in_place=True)
-    np.testing.assert_array_equal(t.data, ref[0])
-    np.testing.assert_array_equal(run_backward(layer, b, t, dy), ref[1])
+    assert_in_place_same('type: "Sigmoid"', x)
 
 
 # ------------------------------------------------------------------ TanH
@@ -172,12 +173,7 @@ def test_tanh_gradient(mode, bottom):
 
 
 def test_tanh_in_place(x):
-    dy = gaussian_blob(SHAPE, seed=5).data.copy()
-    layer, b, t = forward('type: "TanH"', x)
-    ref = (t.data.copy(), run_backward(layer, b, t, dy))
-    layer, b, t = forward('type: "TanH"', x, in_place=True)
-    np.testing.assert_array_equal(t.data, ref[0])
-    np.testing.assert_array_equal(run_backward(layer, b, t, dy), ref[1])
+    assert_in_place_same('type: "TanH"', x)
 
 
 # ------------------------------------------------------------------ Exp
@@ -327,13 +323,8 @@ def test_elu_as_relu_gradient(mode, bottom):
 
 
 def test_elu_default_alpha_and_in_place(x):
-    dy = gaussian_blob(SHAPE, seed=5).data.copy()
-    layer, b, t = forward('type: "ELU"', x)
-    np.testing.assert_allclose(t.data, np.where(x > 0, x, np.exp(x) - 1), rtol=1e-12)
-    ref = (t.data.copy(), run_backward(layer, b, t, dy))
-    layer, b, t = forward('type: "ELU"', x, in_place=True)
-    np.testing.assert_array_equal(t.data, ref[0])
-    np.testing.assert_array_equal(run_backward(layer, b, t, dy), ref[1])
+    y, _ = assert_in_place_same('type: "ELU"', x)
+    np.testing.assert_allclose(y, np.where(x > 0, x, np.exp(x) - 1), rtol=1e-12)
 
 
 # ------------------------------------------------------------------ BNLL
@@ -642,13 +633,7 @@ def test_swish_gradient(mode, bottom, beta):
 
 
 def test_swish_in_place(x):
-    text = 'type: "Swish" swish_param { beta: 1.5 }'
-    dy = gaussian_blob(SHAPE, seed=5).data.copy()
-    layer, b, t = forward(text, x)
-    ref = (t.data.copy(), run_backward(layer, b, t, dy))
-    layer, b, t = forward(text, x, in_place=True)
-    np.testing.assert_array_equal(t.data, ref[0])
-    np.testing.assert_array_equal(run_backward(layer, b, t, dy), ref[1])
+    assert_in_place_same('type: "Swish" swish_param { beta: 1.5 }', x)
 
 
 # ------------------------------------------------------------------ Threshold

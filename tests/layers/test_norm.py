@@ -345,7 +345,7 @@ def test_bias_gradient_second_bottom(mode, param, bshape):
 def test_bias_learned_param(mode, param, shape):
     layer = make_layer('type: "Bias" bias_param { %s filler { type: "gaussian" } }' % param)
     x = gaussian_blob((2, 3, 2), seed=1)
-    top = setup_forward(layer, [x])
+    setup_forward(layer, [x])
     assert layer.blobs[0].shape == shape
     GradientChecker(1e-2, 1e-3).check_gradient_exhaustive(layer, [x], empty_blobs(1))
 

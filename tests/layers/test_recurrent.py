@@ -154,30 +154,28 @@ def test_forward_full_sequence_equals_stepwise(kind, mode):
     layer.Forward([x_full, cont_full], top)
     full = top[0].data.copy()
 
-    x1, cont1, _ = _bottoms(1, N)
-    backend.set_random_seed(1701)
-    layer = make_layer(text, phase="TEST")
-    top = empty_blobs(1)
-    layer.SetUp([x1, cont1], top)
-    for t in range(T):
-        x1.data[...] = x_full.data[t:t + 1]
-        cont1.data[...] = float(t > 0)
-        layer.Forward([x1, cont1], top)
-        np.testing.assert_allclose(top[0].data[0], full[t], rtol=1e-6, atol=1e-9)
+    def stepwise(cont):
+        """The outputs of T batches of one timestep (same weights), cont(t) for each."""
+        x1, cont1, _ = _bottoms(1, N)
+        backend.set_random_seed(1701)
+        layer = make_layer(text, phase="TEST")
+        top = empty_blobs(1)
+        layer.SetUp([x1, cont1], top)
+        for t in range(T):
+            x1.data[...] = x_full.data[t:t + 1]
+            cont1.data[...] = cont(t)
+            layer.Forward([x1, cont1], top)
+            yield t, top[0].data[0]
+
+    for t, out in stepwise(lambda t: float(t > 0)):
+        np.testing.assert_allclose(out, full[t], rtol=1e-6, atol=1e-9)
 
     # All cont 0: every step starts a new sequence, so only step 0 agrees.
-    backend.set_random_seed(1701)
-    layer = make_layer(text, phase="TEST")
-    top = empty_blobs(1)
-    layer.SetUp([x1, cont1], top)
-    for t in range(T):
-        x1.data[...] = x_full.data[t:t + 1]
-        cont1.data[...] = 0
-        layer.Forward([x1, cont1], top)
+    for t, out in stepwise(lambda t: 0):
         if t == 0:
-            np.testing.assert_allclose(top[0].data[0], full[t], rtol=1e-6, atol=1e-9)
+            np.testing.assert_allclose(out, full[t], rtol=1e-6, atol=1e-9)
         else:
-            assert not np.any(top[0].data[0] == full[t])
+            assert not np.any(out == full[t])
 
 
 @pytest.mark.parametrize("kind", ["RNN", "LSTM"])

@@ -81,6 +81,11 @@ def elementwise_flops(layer, bottoms, tops):
     return 0, top_count(tops), True, "out"
 
 
+def per_input_flops(layer, bottoms, tops):
+    """One operation per input element (Accuracy, ArgMax: a comparison each)."""
+    return 0, bottom_count(bottoms), True, "in"
+
+
 def check_eq(layer, a, b, expr, message=""):
     """CHECK_EQ(a, b) inside a layer: raises the layer's error with glog's text."""
     if a != b:
@@ -206,9 +211,8 @@ class Layer:
 
     def backward(self, top: BlobVec, propagate_down: Sequence[bool], bottom: BlobVec) -> None:
         """Default: no gradient (Caffe's layers without Backward_cpu)."""
-        for i, pd in enumerate(propagate_down):
-            if pd:
-                raise self.error("%s Layer cannot backpropagate to its inputs" % self.type)
+        if any(propagate_down):
+            raise self.error("%s Layer cannot backpropagate to its inputs" % self.type)
 
     # ---------------------------------------------------------------- Forward/Backward
     def Forward(self, bottom: BlobVec, top: BlobVec) -> float:
@@ -217,12 +221,17 @@ class Layer:
         with np.errstate(all="ignore"):
             self.reshape(bottom, top)
             self.forward(bottom, top)
-            loss = self.dtype.type(0)
-            for i, t in enumerate(top):
-                if self.loss(i):
-                    d = t.get_data().reshape(-1)
-                    w = t.get_diff().reshape(-1)
-                    loss += self.dtype.type(self.xp.dot(d, w))
+            return self.weighted_loss(top)
+
+    def weighted_loss(self, top: BlobVec) -> float:
+        """What Forward returns: Σ over the loss tops of data · diff (the loss weight lives
+        in the top's diff)."""
+        loss = self.dtype.type(0)
+        for i, t in enumerate(top):
+            if self.loss(i):
+                d = t.get_data().reshape(-1)
+                w = t.get_diff().reshape(-1)
+                loss += self.dtype.type(self.xp.dot(d, w))
         return loss
 
     def Backward(self, top: BlobVec, propagate_down: Sequence[bool], bottom: BlobVec) -> None:
@@ -291,6 +300,13 @@ class LossLayer(Layer):
 
     def allow_force_backward(self, bottom_index):
         return bottom_index != 1
+
+    def diff_to_prediction(self, propagate_down):
+        """The head of a loss layer's Backward: no gradient to the labels (bottom 1: an
+        error, Caffe's LOG(FATAL)); whether bottom 0 (the prediction) wants one."""
+        if propagate_down[1]:
+            raise self.error("%s Layer cannot backpropagate to label inputs." % self.type)
+        return bool(propagate_down[0])
 
     def get_normalizer(self, mode, outer_num, inner_num, valid_count):
         """LossLayer::GetNormalizer (FULL, VALID, BATCH_SIZE, NONE), at least 1."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.core.blob import Blob
 from engine.core.kernels.blas import gemm_acc
-from engine.core.layers.base import Layer, bottom_count, no_flops, top_count, workspace
+from engine.core.layers.base import Layer, bottom_count, no_flops, per_input_flops, top_count, workspace
 from engine.core.layers.base import fill_param as fill
 from engine.core.layers.registry import register_layer
 from engine.core.log import check_failed as _check_failed
@@ -23,6 +23,24 @@ from engine.core.log import layer_log
 from engine.proto import caffe_pb2
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _weight_and_bias(layer, weight_shape, p):
+    """InnerProduct's and Embed's params: the weight (``p.weight_filler``) and, with
+    ``layer.bias_term``, a bias of ``layer.N`` (``p.bias_filler``), unless the layer
+    came with blobs; every param blob propagates down."""
+    if layer.blobs:
+        layer_log.info("Skipping parameter initialization")
+    else:
+        w = layer.new_blob(weight_shape)
+        fill(w, p.weight_filler)
+        layer.blobs.append(w)
+        if layer.bias_term:
+            b = layer.new_blob((layer.N,))
+            fill(b, p.bias_filler)
+            layer.blobs.append(b)
+    for i in range(len(layer.blobs)):
+        layer.set_param_propagate_down(i, True)
 
 
 def scatter_add(xp, target, indices, values):
@@ -80,19 +98,7 @@ class InnerProductLayer(Layer):
         self.transpose = bool(p.transpose)
         axis = bottom[0].canonical_axis(p.axis)
         self.K = bottom[0].count_range(axis)
-        if self.blobs:
-            layer_log.info("Skipping parameter initialization")
-        else:
-            wshape = (self.K, self.N) if self.transpose else (self.N, self.K)
-            w = self.new_blob(wshape)
-            fill(w, p.weight_filler)
-            self.blobs.append(w)
-            if self.bias_term:
-                b = self.new_blob((self.N,))
-                fill(b, p.bias_filler)
-                self.blobs.append(b)
-        for i in range(len(self.blobs)):
-            self.set_param_propagate_down(i, True)
+        _weight_and_bias(self, (self.K, self.N) if self.transpose else (self.N, self.K), p)
 
     def reshape(self, bottom, top):
         p = self.layer_param.inner_product_param
@@ -150,6 +156,49 @@ class InnerProductLayer(Layer):
 
 
 # --------------------------------------------------------------------------- Concat
+def _check_axis_or_dim(layer, kind):
+    """Concat's and Slice's LayerSetUp: ``axis`` or the deprecated ``<kind>_dim``, not both."""
+    p = getattr(layer.layer_param, kind + "_param")
+    if p.HasField("axis") and p.HasField(kind + "_dim"):
+        raise layer.error(_check_failed(
+            "!({0}_param.has_axis() && {0}_param.has_{0}_dim())".format(kind),
+            message="Either axis or %s_dim should be specified; not both." % kind))
+
+
+def _parts_into_whole(parts, whole, outer, inner):
+    """Concat's Forward, Slice's Backward: each ``(k, array)`` part, in order, into its ``k``
+    rows of ``whole`` seen as outer x (Σ k) x inner."""
+    whole = whole.reshape(outer, -1, inner)
+    off = 0
+    for k, a in parts:
+        whole[:, off:off + k, :] = a.reshape(outer, k, inner)
+        off += k
+
+
+def _whole_into_parts(whole, parts, outer, inner):
+    """Concat's Backward, Slice's Forward: the rows of ``whole`` (outer x (Σ k) x inner), in
+    order, into each ``(k, array)`` part; a part of None is passed over."""
+    whole = whole.reshape(outer, -1, inner)
+    off = 0
+    for k, a in parts:
+        if a is not None:
+            a.reshape(outer, k, inner)[...] = whole[:, off:off + k, :]
+        off += k
+
+
+def _axis_or_dim(layer, kind, blob):
+    """Concat's and Slice's axis: the deprecated ``<kind>_dim`` as given (checked against
+    the axis count, not canonicalised), else ``axis`` canonicalised against ``blob``."""
+    p = getattr(layer.layer_param, kind + "_param")
+    if not p.HasField(kind + "_dim"):
+        return blob.canonical_axis(p.axis)
+    axis = int(getattr(p, kind + "_dim"))
+    if axis >= blob.num_axes:
+        raise layer.error(_check_failed("%s_axis_ < num_axes" % kind, axis, blob.num_axes,
+                                        "%s_dim out of range." % kind))
+    return axis
+
+
 @register_layer
 class ConcatLayer(Layer):
     type = "Concat"
@@ -161,23 +210,11 @@ class ConcatLayer(Layer):
     exact_num_top = 1
 
     def layer_setup(self, bottom, top):
-        p = self.layer_param.concat_param
-        if p.HasField("axis") and p.HasField("concat_dim"):
-            raise self.error(_check_failed(
-                "!(concat_param.has_axis() && concat_param.has_concat_dim())",
-                message="Either axis or concat_dim should be specified; not both."))
+        _check_axis_or_dim(self, "concat")
 
     def reshape(self, bottom, top):
-        p = self.layer_param.concat_param
         num_axes = bottom[0].num_axes
-        if p.HasField("concat_dim"):
-            axis = int(p.concat_dim)
-            if axis >= num_axes:
-                raise self.error(_check_failed("concat_axis_ < num_axes", axis, num_axes,
-                                               "concat_dim out of range."))
-        else:
-            axis = bottom[0].canonical_axis(p.axis)
-        self.axis = axis
+        self.axis = axis = _axis_or_dim(self, "concat", bottom[0])
         top_shape = list(bottom[0].shape)
         self.num_concats = bottom[0].count_range(0, axis)
         self.inner = bottom[0].count_range(axis + 1)
@@ -207,23 +244,14 @@ class ConcatLayer(Layer):
     def forward(self, bottom, top):
         if len(bottom) == 1 or top[0].count == 0:
             return
-        t = top[0].mut_data().reshape(self.num_concats, -1, self.inner)
-        off = 0
-        for b in bottom:
-            k = b.shape[self.axis]
-            t[:, off:off + k, :] = b.get_data().reshape(self.num_concats, k, self.inner)
-            off += k
+        _parts_into_whole([(b.shape[self.axis], b.get_data()) for b in bottom], top[0].mut_data(),
+                          self.num_concats, self.inner)
 
     def backward(self, top, propagate_down, bottom):
         if len(bottom) == 1 or top[0].count == 0:
             return
-        td = top[0].get_diff().reshape(self.num_concats, -1, self.inner)
-        off = 0
-        for i, b in enumerate(bottom):
-            k = b.shape[self.axis]
-            if propagate_down[i]:
-                b.mut_diff().reshape(self.num_concats, k, self.inner)[...] = td[:, off:off + k, :]
-            off += k
+        parts = [(b.shape[self.axis], b.mut_diff() if pd else None) for b, pd in zip(bottom, propagate_down)]
+        _whole_into_parts(top[0].get_diff(), parts, self.num_concats, self.inner)
 
 
 # --------------------------------------------------------------------------- Slice
@@ -238,24 +266,11 @@ class SliceLayer(Layer):
     min_top = 1
 
     def layer_setup(self, bottom, top):
-        p = self.layer_param.slice_param
-        if p.HasField("axis") and p.HasField("slice_dim"):
-            raise self.error(_check_failed(
-                "!(slice_param.has_axis() && slice_param.has_slice_dim())",
-                message="Either axis or slice_dim should be specified; not both."))
-        self.slice_points = [int(s) for s in p.slice_point]
+        _check_axis_or_dim(self, "slice")
+        self.slice_points = [int(s) for s in self.layer_param.slice_param.slice_point]
 
     def reshape(self, bottom, top):
-        p = self.layer_param.slice_param
-        num_axes = bottom[0].num_axes
-        if p.HasField("slice_dim"):
-            axis = int(p.slice_dim)
-            if axis >= num_axes:
-                raise self.error(_check_failed("slice_axis_ < num_axes", axis, num_axes,
-                                               "slice_dim out of range."))
-        else:
-            axis = bottom[0].canonical_axis(p.axis)
-        self.axis = axis
+        self.axis = axis = _axis_or_dim(self, "slice", bottom[0])
         top_shape = list(bottom[0].shape)
         n_axis = bottom[0].shape[axis]
         self.num_slices = bottom[0].count_range(0, axis)
@@ -296,20 +311,14 @@ class SliceLayer(Layer):
     def forward(self, bottom, top):
         if len(top) == 1 or bottom[0].count == 0:
             return
-        x = bottom[0].get_data().reshape(self.num_slices, -1, self.inner)
-        off = 0
-        for t, k in zip(top, self.sizes):
-            t.mut_data().reshape(self.num_slices, k, self.inner)[...] = x[:, off:off + k, :]
-            off += k
+        _whole_into_parts(bottom[0].get_data(), [(k, t.mut_data()) for t, k in zip(top, self.sizes)],
+                          self.num_slices, self.inner)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0] or len(top) == 1 or bottom[0].count == 0:
             return
-        bd = bottom[0].mut_diff().reshape(self.num_slices, -1, self.inner)
-        off = 0
-        for t, k in zip(top, self.sizes):
-            bd[:, off:off + k, :] = t.get_diff().reshape(self.num_slices, k, self.inner)
-            off += k
+        _parts_into_whole([(k, t.get_diff()) for t, k in zip(top, self.sizes)], bottom[0].mut_diff(),
+                          self.num_slices, self.inner)
 
 
 # --------------------------------------------------------------------------- Split
@@ -743,18 +752,7 @@ class EmbedLayer(Layer):
             raise self.error(_check_failed("K_ > 0", self.K, 0,
                                            "EmbedLayer input_dim must be positive."))
         self.bias_term = bool(p.bias_term)
-        if self.blobs:
-            layer_log.info("Skipping parameter initialization")
-        else:
-            w = self.new_blob((self.K, self.N))
-            fill(w, p.weight_filler)
-            self.blobs.append(w)
-            if self.bias_term:
-                b = self.new_blob((self.N,))
-                fill(b, p.bias_filler)
-                self.blobs.append(b)
-        for i in range(len(self.blobs)):
-            self.set_param_propagate_down(i, True)
+        _weight_and_bias(self, (self.K, self.N), p)
 
     def reshape(self, bottom, top):
         self.M = bottom[0].count
@@ -914,8 +912,7 @@ class ArgMaxLayer(Layer):
     category = "output"
     summary = "Index (and value) of the top-k maxima."
     param_fields = ("argmax_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms), True, "in"
+    flops = per_input_flops
     exact_num_bottom = 1
     exact_num_top = 1
 

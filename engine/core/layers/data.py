@@ -18,6 +18,7 @@ import os
 import queue
 import threading
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -225,7 +226,7 @@ class Prefetcher:
             except queue.Empty:
                 if not self.thread.is_alive() and self.full.empty():
                     raise LayerError("prefetch thread '%s' stopped (the layer was closed?)"
-                                     % self.thread.name)
+                                     % self.thread.name) from None
         if isinstance(item, _Failure):
             self.full.put(item)   # every later Forward fails the same way
             raise item.error
@@ -316,6 +317,18 @@ def _shutdown(prefetcher, resource):
 
 def _layer_error(layer_type, name, message, cls=LayerError):
     return cls("%s layer '%s': %s" % (layer_type, name, message), layer=name)
+
+
+def _read_text(layer, path, cannot_open, not_text):
+    """The text of a list file a data layer reads; ``cannot_open(OSError)`` and ``not_text``
+    (a decoding error's detail follows it) are the messages of the layer's errors."""
+    try:
+        with open(path, "r") as f:
+            return f.read()
+    except OSError as e:
+        raise _layer_error(layer.type, layer.name, cannot_open(e)) from None
+    except UnicodeDecodeError as e:
+        raise _layer_error(layer.type, layer.name, "%s: %s" % (not_text, e)) from None
 
 
 # =========================================================================== Data (LMDB, LevelDB)
@@ -527,15 +540,8 @@ class ImageDataLayer(_BaseDataLayer):
                              "at the same time.")
         source = self._path(p.source)
         layer_log.info("Opening file %s", source)
-        try:
-            with open(source, "r", newline=None) as f:
-                raw = f.read().split("\n")
-        except OSError as e:
-            raise _layer_error("ImageData", self.name, "cannot open image list %s: %s"
-                               % (source, e.strerror or e)) from None
-        except UnicodeDecodeError as e:
-            raise _layer_error("ImageData", self.name, "image list %s is not text: %s" % (source, e)) \
-                from None
+        raw = _read_text(self, source, lambda e: "cannot open image list %s: %s" % (source, e.strerror or e),
+                         "image list %s is not text" % source).split("\n")
         lines = []
         for line in raw:
             line = line.rstrip("\r")
@@ -653,14 +659,8 @@ class HDF5DataLayer(Layer):
         p = self.layer_param.hdf5_data_param
         source = resolve_path(p.source, self.model_dir)
         layer_log.info("Loading list of HDF5 filenames from: %s", source)
-        try:
-            with open(source, "r") as f:
-                names = f.read().split()
-        except OSError:
-            raise _layer_error("HDF5Data", self.name, "Failed to open source file: %s" % source) from None
-        except UnicodeDecodeError as e:
-            raise _layer_error("HDF5Data", self.name, "source file %s is not a text list of HDF5 file "
-                               "names: %s" % (source, e)) from None
+        names = _read_text(self, source, lambda e: "Failed to open source file: %s" % source,
+                           "source file %s is not a text list of HDF5 file names" % source).split()
         self.source_dir = os.path.dirname(os.path.abspath(source))
         self.filenames = [n if os.path.isabs(n) or os.path.exists(n) or not os.path.exists(
             os.path.join(self.source_dir, n)) else os.path.join(self.source_dir, n) for n in names]
@@ -965,23 +965,15 @@ class _WindowLoader:
     def __call__(self, batch):
         crop = self.crop_size
         n = self.batch_size
-        ch = self.channels
-        if batch.data is None or batch.data.shape != (n, ch, crop, crop):
-            batch.data = np.empty((n, ch, crop, crop), self.dtype)
+        if batch.data is None or batch.data.shape != (n, self.channels, crop, crop):
+            batch.data = np.empty((n, self.channels, crop, crop), self.dtype)
         if batch.label is None:
             batch.label = np.empty((n,), self.dtype)
-        top = batch.data
-        top[...] = 0
-        scale = self.dtype.type(self.scale)
-        mean = self.mean
-        mean_off = 0
-        if mean is not None:
-            mean_off = (mean.shape[2] - crop) // 2
+        batch.data[...] = 0
         num_fg = int(float(n) * self.fg_fraction)
-        num_samples = (n - num_fg, num_fg)
         item = 0
-        for is_fg in (0, 1):
-            for _ in range(num_samples[is_fg]):
+        for is_fg, count in ((0, n - num_fg), (1, num_fg)):
+            for _ in range(count):
                 r = self.rand()
                 windows = self.fg if is_fg else self.bg
                 if not windows:
@@ -989,65 +981,70 @@ class _WindowLoader:
                                        % ("foreground" if is_fg else "background"))
                 window = windows[r % len(windows)]
                 do_mirror = bool(self.mirror) and self.rand() % 2 != 0
-                img = self.image(int(window[self.IMAGE_INDEX]))
-                rows, cols = img.shape[:2]
-                channels = img.shape[2]
-                x1, y1 = int(window[self.X1]), int(window[self.Y1])
-                x2, y2 = int(window[self.X2]), int(window[self.Y2])
-                pad_w = pad_h = 0
-                out_w = out_h = crop
-                if self.context_pad > 0 or self.use_square:
-                    context_scale = crop / float(crop - 2 * self.context_pad)
-                    half_h = (y2 - y1 + 1) / 2.0
-                    half_w = (x2 - x1 + 1) / 2.0
-                    cx, cy = x1 + half_w, y1 + half_h
-                    if self.use_square:
-                        if half_h > half_w:
-                            half_w = half_h
-                        else:
-                            half_h = half_w
-                    x1 = _cround(cx - half_w * context_scale)
-                    x2 = _cround(cx + half_w * context_scale)
-                    y1 = _cround(cy - half_h * context_scale)
-                    y2 = _cround(cy + half_h * context_scale)
-                    unclipped_h, unclipped_w = y2 - y1 + 1, x2 - x1 + 1
-                    pad_x1, pad_y1 = max(0, -x1), max(0, -y1)
-                    pad_x2, pad_y2 = max(0, x2 - cols + 1), max(0, y2 - rows + 1)
-                    x1 += pad_x1
-                    x2 -= pad_x2
-                    y1 += pad_y1
-                    y2 -= pad_y2
-                    if not (x1 > -1 and y1 > -1 and x2 < cols and y2 < rows):
-                        raise _layer_error("WindowData", self.layer_name, "window (%d, %d, %d, %d) lies "
-                                           "outside its %d x %d image" % (x1, y1, x2, y2, cols, rows))
-                    clipped_h, clipped_w = y2 - y1 + 1, x2 - x1 + 1
-                    sx = crop / float(unclipped_w)
-                    sy = crop / float(unclipped_h)
-                    out_w = _cround(clipped_w * sx)
-                    out_h = _cround(clipped_h * sy)
-                    pad_x1 = _cround(pad_x1 * sx)
-                    pad_x2 = _cround(pad_x2 * sx)
-                    pad_y1 = _cround(pad_y1 * sy)
-                    pad_y2 = _cround(pad_y2 * sy)
-                    pad_h = pad_y1
-                    pad_w = pad_x2 if do_mirror else pad_x1
-                    if pad_h + out_h > crop:
-                        out_h = crop - pad_h
-                    if pad_w + out_w > crop:
-                        out_w = crop - pad_w
-                region = img[y1:y2 + 1, x1:x2 + 1]
-                warped = resize_linear(region, out_h, out_w)
-                if do_mirror:
-                    warped = warped[:, ::-1]
-                x = np.transpose(warped, (2, 0, 1)).astype(self.dtype)
-                if mean is not None:
-                    x = x - mean[:channels, mean_off + pad_h:mean_off + pad_h + out_h,
-                                 mean_off + pad_w:mean_off + pad_w + out_w].astype(self.dtype)
-                elif self.mean_values:
-                    x = x - np.asarray(self.mean_values[:channels], self.dtype).reshape(-1, 1, 1)
-                top[item, :channels, pad_h:pad_h + out_h, pad_w:pad_w + out_w] = x * scale
+                self._fill(batch.data[item], window, do_mirror)
                 batch.label[item] = window[self.LABEL]
                 item += 1
+
+    def _fill(self, out, window, do_mirror):
+        """One sample: the window's region of its image, with context and square crop as
+        asked, warped to its place in the crop_size x crop_size ``out`` (C x H x W, zeros
+        where the context padding fell outside the image), mirrored, less the mean, scaled."""
+        img = self.image(int(window[self.IMAGE_INDEX]))
+        channels = img.shape[2]
+        (x1, y1, x2, y2), (pad_h, pad_w, out_h, out_w) = self._geometry(window, img.shape[0], img.shape[1],
+                                                                        do_mirror)
+        warped = resize_linear(img[y1:y2 + 1, x1:x2 + 1], out_h, out_w)
+        if do_mirror:
+            warped = warped[:, ::-1]
+        x = np.transpose(warped, (2, 0, 1)).astype(self.dtype)
+        if self.mean is not None:
+            off = (self.mean.shape[2] - self.crop_size) // 2
+            x = x - self.mean[:channels, off + pad_h:off + pad_h + out_h,
+                              off + pad_w:off + pad_w + out_w].astype(self.dtype)
+        elif self.mean_values:
+            x = x - np.asarray(self.mean_values[:channels], self.dtype).reshape(-1, 1, 1)
+        out[:channels, pad_h:pad_h + out_h, pad_w:pad_w + out_w] = x * self.dtype.type(self.scale)
+
+    def _geometry(self, window, rows, cols, do_mirror):
+        """``((x1, y1, x2, y2), (pad_h, pad_w, out_h, out_w))``: the image region to crop and
+        where its warp lands in the output. With context_pad or square crop mode the box
+        grows (to a square first), is clipped to the image, and the clipped part becomes
+        padding; otherwise the window fills the output."""
+        crop = self.crop_size
+        x1, y1 = int(window[self.X1]), int(window[self.Y1])
+        x2, y2 = int(window[self.X2]), int(window[self.Y2])
+        if not (self.context_pad > 0 or self.use_square):
+            return (x1, y1, x2, y2), (0, 0, crop, crop)
+        context_scale = crop / float(crop - 2 * self.context_pad)
+        half_h = (y2 - y1 + 1) / 2.0
+        half_w = (x2 - x1 + 1) / 2.0
+        cx, cy = x1 + half_w, y1 + half_h
+        if self.use_square:
+            if half_h > half_w:
+                half_w = half_h
+            else:
+                half_h = half_w
+        x1 = _cround(cx - half_w * context_scale)
+        x2 = _cround(cx + half_w * context_scale)
+        y1 = _cround(cy - half_h * context_scale)
+        y2 = _cround(cy + half_h * context_scale)
+        unclipped_h, unclipped_w = y2 - y1 + 1, x2 - x1 + 1
+        pad_x1, pad_y1 = max(0, -x1), max(0, -y1)
+        pad_x2, pad_y2 = max(0, x2 - cols + 1), max(0, y2 - rows + 1)
+        x1 += pad_x1
+        x2 -= pad_x2
+        y1 += pad_y1
+        y2 -= pad_y2
+        if not (x1 > -1 and y1 > -1 and x2 < cols and y2 < rows):
+            raise _layer_error("WindowData", self.layer_name, "window (%d, %d, %d, %d) lies "
+                               "outside its %d x %d image" % (x1, y1, x2, y2, cols, rows))
+        sx = crop / float(unclipped_w)
+        sy = crop / float(unclipped_h)
+        out_w = _cround((x2 - x1 + 1) * sx)
+        out_h = _cround((y2 - y1 + 1) * sy)
+        pad_h = _cround(pad_y1 * sy)
+        pad_w = _cround(pad_x2 * sx) if do_mirror else _cround(pad_x1 * sx)
+        return (x1, y1, x2, y2), (pad_h, pad_w, min(out_h, crop - pad_h), min(out_w, crop - pad_w))
 
 
 @register_layer
@@ -1069,24 +1066,36 @@ class WindowDataLayer(_BaseDataLayer):
                        "  background (non-object) overlap threshold: %g\n"
                        "  foreground sampling fraction: %g\n  cache_images: %d\n  root_folder: %s",
                        wp.fg_threshold, wp.bg_threshold, wp.fg_fraction, wp.cache_images, wp.root_folder)
-        cache = bool(wp.cache_images)
-        root = wp.root_folder
+        windows = self._read_window_file(wp)
+        layer_log.info("Amount of context padding: %d", wp.context_pad)
+        layer_log.info("Crop mode: %s", wp.crop_mode)
+        crop = int(tp.crop_size)
+        if not crop > 0:
+            raise self.error(_check_failed("crop_size > 0", crop, 0))
+        batch_size = int(wp.batch_size)
+        channels = windows.channels
+        top[0].reshape((batch_size, channels, crop, crop))
+        layer_log.info("output data size: %d,%d,%d,%d", batch_size, channels, crop, crop)
+        top[1].reshape((batch_size,))
+        self.output_labels = True
+        mean, mean_values = self._means(tp, channels)
+        self.fg_windows, self.bg_windows, self.image_database = windows.fg, windows.bg, windows.image_db
+        loader = _WindowLoader(self.name, wp, crop, bool(tp.mirror), windows.fg, windows.bg, windows.image_db,
+                               windows.image_cache, mean, mean_values, channels, self.dtype, _engine_seed())
+        self._start_prefetch(loader)
+
+    def _read_window_file(self, wp):
+        """The window file: for each image "# index path channels height width count" and
+        count windows "label overlap x1 y1 x2 y2"; windows with overlap >= fg_threshold are
+        foreground, < bg_threshold background (label 0), the rest unused. Logs as Caffe."""
         source = self._path(wp.source)
-        try:
-            with open(source, "r") as f:
-                tokens = f.read().split()
-        except OSError:
-            raise _layer_error("WindowData", self.name, "Failed to open window file %s" % source) from None
-        except UnicodeDecodeError as e:
-            raise _layer_error("WindowData", self.name, "window file %s is not text: %s" % (source, e)) \
-                from None
+        tokens = _read_text(self, source, lambda e: "Failed to open window file %s" % source,
+                            "window file %s is not text" % source).split()
         if len(tokens) < 2:
             raise _layer_error("WindowData", self.name, "Window file is empty: %s" % source)
-        fg, bg, image_db = [], [], []
-        image_cache = [] if cache else None
+        w = _WindowFile(fg=[], bg=[], image_db=[], image_cache=[] if wp.cache_images else None)
         label_hist = {0: 0}
         pos = 0
-        channels = 0
         image_index = 0
 
         def take(kind=int):
@@ -1098,23 +1107,18 @@ class WindowDataLayer(_BaseDataLayer):
             return kind(v)
 
         try:
-            while pos + 1 < len(tokens) + 1 and pos < len(tokens):
+            while pos < len(tokens):
                 hashtag = take(str)
                 image_index = take(int)
                 if hashtag != "#":
                     raise _layer_error("WindowData", self.name, _check_failed(
                         "hashtag == \"#\"", hashtag, "#") + " in window file %s" % source)
-                image_path = resolve_path(root + take(str), self.model_dir)
+                image_path = resolve_path(wp.root_folder + take(str), self.model_dir)
                 size = [take(int), take(int), take(int)]
-                channels = size[0]
-                image_db.append((image_path, size))
-                if cache:
-                    try:
-                        with open(image_path, "rb") as imf:
-                            image_cache.append(imf.read())
-                    except OSError:
-                        raise _layer_error("WindowData", self.name, "Could not open or find file %s"
-                                           % image_path) from None
+                w.channels = size[0]
+                w.image_db.append((image_path, size))
+                if w.image_cache is not None:
+                    w.image_cache.append(self._image_bytes(image_path))
                 num_windows = take(int)
                 for _ in range(num_windows):
                     label, overlap = take(int), take(float)
@@ -1123,12 +1127,12 @@ class WindowDataLayer(_BaseDataLayer):
                     if overlap >= wp.fg_threshold:
                         if not label > 0:
                             raise self.error(_check_failed("label > 0", label, 0))
-                        fg.append(window)
+                        w.fg.append(window)
                         label_hist[label] = label_hist.get(label, 0) + 1
                     elif overlap < wp.bg_threshold:
                         window[1] = 0
                         window[2] = 0
-                        bg.append(window)
+                        w.bg.append(window)
                         label_hist[0] += 1
                 if image_index % 100 == 0:
                     layer_log.info("num: %d %s %d %d %d windows to process: %d", image_index,
@@ -1139,20 +1143,22 @@ class WindowDataLayer(_BaseDataLayer):
         layer_log.info("Number of images: %d", image_index + 1)
         for k in sorted(label_hist):
             layer_log.info("class %d has %d samples", k, label_hist[k])
-        layer_log.info("Amount of context padding: %d", wp.context_pad)
-        layer_log.info("Crop mode: %s", wp.crop_mode)
-        crop = int(tp.crop_size)
-        if not crop > 0:
-            raise self.error(_check_failed("crop_size > 0", crop, 0))
-        batch_size = int(wp.batch_size)
-        top[0].reshape((batch_size, channels, crop, crop))
-        layer_log.info("output data size: %d,%d,%d,%d", batch_size, channels, crop, crop)
-        top[1].reshape((batch_size,))
-        self.output_labels = True
-        mean = None
+        return w
+
+    def _image_bytes(self, image_path):
+        """cache_images: the encoded bytes of an image the window file lists."""
+        try:
+            with open(image_path, "rb") as imf:
+                return imf.read()
+        except OSError:
+            raise _layer_error("WindowData", self.name, "Could not open or find file %s"
+                               % image_path) from None
+
+    def _means(self, tp, channels):
+        """``(mean image or None, mean values)`` of transform_param, checked as Caffe checks
+        them; a single mean_value serves every channel."""
+        mean = self.transformer.mean if tp.HasField("mean_file") else None
         mean_values = [float(v) for v in tp.mean_value]
-        if tp.HasField("mean_file"):
-            mean = self.transformer.mean
         if mean_values:
             if tp.HasField("mean_file"):
                 raise self.error("Cannot specify mean_file and mean_value at the same time")
@@ -1160,8 +1166,14 @@ class WindowDataLayer(_BaseDataLayer):
                 raise self.error("Specify either 1 mean_value or as many as channels: %d" % channels)
             if channels > 1 and len(mean_values) == 1:
                 mean_values = mean_values * channels
-        self.fg_windows, self.bg_windows, self.image_database = fg, bg, image_db
-        loader = _WindowLoader(self.name, wp, crop, bool(tp.mirror), fg, bg, image_db, image_cache,
-                               mean, mean_values, channels, self.dtype, _engine_seed())
-        self._start_prefetch(loader)
+        return mean, mean_values
 
+
+@dataclass
+class _WindowFile:
+    """What WindowData reads from its window file."""
+    fg: list
+    bg: list
+    image_db: list                  # (path, [channels, height, width]) per image
+    image_cache: list | None        # the encoded images (cache_images), else None
+    channels: int = 0               # of the last image listed

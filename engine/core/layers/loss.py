@@ -8,7 +8,7 @@ loss weight Caffe stores in the top's diff) over the layer's normalizer.
 import numpy as np
 
 from engine.core.blob import Blob
-from engine.core.layers.base import Layer, LossLayer, bottom_count
+from engine.core.layers.base import Layer, LossLayer, bottom_count, per_input_flops
 from engine.core.layers.base import check_eq as _check_eq
 from engine.core.layers.common import softmax_forward
 from engine.core.layers.registry import register_layer
@@ -36,6 +36,10 @@ def _loss_mode(loss_param, default_mode):
     return default_mode
 
 
+def three_per_input_flops(layer, bottoms, tops):
+    """The element-wise losses (Euclidean, Hinge, SigmoidCrossEntropy, Contrastive,
+    Infogain, MultinomialLogistic): three operations per input element."""
+    return 0, bottom_count(bottoms) * 3, True, "in × 3"
 
 
 def _top_weight(top):
@@ -141,9 +145,7 @@ class SoftmaxWithLossLayer(_ClassLossMixin, LossLayer):
             top[1].share_data(self.prob)
 
     def backward(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("%s Layer cannot backpropagate to label inputs." % self.type)
-        if not propagate_down[0]:
+        if not self.diff_to_prediction(propagate_down):
             return
         xp = self.xp
         dt = self.dtype.type
@@ -162,8 +164,7 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
     category = "loss"
     summary = "Sigmoid + cross-entropy loss."
     param_fields = ("loss_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms) * 3, True, "in × 3"
+    flops = three_per_input_flops
 
     def layer_setup(self, bottom, top):
         super().layer_setup(bottom, top)
@@ -206,9 +207,7 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
         top[0].mut_data()[...] = loss / dt(self.normalizer)
 
     def backward(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("%s Layer cannot backpropagate to label inputs." % self.type)
-        if not propagate_down[0]:
+        if not self.diff_to_prediction(propagate_down):
             return
         xp = self.xp
         dt = self.dtype.type
@@ -227,8 +226,7 @@ class EuclideanLossLayer(LossLayer):
     category = "loss"
     summary = "Sum of squared differences / 2N."
     param_fields = ("loss_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms) * 3, True, "in × 3"
+    flops = three_per_input_flops
 
     def layer_setup(self, bottom, top):
         super().layer_setup(bottom, top)
@@ -271,8 +269,7 @@ class ContrastiveLossLayer(LossLayer):
     category = "loss"
     summary = "Siamese contrastive loss."
     param_fields = ("contrastive_loss_param", "loss_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms) * 3, True, "in × 3"
+    flops = three_per_input_flops
     exact_num_bottom = 3
 
     def layer_setup(self, bottom, top):
@@ -368,8 +365,7 @@ class HingeLossLayer(LossLayer):
     category = "loss"
     summary = "One-vs-all hinge loss (L1 / L2)."
     param_fields = ("hinge_loss_param", "loss_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms) * 3, True, "in × 3"
+    flops = three_per_input_flops
 
     def _norm(self):
         n = self.layer_param.hinge_loss_param.norm
@@ -411,9 +407,7 @@ class HingeLossLayer(LossLayer):
         top[0].mut_data()[...] = loss / dt(num)
 
     def backward(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("%s Layer cannot backpropagate to label inputs." % self.type)
-        if not propagate_down[0]:
+        if not self.diff_to_prediction(propagate_down):
             return
         xp = self.xp
         dt = self.dtype.type
@@ -438,8 +432,7 @@ class InfogainLossLayer(_ClassLossMixin, LossLayer):
     category = "loss"
     summary = "Loss weighted by an infogain matrix."
     param_fields = ("infogain_loss_param", "loss_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms) * 3, True, "in × 3"
+    flops = three_per_input_flops
     exact_num_bottom = -1
     min_bottom = 2
     max_bottom = 3
@@ -526,11 +519,10 @@ class InfogainLossLayer(_ClassLossMixin, LossLayer):
             top[1].share_data(self.prob)
 
     def backward(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("%s Layer cannot backpropagate to label inputs." % self.type)
+        to_prediction = self.diff_to_prediction(propagate_down)
         if len(propagate_down) > 2 and propagate_down[2]:
             raise self.error("%s Layer cannot backpropagate to infogain inputs." % self.type)
-        if not propagate_down[0]:
+        if not to_prediction:
             return
         xp = self.xp
         L = self.num_labels
@@ -554,8 +546,7 @@ class MultinomialLogisticLossLayer(LossLayer):
     category = "loss"
     summary = "-log p(label) of given probabilities."
     param_fields = ("loss_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms) * 3, True, "in × 3"
+    flops = three_per_input_flops
 
     def reshape(self, bottom, top):
         super().reshape(bottom, top)
@@ -587,9 +578,7 @@ class MultinomialLogisticLossLayer(LossLayer):
         top[0].mut_data()[...] = loss / self.dtype.type(num)
 
     def backward(self, top, propagate_down, bottom):
-        if propagate_down[1]:
-            raise self.error("%s Layer cannot backpropagate to label inputs." % self.type)
-        if not propagate_down[0]:
+        if not self.diff_to_prediction(propagate_down):
             return
         xp = self.xp
         num, dim, rows, labels, prob = self._picked(bottom)
@@ -606,8 +595,7 @@ class AccuracyLayer(_ClassLossMixin, Layer):
     category = "output"
     summary = "Top-k accuracy (no gradient)."
     param_fields = ("accuracy_param",)
-    def flops(self, bottoms, tops):
-        return 0, bottom_count(bottoms), True, "in"
+    flops = per_input_flops
     exact_num_bottom = 2
     min_top = 1
     max_top = 2

@@ -69,6 +69,7 @@ class PyLayer(Layer):
     category = "python"
     summary = "A layer written in Python (runs the model author's code)."
     param_fields = ("python_param",)
+
     def flops(self, bottoms, tops):
         return 0, 0, False, "the model author's Python code: not modelled"
 
@@ -142,13 +143,7 @@ class PyLayer(Layer):
         with np.errstate(all="ignore"):
             self._call("reshape", bottom, top)
             self._call("forward", bottom, top)
-            loss = self.dtype.type(0)
-            for i, t in enumerate(top):
-                if self.loss(i):
-                    d = t.get_data().reshape(-1)
-                    w = t.get_diff().reshape(-1)
-                    loss += self.dtype.type(self.xp.dot(d, w))
-        return loss
+            return self.weighted_loss(top)
 
     def Backward(self, top, propagate_down, bottom):
         with np.errstate(all="ignore"):
@@ -229,12 +224,12 @@ def _import_module(module, model_dir):
 @register_layer
 class PythonLayer(Layer):
     """Registered under type "Python": builds the user's class (a PyLayer subclass)."""
-    type = "Python"
-    category = "python"
-    summary = "A layer written in Python (runs the model author's code)."
-    param_fields = ("python_param",)
-    def flops(self, bottoms, tops):
-        return 0, 0, False, "the model author's Python code: not modelled"
+    # the facts of the class it builds
+    type = PyLayer.type
+    category = PyLayer.category
+    summary = PyLayer.summary
+    param_fields = PyLayer.param_fields
+    flops = PyLayer.flops
 
     def __new__(cls, param, dtype=np.float32, model_dir=None, **kwargs):
         pp = param.python_param

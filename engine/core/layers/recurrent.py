@@ -328,6 +328,32 @@ class RecurrentLayer(Layer):
         x_slice.bottom.append(weight + "_x")
         return cont_slice, x_slice
 
+    def _add_step_input(self, net_param, step, tm1s, ts, w_h, w_x, transform_name, sum_name,
+                        sum_top):
+        """The start of timestep t: its tops of the cont and ``w_x``_x slices; h_conted_{t-1}
+        := cont_t * h_{t-1} (the hidden state, reset where a sequence starts); ``w_h``_h_{t-1}
+        := ``w_h`` * h_conted_{t-1} (layer ``transform_name``); ``sum_top`` := ``w_h``_h_{t-1}
+        + ``w_x``_x_t [+ ``w_x``_x_static] (layer ``sum_name``). ``step``: the two slice
+        layers and the Scale, hidden InnerProduct and Eltwise SUM templates."""
+        cont_slice, x_slice, scale_p, hidden, sum_p = step
+        cont_slice.top.append("cont_" + ts)
+        x_slice.top.append(w_x + "_x_" + ts)
+        ch = _layer(net_param, template=scale_p, name="h_conted_" + tm1s)
+        ch.bottom.extend(["h_" + tm1s, "cont_" + ts])
+        ch.top.append("h_conted_" + tm1s)
+
+        w = _layer(net_param, template=hidden, name=transform_name)
+        w.param.add().name = w_h
+        w.bottom.append("h_conted_" + tm1s)
+        w.top.append(w_h + "_h_" + tm1s)
+        w.inner_product_param.axis = 2
+
+        s = _layer(net_param, template=sum_p, name=sum_name)
+        s.bottom.extend([w_h + "_h_" + tm1s, w_x + "_x_" + ts])
+        if self.static_input:
+            s.bottom.append(w_x + "_x_static")
+        s.top.append(sum_top)
+
     def reset(self):
         """RecurrentLayer::Reset: zero the hidden state carried to the next batch."""
         for b in self.recur_output_blobs:
@@ -363,11 +389,15 @@ class RecurrentLayer(Layer):
         self.unrolled_net.BackwardFrom(self.last_layer_index)
 
 
-def _add_h_conted(net_param, scale_p, tm1s, ts):
-    """h_conted_{t-1} := cont_t * h_{t-1} (the hidden state, reset where a sequence starts)."""
-    ch = _layer(net_param, template=scale_p, name="h_conted_" + tm1s)
-    ch.bottom.extend(["h_" + tm1s, "cont_" + ts])
-    ch.top.append("h_conted_" + tm1s)
+def _time_concat(name, top):
+    """The Concat of the per-timestep outputs along time (axis 0); the loop adds its
+    bottoms and it goes in after the loop's layers."""
+    concat = caffe_pb2.LayerParameter()
+    concat.name = name
+    concat.type = "Concat"
+    concat.top.append(top)
+    concat.concat_param.axis = 0
+    return concat
 
 
 @register_layer
@@ -402,32 +432,14 @@ class RNNLayer(RecurrentLayer):
         # W_xh_x = W_xh * x + b_h (and W_xh_x_static = W_xh_static * x_static)
         cont_slice, x_slice = self._add_input_transform(net_param, hidden, biased, slice_p, "W_xh", "b_h")
 
-        concat = caffe_pb2.LayerParameter()
-        concat.name = "o_concat"
-        concat.type = "Concat"
-        concat.top.append("o")
-        concat.concat_param.axis = 0
-
+        concat = _time_concat("o_concat", "o")
+        step = (cont_slice, x_slice, scale_p, hidden, sum_p)
         for t in range(1, self.T + 1):
             tm1s, ts = str(t - 1), str(t)
-            cont_slice.top.append("cont_" + ts)
-            x_slice.top.append("W_xh_x_" + ts)
-
-            _add_h_conted(net_param, scale_p, tm1s, ts)
-
-            # W_hh_h_{t-1} := W_hh * h_conted_{t-1}
-            w = _layer(net_param, template=hidden, name="W_hh_h_" + tm1s)
-            w.param.add().name = "W_hh"
-            w.bottom.append("h_conted_" + tm1s)
-            w.top.append("W_hh_h_" + tm1s)
-            w.inner_product_param.axis = 2
-
-            # h_t := tanh(W_hh_h_{t-1} + W_xh_x_t [+ W_xh_x_static])
-            s = _layer(net_param, template=sum_p, name="h_input_sum_" + ts)
-            s.bottom.extend(["W_hh_h_" + tm1s, "W_xh_x_" + ts])
-            if self.static_input:
-                s.bottom.append("W_xh_x_static")
-            s.top.append("h_neuron_input_" + ts)
+            # h_neuron_input_t := W_hh * h_conted_{t-1} + W_xh_x_t [+ W_xh_x_static]
+            self._add_step_input(net_param, step, tm1s, ts, "W_hh", "W_xh",
+                                 "W_hh_h_" + tm1s, "h_input_sum_" + ts, "h_neuron_input_" + ts)
+            # h_t := tanh(h_neuron_input_t)
             hn = _layer(net_param, template=tanh_p, name="h_neuron_" + ts)
             hn.bottom.append("h_neuron_input_" + ts)
             hn.top.append("h_" + ts)
@@ -485,32 +497,13 @@ class LSTMLayer(RecurrentLayer):
         # W_xc_x = W_xc * x + b_c (and W_xc_x_static = W_xc_static * x_static)
         cont_slice, x_slice = self._add_input_transform(net_param, hidden, biased, slice_p, "W_xc", "b_c")
 
-        concat = caffe_pb2.LayerParameter()
-        concat.name = "h_concat"
-        concat.type = "Concat"
-        concat.top.append("h")
-        concat.concat_param.axis = 0
-
+        concat = _time_concat("h_concat", "h")
+        step = (cont_slice, x_slice, scale_p, hidden, sum_p)
         for t in range(1, self.T + 1):
             tm1s, ts = str(t - 1), str(t)
-            cont_slice.top.append("cont_" + ts)
-            x_slice.top.append("W_xc_x_" + ts)
-
-            _add_h_conted(net_param, scale_p, tm1s, ts)
-
-            # W_hc_h_{t-1} := W_hc * h_conted_{t-1}
-            w = _layer(net_param, template=hidden, name="transform_" + ts)
-            w.param.add().name = "W_hc"
-            w.bottom.append("h_conted_" + tm1s)
-            w.top.append("W_hc_h_" + tm1s)
-            w.inner_product_param.axis = 2
-
-            # gate_input_t := W_hc_h_{t-1} + W_xc_x_t [+ W_xc_x_static]
-            s = _layer(net_param, template=sum_p, name="gate_input_" + ts)
-            s.bottom.extend(["W_hc_h_" + tm1s, "W_xc_x_" + ts])
-            if self.static_input:
-                s.bottom.append("W_xc_x_static")
-            s.top.append("gate_input_" + ts)
+            # gate_input_t := W_hc * h_conted_{t-1} + W_xc_x_t [+ W_xc_x_static]
+            self._add_step_input(net_param, step, tm1s, ts, "W_hc", "W_xc",
+                                 "transform_" + ts, "gate_input_" + ts, "gate_input_" + ts)
 
             # c_t, h_t := LSTMUnit(c_{t-1}, gate_input_t, cont_t)
             u = _layer(net_param, "LSTMUnit")

@@ -33,7 +33,7 @@ from engine.proto import caffe_pb2
 __all__ = ["get_solver", "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver",
            "RMSPropSolver", "AdaDeltaSolver", "AdamSolver", "SOLVERS", "SolverAction",
            "SignalHandler", "Callback", "register_solver", "solver_types", "create_solver",
-           "learning_rate"]
+           "solver_class", "debug_string", "learning_rate"]
 
 
 def get_solver(source, **kwargs):

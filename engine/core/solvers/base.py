@@ -311,6 +311,15 @@ class Solver:
         from engine.core.upgrade import read_net_params
         return read_net_params(path)
 
+    def _net_and_dir(self, source, is_file):
+        """``(NetParameter, model_dir)`` of a net given as a prototxt file (read and
+        upgraded; its folder) or as a NetParameter (copied; no folder)."""
+        if is_file:
+            return self._read_net(source), os.path.dirname(os.path.abspath(source))
+        q = caffe_pb2.NetParameter()
+        q.CopyFrom(source)
+        return q, None
+
     def _load_net_weights(self, net, model_list):
         """LoadNetWeights: a comma-separated list of caffemodels, each trimmed."""
         for name in model_list.split(","):
@@ -331,22 +340,14 @@ class Solver:
             raise check_failed("num_train_nets <= 1", num_train_nets, 1,
                                "SolverParameter must not contain more than one of these fields "
                                "specifying a train_net: " + field_names)
-        net_param = caffe_pb2.NetParameter()
-        model_dir = None
-        if p.HasField("train_net_param"):
-            log.info("Creating training net specified in train_net_param.")
-            net_param.CopyFrom(p.train_net_param)
-        elif p.HasField("train_net"):
-            log.info("Creating training net from train_net file: %s", p.train_net)
-            net_param = self._read_net(p.train_net)
-            model_dir = os.path.dirname(os.path.abspath(p.train_net))
-        if p.HasField("net_param"):
-            log.info("Creating training net specified in net_param.")
-            net_param.CopyFrom(p.net_param)
-        if p.HasField("net"):
-            log.info("Creating training net from net file: %s", p.net)
-            net_param = self._read_net(p.net)
-            model_dir = os.path.dirname(os.path.abspath(p.net))
+        # exactly one of them is set (checked above)
+        field = next(f for f in ("train_net_param", "train_net", "net_param", "net") if p.HasField(f))
+        is_file = not field.endswith("_param")
+        if is_file:
+            log.info("Creating training net from %s file: %s", field, getattr(p, field))
+        else:
+            log.info("Creating training net specified in %s.", field)
+        net_param, model_dir = self._net_and_dir(getattr(p, field), is_file)
         # NetState: the solver default (TRAIN), then the net's own, then train_state.
         state = caffe_pb2.NetState()
         state.phase = TRAIN
@@ -382,40 +383,27 @@ class Solver:
                                "test net.")
         if num_instances and not p.test_interval > 0:
             raise check_failed("param_.test_interval() > 0", p.test_interval, 0)
-        sources, net_params, dirs = [], [], []
-        for i in range(num_test_net_params):
-            sources.append("test_net_param")
-            q = caffe_pb2.NetParameter()
-            q.CopyFrom(p.test_net_param[i])
-            net_params.append(q)
-            dirs.append(None)
-        for i in range(num_test_net_files):
-            sources.append("test_net file: " + p.test_net[i])
-            net_params.append(self._read_net(p.test_net[i]))
-            dirs.append(os.path.dirname(os.path.abspath(p.test_net[i])))
-        remaining = len(p.test_iter) - len(sources)
+        # (how the log names it, the NetParameter or the file, is it a file): the test nets,
+        # then the generic net once per test_iter left over
+        specs = [("test_net_param", q, False) for q in p.test_net_param]
+        specs += [("test_net file: " + f, f, True) for f in p.test_net]
+        remaining = len(p.test_iter) - len(specs)
         if has_net_param:
-            for _ in range(remaining):
-                sources.append("net_param")
-                q = caffe_pb2.NetParameter()
-                q.CopyFrom(p.net_param)
-                net_params.append(q)
-                dirs.append(None)
+            specs += [("net_param", p.net_param, False)] * remaining
         if has_net_file:
-            for _ in range(remaining):
-                sources.append("net file: " + p.net)
-                net_params.append(self._read_net(p.net))
-                dirs.append(os.path.dirname(os.path.abspath(p.net)))
+            specs += [("net file: " + p.net, p.net, True)] * remaining
+        built = [self._net_and_dir(src, is_file) for _, src, is_file in specs]
         self.test_nets = []
         for i in range(num_instances):
+            net_param, model_dir = built[i]
             state = caffe_pb2.NetState()
             state.phase = TEST
-            state.MergeFrom(net_params[i].state)
+            state.MergeFrom(net_param.state)
             if len(p.test_state):
                 state.MergeFrom(p.test_state[i])
-            net_params[i].state.CopyFrom(state)
-            log.info("Creating test net (#%d) specified by %s", i, sources[i])
-            net = self._new_net(net_params[i], dirs[i])
+            net_param.state.CopyFrom(state)
+            log.info("Creating test net (#%d) specified by %s", i, specs[i][0])
+            net = self._new_net(net_param, model_dir)
             net.debug_info = bool(p.debug_info)
             self.test_nets.append(net)
             for w in p.weights:

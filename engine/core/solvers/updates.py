@@ -157,13 +157,20 @@ class SGDSolver(Solver):
     def _local_rate(self, rate, param_id):
         return self._f(rate * self._f(self._net_lists()[1][param_id]))
 
+    def _operands(self, param_id, rate):
+        """What every rule starts from: the local rate, the param's diff (where the update
+        lands) and its history, as arrays of the current mode."""
+        g = self._net_lists()[0][param_id].mut_diff()
+        return self._local_rate(rate, param_id), g, self.history[param_id].mut_data()
+
+    def _second_history(self, param_id):
+        """AdaDelta's and Adam's second history of the param (after the first set)."""
+        return self.history[len(self._net_lists()[0]) + param_id].mut_data()
+
     def compute_update_value(self, param_id, rate):
         """SGD: history = local_rate * diff + momentum * history; diff = history."""
-        params = self._net_lists()[0]
         momentum = self._f(self._param.momentum)
-        local_rate = self._local_rate(rate, param_id)
-        g = params[param_id].mut_diff()
-        h = self.history[param_id].mut_data()
+        local_rate, g, h = self._operands(param_id, rate)
         h *= momentum
         h += g * local_rate
         g[...] = h
@@ -300,6 +307,15 @@ def _load_int(f, name, path):
     return int(np.asarray(f[name]).reshape(-1)[0])
 
 
+def _divide_by_root(g, h, f, delta, local_rate):
+    """AdaGrad's and RMSProp's last step: diff = local_rate * g / (sqrt(h) + delta), in
+    Caffe's order (powx, add_scalar, div, scale)."""
+    update = backend.xp_of(g).power(h, f(0.5))
+    update += f(delta)
+    update = g / update
+    g[...] = update * local_rate
+
+
 @register_solver
 class NesterovSolver(SGDSolver):
     """Nesterov's accelerated gradient: h' = lr * g + m * h; diff = (1 + m) h' - m h."""
@@ -307,12 +323,9 @@ class NesterovSolver(SGDSolver):
     type = "Nesterov"
 
     def compute_update_value(self, param_id, rate):
-        params = self._net_lists()[0]
         f = self._f
         momentum = f(self._param.momentum)
-        local_rate = self._local_rate(rate, param_id)
-        g = params[param_id].mut_diff()
-        h = self.history[param_id].mut_data()
+        local_rate, g, h = self._operands(param_id, rate)
         update = h.copy()                 # the previous history, to step back
         h *= momentum
         h += g * local_rate
@@ -336,19 +349,9 @@ class AdaGradSolver(SGDSolver):
                                "Momentum cannot be used with AdaGrad.")
 
     def compute_update_value(self, param_id, rate):
-        params = self._net_lists()[0]
-        f = self._f
-        delta = f(self._param.delta)
-        local_rate = self._local_rate(rate, param_id)
-        g = params[param_id].mut_diff()
-        h = self.history[param_id].mut_data()
-        xp = backend.xp_of(g)
-        update = g * g
-        h += update
-        update = xp.power(h, f(0.5))
-        update += delta
-        update = g / update
-        g[...] = update * local_rate
+        local_rate, g, h = self._operands(param_id, rate)
+        h += g * g
+        _divide_by_root(g, h, self._f, self._param.delta, local_rate)
 
     ComputeUpdateValue = compute_update_value
 
@@ -373,21 +376,13 @@ class RMSPropSolver(SGDSolver):
                                "rms_decay should lie between 0 and 1.")
 
     def compute_update_value(self, param_id, rate):
-        params = self._net_lists()[0]
         f = self._f
-        delta = f(self._param.delta)
         rms_decay = f(self._param.rms_decay)
-        local_rate = self._local_rate(rate, param_id)
-        g = params[param_id].mut_diff()
-        h = self.history[param_id].mut_data()
-        xp = backend.xp_of(g)
+        local_rate, g, h = self._operands(param_id, rate)
         update = g * g
         h *= rms_decay
         h += update * (f(1) - rms_decay)
-        update = xp.power(h, f(0.5))
-        update += delta
-        update = g / update
-        g[...] = update * local_rate
+        _divide_by_root(g, h, f, self._param.delta, local_rate)
 
     ComputeUpdateValue = compute_update_value
 
@@ -404,14 +399,11 @@ class AdaDeltaSolver(SGDSolver):
         self._add_history_set()
 
     def compute_update_value(self, param_id, rate):
-        params = self._net_lists()[0]
         f = self._f
         delta = f(self._param.delta)
         momentum = f(self._param.momentum)
-        local_rate = self._local_rate(rate, param_id)
-        g = params[param_id].mut_diff()
-        h = self.history[param_id].mut_data()
-        h2 = self.history[len(params) + param_id].mut_data()
+        local_rate, g, h = self._operands(param_id, rate)
+        h2 = self._second_history(param_id)
         xp = backend.xp_of(g)
         one_minus = f(1) - momentum
         update = g * g
@@ -443,9 +435,7 @@ class AdamSolver(SGDSolver):
         self._add_history_set()
 
     def compute_update_value(self, param_id, rate):
-        params = self._net_lists()[0]
         f = self._f
-        local_rate = self._local_rate(rate, param_id)
         beta1 = f(self._param.momentum)
         beta2 = f(self._param.momentum2)
         t = self.iter_ + 1
@@ -453,9 +443,8 @@ class AdamSolver(SGDSolver):
             correction = f(np.sqrt(1.0 - np.power(np.float64(beta2), t))
                            / (1.0 - np.power(np.float64(beta1), t)))
         eps_hat = f(self._param.delta)
-        g = params[param_id].mut_diff()
-        m = self.history[param_id].mut_data()
-        v = self.history[len(params) + param_id].mut_data()
+        local_rate, g, m = self._operands(param_id, rate)
+        v = self._second_history(param_id)
         xp = backend.xp_of(g)
         m *= beta1
         m += g * (f(1) - beta1)
