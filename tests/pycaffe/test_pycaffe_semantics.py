@@ -253,3 +253,33 @@ def test_run_gives_main_an_absolute_file_like_python(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "where.py"]
+
+
+def test_init_log_takes_over_the_run_commands_logging(tmp_path):
+    """Under ``python -m engine run`` Caffe's INFO lines reach stderr, as before glog is
+    initialised; ``caffe.init_log()`` sends them to glog's files (here: nowhere) and keeps
+    ERROR and above on stderr, ``init_log(0, True)`` keeps them all on stderr."""
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "m.prototxt").write_text('layer { name: "d" type: "Input" top: "d" '
+                                         'input_param { shape { dim: 1 } } }\n')
+    (tmp_path / "logs.py").write_text(textwrap.dedent("""
+        import sys
+        import caffe
+        if sys.argv[1] == "init":
+            caffe.init_log()
+        elif sys.argv[1] == "stderr":
+            caffe.init_log(0, True)
+        caffe.Net('m.prototxt', caffe.TEST)
+        """))
+    env = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}
+
+    def stderr(mode):
+        r = subprocess.run([sys.executable, "-m", "engine", "run", "logs.py", mode], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stderr
+    assert "] Network initialization done." in stderr("none")
+    assert stderr("init") == ""
+    assert "] Network initialization done." in stderr("stderr")
