@@ -94,9 +94,9 @@ class Net:
         if len(args) == 2 and isinstance(args[0], (str, os.PathLike)):
             weights, phase = args          # Net(model, weights, phase)
             _legacy_constructor_warning(network_file, weights, phase)
-        elif len(args) == 1:
-            phase = args[0]
-        elif len(args) > 2:
+        elif 1 <= len(args) <= 4:          # Net(model, phase, level, stages, weights), as pycaffe takes them
+            phase, level, stages, weights = tuple(args) + (level, stages, weights)[len(args) - 1:]
+        elif args:
             raise TypeError("Net(model_file, phase, level=0, stages=None, weights=None)")
         if phase is None:
             raise TypeError("Net() needs a phase: engine.TRAIN or engine.TEST")

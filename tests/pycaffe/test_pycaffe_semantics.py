@@ -283,3 +283,20 @@ def test_init_log_takes_over_the_run_commands_logging(tmp_path):
     assert "] Network initialization done." in stderr("none")
     assert stderr("init") == ""
     assert "] Network initialization done." in stderr("stderr")
+
+
+def test_net_takes_pycaffes_arguments_by_position(linear, tmp_path):
+    """_caffe.cpp names them network_file, phase, level, stages, weights: positional or
+    by keyword; (file, weights, phase) is the legacy form."""
+    model = str(tmp_path / "linear.prototxt")
+    weights = str(tmp_path / "w.caffemodel")
+    linear.save(weights)
+    by_position = engine.Net(model, engine.TEST, 0, None, weights)
+    by_keyword = engine.Net(network_file=model, phase=engine.TEST, weights=weights)
+    legacy = engine.Net(model, weights, engine.TEST)
+    for net in (by_position, by_keyword, legacy):
+        assert (net.params["ip"][0].data == linear.params["ip"][0].data).all()
+    staged = engine.Net(model, engine.TRAIN, 3, ["deploy"])
+    assert (staged.param.state.phase, staged.param.state.level, list(staged.param.state.stage)) == (0, 3, ["deploy"])
+    with pytest.raises(TypeError):
+        engine.Net(model, engine.TEST, 0, None, weights, "extra")
