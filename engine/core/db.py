@@ -98,6 +98,30 @@ def _release_reader(key):
 
 
 # =========================================================================== LMDB
+_envid_lock = threading.Lock()
+
+
+def _open_lmdb_reader(lmdb, path):
+    """A read-only, lock-free Environment on ``path``.  py-lmdb (3.x) refuses an
+    Environment on files this process already has open (its ``lmdb._envid`` keys), to
+    keep LMDB's fcntl locks apart; the engine's readers take no locks, so they open
+    without a key: beside a script's own ``lmdb.open`` of the same database, before or
+    after it, as Caffe's C++ LMDB opens beside py-lmdb."""
+    kwargs = dict(readonly=True, lock=False, readahead=False, subdir=os.path.isdir(path), max_readers=126)
+    try:
+        import importlib
+        envid = importlib.import_module("lmdb._envid")
+    except ImportError:            # an older py-lmdb: no file-identity guard to step past
+        return lmdb.open(path, **kwargs)
+    with _envid_lock:
+        keys = envid.env_keys
+        envid.env_keys = lambda path, subdir: ()
+        try:
+            return lmdb.open(path, **kwargs)
+        finally:
+            envid.env_keys = keys
+
+
 class LMDB:
     """db::LMDB: an environment in a directory (``data.mdb``, ``lock.mdb``)."""
     backend = "lmdb"
@@ -118,9 +142,7 @@ class LMDB:
             raise DBError("cannot open LMDB at %s: No such file or directory" % path)
         try:
             if mode == READ:
-                self.env, self._shared = _acquire_reader(path, lambda: lmdb.open(
-                    path, readonly=True, lock=False, readahead=False, subdir=os.path.isdir(path),
-                    max_readers=126))
+                self.env, self._shared = _acquire_reader(path, lambda: _open_lmdb_reader(lmdb, path))
             else:
                 self.env = lmdb.open(path, map_size=10 << 20, subdir=True)
         except lmdb.Error as e:

@@ -300,3 +300,23 @@ def test_net_takes_pycaffes_arguments_by_position(linear, tmp_path):
     assert (staged.param.state.phase, staged.param.state.level, list(staged.param.state.stage)) == (0, 3, ["deploy"])
     with pytest.raises(TypeError):
         engine.Net(model, engine.TEST, 0, None, weights, "extra")
+
+
+def test_a_scripts_own_lmdb_environment_and_a_data_layer_coexist(tmp_path):
+    """A script that writes (or counts) its LMDB with py-lmdb and leaves the environment
+    open, then builds a net on it; and one that opens it again while a net reads it."""
+    _mnist_like_lmdb(tmp_path / "db", n=8)
+    own = lmdb.open(str(tmp_path / "db"), map_size=1 << 24)
+    assert own.stat()["entries"] == 8
+    (tmp_path / "net.prototxt").write_text(DATA_NET % (tmp_path / "db"))
+    net = engine.Net(str(tmp_path / "net.prototxt"), engine.TRAIN)
+    net.forward()
+    assert net.blobs["data"].data[:, 0, 0, 0].tolist() == [0, 1, 2, 3]
+    own.close()
+    again = lmdb.open(str(tmp_path / "db"), readonly=True)
+    with again.begin() as txn:
+        datum = caffe_pb2.Datum.FromString(txn.get(b"%08d" % 5))
+    assert caffe_io.datum_to_array(datum)[0, 0, 0] == 5
+    net.forward()
+    assert net.blobs["data"].data[:, 0, 0, 0].tolist() == [4, 5, 6, 7]
+    again.close()
