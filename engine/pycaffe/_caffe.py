@@ -87,8 +87,8 @@ def init_log(level=None, stderr=None):
     GLOG_logtostderr: 0 and false by default).  From then on the engine's messages from
     that level on go to stderr in glog's format when ``stderr``, else only from ERROR on
     (glog keeps the rest for its log files; the engine writes none).  This routing
-    replaces any other on the "engine" logger (``python -m engine run``'s included), as
-    glog's set-up ends its logging to stderr before InitGoogleLogging."""
+    replaces the engine logger's other handlers that print to stderr (``python -m engine
+    run``'s), as glog's set-up ends its logging to stderr before InitGoogleLogging."""
     if level is None:
         env = os.environ.get("GLOG_minloglevel", "").strip()
         level = min(int(env), 3) if env.isdigit() else 0
@@ -100,13 +100,21 @@ def init_log(level=None, stderr=None):
     threshold = _GLOG_LEVELS[level] if stderr else max(_GLOG_LEVELS[level], logging.ERROR)
     engine_log = logging.getLogger("engine")
     for old in list(engine_log.handlers):
-        engine_log.removeHandler(old)
+        if _writes_to_stderr(old):
+            engine_log.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(GlogFormatter())
     handler.setLevel(threshold)
     engine_log.addHandler(handler)
     engine_log.setLevel(_GLOG_LEVELS[level])
     engine_log.propagate = False
+
+
+def _writes_to_stderr(handler):
+    """A handler printing to stderr (``python -m engine run``'s, an earlier init_log's);
+    handlers that capture the log elsewhere (the inspector's, files) are left alone."""
+    return (isinstance(handler, logging.StreamHandler)
+            and getattr(handler, "stream", None) in (sys.stderr, sys.__stderr__))
 
 
 def log(message):
