@@ -1,12 +1,15 @@
-"""The calls of Caffe's pascal-multilabel-with-datalayer notebook: NetSpec with
-L.Python(module=..., layer=..., ntop=2, param_str=str(dict)), a solver file written as
-"key: value" lines (examples/pycaffe/tools.py's CaffeSolver), caffe.SGDSolver,
-solver.test_nets[0].share_with(solver.net), step, and a Hamming-distance accuracy over
-the test net's blobs.
+"""Training with a Python data layer the way Caffe's pascal-multilabel-with-datalayer
+notebook does.
+
+Calls exercised: NetSpec with L.Python(module=..., layer=..., ntop=2,
+param_str=str(dict)); a solver file written as sorted "key: value" lines (strings in
+quotes); caffe.SGDSolver; solver.test_nets[0].share_with(solver.net); solver.step; the
+layer object read back from solver.net.layers[0]; accuracy computed from the test net's
+blobs after forward().
 
     python -m engine run multilabel_datalayer.py WORKDIR
 """
-import os.path as osp
+import os
 import sys
 
 import caffe
@@ -14,62 +17,57 @@ import numpy as np
 from caffe import layers as L
 from caffe import params as P
 
-workdir = sys.argv[1]
-sys.path.append(osp.dirname(osp.abspath(__file__)))        # the layer module sits beside
+out_dir = sys.argv[1]
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))      # the layer module sits beside
 
 
-def net_multilabel(data_layer_params, datalayer):
-    n = caffe.NetSpec()
-    n.data, n.label = L.Python(module="multilabel_layers", layer=datalayer, ntop=2,
-                               param_str=str(data_layer_params))
-    n.conv1 = L.Convolution(n.data, kernel_size=3, stride=2, num_output=4, weight_filler=dict(type="xavier"))
-    n.relu1 = L.ReLU(n.conv1, in_place=True)
-    n.pool1 = L.Pooling(n.relu1, pool=P.Pooling.MAX, kernel_size=2, stride=2)
-    n.score = L.InnerProduct(n.pool1, num_output=6, weight_filler=dict(type="xavier"))
-    n.loss = L.SigmoidCrossEntropyLoss(n.score, n.label)
-    return str(n.to_proto())
+def multilabel_net(split):
+    spec = caffe.NetSpec()
+    cfg = dict(batch_size=4, im_shape=[16, 16], split=split, num_classes=6)
+    spec.data, spec.label = L.Python(module="multilabel_layers", layer="MultilabelDataLayerSync", ntop=2,
+                                     param_str=str(cfg))
+    spec.conv1 = L.Convolution(spec.data, num_output=4, kernel_size=3, stride=2, weight_filler=dict(type="xavier"))
+    spec.relu1 = L.ReLU(spec.conv1, in_place=True)
+    spec.pool1 = L.Pooling(spec.relu1, pool=P.Pooling.MAX, kernel_size=2, stride=2)
+    spec.score = L.InnerProduct(spec.pool1, num_output=6, weight_filler=dict(type="xavier"))
+    spec.loss = L.SigmoidCrossEntropyLoss(spec.score, spec.label)
+    return str(spec.to_proto())
 
 
-sp = {"base_lr": "0.001", "momentum": "0.9", "test_iter": "100", "test_interval": "250", "display": "1",
-      "snapshot": "2500", "snapshot_prefix": '"%s"' % osp.join(workdir, "snapshot"), "lr_policy": '"fixed"',
-      "gamma": "0.1", "weight_decay": "0.0005", "train_net": '"%s"' % osp.join(workdir, "trainnet.prototxt"),
-      "test_net": '"%s"' % osp.join(workdir, "valnet.prototxt"), "max_iter": "100000",
-      "test_initialization": "false", "average_loss": "25", "iter_size": "1"}
-with open(osp.join(workdir, "solver.prototxt"), "w") as f:
-    for key, value in sorted(sp.items()):
-        f.write("%s: %s\n" % (key, value))
-for split, name in (("train", "trainnet.prototxt"), ("val", "valnet.prototxt")):
-    with open(osp.join(workdir, name), "w") as f:
-        f.write(net_multilabel(dict(batch_size=4, im_shape=[16, 16], split=split, num_classes=6),
-                               "MultilabelDataLayerSync"))
+for split in ("train", "val"):
+    with open(os.path.join(out_dir, split + "net.prototxt"), "w") as f:
+        f.write(multilabel_net(split))
+settings = {"train_net": '"%s"' % os.path.join(out_dir, "trainnet.prototxt"),
+            "test_net": '"%s"' % os.path.join(out_dir, "valnet.prototxt"),
+            "test_iter": "10", "test_interval": "1000", "test_initialization": "false",
+            "base_lr": "0.0001", "lr_policy": '"fixed"', "momentum": "0.9", "weight_decay": "0.0005",
+            "display": "1", "average_loss": "10", "max_iter": "1000", "snapshot": "1000",
+            "snapshot_prefix": '"%s"' % os.path.join(out_dir, "snapshot")}
+with open(os.path.join(out_dir, "solver.prototxt"), "w") as f:
+    f.writelines("%s: %s\n" % item for item in sorted(settings.items()))
 
-solver = caffe.SGDSolver(osp.join(workdir, "solver.prototxt"))
+solver = caffe.SGDSolver(os.path.join(out_dir, "solver.prototxt"))
 solver.test_nets[0].share_with(solver.net)
 solver.step(1)
 layer = solver.net.layers[0]
 assert layer.top_names == ["data", "label"] and layer.batch_size == 4
-assert solver.net.blobs["label"].data.shape == (4, 6) and (solver.net.blobs["label"].data.sum(1) == 2).all()
+labels = solver.net.blobs["label"].data
+assert labels.shape == (4, 6) and (labels.sum(axis=1) == 2).all()
 
 
-def hamming_distance(gt, est):
-    return sum([1 for (g, e) in zip(gt, est) if g == e]) / float(len(gt))
-
-
-def check_accuracy(net, num_batches, batch_size=4):
-    acc = 0.0
-    for _ in range(num_batches):
+def label_agreement(net, batches):
+    """Fraction of (image, class) pairs where score > 0 says what the label says."""
+    agree = []
+    for _ in range(batches):
         net.forward()
-        gts = net.blobs["label"].data
-        ests = net.blobs["score"].data > 0
-        for gt, est in zip(gts, ests):
-            acc += hamming_distance(gt, est)
-    return acc / (num_batches * batch_size)
+        agree.append(np.mean((net.blobs["score"].data > 0) == (net.blobs["label"].data > 0.5)))
+    return float(np.mean(agree))
 
 
-for itt in range(2):
+for _ in range(2):
     solver.step(2)
-    acc = check_accuracy(solver.test_nets[0], 2)
-    assert 0 <= acc <= 1
-    print("itt:{:3d}".format((itt + 1) * 2), "accuracy:{0:.4f}".format(acc))
+    agreement = label_agreement(solver.test_nets[0], 2)
+    assert 0.0 <= agreement <= 1.0
+    print("after %d steps: agreement %.4f" % (solver.iter, agreement))
 assert np.shares_memory(solver.test_nets[0].params["score"][0].data, solver.net.params["score"][0].data)
 print("iter", solver.iter, "loss %.4f" % float(solver.net.blobs["loss"].data))

@@ -1,7 +1,7 @@
-"""A synchronous Python data layer in the manner of Caffe's
-examples/pycaffe/layers/pascal_multilabel_datalayers.py: a dict in param_str read with
-eval, tops shaped once in setup (reshape does nothing), ``self.top_names`` kept on the
-layer, a batch loader object, multi-hot labels."""
+"""A synchronous multi-label data layer of the kind Caffe's pascal-multilabel notebook
+uses: a dict literal in ``param_str`` read with eval, the tops given their shapes once in
+``setup`` (``reshape`` has nothing to do), a loader object kept on the layer with
+``self.top_names`` and ``self.batch_size``, multi-hot label rows."""
 import caffe
 import numpy as np
 
@@ -10,40 +10,39 @@ class MultilabelDataLayerSync(caffe.Layer):
 
     def setup(self, bottom, top):
         self.top_names = ["data", "label"]
-        params = eval(self.param_str)
-        assert "split" in params.keys(), "Params must include split (train, val, or test)."
-        for r in ("batch_size", "im_shape", "num_classes"):
-            assert r in params.keys(), "Params must include {}".format(r)
-        self.batch_size = params["batch_size"]
-        self.batch_loader = BatchLoader(params)
-        top[0].reshape(self.batch_size, 3, params["im_shape"][0], params["im_shape"][1])
-        top[1].reshape(self.batch_size, params["num_classes"])
-        print("{} initialized for split: {}, with bs: {}, im_shape: {}.".format(
-            type(self).__name__, params["split"], params["batch_size"], params["im_shape"]))
-
-    def forward(self, bottom, top):
-        for itt in range(self.batch_size):
-            im, multilabel = self.batch_loader.load_next_image()
-            top[0].data[itt, ...] = im
-            top[1].data[itt, ...] = multilabel
+        cfg = eval(self.param_str)
+        missing = [k for k in ("split", "batch_size", "im_shape", "num_classes") if k not in cfg]
+        if missing:
+            raise KeyError("param_str lacks %s" % ", ".join(missing))
+        self.batch_size = cfg["batch_size"]
+        self.loader = RandomImages(cfg)
+        height, width = cfg["im_shape"]
+        top[0].reshape(self.batch_size, 3, height, width)
+        top[1].reshape(self.batch_size, cfg["num_classes"])
+        print("%s ready: split %s, batch %d, images %s" % (type(self).__name__, cfg["split"], self.batch_size,
+                                                          cfg["im_shape"]))
 
     def reshape(self, bottom, top):
         pass
+
+    def forward(self, bottom, top):
+        for row in range(self.batch_size):
+            top[0].data[row], top[1].data[row] = self.loader.next()
 
     def backward(self, top, propagate_down, bottom):
         pass
 
 
-class BatchLoader(object):
-    def __init__(self, params):
-        self.im_shape = params["im_shape"]
-        self.num_classes = params["num_classes"]
-        self.rng = np.random.RandomState(0 if params["split"] == "train" else 1)
-        self._cur = 0
+class RandomImages(object):
+    """Images of noise, each with two classes present."""
 
-    def load_next_image(self):
-        im = self.rng.uniform(0, 255, (3,) + tuple(self.im_shape)).astype(np.float32)
-        multilabel = np.zeros(self.num_classes, np.float32)
-        multilabel[self.rng.choice(self.num_classes, 2, replace=False)] = 1
-        self._cur += 1
-        return im - 128, multilabel
+    def __init__(self, cfg):
+        self.shape = (3,) + tuple(cfg["im_shape"])
+        self.classes = cfg["num_classes"]
+        self.draws = np.random.RandomState(0 if cfg["split"] == "train" else 1)
+
+    def next(self):
+        image = self.draws.uniform(-128, 127, self.shape).astype(np.float32)
+        hot = np.zeros(self.classes, np.float32)
+        hot[self.draws.choice(self.classes, 2, replace=False)] = 1
+        return image, hot

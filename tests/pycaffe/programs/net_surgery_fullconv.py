@@ -1,8 +1,10 @@
-"""Caffe's net_surgery notebook, second half, on a small net: cast the InnerProduct layers
-of a classifier into convolutions ("fully convolutional"), transplanting the weights with
-``.flat`` through net.params, net.save the result, reload it, and classify every window
-of a larger input with one forward_all.  Each output location must equal the classifier
-run on that window.
+"""Turning a classifier into a fully convolutional net by net surgery, as Caffe's
+net_surgery notebook teaches, on a small net.
+
+Calls exercised: caffe.Net(model, weights, caffe.TEST) (the legacy order); net.params[...]
+[i].data of an InnerProduct copied into a Convolution of another net through ``.flat``
+and ``[...]``; net.save; loading the saved file; forward_all over one larger image.  Each
+location of the convolutional output must equal the classifier run on its window.
 
     python -m engine run net_surgery_fullconv.py WORKDIR
 """
@@ -12,8 +14,8 @@ import sys
 import caffe
 import numpy as np
 
-workdir = sys.argv[1]
-head = """
+out_dir = sys.argv[1]
+FEATURES = """
 layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
   convolution_param { num_output: 3 kernel_size: 3 weight_filler { type: "gaussian" std: 0.3 }
                       bias_filler { type: "gaussian" std: 0.3 } } }
@@ -21,57 +23,53 @@ layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
 layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
   pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
 """
-classifier = """name: "small"
-layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 2 dim: 6 dim: 6 } } }
-""" + head + """
-layer { name: "fc6" type: "InnerProduct" bottom: "pool1" top: "fc6"
+CLASSIFIER = 'name: "windows"\n' + \
+    'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 2 dim: 6 dim: 6 } } }\n' + \
+    FEATURES + """
+layer { name: "fc_a" type: "InnerProduct" bottom: "pool1" top: "fc_a"
   inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.3 }
                         bias_filler { type: "gaussian" std: 0.3 } } }
-layer { name: "fc7" type: "InnerProduct" bottom: "fc6" top: "fc7"
+layer { name: "fc_b" type: "InnerProduct" bottom: "fc_a" top: "fc_b"
   inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.3 }
                         bias_filler { type: "gaussian" std: 0.3 } } }
-layer { name: "prob" type: "Softmax" bottom: "fc7" top: "prob" }
+layer { name: "prob" type: "Softmax" bottom: "fc_b" top: "prob" }
 """
-full_conv = """name: "small_full_conv"
-layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 2 dim: 10 dim: 10 } } }
-""" + head + """
-layer { name: "fc6-conv" type: "Convolution" bottom: "pool1" top: "fc6-conv"
+CONVOLUTIONAL = 'name: "windows_conv"\n' + \
+    'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 2 dim: 10 dim: 10 } } }\n' + \
+    FEATURES + """
+layer { name: "fc_a-conv" type: "Convolution" bottom: "pool1" top: "fc_a-conv"
   convolution_param { num_output: 5 kernel_size: 2 } }
-layer { name: "fc7-conv" type: "Convolution" bottom: "fc6-conv" top: "fc7-conv"
+layer { name: "fc_b-conv" type: "Convolution" bottom: "fc_a-conv" top: "fc_b-conv"
   convolution_param { num_output: 4 kernel_size: 1 } }
-layer { name: "prob" type: "Softmax" bottom: "fc7-conv" top: "prob" }
+layer { name: "prob" type: "Softmax" bottom: "fc_b-conv" top: "prob" }
 """
-for name, text in (("small.prototxt", classifier), ("small_full_conv.prototxt", full_conv)):
-    with open(os.path.join(workdir, name), "w") as f:
+paths = {}
+for key, text in (("classifier", CLASSIFIER), ("conv", CONVOLUTIONAL)):
+    paths[key] = os.path.join(out_dir, key + ".prototxt")
+    with open(paths[key], "w") as f:
         f.write(text)
-weights = os.path.join(workdir, "small.caffemodel")
+trained = os.path.join(out_dir, "classifier.caffemodel")
 caffe.set_random_seed(2)
-caffe.Net(os.path.join(workdir, "small.prototxt"), caffe.TEST).save(weights)
+caffe.Net(paths["classifier"], caffe.TEST).save(trained)
 
-net = caffe.Net(os.path.join(workdir, "small.prototxt"), weights, caffe.TEST)
-params = ["fc6", "fc7"]
-fc_params = {pr: (net.params[pr][0].data, net.params[pr][1].data) for pr in params}
-net_full_conv = caffe.Net(os.path.join(workdir, "small_full_conv.prototxt"), weights, caffe.TEST)
-params_full_conv = ["fc6-conv", "fc7-conv"]
-conv_params = {pr: (net_full_conv.params[pr][0].data, net_full_conv.params[pr][1].data)
-               for pr in params_full_conv}
-for fc in params:
-    print("{} weights are {} dimensional and biases are {} dimensional".format(
-        fc, fc_params[fc][0].shape, fc_params[fc][1].shape))
-for pr, pr_conv in zip(params, params_full_conv):
-    conv_params[pr_conv][0].flat = fc_params[pr][0].flat  # flat unrolls the arrays
-    conv_params[pr_conv][1][...] = fc_params[pr][1]
-full_weights = os.path.join(workdir, "small_full_conv.caffemodel")
-net_full_conv.save(full_weights)
+classifier = caffe.Net(paths["classifier"], trained, caffe.TEST)
+convolutional = caffe.Net(paths["conv"], trained, caffe.TEST)     # conv1 comes along, fc_* are ignored
+for fc in ("fc_a", "fc_b"):
+    weight, bias = classifier.params[fc]
+    print("%s: weight %s, bias %s" % (fc, weight.data.shape, bias.data.shape))
+    target_weight, target_bias = convolutional.params[fc + "-conv"]
+    target_weight.data.flat = weight.data.flat          # same numbers, O x C*H*W -> O x C x H x W
+    target_bias.data[...] = bias.data
+surgered = os.path.join(out_dir, "conv.caffemodel")
+convolutional.save(surgered)
 
-reloaded = caffe.Net(os.path.join(workdir, "small_full_conv.prototxt"), full_weights, caffe.TEST)
-rng = np.random.RandomState(3)
-image = rng.rand(2, 10, 10).astype(np.float32)
-out = reloaded.forward_all(data=np.asarray([image]))
-print("prob map", out["prob"].shape, "argmax", out["prob"][0].argmax(axis=0).tolist())
-for i in range(3):
-    for j in range(3):
-        window = image[:, 2 * i:2 * i + 6, 2 * j:2 * j + 6]
-        expect = net.forward(data=window[None])["prob"][0]
-        assert np.allclose(out["prob"][0, :, i, j], expect, rtol=1e-5, atol=1e-6), (i, j)
-print("every window matches")
+reloaded = caffe.Net(paths["conv"], surgered, caffe.TEST)
+image = np.random.RandomState(3).rand(2, 10, 10).astype(np.float32)
+scores = reloaded.forward_all(data=np.asarray([image]))["prob"][0]
+print("scores", scores.shape, "best", scores.argmax(axis=0).tolist())
+for row in range(3):
+    for col in range(3):
+        window = image[None, :, 2 * row:2 * row + 6, 2 * col:2 * col + 6]
+        single = classifier.forward(data=window)["prob"][0]
+        assert np.allclose(scores[:, row, col], single, rtol=1e-5, atol=1e-6), (row, col)
+print("all 9 windows agree")

@@ -1,7 +1,11 @@
-"""The timing hooks of Caffe's python/train.py (its ``time(solver, nccl)``) on one solver:
-a caffe.Timer per layer started and stopped from net.before_forward/after_forward/
-before_backward/after_backward, solver.add_callback pairs, solver.param.display,
-solver.net._layer_names, caffe.log; and NCCL as a CPU build of Caffe has it.
+"""Per-layer timing hooks the way Caffe's python/train.py sets them up (``--timing``), on
+one solver without NCCL.
+
+Calls exercised: caffe.init_log() and caffe.log(); a caffe.Timer per layer started and
+stopped from net.before_forward / after_forward / before_backward / after_backward;
+solver.add_callback(on_start, on_gradients_ready) twice; solver.param.display and
+max_iter; solver.net._layer_names; Timer.ms; caffe.has_nccl() and caffe.NCCL.new_uid()
+as a Caffe built without NCCL has them.
 
     python -m engine run train_timing.py WORKDIR
 """
@@ -10,8 +14,9 @@ import sys
 
 import caffe
 
-workdir = sys.argv[1]
-with open(os.path.join(workdir, "net.prototxt"), "w") as f:
+out_dir = sys.argv[1]
+model = os.path.join(out_dir, "net.prototxt")
+with open(model, "w") as f:
     f.write("""
 layer { name: "data" type: "DummyData" top: "data" top: "label"
   dummy_data_param { shape { dim: 4 dim: 5 } shape { dim: 4 }
@@ -20,51 +25,56 @@ layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
   inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
 """)
-with open(os.path.join(workdir, "solver.prototxt"), "w") as f:
+with open(os.path.join(out_dir, "solver.prototxt"), "w") as f:
     f.write('net: "%s"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 4\ndisplay: 2\n'
-            'snapshot_after_train: false\n' % os.path.join(workdir, "net.prototxt"))
+            'snapshot_after_train: false\n' % model)
 
 caffe.init_log()
-solver = caffe.SGDSolver(os.path.join(workdir, "solver.prototxt"))
-events = []
-fprop, bprop = [], []
-total, allrd = caffe.Timer(), caffe.Timer()
-for _ in range(len(solver.net.layers)):
-    fprop.append(caffe.Timer())
-    bprop.append(caffe.Timer())
-display = solver.param.display
+solver = caffe.SGDSolver(os.path.join(out_dir, "solver.prototxt"))
+net = solver.net
+trace = []
+forward_t = [caffe.Timer() for _ in net.layers]
+backward_t = [caffe.Timer() for _ in net.layers]
+step_t, reduce_t = caffe.Timer(), caffe.Timer()
 
 
-def show_time():
-    if solver.iter % display == 0:
-        s = "\n"
-        for i in range(len(solver.net.layers)):
-            s += "forw %3d %8s " % (i, solver.net._layer_names[i])
-            s += ": %.2f\n" % fprop[i].ms
-        for i in range(len(solver.net.layers) - 1, -1, -1):
-            s += "back %3d %8s " % (i, solver.net._layer_names[i])
-            s += ": %.2f\n" % bprop[i].ms
-        s += "solver total: %.2f\n" % total.ms
-        s += "allreduce: %.2f\n" % allrd.ms
-        caffe.log(s)
-        events.append(("shown", solver.iter))
+def report():
+    if solver.iter % solver.param.display:
+        return
+    lines = ["forward %d %s: %.2f ms" % (i, name, forward_t[i].ms) for i, name in enumerate(net._layer_names)]
+    lines += ["backward %d %s: %.2f ms" % (i, net._layer_names[i], backward_t[i].ms)
+              for i in reversed(range(len(net.layers)))]
+    lines += ["step: %.2f ms" % step_t.ms, "reduce: %.2f ms" % reduce_t.ms]
+    caffe.log("\n".join(lines))
+    trace.append(("report", solver.iter))
 
 
-solver.net.before_forward(lambda layer: (events.append(("bf", layer)), fprop[layer].start()))
-solver.net.after_forward(lambda layer: fprop[layer].stop())
-solver.net.before_backward(lambda layer: (events.append(("bb", layer)), bprop[layer].start()))
-solver.net.after_backward(lambda layer: bprop[layer].stop())
-solver.add_callback(lambda: (events.append(("start", solver.iter)), total.start()),
-                    lambda: (total.stop(), allrd.start()))
-solver.add_callback(lambda: "", lambda: (allrd.stop(), show_time()))
+def begin_forward(i):
+    trace.append(("forward", i))
+    forward_t[i].start()
+
+
+def begin_backward(i):
+    trace.append(("backward", i))
+    backward_t[i].start()
+
+
+net.before_forward(begin_forward)
+net.after_forward(lambda i: forward_t[i].stop())
+net.before_backward(begin_backward)
+net.after_backward(lambda i: backward_t[i].stop())
+solver.add_callback(lambda: (trace.append(("start", solver.iter)), step_t.start()),
+                    lambda: (step_t.stop(), reduce_t.start()))
+solver.add_callback(lambda: None, lambda: (reduce_t.stop(), report()))
 solver.step(solver.param.max_iter)
 
 assert solver.iter == 4
-assert [e for e in events if e[0] == "shown"] == [("shown", 0), ("shown", 2)]
-first = events[:events.index(("start", 1))]
-assert first == [("start", 0), ("bf", 0), ("bf", 1), ("bf", 2), ("bb", 2), ("bb", 1), ("bb", 0), ("shown", 0)], first
-assert all(t.ms >= 0 for t in fprop + bprop + [total, allrd])
-print("events per iteration", len(first), "layers", list(solver.net._layer_names))
+assert [t for t in trace if t[0] == "report"] == [("report", 0), ("report", 2)]
+first = trace[:trace.index(("start", 1))]
+assert first == [("start", 0), ("forward", 0), ("forward", 1), ("forward", 2), ("backward", 2), ("backward", 1),
+                 ("backward", 0), ("report", 0)], first
+assert all(t.ms >= 0 for t in forward_t + backward_t + [step_t, reduce_t])
+print("hooks per iteration", len(first), "layers", list(net._layer_names))
 print("has_nccl", caffe.has_nccl())
 try:
     caffe.NCCL.new_uid()
