@@ -5,8 +5,9 @@ script runs as ``__main__`` the way ``python SCRIPT ARGS...`` runs it: ``sys.arg
 ``[SCRIPT, ARGS...]``, ``__file__`` is the script's absolute path, the script's folder is
 first on ``sys.path``, and the exit code is the script's (``sys.exit(n)``; 1 and a
 traceback for an uncaught exception).
-``GLOG_minloglevel`` (0 INFO .. 3 FATAL), as pycaffe scripts set it to quiet Caffe, sets
-how much of Caffe's log reaches stderr.
+``GLOG_minloglevel`` (0 INFO .. 3 FATAL), as pycaffe scripts set it to quiet Caffe (in the
+environment, or in ``os.environ`` before ``import caffe``), sets how much of Caffe's log
+reaches stderr.
 """
 import builtins
 import io
@@ -25,6 +26,22 @@ def glog_env_level(default):
     if value.isdigit():
         return _GLOG_LEVELS[min(int(value), 3)]
     return default
+
+
+class GlogEnvLevel(logging.Filter):
+    """GLOG_minloglevel read as pycaffe's glog reads it: once, late.  glog takes it from
+    the environment when ``import caffe`` loads the library, and scripts set it just
+    before that import (``os.environ['GLOG_minloglevel'] = '2'``); here it is read when
+    Caffe first logs, and kept from then on."""
+
+    def __init__(self, default=logging.INFO):
+        super().__init__()
+        self.default, self.level = default, None
+
+    def filter(self, record):
+        if self.level is None:
+            self.level = glog_env_level(self.default)
+        return record.levelno >= self.level
 
 
 def _script_traceback(exc, script):

@@ -320,3 +320,21 @@ def test_a_scripts_own_lmdb_environment_and_a_data_layer_coexist(tmp_path):
     net.forward()
     assert net.blobs["data"].data[:, 0, 0, 0].tolist() == [4, 5, 6, 7]
     again.close()
+
+
+def test_a_script_quiets_caffe_by_setting_glog_minloglevel_before_importing_it(tmp_path):
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "m.prototxt").write_text('layer { name: "d" type: "Input" top: "d" '
+                                         'input_param { shape { dim: 1 } } }\n')
+    (tmp_path / "quiet.py").write_text(textwrap.dedent("""
+        import os
+        os.environ['GLOG_minloglevel'] = '2'
+        import caffe
+        caffe.Net('m.prototxt', caffe.TEST)
+        print('built')
+        """))
+    r = subprocess.run([sys.executable, "-m", "engine", "run", "quiet.py"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "built\n", "")
