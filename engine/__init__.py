@@ -2,7 +2,7 @@
 with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts, and
 ``engine.install_as_caffe()`` (or ``python -m engine run SCRIPT``) makes ``import caffe``
 give the engine's pycaffe (engine.pycaffe; docs/pycaffe.md)."""
-from engine.core.backend import gpu_available, set_device, set_mode_cpu, set_mode_gpu, set_random_seed
+from engine.core.backend import gpu_available, set_device, set_mode_cpu, set_random_seed
 from engine.core.blob import Blob  # noqa: F401
 from engine.core.errors import (
     CaffeError,
@@ -51,6 +51,7 @@ _LAZY = {
     "detector": ("engine.pycaffe.detector", None),
     "Classifier": ("engine.pycaffe.classifier", "Classifier"),
     "Detector": ("engine.pycaffe.detector", "Detector"),
+    "set_mode_gpu": ("engine.pycaffe._caffe", "set_mode_gpu"),     # no GPU: a warning, the CPU
     "Timer": ("engine.pycaffe._caffe", "Timer"),
     "NCCL": ("engine.pycaffe._caffe", "NCCL"),
     "has_nccl": ("engine.pycaffe._caffe", "has_nccl"),

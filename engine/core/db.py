@@ -67,13 +67,67 @@ def open_db(path, backend="lmdb", mode=READ):
     return db
 
 
+# One read-only handle per database in a process, counted, each reader with its own
+# cursors: LevelDB locks its directory for the whole process (a second open fails even
+# for reading) and py-lmdb refuses a second Environment on a path already open, where
+# Caffe's LMDB opens it again.  So two nets on one source (the train and test nets,
+# two solvers, the inspector's tabs) both read it.
+_readers = {}
+_readers_lock = threading.Lock()
+
+
+def _acquire_reader(path, opener):
+    """The shared read handle of ``path`` (opened by ``opener()`` the first time) and its key."""
+    key = os.path.realpath(path)
+    with _readers_lock:
+        entry = _readers.get(key)
+        if entry is None:
+            entry = _readers[key] = [opener(), 0]
+        entry[1] += 1
+    return entry[0], key
+
+
+def _release_reader(key):
+    """Drop one reader of ``key``; the last one closes the handle."""
+    with _readers_lock:
+        entry = _readers[key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del _readers[key]
+            entry[0].close()
+
+
 # =========================================================================== LMDB
+_envid_lock = threading.Lock()
+
+
+def _open_lmdb_reader(lmdb, path):
+    """A read-only, lock-free Environment on ``path``.  py-lmdb (3.x) refuses an
+    Environment on files this process already has open (its ``lmdb._envid`` keys), to
+    keep LMDB's fcntl locks apart; the engine's readers take no locks, so they open
+    without a key: beside a script's own ``lmdb.open`` of the same database, before or
+    after it, as Caffe's C++ LMDB opens beside py-lmdb."""
+    kwargs = dict(readonly=True, lock=False, readahead=False, subdir=os.path.isdir(path), max_readers=126)
+    try:
+        import importlib
+        envid = importlib.import_module("lmdb._envid")
+    except ImportError:            # an older py-lmdb: no file-identity guard to step past
+        return lmdb.open(path, **kwargs)
+    with _envid_lock:
+        keys = envid.env_keys
+        envid.env_keys = lambda path, subdir: ()
+        try:
+            return lmdb.open(path, **kwargs)
+        finally:
+            envid.env_keys = keys
+
+
 class LMDB:
     """db::LMDB: an environment in a directory (``data.mdb``, ``lock.mdb``)."""
     backend = "lmdb"
 
     def __init__(self):
-        self.env, self.path = None, None
+        self.env, self.path, self._shared = None, None, None
 
     def open(self, path, mode):
         import lmdb
@@ -88,8 +142,7 @@ class LMDB:
             raise DBError("cannot open LMDB at %s: No such file or directory" % path)
         try:
             if mode == READ:
-                self.env = lmdb.open(path, readonly=True, lock=False, readahead=False,
-                                     subdir=os.path.isdir(path), max_readers=126)
+                self.env, self._shared = _acquire_reader(path, lambda: _open_lmdb_reader(lmdb, path))
             else:
                 self.env = lmdb.open(path, map_size=10 << 20, subdir=True)
         except lmdb.Error as e:
@@ -104,7 +157,10 @@ class LMDB:
 
     def close(self):
         if self.env is not None:
-            self.env.close()
+            if self._shared is None:
+                self.env.close()
+            else:
+                _release_reader(self._shared)
             self.env = None
 
 
@@ -170,13 +226,6 @@ def _plyvel():
     return plyvel
 
 
-# LevelDB locks its directory for the whole process: a second open fails even for
-# reading.  Readers in one process (the train and test nets, the inspector's tabs)
-# share one handle per directory instead, counted; each gets its own iterators.
-_readers = {}
-_readers_lock = threading.Lock()
-
-
 class LevelDB:
     """db::LevelDB: a directory of LevelDB tables."""
     backend = "leveldb"
@@ -188,13 +237,7 @@ class LevelDB:
         plyvel = _plyvel()
         self.path = path
         if mode == READ:
-            key = os.path.realpath(path)
-            with _readers_lock:
-                entry = _readers.get(key)
-                if entry is None:
-                    entry = _readers[key] = [self._open(plyvel, path, mode), 0]
-                entry[1] += 1
-            self.db, self._shared = entry[0], key
+            self.db, self._shared = _acquire_reader(path, lambda: self._open(plyvel, path, mode))
         else:
             self.db = self._open(plyvel, path, mode)
         io_log.info("Opened leveldb %s", path)
@@ -224,12 +267,7 @@ class LevelDB:
         if self._shared is None:
             self.db.close()
         else:
-            with _readers_lock:
-                entry = _readers[self._shared]
-                entry[1] -= 1
-                if entry[1] == 0:
-                    del _readers[self._shared]
-                    entry[0].close()
+            _release_reader(self._shared)
         self.db = None
 
 

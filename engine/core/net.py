@@ -13,6 +13,7 @@ plus, public, what a debugger needs (``layer_need_backward``,
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections import OrderedDict
@@ -25,7 +26,7 @@ from google.protobuf import text_format
 from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import CaffeError, NetError, ShapeError
-from engine.core.layers.base import Layer  # noqa: F401  (annotations)
+from engine.core.layers.base import Layer, loss_weight  # noqa: F401  (Layer: annotations)
 from engine.core.log import net_log as log
 from engine.core.log import num
 from engine.core.weights import read_weights
@@ -93,9 +94,9 @@ class Net:
         if len(args) == 2 and isinstance(args[0], (str, os.PathLike)):
             weights, phase = args          # Net(model, weights, phase)
             _legacy_constructor_warning(network_file, weights, phase)
-        elif len(args) == 1:
-            phase = args[0]
-        elif len(args) > 2:
+        elif 1 <= len(args) <= 4:          # Net(model, phase, level, stages, weights), as pycaffe takes them
+            phase, level, stages, weights = tuple(args) + (level, stages, weights)[len(args) - 1:]
+        elif args:
             raise TypeError("Net(model_file, phase, level=0, stages=None, weights=None)")
         if phase is None:
             raise TypeError("Net() needs a phase: engine.TRAIN or engine.TEST")
@@ -211,6 +212,7 @@ class Net:
         self._before_forward, self._after_forward = [], []
         self._before_backward, self._after_backward = [], []
         self.debug_observers = []
+        self._params_cache = None
 
     def _create_layer(self, lp):
         """The layer object for ``lp`` (Python layers learn the model's folder)."""
@@ -283,10 +285,10 @@ class Net:
             bid = self._top_id_vecs[layer_id][top_id]
             if len(self._blob_loss_weights) <= bid:
                 self._blob_loss_weights.extend([0.0] * (bid + 1 - len(self._blob_loss_weights)))
-            self._blob_loss_weights[bid] = layer.loss(top_id)
+            self._blob_loss_weights[bid] = loss_weight(layer, top_id)
             log.info("Top shape: %s", top.shape_string())
-            if layer.loss(top_id):
-                log.info("    with loss weight %s", num(np.float32(layer.loss(top_id))))
+            if loss_weight(layer, top_id):
+                log.info("    with loss weight %s", num(np.float32(loss_weight(layer, top_id))))
             self.memory_used += top.count
         log.info("Memory required for data: %d", self.memory_used * self._dtype.itemsize)
 
@@ -318,7 +320,7 @@ class Net:
             skip_prop = True
             for top_id, bid in enumerate(self._top_id_vecs[layer_id]):
                 bname = self._blob_names[bid]
-                if layer.loss(top_id) or bname in under_loss:
+                if loss_weight(layer, top_id) or bname in under_loss:
                     contributes = True
                 if bname not in skip_backp:
                     skip_prop = False
@@ -767,7 +769,7 @@ class Net:
 
     def ToProto(self, write_diff: bool = False) -> caffe_pb2.NetParameter:
         p = caffe_pb2.NetParameter()
-        p.name = self.name
+        p.name = self.param.name       # not self.name: a script may set that one (pycaffe's Net has none)
         for layer in self._layers:
             p.layer.add().CopyFrom(layer.to_proto(write_diff))
         return p
@@ -812,7 +814,11 @@ class Net:
 
     @property
     def params(self) -> OrderedDict[str, list[Blob]]:
-        return OrderedDict((n, l.blobs) for n, l in zip(self._layer_names, self._layers) if l.blobs)
+        # made once, as pycaffe caches it: the same dict (and the layers' own blob lists) each time
+        if self._params_cache is None:
+            self._params_cache = OrderedDict((n, l.blobs) for n, l in zip(self._layer_names, self._layers)
+                                            if l.blobs)
+        return self._params_cache
 
     @property
     def inputs(self) -> list[str]:
@@ -907,9 +913,10 @@ class Net:
         return {out: allb[out].diff for out in outputs}
 
     def forward_all(self, blobs: Sequence[str] | None = None, **kwargs: Any) -> dict[str, np.ndarray]:
-        """pycaffe's forward_all: run in batches over all the given inputs."""
+        """pycaffe's forward_all: run in batches over all the given inputs (without
+        inputs, one forward pass over what the net holds)."""
         all_outs: dict[str, Any] = {out: [] for out in set(self.outputs + list(blobs or []))}
-        for batch in self._batch(kwargs):
+        for batch in (self._batch(kwargs) if kwargs else [{}]):
             outs = self.forward(blobs=blobs, **batch)
             for out, out_blob in outs.items():
                 all_outs[out].extend(out_blob.copy())
@@ -922,11 +929,16 @@ class Net:
 
     def forward_backward_all(self, blobs: Sequence[str] | None = None, diffs: Sequence[str] | None = None,
                              **kwargs: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """pycaffe's forward_backward_all: forward and backward in batches over the given
+        inputs (forward) and output diffs (backward); where only one kind is given, the
+        other pass runs on what the net holds (as pycaffe pairs the batches with
+        ``izip_longest``)."""
         all_outs: dict[str, Any] = {out: [] for out in set(self.outputs + list(blobs or []))}
         all_diffs: dict[str, Any] = {d: [] for d in set(self.inputs + list(diffs or []))}
-        fwd = {k: v for k, v in kwargs.items() if k in self.inputs}
-        bwd = {k: v for k, v in kwargs.items() if k in self.outputs}
-        for fb, bb in zip(self._batch(fwd), self._batch(bwd)):
+        fwd = {k: kwargs[k] for k in self.inputs if k in kwargs}
+        bwd = {k: kwargs[k] for k in self.outputs if k in kwargs}
+        pairs: Any = itertools.zip_longest(self._batch(fwd), self._batch(bwd), fillvalue={})
+        for fb, bb in (pairs if fwd or bwd else [({}, {})]):
             outs = self.forward(blobs=blobs, **fb)
             ds = self.backward(diffs=diffs, **bb)
             for k, v in outs.items():
@@ -944,7 +956,11 @@ class Net:
         return all_outs, all_diffs
 
     def _batch(self, blobs):
-        num = len(next(iter(blobs.values()))) if blobs else 0
+        """pycaffe's _batch: {name: a batch of each array} per batch of the net's batch
+        size, the last one padded with zeros; nothing for no arrays."""
+        if not blobs:
+            return
+        num = len(next(iter(blobs.values())))
         batch_size = next(iter(self.blobs.values())).shape[0]
         remainder = num % batch_size
         num_batches = num // batch_size
@@ -957,8 +973,6 @@ class Net:
                 pad_shape = (batch_size - remainder,) + tuple(blobs[name].shape[1:])
                 padded[name] = np.concatenate([blobs[name][-remainder:], np.zeros(pad_shape)])
             yield padded
-        if not blobs:
-            yield {}
 
     def reshape(self) -> None:
         self.Reshape()

@@ -5,8 +5,9 @@ the process-wide functions of ``_caffe.cpp`` and its two small classes:
 
 - ``init_log()``, ``init_log(level)``, ``init_log(level, stderr)``: glog's set-up.  Caffe's
   messages go to stderr in glog's format from ``level`` on (0 INFO, 1 WARNING, 2 ERROR,
-  3 FATAL); without ``stderr=True`` glog keeps INFO and WARNING for its log files and
-  prints from ERROR on, and so does this (the engine writes no log files).
+  3 FATAL; without ``level``, GLOG_minloglevel's); without ``stderr=True`` (or
+  GLOG_logtostderr) glog keeps INFO and WARNING for its log files and prints from ERROR
+  on, and so does this (the engine writes no log files).
   ``log(message)`` logs a line at INFO (``LOG(INFO) << message``).
 - ``Timer``: ``start()``, ``stop()``, ``ms`` as Caffe's Timer: on the CPU whole
   milliseconds (boost's ``total_milliseconds``), on the GPU CUDA events' float time; reading
@@ -17,9 +18,12 @@ the process-wide functions of ``_caffe.cpp`` and its two small classes:
   be constructed, but ``NCCL.new_uid``, ``bcast`` and using it as a callback raise
   :class:`NCCLUnavailable` (an AttributeError, like the missing methods of such a build).
 - ``layer_type_list()``: the registered layer types, sorted as Caffe's registry lists them.
+- ``set_mode_gpu()`` without a usable GPU warns and keeps the CPU (a CPU-only Caffe
+  accepts the call and aborts at the first GPU computation).
 - ``__version__``: the Caffe version the engine follows, "1.0.0".
 """
 import logging
+import os
 import sys
 import time
 
@@ -51,7 +55,6 @@ __all__ = ["Net", "Blob", "Layer", "BlobVec", "Solver", "SGDSolver", "NesterovSo
 __version__ = "1.0.0"
 
 set_mode_cpu = backend.set_mode_cpu
-set_mode_gpu = backend.set_mode_gpu
 set_random_seed = backend.set_random_seed
 set_device = backend.set_device
 solver_count = backend.solver_count
@@ -62,32 +65,56 @@ set_multiprocess = backend.set_multiprocess
 
 pycaffe_log = logging.getLogger("engine.pycaffe")
 _GLOG_LEVELS = (logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
-_log_handler = {"handler": None}
 
 
 layer_type_list = layer_types      # LayerRegistry::LayerTypeList: every registered type, sorted
 
 
+def set_mode_gpu():
+    """Caffe::set_mode(GPU), on the current device (``set_device``).
+
+    Without CuPy or a usable CUDA device the engine stays on the CPU and logs a warning
+    saying why: a CPU-only build of Caffe accepts this call too (it only aborts later, at
+    the first computation in GPU mode), so a script that runs there runs here, and one
+    written for a GPU still runs, on the CPU, with the CPU's numbers."""
+    backend.set_mode_gpu(fallback=True)
+
+
 # ---------------------------------------------------------------------- logging
-def init_log(level=0, stderr=False):
-    """glog's InitGoogleLogging with FLAGS_minloglevel = ``level`` (and FLAGS_logtostderr =
-    ``stderr``): the engine's messages from that level on, in glog's format, on stderr
-    (only from ERROR on unless ``stderr``, as glog keeps the rest for its log files)."""
+def init_log(level=None, stderr=None):
+    """glog's InitGoogleLogging, with FLAGS_minloglevel = ``level`` and FLAGS_logtostderr =
+    ``stderr`` when given (else as glog reads them from GLOG_minloglevel and
+    GLOG_logtostderr: 0 and false by default).  From then on the engine's messages from
+    that level on go to stderr in glog's format when ``stderr``, else only from ERROR on
+    (glog keeps the rest for its log files; the engine writes none).  This routing
+    replaces the engine logger's other handlers that print to stderr (``python -m engine
+    run``'s), as glog's set-up ends its logging to stderr before InitGoogleLogging."""
+    if level is None:
+        env = os.environ.get("GLOG_minloglevel", "").strip()
+        level = min(int(env), 3) if env.isdigit() else 0
     level = int(level)
     if not 0 <= level <= 3:
         raise ValueError("init_log: level must be 0 (INFO), 1 (WARNING), 2 (ERROR) or 3 (FATAL), not %d" % level)
+    if stderr is None:
+        stderr = os.environ.get("GLOG_logtostderr", "").strip().lower() in ("1", "true", "yes", "y", "t")
     threshold = _GLOG_LEVELS[level] if stderr else max(_GLOG_LEVELS[level], logging.ERROR)
     engine_log = logging.getLogger("engine")
-    old = _log_handler["handler"]
-    if old is not None:
-        engine_log.removeHandler(old)
+    for old in list(engine_log.handlers):
+        if _writes_to_stderr(old):
+            engine_log.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(GlogFormatter())
     handler.setLevel(threshold)
     engine_log.addHandler(handler)
     engine_log.setLevel(_GLOG_LEVELS[level])
     engine_log.propagate = False
-    _log_handler["handler"] = handler
+
+
+def _writes_to_stderr(handler):
+    """A handler printing to stderr (``python -m engine run``'s, an earlier init_log's);
+    handlers that capture the log elsewhere (the inspector's, files) are left alone."""
+    return (isinstance(handler, logging.StreamHandler)
+            and getattr(handler, "stream", None) in (sys.stderr, sys.__stderr__))
 
 
 def log(message):

@@ -676,9 +676,10 @@ def cmd_test(args, out, err):
 
 
 def cmd_run(args, out, err):
-    from engine.tools.run_script import glog_env_level, run_script
+    from engine.tools.run_script import GlogEnvLevel, run_script
     if not (args.verbose or args.quiet):
-        logging.getLogger("engine").setLevel(glog_env_level(logging.INFO))
+        for handler in logging.getLogger("engine").handlers:      # _Logging's, for this command
+            handler.addFilter(GlogEnvLevel(logging.INFO))
     return run_script(args.script, args.args, err=err)
 
 

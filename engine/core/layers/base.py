@@ -126,7 +126,7 @@ class Layer:
         self.dtype = np.dtype(dtype)
         self.blobs = []
         self.param_propagate_down = []
-        self._loss = []
+        self.__loss = []          # mangled: a Python layer may have a `_loss` of its own
         if len(p.blobs):
             # Layer(param) constructor: blobs given in the param are copied in.
             for bp in p.blobs:
@@ -221,18 +221,7 @@ class Layer:
         with np.errstate(all="ignore"):
             self.reshape(bottom, top)
             self.forward(bottom, top)
-            return self.weighted_loss(top)
-
-    def weighted_loss(self, top: BlobVec) -> float:
-        """What Forward returns: Σ over the loss tops of data · diff (the loss weight lives
-        in the top's diff)."""
-        loss = self.dtype.type(0)
-        for i, t in enumerate(top):
-            if self.loss(i):
-                d = t.get_data().reshape(-1)
-                w = t.get_diff().reshape(-1)
-                loss += self.dtype.type(self.xp.dot(d, w))
-        return loss
+            return weighted_loss(self, top, self.dtype, self.xp)
 
     def Backward(self, top: BlobVec, propagate_down: Sequence[bool], bottom: BlobVec) -> None:
         with np.errstate(all="ignore"):
@@ -240,12 +229,14 @@ class Layer:
 
     # ---------------------------------------------------------------- loss
     def loss(self, top_index: int) -> float:
-        return self._loss[top_index] if top_index < len(self._loss) else 0.0
+        """Layer::loss(top_index): the top's loss weight (the engine reads it through
+        :func:`loss_weight`)."""
+        return self.__loss[top_index] if top_index < len(self.__loss) else 0.0
 
     def set_loss(self, top_index: int, value: float) -> None:
-        if len(self._loss) <= top_index:
-            self._loss.extend([0.0] * (top_index + 1 - len(self._loss)))
-        self._loss[top_index] = float(value)
+        if len(self.__loss) <= top_index:
+            self.__loss.extend([0.0] * (top_index + 1 - len(self.__loss)))
+        self.__loss[top_index] = float(value)
 
     def allow_force_backward(self, bottom_index: int) -> bool:
         return True
@@ -270,6 +261,25 @@ class Layer:
 
     def __repr__(self):
         return "<%s layer '%s'>" % (self.type, self.name)
+
+
+def weighted_loss(layer: Layer, top: BlobVec, dtype: Any, xp: Any) -> Any:
+    """What Forward returns: the sum over the loss tops of data . diff (the loss weight
+    lives in the top's diff).  ``dtype``/``xp`` are passed in: a Python layer may use
+    those attribute names for its own things."""
+    loss = dtype.type(0)
+    for i, t in enumerate(top):
+        if loss_weight(layer, i):
+            d = t.get_data().reshape(-1)
+            w = t.get_diff().reshape(-1)
+            loss += dtype.type(xp.dot(d, w))
+    return loss
+
+
+def loss_weight(layer: Layer, top_index: int) -> float:
+    """``Layer::loss(top_index)`` read past the instance, so that a Python layer keeping a
+    value of its own under ``loss`` (pycaffe's Layer has no such member) cannot hide it."""
+    return Layer.loss(layer, top_index)
 
 
 class NeuronLayer(Layer):

@@ -42,7 +42,7 @@ from engine.core.errors import (
     PythonLayerNotALayer,
     PythonLayerNotFound,
 )
-from engine.core.layers.base import Layer
+from engine.core.layers.base import Layer, weighted_loss
 from engine.core.layers.registry import register_layer
 
 _import_lock = threading.RLock()
@@ -63,8 +63,41 @@ class BlobVec(list):
         return b
 
 
+class _OwnValue:
+    """A property of the engine's Layer that a Python layer may also use as an attribute
+    of its own, as it may in pycaffe, whose ``caffe.Layer`` has no such member: once the
+    layer sets a value, reading gives that value back; until then, the engine's."""
+
+    def __init__(self, fget):
+        self.fget = fget
+        self.__doc__ = fget.__doc__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        if self.name in obj.__dict__:
+            return obj.__dict__[self.name]
+        return self.fget(obj)
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.name] = value
+
+    def __delete__(self, obj):
+        obj.__dict__.pop(self.name, None)
+
+
 class PyLayer(Layer):
-    """pycaffe's ``caffe.Layer``: subclass it and implement setup/reshape/forward/backward."""
+    """pycaffe's ``caffe.Layer``: subclass it and implement setup/reshape/forward/backward.
+
+    pycaffe's Layer has only ``blobs``, ``type``, ``setup``, ``reshape`` (and the
+    ``param_str`` and ``phase`` Caffe sets), so a Python layer is free to keep state under
+    any other name: ``self.name``, ``self.loss``, ``self.dtype``, ``self.xp`` ... are its
+    own here too.  The engine reads what it needs past them: the layer's name from its
+    LayerParameter, its loss weights through :func:`loss_weight`, its dtype and array
+    module from its own private fields."""
     type = "Python"
     category = "python"
     summary = "A layer written in Python (runs the model author's code)."
@@ -75,10 +108,23 @@ class PyLayer(Layer):
 
     def __init__(self, param, dtype=np.float32, model_dir=None):
         super().__init__(param, dtype)
+        self.__dtype = self.dtype
         self.blobs = BlobVec(self.blobs, dtype=self.dtype)
         self.model_dir = model_dir
         self.param_str = self.layer_param.python_param.param_str
         self.phase = int(self.layer_param.phase)
+
+    @_OwnValue
+    def name(self):
+        return self.layer_param.name
+
+    @_OwnValue
+    def xp(self):
+        return backend.xp()
+
+    @_OwnValue
+    def on_gpu(self):
+        return backend.mode() == backend.GPU
 
     def _configure(self, dtype, model_dir):
         """Engine settings for an instance built as ``cls(param)`` by pycaffe's rule."""
@@ -86,8 +132,8 @@ class PyLayer(Layer):
             raise LayerError("Python layer class %s.__init__ must call the base class "
                              "__init__(param)" % type(self).__name__)
         dtype = np.dtype(dtype)
-        if dtype != self.dtype:
-            self.dtype = dtype
+        if dtype != self.__dtype:
+            self.dtype = self.__dtype = dtype
             fresh = BlobVec(dtype=dtype)
             for b in self.blobs:
                 nb = Blob(b.shape, dtype=dtype)
@@ -95,7 +141,7 @@ class PyLayer(Layer):
                 fresh.append(nb)
             self.blobs = fresh
         elif not isinstance(self.blobs, BlobVec):
-            self.blobs = BlobVec(self.blobs, dtype=self.dtype)
+            self.blobs = BlobVec(self.blobs, dtype=self.__dtype)
         self.model_dir = model_dir
 
     # ----------------------------------------------------------- the pycaffe contract
@@ -121,8 +167,9 @@ class PyLayer(Layer):
             raise
         except Exception as e:
             pp = self.layer_param.python_param
-            add_layer_context(e, self.name, "raised by %s() of Python layer '%s' (%s.%s)"
-                              % (method, self.name, pp.module, pp.layer))
+            name = self.layer_param.name
+            add_layer_context(e, name, "raised by %s() of Python layer '%s' (%s.%s)"
+                              % (method, name, pp.module, pp.layer))
             raise
 
     def layer_setup(self, bottom, top):
@@ -130,7 +177,8 @@ class PyLayer(Layer):
         self.phase = int(self.layer_param.phase)
         if self.phase == 0 and backend.solver_count() > 1 and not backend.multiprocess():
             # python_layer.hpp: the GIL rules out several solver threads in one process
-            raise LayerError("PythonLayer does not support CLI Multi-GPU, use train.py", layer=self.name)
+            raise LayerError("PythonLayer does not support CLI Multi-GPU, use train.py",
+                             layer=self.layer_param.name)
         self._call("setup", bottom, top)
 
     def SetUp(self, bottom, top):
@@ -140,18 +188,18 @@ class PyLayer(Layer):
         self.set_loss_weights(top)
 
     def Forward(self, bottom, top):
+        # The layer's own code runs under the caller's NumPy error settings, as in pycaffe.
+        self._call("reshape", bottom, top)
+        self._call("forward", bottom, top)
         with np.errstate(all="ignore"):
-            self._call("reshape", bottom, top)
-            self._call("forward", bottom, top)
-            return self.weighted_loss(top)
+            return weighted_loss(self, top, self.__dtype, backend.xp())
 
     def Backward(self, top, propagate_down, bottom):
-        with np.errstate(all="ignore"):
-            self._call("backward", top, list(propagate_down), bottom)
+        self._call("backward", top, list(propagate_down), bottom)
 
     def __repr__(self):
-        return "<Python layer '%s' (%s.%s)>" % (self.name, self.layer_param.python_param.module,
-                                                 self.layer_param.python_param.layer)
+        pp = self.layer_param.python_param
+        return "<Python layer '%s' (%s.%s)>" % (self.layer_param.name, pp.module, pp.layer)
 
 
 def add_layer_context(exc, layer_name, note):

@@ -533,7 +533,7 @@ class Solver:
     def solve(self, resume_file: str | None = None) -> None:
         """Solver::Solve: Step up to max_iter, snapshot, a last display and test."""
         p = self._param
-        log.info("Solving %s", self.net.name)
+        log.info("Solving %s", self.net.param.name)
         log.info("Learning Rate Policy: %s", p.lr_policy)
         self._requested_early_exit = False
         if resume_file:
