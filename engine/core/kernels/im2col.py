@@ -18,7 +18,7 @@ import itertools
 
 import numpy as np
 
-from engine.core.kernels import is_gpu, launch, raw_kernel
+from engine.core.kernels import cuda_source, is_gpu, launch, raw_kernel
 
 _I = np.int32
 
@@ -126,7 +126,7 @@ def col2im_generic(cols, nb, C, S, kernel, pad, stride, dilation, O, work=None, 
 
 
 # ------------------------------------------------------------------ CUDA (2-D)
-_IM2COL_SRC = r"""
+_IM2COL_SRC = cuda_source("im2col_batch", r"""
 extern "C" __global__ void im2col_batch(const int total, const T* x, const int nb, const int C,
     const int H, const int W, const int kh, const int kw, const int ph, const int pw,
     const int sh, const int sw, const int dh, const int dw, const int OH, const int OW, T* col) {
@@ -153,9 +153,9 @@ extern "C" __global__ void im2col_batch(const int total, const T* x, const int n
     }
   }
 }
-"""
+""")
 
-_COL2IM_SRC = r"""
+_COL2IM_SRC = cuda_source("col2im_batch", r"""
 extern "C" __global__ void col2im_batch(const int total, const T* col, const int nb, const int C,
     const int H, const int W, const int kh, const int kw, const int ph, const int pw,
     const int sh, const int sw, const int dh, const int dw, const int OH, const int OW, T* x) {
@@ -187,7 +187,7 @@ extern "C" __global__ void col2im_batch(const int total, const T* col, const int
     x[index] = val;
   }
 }
-"""
+""")
 
 
 def _geom_args(nb, C, S, kernel, pad, stride, dilation, O):

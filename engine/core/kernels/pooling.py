@@ -14,7 +14,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from engine.core.kernels import is_gpu, launch, raw_kernel
+from engine.core.kernels import cuda_source, is_gpu, launch, raw_kernel
 
 _I = np.int32
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -259,7 +259,7 @@ _GEOM_ARGS = ("const int C, const int H, const int W, const int PH, const int PW
 _LOOP = ("for (int index = blockIdx.x * blockDim.x + threadIdx.x; index < total; "
          "index += blockDim.x * gridDim.x)")
 
-_MAX_FWD = r"""
+_MAX_FWD = cuda_source("max_pool_fwd", r"""
 extern "C" __global__ void max_pool_fwd(const int total, const T* x, %(g)s, T* top, int* mask) {
   %(loop)s {
     const int pw_ = index %% PW;
@@ -286,9 +286,9 @@ extern "C" __global__ void max_pool_fwd(const int total, const T* x, %(g)s, T* t
     mask[index] = maxidx;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_MAX_BWD = r"""
+_MAX_BWD = cuda_source("max_pool_bwd", r"""
 extern "C" __global__ void max_pool_bwd(const int total, const T* dtop, const int* mask, %(g)s,
     T* dx) {
   %(loop)s {
@@ -311,9 +311,9 @@ extern "C" __global__ void max_pool_bwd(const int total, const T* dtop, const in
     dx[index] = gradient;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_AVE_FWD = r"""
+_AVE_FWD = cuda_source("ave_pool_fwd", r"""
 extern "C" __global__ void ave_pool_fwd(const int total, const T* x, %(g)s, T* top) {
   %(loop)s {
     const int pw_ = index %% PW;
@@ -338,9 +338,9 @@ extern "C" __global__ void ave_pool_fwd(const int total, const T* x, %(g)s, T* t
     top[index] = aveval / pool_size;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_AVE_BWD = r"""
+_AVE_BWD = cuda_source("ave_pool_bwd", r"""
 extern "C" __global__ void ave_pool_bwd(const int total, const T* dtop, %(g)s, T* dx) {
   %(loop)s {
     const int w = index %% W + pw;
@@ -365,9 +365,9 @@ extern "C" __global__ void ave_pool_bwd(const int total, const T* dtop, %(g)s, T
     dx[index] = gradient;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_STO_TRAIN = r"""
+_STO_TRAIN = cuda_source("sto_pool_train", r"""
 extern "C" __global__ void sto_pool_train(const int total, const T* x, %(g)s, const T* u,
     T* top, long long* idx) {
   %(loop)s {
@@ -405,9 +405,9 @@ extern "C" __global__ void sto_pool_train(const int total, const T* x, %(g)s, co
     }
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_STO_TEST = r"""
+_STO_TEST = cuda_source("sto_pool_test", r"""
 extern "C" __global__ void sto_pool_test(const int total, const T* x, %(g)s, T* top) {
   %(loop)s {
     const int pw_ = index %% PW;
@@ -429,9 +429,9 @@ extern "C" __global__ void sto_pool_test(const int total, const T* x, %(g)s, T* 
     top[index] = cumvalues / cumsum;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_STO_BWD = r"""
+_STO_BWD = cuda_source("sto_pool_bwd", r"""
 extern "C" __global__ void sto_pool_bwd(const int total, const T* dtop, const long long* idx,
     %(g)s, T* dx) {
   %(loop)s {
@@ -454,7 +454,7 @@ extern "C" __global__ void sto_pool_bwd(const int total, const T* dtop, const lo
     dx[index] = gradient;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
 
 def _gargs(g):
