@@ -57,6 +57,9 @@ NETS = {
                         batch=dict(quick=8, full=32, gpu=64)),
     "siamese": dict(path=os.path.join(ROOT, "examples/shared_stages/siamese_stages.prototxt"), phase="TRAIN",
                     batch=dict(quick=16, full=64, gpu=64)),
+    "cifar10_quick": dict(path=os.path.join(os.path.dirname(SHARED_ZOO), "examples/cifar10/"
+                                            "cifar10_quick_train_test.input.prototxt"), phase="TRAIN",
+                          batch=dict(quick=100, full=100, gpu=100)),
     "caffenet": dict(path=os.path.join(SHARED_ZOO, "bvlc_reference_caffenet/deploy.prototxt"), phase="TEST",
                      batch=dict(quick=4, full=10, gpu=64)),
     "googlenet": dict(path=os.path.join(SHARED_ZOO, "bvlc_googlenet/deploy.prototxt"), phase="TEST",
