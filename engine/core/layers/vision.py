@@ -25,7 +25,7 @@ from engine.core.log import check_failed as _check_failed
 from engine.core.log import shape_string
 from engine.proto import caffe_pb2
 
-COL_BUFFER_LIMIT = 1 << 24  # elements per column-buffer chunk (64 MiB of float32)
+COL_BUFFER_LIMIT = 1 << 22  # elements per column-buffer chunk (16 MiB of float32)
 # CPU column layout: "auto" puts the batch innermost when the column side's last
 # dim is at most BATCH_LAST_MAX_WIDTH (short rows copy in tiny pieces otherwise),
 # else (n, o...); "batch_last" / "standard" force one (tests cover both).
@@ -229,7 +229,11 @@ class BaseConvolutionLayer(Layer):
         K = int(np.prod(kernel, dtype=np.int64))
         P = int(np.prod(O, dtype=np.int64))
         work = self._work("cols", c * K * nb * P, img.dtype)
-        return _im2col.im2col(img, kernel, pad, stride, dilation, O, out=work, batch_last=bl)
+        pad_work = None
+        if not self.on_gpu and any(pad):
+            ext = _im2col._padded_extent(S, kernel, pad, stride, dilation, O)
+            pad_work = self._work("pad", c * nb * int(np.prod(ext, dtype=np.int64)), img.dtype)
+        return _im2col.im2col(img, kernel, pad, stride, dilation, O, out=work, batch_last=bl, pad_work=pad_work)
 
     def _from_cols(self, cols, nb, c, bl):
         """columns (C_img*K, nb*P_col) -> img (nb, C_img, *S_img) (summing overlaps)."""
@@ -249,7 +253,8 @@ class BaseConvolutionLayer(Layer):
         g = self.group
         if nb == 1:
             return a.reshape(g, c // g, p)
-        out = self._work("rows", a.size, a.dtype)[:a.size]
+        # Shares the forward GEMM's output buffer ("out"): a layer uses one or the other at a time.
+        out = self._work("out", a.size, a.dtype)[:a.size]
         if bl:
             out.reshape(c, p, nb)[...] = a.transpose(1, 2, 0)
         else:
@@ -370,7 +375,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
                         # The column matrix of a 1x1 convolution is the image itself.
                         self.xp.matmul(W3.swapaxes(1, 2), dyr, out=dx[n0].reshape(g, self.kernel_dim, P))
                         continue
-                    dcols = self._gemm("dcols", W3.swapaxes(1, 2), dyr)  # (G, kdim, nb*P)
+                    # The column buffer is free again once dW has used it: dcols go there.
+                    dcols = self._gemm("cols", W3.swapaxes(1, 2), dyr)       # (G, kdim, nb*P)
                     dx[n0:n1] = self._from_cols(dcols.reshape(g * self.kernel_dim, nb * P), nb, C, bl)
 
 
