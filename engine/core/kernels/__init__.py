@@ -21,7 +21,8 @@ _CACHE = {}
 _SOURCES = {}     # kernel name -> (CUDA source with T unbound, module that registered it)
 
 # The modules that register CUDA sources (imported by cuda_sources()).
-KERNEL_MODULES = ("engine.core.kernels.im2col", "engine.core.kernels.lrn", "engine.core.kernels.pooling")
+KERNEL_MODULES = ("engine.core.kernels.im2col", "engine.core.kernels.lrn", "engine.core.kernels.pooling",
+                  "engine.core.kernels.stats")
 # Architectures the GPU extra (cupy-cuda12x) is checked for: Volta to Hopper.
 CUDA_ARCHS = (70, 75, 80, 86, 89, 90)
 
