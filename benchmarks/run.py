@@ -468,11 +468,13 @@ class Bench:
         self.result["debug_overhead"] = med_e["forward_backward_debug"] / med_e["forward_backward"] - 1.0
         self.result["samples"] = {"engine": e, "torch": t}
 
-    def run(self, init_repeat):
+    def run(self, init_repeat, memory_only=False):
         if self.gpu:
             self.backend.set_mode_gpu()
         self.prepare()
         self.memory()
+        if memory_only:
+            return self.result
         if self.gpu:
             self.backend.set_mode_cpu()
         self.init_times(init_repeat)
@@ -501,7 +503,7 @@ def worker_main(a):
         if a.device == "gpu" and not backend.gpu_available():
             raise RuntimeError("no GPU")
         b = Bench(a.worker, spec, a.device, a.batch, a.repeat, threads)
-        res = b.run(a.init_repeat)
+        res = b.run(a.init_repeat, a.memory_only)
     except Exception as exc:  # reported, not fatal to the whole run
         import traceback
         res.update(error="%s: %s" % (type(exc).__name__, exc), traceback=traceback.format_exc())
@@ -550,6 +552,24 @@ def table(results):
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def memory_table(results):
+    """Peak memory of each net against blobs + params + Caffe's workspace, and where the rest goes."""
+    lines = ["%-14s %-4s %6s %9s %9s %9s %7s %9s %9s  %s" % ("net", "dev", "batch", "peak", "blobs", "caffe ws",
+                                                          "ratio", "engine ws", "other", "largest workspaces")]
+    for r in results:
+        m = r.get("memory")
+        if not m:
+            lines.append("%-14s %-4s ERROR %s" % (r["net"], r["device"], r.get("error", "?")))
+            continue
+        ws = sorted(m.get("engine_workspaces", {}).items(), key=lambda kv: -kv[1])[:3]
+        lines.append("%-14s %-4s %6s %9s %9s %9s %7.2f %9s %9s  %s" % (
+            r["net"], r["device"], r.get("batch", "-"), _fmt_mb(m["peak_bytes"]), _fmt_mb(m["blob_bytes"]),
+            _fmt_mb(m.get("caffe_workspace_bytes", 0)), m.get("ratio_caffe", m["ratio"]),
+            _fmt_mb(m.get("engine_workspace_bytes", 0)), _fmt_mb(m.get("other_bytes", 0)),
+            ", ".join("%s %s" % (k, _fmt_mb(v)) for k, v in ws)))
     return "\n".join(lines)
 
 
@@ -618,6 +638,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int, help="override every net's batch")
     p.add_argument("--threads", type=int, help="limit the engine's BLAS and torch's threads")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.json"))
+    p.add_argument("--memory-only", action="store_true", help="only the memory measurement (no torch, no timings)")
     p.add_argument("--markdown", metavar="JSON", help="print the table of a results file as Markdown and exit")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
@@ -662,6 +683,8 @@ def main(argv=None):
                    "--result", res_path]
             if a.threads:
                 cmd += ["--threads", str(a.threads)]
+            if a.memory_only:
+                cmd += ["--memory-only"]
             env = dict(os.environ)
             if a.threads:
                 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -679,6 +702,11 @@ def main(argv=None):
             print("%-12s %-4s done in %.0f s%s" % (n, dev, res["wall_s"],
                                                   ("  ERROR " + res["error"]) if "error" in res else ""),
                   file=sys.stderr)
+    if a.memory_only:
+        print(memory_table(results))
+        with open(a.out, "w") as f:
+            json.dump(dict(when=time.strftime("%Y-%m-%d %H:%M:%S"), memory_only=True, results=results), f, indent=1)
+        return 0
     report = dict(
         when=time.strftime("%Y-%m-%d %H:%M:%S"), quick=a.quick, repeat=repeat, threads=a.threads,
         load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
