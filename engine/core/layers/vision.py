@@ -26,6 +26,12 @@ from engine.core.log import shape_string
 from engine.proto import caffe_pb2
 
 COL_BUFFER_LIMIT = 1 << 22  # elements per column-buffer chunk (16 MiB of float32)
+# On the CPU, for layers whose bottom and top hold fewer than COL_BUFFER_SMALL elements, a
+# chunk's columns also stay within COL_BUFFER_SHARE x those (but never below COL_BUFFER_MIN
+# elements): a small net's workspace stays small beside its blobs, big layers keep big GEMMs.
+COL_BUFFER_SHARE = 0.5
+COL_BUFFER_MIN = 1 << 18
+COL_BUFFER_SMALL = 1 << 22
 # CPU column layout: "auto" puts the batch innermost when the column side's last
 # dim is at most BATCH_LAST_MAX_WIDTH (short rows copy in tiny pieces otherwise),
 # else (n, o...); "batch_last" / "standard" force one (tests cover both).
@@ -95,8 +101,11 @@ def _conv_geometry(layer, bottom, min_spatial=0, tail=")."):
     return channel_axis, ns, kernel, stride, pad, dilation
 
 
-def _chunks(num, per_image):
-    step = max(1, min(num, COL_BUFFER_LIMIT // max(per_image, 1)))
+def _chunks(num, per_image, limit=None):
+    """(n0, n1) image ranges whose column matrices hold at most ``limit`` elements
+    (COL_BUFFER_LIMIT by default; at least one image)."""
+    limit = COL_BUFFER_LIMIT if limit is None else limit
+    step = max(1, min(num, limit // max(per_image, 1)))
     for n0 in range(0, num, step):
         yield n0, min(num, n0 + step)
 
@@ -198,6 +207,14 @@ class BaseConvolutionLayer(Layer):
                     tuple(self.output_shape), self.bottom_spatial)
         return (self.kernel_shape, self.pad, self.stride, self.dilation,
                 self.bottom_spatial, tuple(self.output_shape))
+
+    def _col_limit(self, bottom, top):
+        """Column-matrix elements per chunk for these blobs (see COL_BUFFER_SHARE)."""
+        own = bottom.count + top.count
+        if self.on_gpu or own >= COL_BUFFER_SMALL:
+            return COL_BUFFER_LIMIT
+        own = int(COL_BUFFER_SHARE * own)
+        return min(COL_BUFFER_LIMIT, max(COL_BUFFER_MIN, own))
 
     def _work(self, name, count, dtype):
         """A flat scratch array kept across calls (Caffe's col_buffer_), grown on demand.
@@ -332,7 +349,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
         for b, t in zip(bottom, top):
             x = b.get_data().reshape((self.num, C) + self.bottom_spatial)
             y = t.mut_data().reshape(self.num, O, P)
-            for n0, n1 in _chunks(self.num, per_image):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 cols = self._to_cols(x[n0:n1], bl).reshape(g, self.kernel_dim, nb * P)
@@ -363,7 +380,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
             x = b.get_data().reshape((self.num, C) + self.bottom_spatial)
             dy = t.get_diff().reshape(self.num, O, P)
             dx = b.mut_diff().reshape((self.num, C) + self.bottom_spatial) if pd else None
-            for n0, n1 in _chunks(self.num, per_image):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 dyr = self._batch_to_rows(dy[n0:n1], bl)             # (G, O/G, nb*P)
@@ -409,7 +426,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
         for b, t in zip(bottom, top):
             x = b.get_data().reshape(self.num, C, Pin)
             y = t.mut_data().reshape((self.num, O) + tuple(self.output_shape))
-            for n0, n1 in _chunks(self.num, per_image):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 xr = self._batch_to_rows(x[n0:n1], bl)               # (G, C/G, nb*Pin)
@@ -434,7 +451,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             x = b.get_data().reshape(self.num, C, Pin)
             dy = t.get_diff().reshape((self.num, O) + tuple(self.output_shape))
             dx = b.mut_diff().reshape(self.num, C, Pin) if pd else None
-            for n0, n1 in _chunks(self.num, per_image):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 cols = self._to_cols(dy[n0:n1], bl).reshape(g, self.kernel_dim, nb * Pin)
