@@ -191,6 +191,7 @@ def main(argv=None):
         if lvl not in LEVELS:
             ap.error("unknown level %r (health, full)" % lvl)
     logging.getLogger("engine").setLevel(logging.WARNING)
+    import engine.core.kernels.blas  # noqa: F401  (SciPy's BLAS loaded first, so that the limit reaches it too)
     if a.threads:
         from threadpoolctl import threadpool_limits
         threadpool_limits(a.threads)

@@ -30,7 +30,7 @@ COL_BUFFER_LIMIT = 1 << 22  # elements per column-buffer chunk (16 MiB of float3
 # chunk's columns also stay within COL_BUFFER_SHARE x those (but never below COL_BUFFER_MIN
 # elements): a small net's workspace stays small beside its blobs, big layers keep big GEMMs.
 COL_BUFFER_SHARE = 0.5
-COL_BUFFER_MIN = 1 << 18
+COL_BUFFER_MIN = 1 << 19
 COL_BUFFER_SMALL = 1 << 22
 # CPU column layout: "auto" puts the batch innermost when the column side's last
 # dim is at most BATCH_LAST_MAX_WIDTH (short rows copy in tiny pieces otherwise),
