@@ -30,7 +30,8 @@ COL_BUFFER_LIMIT = 1 << 22  # elements per column-buffer chunk (16 MiB of float3
 # chunk's columns also stay within COL_BUFFER_SHARE x those (but never below COL_BUFFER_MIN
 # elements): a small net's workspace stays small beside its blobs, big layers keep big GEMMs.
 COL_BUFFER_SHARE = 0.5
-COL_BUFFER_MIN = 1 << 19
+COL_BUFFER_MIN = 1 << 18
+COL_BUFFER_MIN_IMAGES = 4
 COL_BUFFER_SMALL = 1 << 22
 # CPU column layout: "auto" puts the batch innermost when the column side's last
 # dim is at most BATCH_LAST_MAX_WIDTH (short rows copy in tiny pieces otherwise),
@@ -208,13 +209,17 @@ class BaseConvolutionLayer(Layer):
         return (self.kernel_shape, self.pad, self.stride, self.dilation,
                 self.bottom_spatial, tuple(self.output_shape))
 
-    def _col_limit(self, bottom, top):
-        """Column-matrix elements per chunk for these blobs (see COL_BUFFER_SHARE)."""
+    def _col_limit(self, bottom, top, per_image):
+        """Column-matrix elements per chunk for these blobs (see COL_BUFFER_SHARE); the
+        small-layer cap applies only where a chunk still holds COL_BUFFER_MIN_IMAGES images
+        (smaller GEMMs cost more than the memory saved)."""
         own = bottom.count + top.count
-        if self.on_gpu or own >= COL_BUFFER_SMALL:
+        if self.on_gpu or self.is_1x1 or own >= COL_BUFFER_SMALL:    # 1x1: the columns are the bottom
             return COL_BUFFER_LIMIT
-        own = int(COL_BUFFER_SHARE * own)
-        return min(COL_BUFFER_LIMIT, max(COL_BUFFER_MIN, own))
+        share = max(COL_BUFFER_MIN, int(COL_BUFFER_SHARE * own))
+        if share < COL_BUFFER_MIN_IMAGES * per_image:
+            return COL_BUFFER_LIMIT
+        return min(COL_BUFFER_LIMIT, share)
 
     def _work(self, name, count, dtype):
         """A flat scratch array kept across calls (Caffe's col_buffer_), grown on demand.
@@ -349,7 +354,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
         for b, t in zip(bottom, top):
             x = b.get_data().reshape((self.num, C) + self.bottom_spatial)
             y = t.mut_data().reshape(self.num, O, P)
-            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t)):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t, per_image)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 cols = self._to_cols(x[n0:n1], bl).reshape(g, self.kernel_dim, nb * P)
@@ -380,7 +385,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
             x = b.get_data().reshape((self.num, C) + self.bottom_spatial)
             dy = t.get_diff().reshape(self.num, O, P)
             dx = b.mut_diff().reshape((self.num, C) + self.bottom_spatial) if pd else None
-            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t)):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t, per_image)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 dyr = self._batch_to_rows(dy[n0:n1], bl)             # (G, O/G, nb*P)
@@ -426,7 +431,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
         for b, t in zip(bottom, top):
             x = b.get_data().reshape(self.num, C, Pin)
             y = t.mut_data().reshape((self.num, O) + tuple(self.output_shape))
-            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t)):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t, per_image)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 xr = self._batch_to_rows(x[n0:n1], bl)               # (G, C/G, nb*Pin)
@@ -451,7 +456,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             x = b.get_data().reshape(self.num, C, Pin)
             dy = t.get_diff().reshape((self.num, O) + tuple(self.output_shape))
             dx = b.mut_diff().reshape(self.num, C, Pin) if pd else None
-            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t)):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t, per_image)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 cols = self._to_cols(dy[n0:n1], bl).reshape(g, self.kernel_dim, nb * Pin)
