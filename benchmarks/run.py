@@ -21,8 +21,9 @@ GPU where CuPy sees one), one worker process:
    gradients, relative to the array's largest magnitude);
 5. times, interleaved (engine, torch, engine, ...) so both see the same machine
    load: forward, backward, forward+backward, and the engine's forward+backward
-   with a full debug ``Recorder`` attached.  Medians; ratios are engine / torch
-   from the same run.
+   with a full debug ``Recorder`` attached (one Recorder kept across the rounds, as
+   a session keeps it).  Medians; ratios are engine / torch from the same run, and
+   the records' overhead the median of the per-round ratios.
 
 Threads: the engine's BLAS thread count (threadpoolctl), also given to
 ``torch.set_num_threads``; ``--threads N`` limits both.  GPU: TF32 off.
@@ -397,6 +398,7 @@ class Bench:
     def timings(self, net, tnet):
         from engine.instruments.debug import Recorder
         e = {k: [] for k in TIMED + ("forward_backward_debug",)}
+        rec = None
         t = {k: [] for k in TIMED}
         sync = self.sync
 
@@ -453,7 +455,10 @@ class Bench:
                 t["forward_backward"].append(y)
             # forward + backward with full debug records
             net.ClearParamDiffs()
-            rec = Recorder(net)
+            if rec is None:
+                rec = Recorder(net)         # kept across rounds, as a session keeps it
+            elif rec not in net.debug_observers:
+                net.debug_observers.append(rec)
             x = timed(e_fb)
             rec.detach()
             if keep:
@@ -465,7 +470,8 @@ class Bench:
         # Ratio: the median of the per-round ratios (engine and torch ran back to
         # back in each round, so they saw the same machine load).
         self.result["ratio"] = {k: median([x / y for x, y in zip(e[k], t[k])]) for k in TIMED}
-        self.result["debug_overhead"] = med_e["forward_backward_debug"] / med_e["forward_backward"] - 1.0
+        self.result["debug_overhead"] = median([x / y for x, y in zip(e["forward_backward_debug"],
+                                                                       e["forward_backward"])]) - 1.0
         self.result["samples"] = {"engine": e, "torch": t}
 
     def run(self, init_repeat, memory_only=False):
