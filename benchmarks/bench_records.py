@@ -8,10 +8,13 @@
 For each net, times forward+backward passes without a Recorder and with one attached at
 each ``--levels`` level (``health``: Caffe's mean |x| and NaN/Inf counts; ``full``: every
 statistic of every bottom, top and param, data and diff, with histograms), and writes
-rows with ``net``, ``device``, ``level``, ``ratio`` (records / plain), ``plain_ms``,
-``records_ms``.  In every round the variants run back to back (their order rotating),
-and the ratio is the median of the per-round ratios, so that the machine's load hits
-both sides of a ratio alike.
+rows with ``net``, ``device``, ``level``, ``ratio`` (records / plain, wall time),
+``ratio_cpu`` (the same from the process's CPU time, which other processes on a shared
+machine disturb less), ``plain_ms``, ``records_ms``.  In every round the variants run
+back to back (their order rotating), and a ratio is the median of the per-round ratios,
+so that the machine's load hits both sides of a ratio alike.  Each variant keeps one
+Recorder across its rounds, as the inspector keeps one per session (``--fresh``: a new
+one for every sample, the first step's cost).
 
 ``--nets``: names of ``benchmarks/run.py``'s nets (lenet, resnet_tiny, siamese,
 caffenet, googlenet, resnet50, resnet152; the zoo nets need ``../shared/zoo``) or
@@ -109,9 +112,10 @@ class NetCase:
         self.backward = any(net.layer_need_backward)
 
     def passes(self, iterations):
+        """(wall ms, process CPU ms) per forward+backward pass."""
         net, sync = self.net, self.backend.synchronize
         sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(iterations):
             net.ForwardFromTo(0, len(net.layers) - 1)
             if self.backward:
@@ -119,39 +123,52 @@ class NetCase:
                     net.blobs[n].diff[...] = g
                 net.BackwardFromTo(len(net.layers) - 1, 0)
         sync()
-        return (time.perf_counter() - t0) / iterations * 1e3
+        return ((time.perf_counter() - t0) / iterations * 1e3, (time.process_time() - c0) / iterations * 1e3)
 
 
-def bench_case(case, levels, repeats, iterations, bins, recorders):
-    """Rows (one per level and recorder variant) for one net."""
+def bench_case(case, levels, repeats, iterations, bins, recorders, fresh=False):
+    """Rows (one per level and recorder variant) for one net.
+
+    Each variant keeps one Recorder across its rounds (attached only while it runs), as
+    the inspector keeps one per session: what it may reuse from the previous step (the
+    params' statistics while they are unchanged) it reuses.  ``fresh``: a new Recorder
+    for every sample instead (the first step's cost)."""
     variants = [("plain", None, None)] + [(v, lvl, cls) for v, cls in recorders for lvl in levels]
+    kept = {}
 
-    def timed(cls, level):
+    def timed(v, cls, level):
         if cls is None:
             return case.passes(iterations)
-        rec = cls(case.net, bins=bins, max_steps=4, level=level)
+        rec = kept.get((v, level))
+        if rec is None or fresh:
+            rec = kept[(v, level)] = cls(case.net, bins=bins, max_steps=4, level=level)
+        elif rec not in case.net.debug_observers:
+            case.net.debug_observers.append(rec)
         try:
             return case.passes(iterations)
         finally:
             rec.detach()
 
-    for _, level, cls in variants:              # warm-up: allocations, compiled kernels
-        timed(cls, level)
+    for v, level, cls in variants:              # warm-up: allocations, compiled kernels
+        timed(v, cls, level)
     samples = {(v, lvl): [] for v, lvl, _ in variants}
     for r in range(repeats):
         order = variants[r % len(variants):] + variants[:r % len(variants)]
         for v, level, cls in order:
-            samples[(v, level)].append(timed(cls, level))
+            samples[(v, level)].append(timed(v, cls, level))
     plain = samples[("plain", None)]
     rows = []
     for v, level, _ in variants[1:]:
         rec = samples[(v, level)]
-        ratios = [a / b for a, b in zip(rec, plain)]
+        ratios = [a[0] / b[0] for a, b in zip(rec, plain)]
+        cpu_ratios = [a[1] / b[1] for a, b in zip(rec, plain) if b[1] > 0]
+        plain_ms = statistics.median(p[0] for p in plain)
+        rec_ms = statistics.median(x[0] for x in rec)
         rows.append({"net": case.name, "device": case.mode, "batch": case.batch, "level": level,
                      "variant": v, "ratio": statistics.median(ratios),
-                     "plain_ms": statistics.median(plain), "records_ms": statistics.median(rec),
-                     "overhead_ms": statistics.median(rec) - statistics.median(plain),
-                     "bins": bins, "rounds": repeats})
+                     "ratio_cpu": statistics.median(cpu_ratios) if cpu_ratios else None,
+                     "plain_ms": plain_ms, "records_ms": rec_ms, "overhead_ms": rec_ms - plain_ms,
+                     "bins": bins, "rounds": repeats, "fresh_recorder": bool(fresh)})
     return rows
 
 
@@ -166,6 +183,7 @@ def main(argv=None):
     ap.add_argument("--gpu", action="store_true", help="GPU only")
     ap.add_argument("--no-hist", action="store_true", help="records without histograms")
     ap.add_argument("--baseline", metavar="REV", help="also time the Recorder of this git revision")
+    ap.add_argument("--fresh", action="store_true", help="a new Recorder for every sample (first-step cost)")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
     levels = [s.strip() for s in a.levels.split(",") if s.strip()]
@@ -173,6 +191,7 @@ def main(argv=None):
         if lvl not in LEVELS:
             ap.error("unknown level %r (health, full)" % lvl)
     logging.getLogger("engine").setLevel(logging.WARNING)
+    import engine.core.kernels.blas  # noqa: F401  (SciPy's BLAS loaded first, so that the limit reaches it too)
     if a.threads:
         from threadpoolctl import threadpool_limits
         threadpool_limits(a.threads)
@@ -187,8 +206,8 @@ def main(argv=None):
         recorders.insert(0, ("baseline", load_baseline(a.baseline).Recorder))
     names = [s.strip() for s in a.nets.split(",")] if a.nets else _example_nets()
     rows = []
-    print("%-32s %-4s %-6s %-8s %10s %11s %7s" % ("net", "dev", "level", "variant", "plain ms", "records ms",
-                                                  "ratio"))
+    print("%-32s %-4s %-6s %-8s %10s %11s %7s %9s" % ("net", "dev", "level", "variant", "plain ms", "records ms",
+                                                      "ratio", "ratio cpu"))
     for mode in modes:
         for name in names:
             try:
@@ -196,10 +215,12 @@ def main(argv=None):
             except FileNotFoundError as e:
                 print("%-32s skipped: %s not found" % (name, e))
                 continue
-            for r in bench_case(case, levels, a.repeats, a.iterations, 0 if a.no_hist else 32, recorders):
+            for r in bench_case(case, levels, a.repeats, a.iterations, 0 if a.no_hist else 32, recorders,
+                                a.fresh):
                 rows.append(r)
-                print("%-32s %-4s %-6s %-8s %10.1f %11.1f %7.3f" % (r["net"], r["device"], r["level"], r["variant"],
-                                                                 r["plain_ms"], r["records_ms"], r["ratio"]))
+                print("%-32s %-4s %-6s %-8s %10.1f %11.1f %7.3f %9.3f" % (
+                    r["net"], r["device"], r["level"], r["variant"], r["plain_ms"], r["records_ms"], r["ratio"],
+                    r["ratio_cpu"] if r["ratio_cpu"] is not None else float("nan")))
                 sys.stdout.flush()
             del case
             backend.set_mode_cpu()

@@ -245,3 +245,76 @@ def _totals(net, layers):
 
 
 analyse_net = analyze_net
+
+
+# ---------------------------------------------------------------------- Caffe's own buffers
+def _prod(xs):
+    n = 1
+    for x in xs:
+        n *= int(x)
+    return n
+
+
+def _conv_workspace(layer, bottoms, tops, item):
+    """BaseConvolutionLayer: col_buffer_ (one image's columns; untouched for 1x1, which
+    Caffe runs without im2col) and bias_multiplier_ (the output's spatial size)."""
+    if not bottoms or not tops or not layer.blobs:
+        return 0
+    col_spatial = _prod(layer.bottom_spatial if layer.reverse_dimensions else layer.output_shape)
+    out_spatial = _prod(layer.output_shape)
+    cols = 0 if layer.is_1x1 else layer.kernel_dim * layer.group * col_spatial
+    return (cols + (out_spatial if layer.bias_term else 0)) * item
+
+
+def _layer_workspace(layer, bottoms, tops, phase, item):
+    t = layer.type
+    b = bottoms[0].count if bottoms else 0
+    top = tops[0].count if tops else 0
+    if t in ("Convolution", "Deconvolution"):
+        return _conv_workspace(layer, bottoms, tops, item)
+    if t == "InnerProduct":
+        return (bottoms[0].count_range(0, getattr(layer, "axis", 1)) if layer.bias_term else 0) * item
+    if t == "Pooling":
+        from engine.proto import caffe_pb2
+        pp = layer.layer_param.pooling_param
+        if pp.pool == caffe_pb2.PoolingParameter.MAX and len(tops) == 1:
+            return top * 4                                   # max_idx_ (int)
+        if pp.pool == caffe_pb2.PoolingParameter.STOCHASTIC and phase == 0:
+            return top * item                                # rand_idx_
+        return 0
+    if t == "LRN":
+        from engine.proto import caffe_pb2
+        if layer.layer_param.lrn_param.norm_region == caffe_pb2.LRNParameter.ACROSS_CHANNELS:
+            return b * item                                  # scale_
+        return 6 * b * item          # WITHIN_CHANNEL: square, pool and power outputs, data and diff
+    if t == "BatchNorm":
+        return 2 * b * item          # x_norm_ and temp_ (mean_, variance_, multipliers: small)
+    if t == "Scale":
+        return b * item if bottoms and tops and bottoms[0] is tops[0] else 0   # temp_ (in-place)
+    if t == "SoftmaxWithLoss":
+        return b * item                                      # prob_
+    if t in ("EuclideanLoss", "SigmoidCrossEntropyLoss"):
+        return b * item                                      # diff_ / sigmoid_output_
+    if t == "Dropout":
+        return b * 4 if phase == 0 else 0                    # rand_vec_ (unsigned int)
+    if t == "Eltwise":
+        from engine.proto import caffe_pb2
+        return top * 4 if layer.layer_param.eltwise_param.operation == caffe_pb2.EltwiseParameter.MAX else 0
+    if t == "ContrastiveLoss":
+        return 2 * b * item                                  # diff_, diff_sq_
+    return 0
+
+
+def caffe_workspace_bytes(net):
+    """{layer name: bytes} of the buffers BVLC Caffe 1.0's layers keep besides their
+    tops and params on the CPU (col_buffer_, max_idx_, BatchNorm's x_norm_ and temp_,
+    an in-place Scale's temp_, prob_, rand_vec_, ...), as allocated by a forward and
+    backward pass: what "Caffe's memory" adds to the blobs'.  Small vectors
+    (multipliers, per-channel means) are left out."""
+    item = net.dtype.itemsize
+    out = {}
+    for i, layer in enumerate(net.layers):
+        n = _layer_workspace(layer, net.bottom_vecs[i], net.top_vecs[i], net.phase, item)
+        if n:
+            out[net.layer_names[i]] = int(n)
+    return out

@@ -8,8 +8,9 @@ and diff (:class:`BlobStats`).  Caffe's debug_info lines are derived from these
 records when a Recorder is attached (``net._mean_abs`` asks :meth:`Recorder.asum_mean`).
 
 Statistics (:func:`array_stats`) are reduced on the device the data lives on;
-on the GPU only one summary vector (ten numbers and the histogram counts)
-crosses to the host per blob.  Within a step, a blob's statistics are computed
+on the GPU one reduction kernel (:mod:`engine.core.kernels.stats`) summarises a
+blob and only one vector (ten numbers and the histogram counts) crosses to the
+host.  Within a step, a blob's statistics are computed
 once and reused until a layer may have written it: forward invalidates the
 layer's tops and params, backward its bottoms' and tops' diffs and its params
 (Caffe's contract: Forward writes tops, Backward writes bottom diffs and param
@@ -166,7 +167,8 @@ def array_stats(a, bins=HIST_BINS, hist_sample=0):
     if xp is np:
         summary, counts = _host_summary(x, bins, hist_sample)
     else:
-        v = backend.to_host(_device_summary(x, xp, bins))   # the one transfer
+        from engine.core.kernels import stats as gpu_stats
+        v = backend.to_host(gpu_stats.summary(x, bins))      # one reduction kernel, one transfer
         summary, counts = [float(t) for t in v[:_N_SUMMARY]], v[_N_SUMMARY:]
     st = _finish(shape, n, x.dtype, summary, counts, bins)
     if xp is np and bins and 0 < hist_sample < n and fast_stats.usable(x):
@@ -281,8 +283,9 @@ def _scratch(m):
 
 
 def _device_summary(x, xp, bins):
-    """One float64 vector: the ten summary numbers then the histogram counts,
-    computed with ``xp`` (CuPy on the GPU; NumPy works too, for tests)."""
+    """One float64 vector: the ten summary numbers then the histogram counts, with
+    array operations on ``xp`` (NumPy or CuPy): the reference that the GPU kernel
+    (:func:`engine.core.kernels.stats.summary`) is tested against."""
     f64 = xp.float64
     with np.errstate(all="ignore"):
         x64 = x.astype(f64)

@@ -891,6 +891,9 @@ def make_parser():
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_run, log_default=True)
+
+    from engine.tools import selftest
+    selftest.add_parser(sub)
     ap.command_parsers = sub.choices
     return ap
 

@@ -18,7 +18,7 @@ import itertools
 
 import numpy as np
 
-from engine.core.kernels import is_gpu, launch, raw_kernel
+from engine.core.kernels import cuda_source, is_gpu, launch, raw_kernel
 
 _I = np.int32
 
@@ -53,9 +53,17 @@ def _buffer(xp, work, shape, dtype):
     return xp.empty(shape, dtype=dtype)
 
 
-def _window_view(xp, x, kernel, pad, stride, dilation, O, batch_last):
-    """Strided window view of ``x`` (nb, C, *S), zero-padded when needed:
-    (C, *K, nb, *O), or (C, *K, *O, nb) when ``batch_last``."""
+def _zeros(xp, shape, dtype, pad_work):
+    """A zero array of ``shape`` (in ``pad_work``, a flat scratch array, when big enough)."""
+    a = _buffer(xp, pad_work, shape, dtype)
+    a[...] = 0
+    return a
+
+
+def _window_view(xp, x, kernel, pad, stride, dilation, O, batch_last, pad_work=None):
+    """Strided window view of ``x`` (nb, C, *S), zero-padded when needed (into
+    ``pad_work`` when given and big enough): (C, *K, nb, *O), or (C, *K, *O, nb) when
+    ``batch_last``."""
     nb, C = x.shape[:2]
     S = tuple(x.shape[2:])
     P = _padded_extent(S, kernel, pad, stride, dilation, O)
@@ -64,7 +72,7 @@ def _window_view(xp, x, kernel, pad, stride, dilation, O, batch_last):
     if batch_last:
         src = xp.moveaxis(x, 0, -1)                       # (C, *S, nb)
         if any(pad) or P != S:
-            xt = xp.zeros((C,) + P + (nb,), dtype=x.dtype)
+            xt = _zeros(xp, (C,) + P + (nb,), x.dtype, pad_work)
             xt[(slice(None),) + inner + (slice(None),)] = src
         else:
             xt = xp.ascontiguousarray(src)
@@ -75,7 +83,7 @@ def _window_view(xp, x, kernel, pad, stride, dilation, O, batch_last):
                    + tuple(t * s for t, s in zip(stride, sp)) + (sn,))
     else:
         if any(pad) or P != S:
-            xt = xp.zeros((C, nb) + P, dtype=x.dtype)
+            xt = _zeros(xp, (C, nb) + P, x.dtype, pad_work)
             xt[(slice(None), slice(None)) + inner] = x.swapaxes(0, 1)
         else:
             xt = x.swapaxes(0, 1)
@@ -87,10 +95,10 @@ def _window_view(xp, x, kernel, pad, stride, dilation, O, batch_last):
     return _as_strided(xp, xt, shape, strides)
 
 
-def im2col_generic(x, kernel, pad, stride, dilation, O, out=None, batch_last=False):
+def im2col_generic(x, kernel, pad, stride, dilation, O, out=None, batch_last=False, pad_work=None):
     xp = _xp(x)
     nb, C = x.shape[:2]
-    view = _window_view(xp, x, kernel, pad, stride, dilation, O, batch_last)
+    view = _window_view(xp, x, kernel, pad, stride, dilation, O, batch_last, pad_work)
     K = int(np.prod(kernel, dtype=np.int64))
     P = int(np.prod(O, dtype=np.int64))
     out = _buffer(xp, out, (C * K, nb * P), x.dtype)
@@ -126,7 +134,7 @@ def col2im_generic(cols, nb, C, S, kernel, pad, stride, dilation, O, work=None, 
 
 
 # ------------------------------------------------------------------ CUDA (2-D)
-_IM2COL_SRC = r"""
+_IM2COL_SRC = cuda_source("im2col_batch", r"""
 extern "C" __global__ void im2col_batch(const int total, const T* x, const int nb, const int C,
     const int H, const int W, const int kh, const int kw, const int ph, const int pw,
     const int sh, const int sw, const int dh, const int dw, const int OH, const int OW, T* col) {
@@ -153,9 +161,9 @@ extern "C" __global__ void im2col_batch(const int total, const T* x, const int n
     }
   }
 }
-"""
+""")
 
-_COL2IM_SRC = r"""
+_COL2IM_SRC = cuda_source("col2im_batch", r"""
 extern "C" __global__ void col2im_batch(const int total, const T* col, const int nb, const int C,
     const int H, const int W, const int kh, const int kw, const int ph, const int pw,
     const int sh, const int sw, const int dh, const int dw, const int OH, const int OW, T* x) {
@@ -187,7 +195,7 @@ extern "C" __global__ void col2im_batch(const int total, const T* col, const int
     x[index] = val;
   }
 }
-"""
+""")
 
 
 def _geom_args(nb, C, S, kernel, pad, stride, dilation, O):
@@ -226,17 +234,18 @@ def _gpu_2d(a, kernel, n_elems):
     return is_gpu(a) and len(kernel) == 2 and n_elems < 2 ** 31
 
 
-def im2col(x, kernel, pad, stride, dilation, O, out=None, batch_last=False):
+def im2col(x, kernel, pad, stride, dilation, O, out=None, batch_last=False, pad_work=None):
     """Column matrix (C*prod(kernel), nb*prod(O)) of the batch ``x`` (nb, C, *S).
 
     Columns are ordered (n, o...) or, with ``batch_last`` (CPU only), (o..., n).
-    ``out`` may be a flat scratch array to write into when it is big enough."""
+    ``out`` may be a flat scratch array to write into when it is big enough;
+    ``pad_work`` one for the zero-padded copy of the batch (CPU)."""
     kernel, pad, stride, dilation, O = (tuple(int(v) for v in t)
                                         for t in (kernel, pad, stride, dilation, O))
     n = x.shape[0] * x.shape[1] * int(np.prod(O, dtype=np.int64)) * int(np.prod(kernel, dtype=np.int64))
     if _gpu_2d(x, kernel, max(n, x.size)) and not batch_last:
         return _im2col_gpu(x, kernel, pad, stride, dilation, O, out)
-    return im2col_generic(x, kernel, pad, stride, dilation, O, out, batch_last)
+    return im2col_generic(x, kernel, pad, stride, dilation, O, out, batch_last, pad_work)
 
 
 def col2im(cols, nb, C, S, kernel, pad, stride, dilation, O, work=None, batch_last=False):

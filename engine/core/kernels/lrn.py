@@ -10,7 +10,7 @@ Caffe's per-pixel running sums over the channels.
 """
 import numpy as np
 
-from engine.core.kernels import is_gpu, launch, raw_kernel
+from engine.core.kernels import cuda_source, is_gpu, launch, raw_kernel
 
 _I = np.int32
 
@@ -28,7 +28,7 @@ def _window_sum(a, size):
     return acc
 
 
-_FILL_SCALE = r"""
+_FILL_SCALE = cuda_source("lrn_fill_scale", r"""
 extern "C" __global__ void lrn_fill_scale(const int total, const T* in, const int C, const int HW,
     const int size, const T alpha_over_size, const T k, T* scale) {
   for (int index = blockIdx.x * blockDim.x + threadIdx.x; index < total;
@@ -63,9 +63,9 @@ extern "C" __global__ void lrn_fill_scale(const int total, const T* in, const in
     }
   }
 }
-"""
+""")
 
-_COMPUTE_DIFF = r"""
+_COMPUTE_DIFF = cuda_source("lrn_compute_diff", r"""
 extern "C" __global__ void lrn_compute_diff(const int total, const T* bottom, const T* top,
     const T* scale, const T* top_diff, const int C, const int HW, const int size,
     const T negative_beta, const T cache_ratio, T* bottom_diff) {
@@ -110,7 +110,7 @@ extern "C" __global__ void lrn_compute_diff(const int total, const T* bottom, co
     }
   }
 }
-"""
+""")
 
 
 def across_forward(x, size, alpha, beta, k, top, scale):

@@ -14,7 +14,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from engine.core.kernels import is_gpu, launch, raw_kernel
+from engine.core.kernels import cuda_source, is_gpu, launch, raw_kernel
+from engine.core.kernels.jit import jit, use
 
 _I = np.int32
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -252,6 +253,98 @@ def _sto_bwd_cpu(dtop, idx, g, dx):
                            minlength=out.size).astype(dx.dtype, copy=False)
 
 
+# ------------------------------------------------------------------ compiled CPU loops
+# Caffe's pooling_layer.cpp loops, compiled (engine.core.kernels.jit): no temporaries,
+# the same order of additions as Caffe (float32 accumulation in the output).
+def _max_fwd_loop(x, N, C, H, W, kh, kw, sh, sw, ph, pw, PH, PW, top, mask):
+    neg = np.float32(-FLT_MAX)
+    for nc in range(N * C):
+        xo = nc * H * W
+        to = nc * PH * PW
+        for i in range(PH):
+            hs = i * sh - ph
+            he = min(hs + kh, H)
+            hs = max(hs, 0)
+            for j in range(PW):
+                ws = j * sw - pw
+                we = min(ws + kw, W)
+                ws = max(ws, 0)
+                m = neg
+                idx = -1
+                for h in range(hs, he):
+                    for w in range(ws, we):
+                        v = x[xo + h * W + w]
+                        if v > m:
+                            m = v
+                            idx = h * W + w
+                top[to + i * PW + j] = m
+                mask[to + i * PW + j] = idx
+
+
+def _max_bwd_loop(dtop, mask, N, C, HW, PHW, dx):
+    for k in range(N * C * HW):
+        dx[k] = 0
+    for nc in range(N * C):
+        for t in range(PHW):
+            m = mask[nc * PHW + t]
+            if m >= 0:
+                dx[nc * HW + m] += dtop[nc * PHW + t]
+
+
+def _ave_fwd_loop(x, N, C, H, W, kh, kw, sh, sw, ph, pw, PH, PW, top):
+    size_t = np.empty(1, top.dtype)      # the window size in the blob's type (Caffe: Dtype / int)
+    for nc in range(N * C):
+        xo = nc * H * W
+        to = nc * PH * PW
+        for i in range(PH):
+            hs = i * sh - ph
+            he = min(hs + kh, H + ph)
+            for j in range(PW):
+                ws = j * sw - pw
+                we = min(ws + kw, W + pw)
+                size = (he - hs) * (we - ws)
+                h0, h1, w0, w1 = max(hs, 0), min(he, H), max(ws, 0), min(we, W)
+                k = to + i * PW + j
+                top[k] = 0
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        top[k] += x[xo + h * W + w]
+                size_t[0] = size
+                top[k] = top[k] / size_t[0]
+
+
+def _ave_bwd_loop(dtop, N, C, H, W, kh, kw, sh, sw, ph, pw, PH, PW, dx):
+    size_t = np.empty(1, dx.dtype)
+    for k in range(N * C * H * W):
+        dx[k] = 0
+    for nc in range(N * C):
+        xo = nc * H * W
+        to = nc * PH * PW
+        for i in range(PH):
+            hs = i * sh - ph
+            he = min(hs + kh, H + ph)
+            for j in range(PW):
+                ws = j * sw - pw
+                we = min(ws + kw, W + pw)
+                size = (he - hs) * (we - ws)
+                h0, h1, w0, w1 = max(hs, 0), min(he, H), max(ws, 0), min(we, W)
+                size_t[0] = size
+                g = dtop[to + i * PW + j] / size_t[0]
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        dx[xo + h * W + w] += g
+
+
+_max_fwd_jit = jit(_max_fwd_loop)
+_max_bwd_jit = jit(_max_bwd_loop)
+_ave_fwd_jit = jit(_ave_fwd_loop)
+_ave_bwd_jit = jit(_ave_bwd_loop)
+
+
+def _gi(g):
+    return (g.N, g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.PH, g.PW)
+
+
 # ------------------------------------------------------------------ CUDA
 _GEOM_ARGS = ("const int C, const int H, const int W, const int PH, const int PW, "
               "const int kh, const int kw, const int sh, const int sw, const int ph, const int pw")
@@ -259,7 +352,7 @@ _GEOM_ARGS = ("const int C, const int H, const int W, const int PH, const int PW
 _LOOP = ("for (int index = blockIdx.x * blockDim.x + threadIdx.x; index < total; "
          "index += blockDim.x * gridDim.x)")
 
-_MAX_FWD = r"""
+_MAX_FWD = cuda_source("max_pool_fwd", r"""
 extern "C" __global__ void max_pool_fwd(const int total, const T* x, %(g)s, T* top, int* mask) {
   %(loop)s {
     const int pw_ = index %% PW;
@@ -286,9 +379,9 @@ extern "C" __global__ void max_pool_fwd(const int total, const T* x, %(g)s, T* t
     mask[index] = maxidx;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_MAX_BWD = r"""
+_MAX_BWD = cuda_source("max_pool_bwd", r"""
 extern "C" __global__ void max_pool_bwd(const int total, const T* dtop, const int* mask, %(g)s,
     T* dx) {
   %(loop)s {
@@ -311,9 +404,9 @@ extern "C" __global__ void max_pool_bwd(const int total, const T* dtop, const in
     dx[index] = gradient;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_AVE_FWD = r"""
+_AVE_FWD = cuda_source("ave_pool_fwd", r"""
 extern "C" __global__ void ave_pool_fwd(const int total, const T* x, %(g)s, T* top) {
   %(loop)s {
     const int pw_ = index %% PW;
@@ -338,9 +431,9 @@ extern "C" __global__ void ave_pool_fwd(const int total, const T* x, %(g)s, T* t
     top[index] = aveval / pool_size;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_AVE_BWD = r"""
+_AVE_BWD = cuda_source("ave_pool_bwd", r"""
 extern "C" __global__ void ave_pool_bwd(const int total, const T* dtop, %(g)s, T* dx) {
   %(loop)s {
     const int w = index %% W + pw;
@@ -365,9 +458,9 @@ extern "C" __global__ void ave_pool_bwd(const int total, const T* dtop, %(g)s, T
     dx[index] = gradient;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_STO_TRAIN = r"""
+_STO_TRAIN = cuda_source("sto_pool_train", r"""
 extern "C" __global__ void sto_pool_train(const int total, const T* x, %(g)s, const T* u,
     T* top, long long* idx) {
   %(loop)s {
@@ -405,9 +498,9 @@ extern "C" __global__ void sto_pool_train(const int total, const T* x, %(g)s, co
     }
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_STO_TEST = r"""
+_STO_TEST = cuda_source("sto_pool_test", r"""
 extern "C" __global__ void sto_pool_test(const int total, const T* x, %(g)s, T* top) {
   %(loop)s {
     const int pw_ = index %% PW;
@@ -429,9 +522,9 @@ extern "C" __global__ void sto_pool_test(const int total, const T* x, %(g)s, T* 
     top[index] = cumvalues / cumsum;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
-_STO_BWD = r"""
+_STO_BWD = cuda_source("sto_pool_bwd", r"""
 extern "C" __global__ void sto_pool_bwd(const int total, const T* dtop, const long long* idx,
     %(g)s, T* dx) {
   %(loop)s {
@@ -454,7 +547,7 @@ extern "C" __global__ void sto_pool_bwd(const int total, const T* dtop, const lo
     dx[index] = gradient;
   }
 }
-""" % {"g": _GEOM_ARGS, "loop": _LOOP}
+""" % {"g": _GEOM_ARGS, "loop": _LOOP})
 
 
 def _gargs(g):
@@ -476,6 +569,8 @@ def max_forward(x, g, top, mask):
     """MAX pooling of x (N, C, H, W) into ``top``; int32 ``mask`` gets the argmax."""
     if is_gpu(x):
         _run("max_pool_fwd", _MAX_FWD, x.dtype, top.size, (_contig(x),) + _gargs(g) + (top, mask))
+    elif use(_max_fwd_jit, x, top, mask) and mask.dtype == np.int32:
+        _max_fwd_jit(x.reshape(-1), *_gi(g), top.reshape(-1), mask.reshape(-1))
     else:
         _max_fwd_cpu(x, g, top, mask)
 
@@ -485,6 +580,8 @@ def max_backward(dtop, mask, g, dx):
     if is_gpu(dtop):
         _run("max_pool_bwd", _MAX_BWD, dtop.dtype, dx.size,
              (_contig(dtop), _contig(mask)) + _gargs(g) + (dx,))
+    elif use(_max_bwd_jit, dtop, mask, dx):
+        _max_bwd_jit(dtop.reshape(-1), mask.reshape(-1), g.N, g.C, g.H * g.W, g.PH * g.PW, dx.reshape(-1))
     else:
         _max_bwd_cpu(dtop, mask, g, dx)
 
@@ -492,6 +589,8 @@ def max_backward(dtop, mask, g, dx):
 def ave_forward(x, g, top):
     if is_gpu(x):
         _run("ave_pool_fwd", _AVE_FWD, x.dtype, top.size, (_contig(x),) + _gargs(g) + (top,))
+    elif use(_ave_fwd_jit, x, top):
+        _ave_fwd_jit(x.reshape(-1), *_gi(g), top.reshape(-1))
     else:
         _ave_fwd_cpu(x, g, top)
 
@@ -499,6 +598,8 @@ def ave_forward(x, g, top):
 def ave_backward(dtop, g, dx):
     if is_gpu(dtop):
         _run("ave_pool_bwd", _AVE_BWD, dtop.dtype, dx.size, (_contig(dtop),) + _gargs(g) + (dx,))
+    elif use(_ave_bwd_jit, dtop, dx):
+        _ave_bwd_jit(dtop.reshape(-1), *_gi(g), dx.reshape(-1))
     else:
         _ave_bwd_cpu(dtop, g, dx)
 

@@ -25,7 +25,14 @@ from engine.core.log import check_failed as _check_failed
 from engine.core.log import shape_string
 from engine.proto import caffe_pb2
 
-COL_BUFFER_LIMIT = 1 << 24  # elements per column-buffer chunk (64 MiB of float32)
+COL_BUFFER_LIMIT = 1 << 22  # elements per column-buffer chunk (16 MiB of float32)
+# On the CPU, for layers whose bottom and top hold fewer than COL_BUFFER_SMALL elements, a
+# chunk's columns also stay within COL_BUFFER_SHARE x those (but never below COL_BUFFER_MIN
+# elements): a small net's workspace stays small beside its blobs, big layers keep big GEMMs.
+COL_BUFFER_SHARE = 0.5
+COL_BUFFER_MIN = 1 << 18
+COL_BUFFER_MIN_IMAGES = 4
+COL_BUFFER_SMALL = 1 << 22
 # CPU column layout: "auto" puts the batch innermost when the column side's last
 # dim is at most BATCH_LAST_MAX_WIDTH (short rows copy in tiny pieces otherwise),
 # else (n, o...); "batch_last" / "standard" force one (tests cover both).
@@ -95,8 +102,11 @@ def _conv_geometry(layer, bottom, min_spatial=0, tail=")."):
     return channel_axis, ns, kernel, stride, pad, dilation
 
 
-def _chunks(num, per_image):
-    step = max(1, min(num, COL_BUFFER_LIMIT // max(per_image, 1)))
+def _chunks(num, per_image, limit=None):
+    """(n0, n1) image ranges whose column matrices hold at most ``limit`` elements
+    (COL_BUFFER_LIMIT by default; at least one image)."""
+    limit = COL_BUFFER_LIMIT if limit is None else limit
+    step = max(1, min(num, limit // max(per_image, 1)))
     for n0 in range(0, num, step):
         yield n0, min(num, n0 + step)
 
@@ -199,6 +209,18 @@ class BaseConvolutionLayer(Layer):
         return (self.kernel_shape, self.pad, self.stride, self.dilation,
                 self.bottom_spatial, tuple(self.output_shape))
 
+    def _col_limit(self, bottom, top, per_image):
+        """Column-matrix elements per chunk for these blobs (see COL_BUFFER_SHARE); the
+        small-layer cap applies only where a chunk still holds COL_BUFFER_MIN_IMAGES images
+        (smaller GEMMs cost more than the memory saved)."""
+        own = bottom.count + top.count
+        if self.on_gpu or self.is_1x1 or own >= COL_BUFFER_SMALL:    # 1x1: the columns are the bottom
+            return COL_BUFFER_LIMIT
+        share = max(COL_BUFFER_MIN, int(COL_BUFFER_SHARE * own))
+        if share < COL_BUFFER_MIN_IMAGES * per_image:
+            return COL_BUFFER_LIMIT
+        return min(COL_BUFFER_LIMIT, share)
+
     def _work(self, name, count, dtype):
         """A flat scratch array kept across calls (Caffe's col_buffer_), grown on demand.
 
@@ -229,7 +251,11 @@ class BaseConvolutionLayer(Layer):
         K = int(np.prod(kernel, dtype=np.int64))
         P = int(np.prod(O, dtype=np.int64))
         work = self._work("cols", c * K * nb * P, img.dtype)
-        return _im2col.im2col(img, kernel, pad, stride, dilation, O, out=work, batch_last=bl)
+        pad_work = None
+        if not self.on_gpu and any(pad):
+            ext = _im2col._padded_extent(S, kernel, pad, stride, dilation, O)
+            pad_work = self._work("pad", c * nb * int(np.prod(ext, dtype=np.int64)), img.dtype)
+        return _im2col.im2col(img, kernel, pad, stride, dilation, O, out=work, batch_last=bl, pad_work=pad_work)
 
     def _from_cols(self, cols, nb, c, bl):
         """columns (C_img*K, nb*P_col) -> img (nb, C_img, *S_img) (summing overlaps)."""
@@ -249,7 +275,8 @@ class BaseConvolutionLayer(Layer):
         g = self.group
         if nb == 1:
             return a.reshape(g, c // g, p)
-        out = self._work("rows", a.size, a.dtype)[:a.size]
+        # Shares the forward GEMM's output buffer ("out"): a layer uses one or the other at a time.
+        out = self._work("out", a.size, a.dtype)[:a.size]
         if bl:
             out.reshape(c, p, nb)[...] = a.transpose(1, 2, 0)
         else:
@@ -327,7 +354,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
         for b, t in zip(bottom, top):
             x = b.get_data().reshape((self.num, C) + self.bottom_spatial)
             y = t.mut_data().reshape(self.num, O, P)
-            for n0, n1 in _chunks(self.num, per_image):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t, per_image)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 cols = self._to_cols(x[n0:n1], bl).reshape(g, self.kernel_dim, nb * P)
@@ -358,7 +385,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
             x = b.get_data().reshape((self.num, C) + self.bottom_spatial)
             dy = t.get_diff().reshape(self.num, O, P)
             dx = b.mut_diff().reshape((self.num, C) + self.bottom_spatial) if pd else None
-            for n0, n1 in _chunks(self.num, per_image):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t, per_image)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 dyr = self._batch_to_rows(dy[n0:n1], bl)             # (G, O/G, nb*P)
@@ -370,7 +397,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
                         # The column matrix of a 1x1 convolution is the image itself.
                         self.xp.matmul(W3.swapaxes(1, 2), dyr, out=dx[n0].reshape(g, self.kernel_dim, P))
                         continue
-                    dcols = self._gemm("dcols", W3.swapaxes(1, 2), dyr)  # (G, kdim, nb*P)
+                    # The column buffer is free again once dW has used it: dcols go there.
+                    dcols = self._gemm("cols", W3.swapaxes(1, 2), dyr)       # (G, kdim, nb*P)
                     dx[n0:n1] = self._from_cols(dcols.reshape(g * self.kernel_dim, nb * P), nb, C, bl)
 
 
@@ -403,7 +431,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
         for b, t in zip(bottom, top):
             x = b.get_data().reshape(self.num, C, Pin)
             y = t.mut_data().reshape((self.num, O) + tuple(self.output_shape))
-            for n0, n1 in _chunks(self.num, per_image):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t, per_image)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 xr = self._batch_to_rows(x[n0:n1], bl)               # (G, C/G, nb*Pin)
@@ -428,7 +456,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             x = b.get_data().reshape(self.num, C, Pin)
             dy = t.get_diff().reshape((self.num, O) + tuple(self.output_shape))
             dx = b.mut_diff().reshape(self.num, C, Pin) if pd else None
-            for n0, n1 in _chunks(self.num, per_image):
+            for n0, n1 in _chunks(self.num, per_image, self._col_limit(b, t, per_image)):
                 nb = n1 - n0
                 bl = self._batch_last(nb)
                 cols = self._to_cols(dy[n0:n1], bl).reshape(g, self.kernel_dim, nb * Pin)
