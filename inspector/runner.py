@@ -25,8 +25,8 @@ def _loaded(session):
 
 
 def _mode(session):
-    from engine.core import backend
-    return backend.using_mode(session.device)
+    import engine
+    return engine.using_mode(session.device)
 
 
 def _layer_index(graph, name_or_index):
@@ -81,9 +81,10 @@ def input_shapes(loaded):
     return {name: tuple(net.blobs[name].shape) for name in loaded.graph.inputs}
 
 
-def apply_inputs(session, settings=inp.InputSettings()):
-    """Fill the net's input blobs; the graph then shows everything downstream
-    as not run."""
+def apply_inputs(session, settings=None):
+    """Fill the net's input blobs (``settings``: InputSettings, default random);
+    the graph then shows everything downstream as not run."""
+    settings = settings if settings is not None else inp.InputSettings()
     ld = _loaded(session)
     shapes = input_shapes(ld)
     if not shapes:

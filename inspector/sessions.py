@@ -128,10 +128,7 @@ class Session:
 
     def close(self):
         if self.loaded is not None and self.loaded.recorder is not None:
-            try:
-                self.loaded.recorder.detach()
-            except Exception:
-                pass
+            self.loaded.recorder.detach()
         self.loaded = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)

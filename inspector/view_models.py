@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from engine.core.log import human_bytes
+from engine import human_bytes
 from inspector import layer_meta
 
 from .run_state import FRESH, NA, NOT_RUN, STALE
