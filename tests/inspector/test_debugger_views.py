@@ -340,3 +340,18 @@ def test_nan_alert_names_every_source(tmp_path):
     assert [x.layer for x in srcs] == ["log", "pow"]
     text = debug_views.sources_text(srcs)
     assert "2 sources of NaN/Inf: log (forward), pow (forward)" in text
+
+
+def test_reports_fold_the_graph_as_the_page_opens_it(shared_dir):
+    from engine.instruments import blocks as B
+    from engine.instruments import folded_graph as F
+    from inspector import presenter
+    model = shared_dir / "zoo" / "models" / "bvlc_googlenet" / "deploy.prototxt"
+    ld = build_loaded(model, phase="TEST")
+    display, _layout = presenter.display_and_layout(ld, presenter.DEFAULT_OPTIONS)       # splits folded
+    page = {(n.kind, n.block or n.name) for n in display.nodes if n.kind in ("layer", "block")}
+    layers = B.net_layers(ld.net)
+    fg = F.folded_graph(layers, B.find_blocks(layers))
+    report = {(n.kind, n.name) for n in fg.nodes if n.kind in ("layer", "block")}
+    assert report == page and len([k for k, _ in page if k == "block"]) == 9
+    assert set(fg.groups) == set(display.groups)
