@@ -105,12 +105,13 @@ def findings_by_layer(loaded):
 
 
 def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=None, expanded=None):
+    from inspector import debugger
     display, layout = display_and_layout(loaded, opts, expanded)
     st = states(loaded)
     return vm.graph_view(loaded.graph, display, layout, metrics(loaded), st, colour_by, selection,
                          loaded.analysis, blob_states(loaded.graph, loaded.runlog, st), opts.labels,
                          revision=_revision(opts), findings=findings_by_layer(loaded),
-                         marks=vm.step_marks(loaded.recorder.steps))
+                         marks=vm.step_marks(debugger.shown_steps(loaded)))
 
 
 def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None):

@@ -97,6 +97,9 @@ def compare(app, sid, kind, a=None, b=None, rtol=1e-3):
         else:
             raise CompareRefused("unknown comparison %r" % (kind,))
         ld.comparison = cmp
+        fd = cmp.first_divergence
+        if fd is not None and ld.graph.has_layer(fd.layer):
+            debugger.reveal(s, fd.layer)          # the graph selects and shows where the runs part
         s.run_version += 1
         return cmp, s.run_version
 

@@ -5,7 +5,8 @@ import time
 
 import numpy as np
 import pytest
-from inspector_testlib import LENET, build_loaded, data_url
+from dash import no_update
+from inspector_testlib import LENET, RESNET_TINY, SIAMESE, build_loaded, data_url
 
 from inspector import debug_figures, debug_views, jobs, runner, training
 from inspector.callbacks import compare as compare_cb
@@ -355,3 +356,75 @@ def test_reports_fold_the_graph_as_the_page_opens_it(shared_dir):
     report = {(n.kind, n.name) for n in fg.nodes if n.kind in ("layer", "block")}
     assert report == page and len([k for k, _ in page if k == "block"]) == 9
     assert set(fg.groups) == set(display.groups)
+
+
+def test_step_back_over_siamese_contrastive_loss_before_its_forward():
+    """Stepping back over the Siamese net's ContrastiveLoss before any forward raised
+    AttributeError 'dist_sq' (the load test met it); Caffe's Backward there computes on the
+    zero buffers LayerSetUp shaped: zero gradients, and a later Forward + Backward gives what a
+    fresh net gives."""
+    s = Session(id="a5" * 16)
+    s.loaded = build_loaded(SIAMESE)
+    runner.apply_inputs(s)
+    net = s.loaded.net
+    n = len(net.layers)
+    msg = runner.step_backward(s)
+    assert msg.startswith("step back: BackwardFromTo(%d, %d): loss → loss" % (n - 1, n - 1))
+    assert "did not run forward" in msg
+    assert not net.blobs["feat"].diff.any() and not net.blobs["feat_p"].diff.any()
+    for _ in range(n - 1):                                   # every layer back to the inputs
+        assert not runner.step_backward(s).startswith("⚠")
+    assert all(not p.diff.any() for blobs in net.params.values() for p in blobs)
+    runner.forward_backward(s)
+    fresh = Session(id="a6" * 16)
+    fresh.loaded = build_loaded(SIAMESE)
+    for layer, blobs in net.params.items():             # the same weights (the fillers drew others)
+        for a, b in zip(blobs, fresh.loaded.net.params[layer]):
+            b.data[...] = a.data
+    runner.apply_inputs(fresh)
+    runner.forward_backward(fresh)
+    for name in ("feat", "feat_p", "conv", "conv_p"):
+        np.testing.assert_array_equal(net.blobs[name].diff, fresh.loaded.net.blobs[name].diff)
+    for layer, blobs in net.params.items():
+        for a, b in zip(blobs, fresh.loaded.net.params[layer]):
+            np.testing.assert_array_equal(a.diff, b.diff)
+    assert float(net.blobs["loss"].data) == float(fresh.loaded.net.blobs["loss"].data) > 0
+
+
+def test_a_breakpoint_hit_and_a_comparison_select_open_and_centre_their_layer(app_ctx, tmp_path):
+    from inspector import debugger
+    from inspector.callbacks import breakpoints as bp_cb
+    from inspector.callbacks import stepping
+    from inspector.ids import FORWARD
+    sid = "c1" * 16
+    with app_ctx.store.use(sid) as s:
+        s.loaded = build_loaded(RESNET_TINY, phase="TEST")     # BatchNorm on its stored statistics
+        runner.apply_inputs(s)
+    bp_cb.change(app_ctx, sid, "add", "layer=res2a_bn")
+    folded = []                                    # the page shows res2 folded
+    assert bp_cb.reveal(app_ctx, sid, folded) == (no_update,) * 3       # nothing to show yet
+    _v, msg = stepping.act(app_ctx, sid, FORWARD, "input", "loss")
+    assert "stopped after res2a_bn" in msg
+    sel, expanded, focus = bp_cb.reveal(app_ctx, sid, folded)
+    assert sel == {"kind": "layer", "name": "res2a_bn"} and expanded == ["res2"]
+    assert focus == {"kind": "layer", "name": "res2a_bn", "n": "reveal-1"}
+    assert bp_cb.reveal(app_ctx, sid, expanded) == (no_update,) * 3      # once
+    # a solver-free comparison of two timeline steps that part at the layer whose weights changed
+    with app_ctx.store.use(sid) as s:
+        s.breakpoints.enable(1, False)
+        runner.forward_range(s, "input", "loss")
+        s.loaded.net.params["res2b"][0].data[...] *= 2
+        runner.forward_range(s, "input", "loss")
+        a, b = s.loaded.timeline.indices[-2:]
+    cmp, _version = compare_cb.compare(app_ctx, sid, "steps", a, b)
+    assert cmp.first_divergence.layer == "res2b"
+    sel, expanded, focus = bp_cb.reveal(app_ctx, sid, ["res1"])
+    assert sel["name"] == "res2b" and expanded == ["res1", "res2"] and focus["n"] == "reveal-2"
+    # scrubbed back, the graph's marks are that step's: where its range stopped
+    with app_ctx.store.use(sid) as s:
+        first = s.loaded.timeline.indices[0]
+        s.loaded.view_step = first
+        steps = debugger.shown_steps(s.loaded)
+        assert [st.id for st in steps] == [r.id for r in s.loaded.timeline[first].records]
+        from inspector import view_models as vm
+        assert vm.step_marks(steps).stopped == s.loaded.graph.layer("res2a_bn").index
