@@ -428,3 +428,16 @@ def test_a_breakpoint_hit_and_a_comparison_select_open_and_centre_their_layer(ap
         assert [st.id for st in steps] == [r.id for r in s.loaded.timeline[first].records]
         from inspector import view_models as vm
         assert vm.step_marks(steps).stopped == s.loaded.graph.layer("res2a_bn").index
+
+
+def test_select_that_layer_opens_the_block_of_the_nan_source(app_ctx):
+    from inspector.callbacks import findings
+    sid = "c2" * 16
+    with app_ctx.store.use(sid) as s:
+        s.loaded = build_loaded(RESNET_TINY, phase="TEST")
+        runner.apply_inputs(s)
+        s.loaded.net.params["res2a"][0].data[...] *= 1e38          # overflows float32 inside block res2
+        runner.forward_range(s, "input", "loss")
+    sel, tab, expanded, focus = findings.show_nan_layer(app_ctx, sid, 3, [])
+    assert sel == {"kind": "layer", "name": "res2a"} and tab == "details"
+    assert expanded == ["res2"] and focus == {"kind": "layer", "name": "res2a", "n": "nan-3"}
