@@ -441,3 +441,53 @@ def test_select_that_layer_opens_the_block_of_the_nan_source(app_ctx):
     sel, tab, expanded, focus = findings.show_nan_layer(app_ctx, sid, 3, [])
     assert sel == {"kind": "layer", "name": "res2a"} and tab == "details"
     assert expanded == ["res2"] and focus == {"kind": "layer", "name": "res2a", "n": "nan-3"}
+
+
+def test_graph_colours_reach_the_cytoscape_elements(trained_store, tmp_path):
+    """What the graph sends to the page (cytoscape elements): a past timeline step's colours,
+    the update ratio after a solver step, a comparison's relative differences, and a folded
+    block carrying the largest value inside it."""
+    from inspector import presenter
+    from inspector import view_models as vm
+
+    def fills(ld, colour_by, expanded=None):
+        els, _view = presenter.graph_elements(ld, colour_by, presenter.DEFAULT_OPTIONS, expanded)
+        return {e["data"]["name"]: e["data"]["fill"] for e in els if e["data"].get("kind") in ("layer", "block")}
+
+    store, sid = trained_store
+    with store.use(sid) as s:
+        ld = s.loaded
+        assert set(fills(ld, "update_ratio").values()) == {vm.NO_DATA_COLOUR}        # no update yet
+        runner.solver_step(s)
+        after = fills(ld, "update_ratio")
+        assert after["conv1"] != vm.NO_DATA_COLOUR and after["relu1"] == vm.NO_DATA_COLOUR
+        assert fills(ld, "param_diff")["ip2"] != vm.NO_DATA_COLOUR
+        runner.forward_range(s, "digits", "loss")
+        live = fills(ld, "data")
+        s.loaded.net.params["conv1"][0].data[...] *= 3
+        runner.forward_range(s, "digits", "loss")
+        newest = fills(ld, "data")
+        ld.view_step = ld.timeline.indices[-2]                  # scrubbed back: the colours as they were
+        assert fills(ld, "data") == live != newest
+        ld.view_step = None
+    # a comparison of those two steps: relative differences from conv1 on
+    a, b = ld.timeline.indices[-2:]
+    from inspector.callbacks.common import AppContext
+    from inspector.config import InspectorConfig
+    app = AppContext(config=InspectorConfig(model_root=str(tmp_path)), store=store, examples=[])
+    compare_cb.compare(app, sid, "steps", a, b)
+    with store.use(sid) as s:
+        rel = fills(s.loaded, "reldiff")
+        m = presenter.metrics(s.loaded)
+        g = s.loaded.graph
+        assert m[g.layer("conv1").index].rel_diff > 0.1 and rel["conv1"] != vm.NO_DATA_COLOUR
+    # a folded block: the largest mean |data| of the layers inside it
+    t = Session(id="c3" * 16)
+    t.loaded = build_loaded(RESNET_TINY, phase="TEST")
+    runner.apply_inputs(t)
+    runner.forward_range(t, "input", "loss")
+    folded = presenter.graph_view(t.loaded, "data", presenter.DEFAULT_OPTIONS, None, [])
+    opened = presenter.graph_view(t.loaded, "data", presenter.DEFAULT_OPTIONS, None, ["res1", "res2"])
+    block = next(n for n in folded.nodes if n.kind == "block" and n.name == "res2")
+    inside = [n.value for n in opened.nodes if n.kind == "layer" and n.members[0].startswith(("res2", "bn2"))]
+    assert block.value == max(v for v in inside if v is not None)
