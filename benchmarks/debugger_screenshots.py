@@ -6,10 +6,13 @@
 CaffeNet's deploy.prototxt without weights (no fillers: every param 0, every ReLU dead;
 the findings say "weights not loaded" once); GoogLeNet's deploy.prototxt with random
 weights of a trained net's scale made from its train_val fillers (timeline scrubbed back
-with a pinned blob and a diff of two steps; a breakpoint hit; compared with a snapshot
-whose inception_4b/5x5 weights were scaled), and with inception_4* weights scaled up
-until float32 overflows (every NaN/Inf source); LeNet with a solver (the Training tab's
-live curves, mid-run). Each view is one PNG in ``--out`` (docs/debugger.md shows them).
+with a pinned blob and a diff of two steps; a breakpoint hit, its layer selected and
+shown in the folded graph; compared with a snapshot whose inception_4b/5x5 weights were
+scaled), and with inception_4* weights scaled up until float32 overflows (every NaN/Inf
+source, the graph coloured by NaN/Inf with the first source's block opened; the HTML
+report exported from that page, its folded graph); LeNet on real handwritten digits
+(examples/lenet's LMDBs, written to a temporary folder) with a solver: the Training tab's
+live curves, mid-run.  Each view is one PNG in ``--out`` (docs/debugger.md shows them).
 Servers bind 127.0.0.1 on ephemeral ports; nothing else is reached.
 """
 import argparse
@@ -24,9 +27,10 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
-SOLVER = ('net: "%s"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: "inv"\ngamma: 0.0001\npower: 0.75\n'
-          'display: 10\nmax_iter: 10000\ntest_iter: 1\ntest_interval: 20\naverage_loss: 10\n')
+LENET = os.path.join(ROOT, "examples", "lenet", "lenet_lmdb_train_test.prototxt")
+SOLVER = ('net: "%s"\nbase_lr: 0.01\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: "inv"\ngamma: 0.0001\n'
+          'power: 0.75\ndisplay: 10\nmax_iter: 10000\ntest_iter: 4\ntest_interval: 20\naverage_loss: 10\n'
+          'random_seed: 1\n')
 
 
 # ---------------------------------------------------------------- weights
@@ -131,6 +135,14 @@ class Page:
                 return
         raise RuntimeError("no option %r in #%s" % (label, id_))
 
+    def search(self, text):
+        """Type ``text`` in the graph's search box and take the first match (Enter)."""
+        from selenium.webdriver.common.keys import Keys
+        self.type("graph-search", text)
+        self.wait(lambda: self.d.find_elements("css selector", "li.search-hit"), 60, "search results")
+        self.d.find_element("css selector", "#graph-search").send_keys(Keys.ENTER)
+        time.sleep(1.5)
+
     def show(self, id_):
         self.d.execute_script("document.getElementById(arguments[0]).scrollIntoView({block: 'start'})", id_)
         time.sleep(0.5)
@@ -158,7 +170,7 @@ def weights_not_loaded(deploy, out):
         p.wait_text("run-message", "ForwardFromTo(0,")
         p.tab("Findings")
         p.wait_text("health-table", "weights not loaded")
-        p.shot(os.path.join(out, "findings_weights_not_loaded.png"))
+        p.shot(os.path.join(out, "debugger-findings-weights-not-loaded.png"))
     finally:
         p.close()
 
@@ -177,6 +189,7 @@ def timeline_breakpoints_compare(deploy, weights, out):
         p.click("btn-forward")
         p.wait_text("run-message", "ForwardFromTo(0,")
         p.choose("colour-by", "mean |data| of tops")
+        p.search("inception_4a/output")          # the pinned blob's layer: its block opened, centred
         p.tab("Timeline")
         p.wait_text("timeline-info", "latest: step 1")
         from selenium.webdriver.common.keys import Keys
@@ -186,7 +199,7 @@ def timeline_breakpoints_compare(deploy, weights, out):
         p.wait_text("timeline-info", "Showing step 0")
         p.click("btn-timeline-diff")
         p.wait_text("timeline-diff", "inception")
-        p.shot(os.path.join(out, "timeline.png"))
+        p.shot(os.path.join(out, "debugger-timeline.png"))
         p.click("btn-timeline-live")
         p.wait_text("timeline-info", "Live net")
         # breakpoints: a watchpoint on a blob statistic and a layer breakpoint
@@ -201,7 +214,7 @@ def timeline_breakpoints_compare(deploy, weights, out):
         p.wait_text("run-message", "stopped after")
         p.show("break-text")
         p.wait_text("break-hit", "break:")
-        p.shot(os.path.join(out, "breakpoints.png"))
+        p.shot(os.path.join(out, "debugger-breakpoints.png"))
         with p.app.inspector.store.use(p.session().id) as s:
             for b in s.breakpoints.items:
                 b.enabled = False
@@ -212,35 +225,70 @@ def timeline_breakpoints_compare(deploy, weights, out):
         p.wait_text("compare-summary", "received")
         p.click("btn-compare")
         p.wait_text("compare-summary", "part at layer", 900)
-        p.shot(os.path.join(out, "compare.png"), settle=4)
+        p.shot(os.path.join(out, "debugger-compare.png"), settle=4)
     finally:
         p.close()
 
 
-def nonfinite_sources(deploy, weights, out):
+def nonfinite_sources(deploy, weights, out, folder):
     p = Page(_app(deploy, phase="TEST", weights=weights["overflow"]))
     try:
         p.click("btn-forward")
         p.wait_text("run-message", "ForwardFromTo(0,")
         p.wait_text("nan-text", "First NaN/Inf")
+        p.choose("colour-by", "NaN / Inf")
+        p.click("nan-select")                     # the first source: its block opened, centred
+        time.sleep(2.0)
         p.tab("Findings")
         p.wait_text("health-table", "overflow")
-        p.shot(os.path.join(out, "nonfinite_sources.png"))
+        p.shot(os.path.join(out, "debugger-nonfinite-sources.png"))
+        report_shot(p, os.path.join(folder, "googlenet_overflow_report.html"), os.path.join(out, "debugger-report.png"))
     finally:
         p.close()
 
 
+def report_shot(p, html_path, png):
+    """The page's HTML report (as Download report makes it), opened in the browser: its graph."""
+    from inspector.callbacks import export
+    data = export.report(p.app.inspector, p.session().id, "html")
+    with open(html_path, "w", encoding="utf-8") as f:
+        f.write(data["content"])
+    p.d.get("file://" + html_path)
+    time.sleep(2.0)
+    p.d.execute_script("""
+        const nodes = Array.from(document.querySelectorAll('#graph ~ div.graph g.node.block'));
+        const n = nodes.find(g => g.textContent.indexOf('inception_4e') >= 0);
+        (n || document.getElementById('graph')).scrollIntoView({block: 'center'});""")
+    p.shot(png, settle=1.0)
+
+
+def digits_net(folder):
+    """LeNet's LMDB net reading the handwritten digits written into ``folder``."""
+    import subprocess
+    train, test = os.path.join(folder, "digits_train_lmdb"), os.path.join(folder, "digits_test_lmdb")
+    subprocess.run([sys.executable, os.path.join(ROOT, "examples", "lenet", "make_digits_lmdb.py"), train, test],
+                   check=True, cwd=ROOT, capture_output=True)
+    with open(LENET) as f:
+        text = f.read().replace("examples/lenet/digits_train_lmdb", train).replace(
+            "examples/lenet/digits_test_lmdb", test)
+    net = os.path.join(folder, "lenet_digits.prototxt")
+    with open(net, "w") as f:
+        f.write(text)
+    return net
+
+
 def training(folder, out):
+    net = digits_net(folder)
     solver = os.path.join(folder, "lenet_solver.prototxt")
     with open(solver, "w") as f:
-        f.write(SOLVER % LENET)
-    p = Page(_app(LENET, solver=solver, phase="TRAIN"))
+        f.write(SOLVER % net)
+    p = Page(_app(net, solver=solver, phase="TRAIN"))
     try:
         p.tab("Training")
         p.type("job-iterations", 2000)
         p.click("btn-job-run")
         p.wait(lambda: len(p.session().loaded.training.train) >= 120, 900, "120 iterations")
-        p.shot(os.path.join(out, "training.png"), settle=2.5)
+        p.shot(os.path.join(out, "debugger-training.png"), settle=2.5)
         p.click("btn-job-cancel")
         p.wait_text("run-message", "cancelled after", 300)
     finally:
@@ -266,7 +314,7 @@ def main(argv=None):
         if "timeline" in want:
             timeline_breakpoints_compare(deploy, weights, a.out)
         if "nonfinite" in want:
-            nonfinite_sources(deploy, weights, a.out)
+            nonfinite_sources(deploy, weights, a.out, folder)
         if "training" in want:
             training(folder, a.out)
     return 0

@@ -62,6 +62,10 @@ _LAZY = {
     "solver_rank": ("engine.core.backend", "solver_rank"),
     "set_solver_rank": ("engine.core.backend", "set_solver_rank"),
     "set_multiprocess": ("engine.core.backend", "set_multiprocess"),
+    # what tools and the inspector use beside pycaffe's surface (they import no engine.core module)
+    "using_mode": ("engine.core.backend", "using_mode"),
+    "read_blobproto": ("engine.core.io", "read_blobproto"),
+    "human_bytes": ("engine.core.log", "human_bytes"),
 }
 
 

@@ -52,8 +52,8 @@ def _load_layer_registry():
     """Load every engine layer type now, before threads serve requests: the
     registry's lazy first load is not thread-safe, and the first loads of a fresh
     server, arriving at once, failed with 'Unknown layer type: Convolution'."""
-    from engine.core.layers.registry import layer_types
-    layer_types()
+    import engine
+    engine.layer_type_list()
 
 
 def _last_resort(exc):

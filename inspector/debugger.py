@@ -10,7 +10,10 @@
   when any breakpoint is enabled, else as Net::ForwardFromTo / BackwardFromTo;
   :func:`solver_iteration` runs one solver iteration under the breakpoints.
 - :func:`latest_records` gives the records the graph shows: the live ones, or
-  those as they were after the timeline step being viewed.
+  those as they were after the timeline step being viewed (:func:`shown_steps`:
+  the steps its marks come from).
+- :func:`stopped` keeps the hit that stopped an action; :func:`reveal` asks the
+  page to select, open and centre a layer (a hit's, where a comparison parts).
 """
 from engine.instruments import breakpoints as bp
 from engine.instruments.history import DEFAULT_BUDGET, Timeline
@@ -94,6 +97,28 @@ def check_solver(session, iteration, loss, net=None):
     return bps.check_solver(iteration, loss, net)
 
 
+def stopped(session, hit):
+    """Keep ``hit`` (or None) as what stopped the session's last action; a hit asks the
+    graph to select and show the layer that fired (:func:`reveal`)."""
+    session.last_hit = hit
+    if hit is not None and getattr(hit, "layer", None) and session.loaded is not None \
+            and session.loaded.graph.has_layer(hit.layer):
+        reveal(session, hit.layer)
+
+
+def reveal(session, layer):
+    """Ask the page to select layer ``layer`` in the graph, open the blocks around it and
+    centre it (the next graph refresh takes it: :func:`take_reveal`)."""
+    session.reveals += 1
+    session.reveal = {"kind": "layer", "name": layer, "n": "reveal-%d" % session.reveals}
+
+
+def take_reveal(session):
+    """The pending reveal, once (None when there is none)."""
+    r, session.reveal = session.reveal, None
+    return r
+
+
 def hit_text(hit):
     """What the page says when a breakpoint fires."""
     if hit is None:
@@ -116,6 +141,13 @@ def latest_records(loaded):
     if k is None:
         return loaded.recorder.latest_layer_records()
     return loaded.timeline.layer_records(k)
+
+
+def shown_steps(loaded):
+    """The StepRecords the graph's marks (where it stopped, what ran) come from: the
+    timeline step being viewed, else the live Recorder's."""
+    k = _view_index(loaded)
+    return loaded.recorder.steps if k is None else loaded.timeline[k].records
 
 
 def viewed_step(loaded):

@@ -3,28 +3,16 @@
 The facts (category, one-line summary, the LayerParameter fields holding the settings)
 live on the layer classes (``Layer.category``, ``summary``, ``param_fields``); this
 module only adds the display table: a colour per category (Tableau 10, readable by most
-colour-blind people).  Unknown types fall back to ``OTHER``.
+colour-blind people; engine.instruments.folded_graph's, so reports match the page).  Unknown
+types fall back to ``OTHER``.
 """
 from dataclasses import dataclass
 from functools import lru_cache
 
 import engine
+from engine.instruments.folded_graph import CATEGORY_COLOURS
 
-COLOURS = {
-    "input": "#4e79a7",
-    "conv": "#f28e2b",
-    "pool": "#59a14f",
-    "fc": "#e15759",
-    "activation": "#b07aa1",
-    "norm": "#edc948",
-    "structure": "#9c9c9c",
-    "split": "#cfcfcf",
-    "recurrent": "#76b7b2",
-    "loss": "#ff9da7",
-    "output": "#17becf",
-    "python": "#9c755f",
-    "other": "#bab0ac",
-}
+COLOURS = CATEGORY_COLOURS      # the reports' graphs use the same palette
 # category: (colour, label)
 CATEGORIES = {c: (COLOURS[c], label) for c, label in engine.layer_categories().items()}
 

@@ -71,7 +71,7 @@ def surviving_layers(param, state):
     """The layers of ``param`` that the NetState ``state`` = (phase, level,
     stages) keeps, as Net(model, phase, level, stages) filters them (the
     stages are added to the file's own)."""
-    from engine.core.filter import filter_net
+    import engine
     phase, level, stages = state
     p = type(param)()
     p.CopyFrom(param)
@@ -79,7 +79,7 @@ def surviving_layers(param, state):
     p.state.level = int(level)
     for s in stages:
         p.state.stage.append(s)
-    kept, _dropped = filter_net(p, log=False)
+    kept, _dropped = engine.filter_net(p, log=False)
     return list(kept.layer)
 
 
@@ -205,7 +205,7 @@ def save_upload(session, kind, filename, contents, max_bytes):
 def load_error(exc, default_path=None):
     """A LoadError describing ``exc`` (ParseError: file:line:col; NetError:
     layer/blob)."""
-    from engine.core.errors import ParseError
+    from engine import ParseError
     msg = getattr(exc, "detail", None) if isinstance(exc, ParseError) else None
     err = LoadError(message=str(msg or exc) or type(exc).__name__, kind=type(exc).__name__)
     if isinstance(exc, ParseError):
@@ -221,9 +221,8 @@ def load_error(exc, default_path=None):
 
 # ------------------------------------------------------------------ building
 def _read_mean(path):
-    from engine.core import io as eio
-    bp = eio.read_blobproto(path)
-    arr = np.asarray(eio.blobproto_to_array(bp), dtype=np.float32)
+    import engine
+    arr = np.asarray(engine.io.blobproto_to_array(engine.read_blobproto(path)), dtype=np.float32)
     while arr.ndim > 3 and arr.shape[0] == 1:
         arr = arr[0]
     return arr
@@ -233,14 +232,12 @@ def build(spec, allow_python=False, device="CPU", model_root=None):
     """A Loaded net for ``spec`` (raises on any failure).  With ``model_root``,
     an untrusted spec (from the page) may read files only under it."""
     import engine
-    from engine.core import backend
-    from engine.core.upgrade import read_net_params
     from engine.instruments.debug import Recorder
     if not spec.model:
         raise PathRefused("no model file")
     phase, level, stages = spec.state()
-    with backend.using_mode(device):
-        source = read_net_params(spec.model)
+    with engine.using_mode(device):
+        source = engine.read_net_params(spec.model)
         if model_root is not None and not spec.trusted:
             check_file_access(source, model_root, state=(phase, level, stages))
         solver = None

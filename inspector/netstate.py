@@ -35,9 +35,9 @@ def default_phase(model):
         return TRAIN
     if not isinstance(model, (str, bytes, os.PathLike)):
         return TEST if is_deploy_net(model) else TRAIN
-    from engine.core.upgrade import read_net_params
+    import engine
     try:
-        param = read_net_params(os.fspath(model))
-    except Exception:  # noqa: BLE001 - the build reports the real error
+        param = engine.read_net_params(os.fspath(model))
+    except (engine.CaffeError, OSError):        # unreadable or invalid: the build reports the real error
         return TEST if "deploy" in os.path.basename(os.fspath(model)).lower() else TRAIN
     return TEST if is_deploy_net(param) else TRAIN

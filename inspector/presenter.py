@@ -10,6 +10,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from engine.instruments import blocks as blocks_mod
 from engine.instruments import graph_layout
 from engine.instruments.blocks import find_blocks
 from inspector import adapters, cyto, figures
@@ -36,33 +37,13 @@ def blocks(loaded):
     return cache["blocks"]
 
 
-FOLD_BUDGET = 60        # a net opens with its blocks folded level by level until this many nodes show
+FOLD_BUDGET = blocks_mod.FOLD_BUDGET
 
 
 def default_expanded(graph, blks, budget=FOLD_BUDGET):
-    """The blocks a net opens with expanded: whole levels of the block tree,
-    outermost first, while the nodes shown stay within ``budget`` (a small net
-    opens fully expanded, ResNet-152 with its stages open and its residual blocks
-    folded, GoogLeNet with its Inception stages open)."""
-    if not blks:
-        return ()
-    shown_layers = [l.index for l in graph.layers if not l.is_split]
-    depth = {}
-    by_id = {b.id: b for b in blks}
-    for b in blks:
-        d, p = 0, b.parent
-        while p is not None:
-            d, p = d + 1, by_id[p].parent
-        depth[b.id] = d
-    opened = set()
-    for level in range(max(depth.values()) + 1):
-        trial = opened | {b.id for b in blks if depth[b.id] == level}
-        folded_at, _g, _gr = vm.folding(blks, trial)
-        count = len([i for i in shown_layers if i not in folded_at]) + len(set(folded_at.values()))
-        if count > budget:
-            break
-        opened = trial
-    return tuple(b.id for b in blks if b.id in opened)
+    """The blocks a net opens with expanded (engine.instruments.blocks.default_open: the
+    reports fold the same way), counting the layers drawn apart from inserted splits."""
+    return blocks_mod.default_open(blks, [l.index for l in graph.layers if not l.is_split], budget)
 
 
 def expanded_set(loaded, expanded):
@@ -124,12 +105,13 @@ def findings_by_layer(loaded):
 
 
 def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=None, expanded=None):
+    from inspector import debugger
     display, layout = display_and_layout(loaded, opts, expanded)
     st = states(loaded)
     return vm.graph_view(loaded.graph, display, layout, metrics(loaded), st, colour_by, selection,
                          loaded.analysis, blob_states(loaded.graph, loaded.runlog, st), opts.labels,
                          revision=_revision(opts), findings=findings_by_layer(loaded),
-                         marks=vm.step_marks(loaded.recorder.steps))
+                         marks=vm.step_marks(debugger.shown_steps(loaded)))
 
 
 def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None):

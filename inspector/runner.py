@@ -25,8 +25,8 @@ def _loaded(session):
 
 
 def _mode(session):
-    from engine.core import backend
-    return backend.using_mode(session.device)
+    import engine
+    return engine.using_mode(session.device)
 
 
 def _layer_index(graph, name_or_index):
@@ -81,9 +81,10 @@ def input_shapes(loaded):
     return {name: tuple(net.blobs[name].shape) for name in loaded.graph.inputs}
 
 
-def apply_inputs(session, settings=inp.InputSettings()):
-    """Fill the net's input blobs; the graph then shows everything downstream
-    as not run."""
+def apply_inputs(session, settings=None):
+    """Fill the net's input blobs (``settings``: InputSettings, default random);
+    the graph then shows everything downstream as not run."""
+    settings = settings if settings is not None else inp.InputSettings()
     ld = _loaded(session)
     shapes = input_shapes(ld)
     if not shapes:
@@ -151,7 +152,7 @@ def forward_range(session, start, end):
         tr.hits.append(hit)
     last = _stopped_at(hit, g, e)
     session.cursor_forward = last + 1 if last + 1 < len(g.layers) else 0
-    session.last_hit = hit
+    debugger.stopped(session, hit)
     msg = "ForwardFromTo(%d, %d): %s → %s%s" % (s, e, g.layers[s].name, g.layers[e].name,
                                                 _loss_text(ld, s, last, loss))
     if hit is not None:
@@ -234,7 +235,7 @@ def backward_range(session, start, end):
         tr.hits.append(hit)
     last = _stopped_at(hit, g, e)
     session.cursor_backward = last - 1
-    session.last_hit = hit
+    debugger.stopped(session, hit)
     msg = "BackwardFromTo(%d, %d): %s → %s%s" % (s, e, g.layers[s].name, g.layers[e].name, note)
     if hit is not None:
         msg = "%s — stopped after %s: %s" % (msg, g.layers[last].name, debugger.hit_text(hit))
@@ -289,7 +290,7 @@ def forward_backward(session):
         tr.hits.append(hit)
     session.cursor_forward = 0
     session.cursor_backward = -1
-    session.last_hit = hit
+    debugger.stopped(session, hit)
     msg = "Forward + Backward%s%s" % (_loss_text(ld, 0, n - 1, loss).replace(", ", ": ", 1), note)
     if hit is not None:
         last = _stopped_at(hit, g, n - 1)
@@ -344,7 +345,7 @@ def solver_step_checked(session):
                 point, update = training.solver_iteration(ld)
         except BreakpointHit as stop:       # stopped inside the iteration's forward or backward
             tr.hits.append(stop.hit)
-            session.last_hit = stop.hit
+            debugger.stopped(session, stop.hit)
             session.cursor_forward, session.cursor_backward = 0, -1
             return ("solver iteration %d stopped in %s after %s, before the update: %s" % (
                 it, stop.hit.direction, stop.hit.layer, debugger.hit_text(stop.hit)), stop.hit)
@@ -355,7 +356,7 @@ def solver_step_checked(session):
     ld.runlog.params_changed()
     session.cursor_forward = 0
     session.cursor_backward = -1
-    session.last_hit = hit
+    debugger.stopped(session, hit)
     msg = "solver iteration %d (now iter %d): loss %.6g (smoothed %.6g), lr %s" % (
         point.iteration, ld.solver.iter, point.loss, point.smoothed,
         "%.6g" % point.lr if point.lr is not None else "—")

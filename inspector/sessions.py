@@ -118,6 +118,8 @@ class Session:
     breakpoints: Any = None             # engine.instruments.breakpoints.Breakpoints (kept across loads)
     job: Optional[Dict[str, Any]] = None    # the long action running (inspector/jobs.py), if any
     last_hit: Any = None                # the breakpoint Hit that stopped the last action, if any
+    reveal: Any = None                  # {"kind", "name", "n"}: a layer the graph should select and show
+    reveals: int = 0                    # how many reveals were asked (their "n")
     _dir: Optional[str] = field(default=None, repr=False)
 
     @property
@@ -128,10 +130,7 @@ class Session:
 
     def close(self):
         if self.loaded is not None and self.loaded.recorder is not None:
-            try:
-                self.loaded.recorder.detach()
-            except Exception:
-                pass
+            self.loaded.recorder.detach()
         self.loaded = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)

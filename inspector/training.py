@@ -171,8 +171,8 @@ class _ThreadLog(logging.Handler):
             return
         try:
             self.lines.append((record.levelname, record.getMessage()))
-        except Exception:
-            pass
+        except (TypeError, ValueError):     # a message whose %-arguments do not fit it
+            self.handleError(record)
 
 
 class capture_log:
@@ -269,7 +269,8 @@ def maybe_test(session, loaded, force=False):
     outputs = {k: v / n for k, v in sums.items()}
     h.add_test(it, outputs)
     h.add_log([("INFO", "Iteration %d, Testing net (#0)" % it)] +
-              [("INFO", "    Test net output #%d: %s = %g" % (k, name, v)) for k, (name, v) in enumerate(outputs.items())])
+              [("INFO", "    Test net output #%d: %s = %g" % (k, name, v))
+               for k, (name, v) in enumerate(outputs.items())])
     return outputs
 
 
@@ -322,7 +323,7 @@ def run_solver(store, sid, iterations, report=None, token=None, iterate=None):
     msg = ""
     stopped = ""
     try:
-        for k in range(n):
+        for _ in range(n):
             if token.cancelled:
                 stopped = "cancelled"
                 break
@@ -332,7 +333,8 @@ def run_solver(store, sid, iterations, report=None, token=None, iterate=None):
                     break
                 try:
                     msg, hit = iterate(s)
-                except Exception as exc:  # noqa: BLE001 - a layer failed: say so, keep the session
+                except Exception as exc:  # noqa: BLE001 - a layer failed: shown, the session goes on
+                    logging.getLogger("inspector").exception("solver iteration failed")
                     s.run_version += 1
                     msg, stopped = "⚠ %s: %s" % (type(exc).__name__, exc), "error"
                     break

@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from engine.core.log import human_bytes
+from engine import human_bytes
+from engine.instruments.blocks import fold as folding  # the reports fold the same way
 from inspector import layer_meta
 
 from .run_state import FRESH, NA, NOT_RUN, STALE
@@ -112,36 +113,6 @@ def _shape_text(shape):
 
 def block_label(block):
     return "%s · %d layers" % (block.name, len(block.layers))
-
-
-def folding(blocks, expanded):
-    """({layer: folded block drawn for it}, {layer: innermost expanded block around it},
-    {expanded block shown: its parent}) for ``blocks`` (engine.instruments.blocks) when
-    ``expanded`` (block ids; None: all) are open."""
-    by_id = {b.id: b for b in blocks}
-    opened = set(by_id) if expanded is None else set(expanded) & set(by_id)
-
-    def shown(b):          # every block around it is open
-        p = b.parent
-        while p is not None:
-            if p not in opened:
-                return False
-            p = by_id[p].parent
-        return True
-    folded_at = {}
-    group_at = {}
-    groups = {}
-    for b in sorted(blocks, key=lambda b: -len(b.layers)):       # outer blocks first
-        if not shown(b):
-            continue
-        if b.id in opened:
-            groups[b.id] = b.parent
-            for i in b.layers:
-                group_at[i] = b.id
-        else:
-            for i in b.layers:
-                folded_at[i] = b.id
-    return folded_at, group_at, groups
 
 
 def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):

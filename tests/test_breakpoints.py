@@ -218,3 +218,84 @@ def test_editing_keeps_ids_and_counts(lenet):
         bps.get(1)
     with pytest.raises(bp.ConditionError):
         bps.add("layer=nope", net=lenet)
+
+
+# ---------------------------------------------------------------------- whole solver runs (SolverWatch)
+DUMMY_NET = """
+name: "Dummy"
+layer { name: "data" type: "DummyData" top: "data" top: "label"
+        dummy_data_param { shape { dim: 8 dim: 6 } shape { dim: 8 }
+                           data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+"""
+
+
+def _dummy_solver(tmp_path, average_loss=1, base_lr=0.1, max_iter=20):
+    net = tmp_path / "dummy.prototxt"
+    net.write_text(DUMMY_NET)
+    sp = tmp_path / ("solver_%d.prototxt" % average_loss)
+    sp.write_text('net: "%s"\nbase_lr: %g\nlr_policy: "fixed"\nmax_iter: %d\naverage_loss: %d\n'
+                  'random_seed: 3\nsnapshot_after_train: false\n' % (net, base_lr, max_iter, average_loss))
+    return engine.get_solver(str(sp))
+
+
+def _watched_losses(solver, steps):
+    """(iteration, loss) as SolverWatch hands them to check_solver, over ``steps`` Step calls."""
+    seen = []
+    bps = bp.Breakpoints(["loss.nonfinite"])
+    real = bps.check_solver
+    bps.check_solver = lambda it, loss, net=None: seen.append((it, loss)) or real(it, loss, net)
+    for n in steps:
+        with bp.SolverWatch(solver, bps):
+            solver.step(n)
+    return seen
+
+
+def test_solver_watch_sees_each_iterations_own_loss(tmp_path):
+    # average_loss 1: the smoothed loss is the iteration's; with 3 (a ring, over two Step calls) the watch
+    # must still hand each iteration its own loss, not the ring's last slot
+    s1 = _dummy_solver(tmp_path, average_loss=1)
+    truth = []
+    for _ in range(7):
+        s1.step(1)
+        truth.append((s1.iter - 1, float(s1.smoothed_loss_)))
+    s3 = _dummy_solver(tmp_path, average_loss=3)
+    seen = _watched_losses(s3, [5, 2])
+    assert [it for it, _ in seen] == list(range(7))
+    np.testing.assert_allclose([v for _, v in seen], [v for _, v in truth], rtol=0, atol=0)
+    assert len({v for _, v in seen}) == 7            # the loss moves: a stale slot would repeat a value
+
+
+def test_solver_watch_stops_a_solve_on_loss_jump_update_ratio_and_layers(tmp_path):
+    # loss.jump: a huge learning rate; the hit carries Caffe's loss of that iteration and the previous one
+    s = _dummy_solver(tmp_path, base_lr=1e3)
+    bps = bp.Breakpoints(["loss.jump > 2"], net=s.net)
+    with pytest.raises(bp.BreakpointHit) as e, bp.SolverWatch(s, bps):
+        s.solve()
+    h = e.value.hit
+    assert h.message == "break: loss: loss.jump > 2" and h.direction == "solver" and h.value > 2
+    assert s.iter == h.iteration + 1 < 20 and bps.items[0].hit_count == 1       # stopped after that update
+    # an update ratio (a Recorder attached to the solver records the update)
+    s = _dummy_solver(tmp_path)
+    rec = Recorder(s.net, bins=0, level="health")
+    rec.attach_solver(s)
+    bps = bp.Breakpoints(["ip/0.update_ratio > 0"], net=s.net)
+    with pytest.raises(bp.BreakpointHit) as e, bp.SolverWatch(s, bps, rec):
+        s.solve()
+    assert e.value.hit.layer == "ip" and e.value.hit.iteration == 0 and s.iter == 1
+    # a layer breakpoint stops inside the iteration's backward, before its update
+    s = _dummy_solver(tmp_path)
+    w0 = s.net.params["ip"][0].data.copy()
+    bps = bp.Breakpoints(["ip.diff.max_abs > 0"], net=s.net)
+    with pytest.raises(bp.BreakpointHit) as e, bp.SolverWatch(s, bps):
+        s.solve()
+    assert (e.value.hit.layer, e.value.hit.direction, e.value.hit.iteration) == ("loss", "backward", 0)
+    assert s.iter == 0 and np.array_equal(s.net.params["ip"][0].data, w0)
+    # the watch leaves the solver as it found it: the action function it was given, no observer
+    s = _dummy_solver(tmp_path, max_iter=3)
+    asked = []
+    with bp.SolverWatch(s, bp.Breakpoints(["loss.nonfinite"]), action=lambda: asked.append(1) or 0):
+        s.solve()
+    assert s.iter == 3 and len(asked) == 3 and s.net.debug_observers == []

@@ -1,10 +1,12 @@
-"""python -m engine debug --break-when: prints 'break: LAYER: COND', stops, writes the
-report if asked, exits with 4."""
+"""python -m engine debug --break-when and train --break-when: prints 'break: LAYER: COND',
+stops, writes the report if asked, exits with 4."""
 import io
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from engine.tools.cli import EXIT_BREAK, EXIT_OK, EXIT_USAGE, main
 
@@ -98,3 +100,64 @@ def test_exit_code_through_python_dash_m(tmp_path):
     r = subprocess.run([sys.executable, "-m", "engine", "debug", str(p), "--break-when", "nonfinite"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 4 and "break: exp2: nonfinite" in r.stdout
+
+
+# ---------------------------------------------------------------------- train --break-when
+DUMMY = """
+name: "Dummy"
+layer { name: "data" type: "DummyData" top: "data" top: "label"
+        dummy_data_param { shape { dim: 8 dim: 6 } shape { dim: 8 }
+                           data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+"""
+
+
+def _train_solver(tmp_path, base_lr=0.1, max_iter=20, extra=""):
+    net = tmp_path / "dummy.prototxt"
+    net.write_text(DUMMY)
+    sp = tmp_path / "solver.prototxt"
+    sp.write_text('net: "%s"\nbase_lr: %g\nlr_policy: "fixed"\nmax_iter: %d\ndisplay: 1\nrandom_seed: 3\n'
+                  'snapshot_after_train: false\n%s' % (net, base_lr, max_iter, extra))
+    return sp
+
+
+def test_train_break_on_loss_jump_prints_the_line_writes_the_report_exits_4(tmp_path):
+    sp = _train_solver(tmp_path, base_lr=1e3)
+    report = tmp_path / "train.json"
+    code, out, err = run("train", "--solver", sp, "--break-when", "loss.jump > 2", "--break-when", "loss.nonfinite",
+                         "-o", report)
+    assert code == EXIT_BREAK, (out, err[-800:])
+    assert out.splitlines() == ["break: loss: loss.jump > 2"]
+    it = int(err.split("Optimization stopped at iteration ")[1].split(":")[0])
+    assert 0 < it < 19 and "Optimization Done." not in err
+    # the hit's numbers are those Caffe logs for the iteration and the one before
+    logged = {int(l.split("Iteration ")[1].split(" ")[0]): float(l.rsplit("loss = ", 1)[1])
+              for l in err.splitlines() if "iter/s" in l}
+    doc = json.loads(report.read_text())
+    hit = doc["breakpoints"]["hits"][0]
+    assert hit["iteration"] == it and hit["direction"] == "solver" and it in logged and it - 1 in logged
+    assert hit["value"] == pytest.approx(logged[it] / logged[it - 1], rel=1e-4) and hit["value"] > 2
+    assert doc["breakpoints"]["breakpoints"][0]["hits"] == 1 and doc["breakpoints"]["breakpoints"][1]["hits"] == 0
+    assert doc["steps"] and "Wrote report to" in err
+
+
+def test_train_break_on_a_layer_or_an_update_ratio_and_without_a_hit(tmp_path):
+    sp = _train_solver(tmp_path, max_iter=4)
+    code, out, err = run("train", "--solver", sp, "--break-when", "ip.max_abs > 0")
+    assert code == EXIT_BREAK and out == "break: ip: ip.max_abs > 0\n"
+    assert "Optimization stopped at iteration 0: break: ip: ip.max_abs > 0 (forward" in err
+    assert "Iteration 0 (" not in err                       # stopped inside the first forward
+    code, out, err = run("train", "--solver", sp, "--break-when", "ip.update_ratio > 0")
+    assert code == EXIT_BREAK and out == "break: ip: ip.update_ratio > 0\n" and "iteration 0" in err
+    code, out, err = run("train", "--solver", sp, "--break-when", "loss.nonfinite", "--break-when", "nonfinite")
+    assert code == EXIT_OK and out == "" and "Optimization Done." in err and "Iteration 3 (" in err
+
+
+def test_train_break_conditions_checked_against_the_solvers_net(tmp_path):
+    sp = _train_solver(tmp_path, max_iter=2)
+    code, _, err = run("train", "--solver", sp, "--break-when", "conv9.max_abs > 1")
+    assert code == EXIT_USAGE and "no blob, param or layer 'conv9'" in err
+    code, _, err = run("train", "-solver", sp, "-break_when", "loss.jump >")
+    assert code == EXIT_USAGE and "cannot read the condition" in err

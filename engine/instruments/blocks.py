@@ -328,3 +328,64 @@ def innermost(blocks: Sequence[Block]) -> Dict[int, str]:
         for i in b.layers:
             out[i] = b.id
     return out
+
+
+# ---------------------------------------------------------------------- folding (the inspector's and the reports')
+FOLD_BUDGET = 60        # a net opens with whole levels of blocks opened while this many nodes show
+
+
+def fold(blocks: Sequence[Block], expanded=None):
+    """How ``blocks`` draw when the blocks ``expanded`` (ids; None: all) are open:
+    ({layer: the folded block drawn in its place}, {layer: the innermost open block
+    around it}, {open block shown: its parent}).  A block shows when every block
+    around it is open; a shown block that is not open is one node."""
+    by_id = {b.id: b for b in blocks}
+    opened = set(by_id) if expanded is None else set(expanded) & set(by_id)
+
+    def shown(b):
+        p = b.parent
+        while p is not None:
+            if p not in opened:
+                return False
+            p = by_id[p].parent
+        return True
+    folded_at: Dict[int, str] = {}
+    group_at: Dict[int, str] = {}
+    groups: Dict[str, Optional[str]] = {}
+    for b in sorted(blocks, key=lambda b: -len(b.layers)):       # outer blocks first
+        if not shown(b):
+            continue
+        if b.id in opened:
+            groups[b.id] = b.parent
+            for i in b.layers:
+                group_at[i] = b.id
+        else:
+            for i in b.layers:
+                folded_at[i] = b.id
+    return folded_at, group_at, groups
+
+
+def default_open(blocks: Sequence[Block], shown_layers: Sequence[int], budget: int = FOLD_BUDGET):
+    """The blocks a net opens with: whole levels of the block tree, outermost first,
+    while the nodes drawn (``shown_layers``, the layers drawn on their own, e.g. all
+    but inserted splits, less those folded, plus one per folded block) stay within
+    ``budget``.  A small net opens fully, ResNet-152 with its stages open and its
+    residual blocks folded, GoogLeNet with its Inception stages open."""
+    if not blocks:
+        return ()
+    by_id = {b.id: b for b in blocks}
+    depth = {}
+    for b in blocks:
+        d, p = 0, b.parent
+        while p is not None:
+            d, p = d + 1, by_id[p].parent
+        depth[b.id] = d
+    opened: set = set()
+    for level in range(max(depth.values()) + 1):
+        trial = opened | {b.id for b in blocks if depth[b.id] == level}
+        folded_at, _groups_at, _groups = fold(blocks, trial)
+        count = len([i for i in shown_layers if i not in folded_at]) + len(set(folded_at.values()))
+        if count > budget:
+            break
+        opened = trial
+    return tuple(b.id for b in blocks if b.id in opened)

@@ -539,6 +539,75 @@ class _Watch:
         return False
 
 
+class SolverWatch:
+    """Breakpoints over a solver run (``Solver.solve()`` or ``step(n)``).
+
+    Layer conditions stop inside an iteration's forward or backward (before its
+    update); after each iteration's update, the update conditions (on the "update"
+    record of ``recorder``, which the caller attached to the solver with
+    ``Recorder.attach_solver``) and the loss conditions (on the loss Caffe computes
+    for the iteration) are checked.  A hit raises :class:`BreakpointHit` out of the
+    solver, with the iteration it happened in: no snapshot, test or display after it.
+
+        with SolverWatch(solver, bps, rec, action=handler.get_action_function()):
+            solver.solve()
+
+    The solver asks its action function after every iteration and before every test
+    batch; the watch checks once per finished iteration, then answers with
+    ``action`` (another action function, e.g. caffe train's signal handler), if any.
+    """
+
+    def __init__(self, solver, bps, recorder=None, action=None):
+        self.solver, self.bps, self.recorder, self.action = solver, bps, recorder, action
+        self._checked = None
+        self._start = None
+        self._watch = None
+
+    def __enter__(self):
+        self._checked = self.solver.iter
+        self._start = self.solver.iter
+        self._watch = self.bps.watching(self.solver.net, self.recorder).__enter__()
+        self.solver.set_action_function(self._asked)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.solver.set_action_function(self.action)
+        self._watch.__exit__(exc_type, exc, tb)
+        if isinstance(exc, BreakpointHit) and exc.hit.iteration is None:
+            exc.hit.iteration = int(self.solver.iter)      # inside the iteration's forward or backward
+        return False
+
+    def _asked(self):
+        it = int(self.solver.iter)
+        if it != self._checked:          # an iteration finished (its update applied): check it once
+            self._checked = it
+            hit = self.check_iteration(it - 1)
+            if hit is not None:
+                raise BreakpointHit(hit)
+        return int(self.action()) if self.action is not None else 0
+
+    def check_iteration(self, iteration):
+        """The update and loss conditions after iteration ``iteration``; the Hit or None."""
+        net = self.solver.net
+        update = self.recorder.last("update") if self.recorder is not None else None
+        hit = self.bps.check_update(net, update) if update is not None and update.iteration == iteration else None
+        return hit or self.bps.check_solver(iteration, self.iteration_loss(iteration), net)
+
+    def iteration_loss(self, iteration):
+        """The loss Solver::Step computed for ``iteration`` (before smoothing): the
+        newest of its ``losses_``, a list each Step call restarts and that, once
+        ``average_loss`` long, is overwritten in a ring from the Step's first iteration."""
+        losses = list(getattr(self.solver, "losses_", None) or [])
+        if not losses:
+            return None
+        if len(losses) == 1:
+            self._start = iteration           # the first iteration of a Step call
+        size = max(int(self.solver.param.average_loss), 1)
+        if len(losses) < size:
+            return float(losses[-1])
+        return float(losses[(iteration - self._start) % size])
+
+
 def run_forward(net, start, end, bps, recorder=None):
     """Net::ForwardFromTo(start, end), stopping after the layer a breakpoint fired on."""
     with bps.watching(net, recorder):

@@ -6,7 +6,9 @@
 
 The JSON schema is in ``docs/report-schema.md`` (``schema_version`` below).
 The HTML page embeds Plotly's JavaScript once (offline, no network): the net's
-DAG (:mod:`engine.instruments.draw`), bar charts of FLOPs, memory and time per layer,
+graph folded into blocks as the inspector opens it, with NaN/Inf, findings and
+breakpoint hits marked, and each block's inside below it (inline SVG,
+:mod:`engine.instruments.folded_graph`), bar charts of FLOPs, memory and time per layer,
 statistics per layer (mean |x| of the data and the gradients, NaN/Inf), the
 update-to-weight ratios, the per-layer table, the findings and what Init
 decided.  CSV is the per-layer table (one row per layer); Markdown holds the
@@ -418,16 +420,131 @@ def _html_steps(doc, e):
 
 
 # ---------------------------------------------------------------------- HTML
+# ---------------------------------------------------------------------- the net's graph, folded
+_SEVERITY = {"error": 3, "warning": 2, "warn": 2, "info": 1}
+
+
+class _GraphFacts:
+    """What the report's graph marks per layer: NaN/Inf, the worst finding, breakpoint
+    hits, the category, top shapes and mean |data|, from the report document."""
+
+    def __init__(self, net, doc):
+        self.rows = {r["index"]: r for r in doc["layers"]}
+        self.types = [l.type for l in net.layers]
+        self.categories = [getattr(l, "category", "other") for l in net.layers]
+        self.names = list(net.layer_names)
+        self.worst = {}
+        for f in doc["findings"]:
+            rank = _SEVERITY.get(str(f.get("severity", "")).lower(), 0)
+            if f.get("layer") and rank > self.worst.get(f["layer"], (0, ""))[0]:
+                self.worst[f["layer"]] = (rank, "%s: %s" % (f["severity"], f["message"]))
+        from engine.instruments.blocks import net_layers
+        from engine.instruments.folded_graph import split_sources
+        self.copied = split_sources(net_layers(net))
+        hits = (doc.get("breakpoints") or {}).get("hits") or []
+        self.hits = {h["layer"]: h["message"] for h in hits if h.get("layer")}
+
+    def worst_in(self, idx):
+        best = None
+        for i in idx:
+            w = self.worst.get(self.names[i])
+            if w and (best is None or w[0] > best[1][0]):
+                best = (self.names[i], w)
+        return best
+
+    def style(self, fg):
+        from engine.instruments import folded_graph as F
+
+        def style(n):
+            if n.kind == "input":
+                return F.NodeStyle(F.INPUT_FILL, "#999999", tooltip="blob %s (from outside)" % n.name)
+            bad = [self.names[i] for i in n.layers if self.rows.get(i, {}).get("nonfinite")]
+            worst = self.worst_in(n.layers)
+            hit = next((self.hits[self.names[i]] for i in n.layers if self.names[i] in self.hits), None)
+            line, width = ("#d62728", 3.0) if bad else ("#ff7f0e", 2.5) if worst and worst[1][0] >= 2 else \
+                ("#6b7a90" if n.kind == "block" else "#555555", 1.0)
+            tip = self._tooltip(fg, n, bad, worst, hit)
+            if n.kind == "block":
+                return F.NodeStyle(F.BLOCK_FILL, line, max(width, 1.5), self._block_extra(fg, n, bad, worst), tip,
+                                   hit is not None)
+            return F.NodeStyle(F.CATEGORY_COLOURS.get(self.categories[n.layers[0]], F.CATEGORY_COLOURS["other"]),
+                               line, width, "", tip, hit is not None)
+        return style
+
+    def _block_extra(self, fg, n, bad, worst):
+        b = fg.blocks[n.name]
+        last = self.rows.get(b.layers[-1], {})
+        shape = next((t["shape"] for t in last.get("tops", ()) if b.outputs and t["name"] == b.outputs[-1]), None)
+        text = "x".join(str(d) for d in shape) if shape else ""
+        if bad:
+            text += " ⚠ NaN"
+        elif worst and worst[1][0] >= 2:
+            text += " ⚠"
+        return text.strip()
+
+    def _tooltip(self, fg, n, bad, worst, hit):
+        if n.kind == "block":
+            b = fg.blocks[n.name]
+            copied = self.copied
+            lines = ["%s: block of %d layers (%s)" % (b.name, len(b.layers), b.kind),
+                     "in: %s" % (", ".join(dict.fromkeys(copied.get(x, x) for x in b.inputs)) or "-"),
+                     "out: %s" % (", ".join(dict.fromkeys(copied.get(x, x) for x in b.outputs)) or "-")]
+        else:
+            i = n.layers[0]
+            r = self.rows.get(i, {})
+            lines = ["%s (%s)" % (self.names[i], self.types[i])]
+            lines += ["top %s %s" % (t["name"], "x".join(str(d) for d in t["shape"])) for t in r.get("tops", ())]
+            if r.get("top_asum_mean"):
+                lines.append("mean |data| %s" % _cell(r["top_asum_mean"]))
+        if bad:
+            lines.append("NaN/Inf first in %s" % bad[0])
+        if worst:
+            lines.append("%s (in %s)" % (worst[1][1], worst[0]))
+        if hit:
+            lines.append(hit)
+        return "\n".join(lines)
+
+
+def _graph_html(net, doc, e):
+    """The net's graph folded into blocks as the inspector opens it (inline SVG), and
+    each block's inside in a section of its own."""
+    from engine.instruments import blocks as B
+    from engine.instruments import folded_graph as F
+    layers = B.net_layers(net)
+    blks = B.find_blocks(layers)
+    facts = _GraphFacts(net, doc)
+    copied = F.split_sources(layers)
+
+    def blobs(names):
+        return ", ".join(dict.fromkeys(copied.get(n, n) for n in names)) or "-"
+    fg = F.folded_graph(layers, blks, title="%s (%s)" % (net.name, doc["net"]["phase"]))
+    folded = [n for n in fg.nodes if n.kind == "block"]
+    parts = ["<h2 id='graph'>Net graph</h2>"]
+    if blks:
+        parts.append("<p>%d layers in %d blocks (found from the names and the structure, as the inspector folds "
+                     "them); %d shown folded: each is one node (its output shape, ⚠ for NaN/Inf or a warning "
+                     "inside); open one below. Red outline: NaN/Inf, orange: a finding, ▶: a breakpoint hit; "
+                     "hover for details.</p>" % (len(net.layers), len(blks), len(folded)))
+    parts.append("<div class='graph'>%s</div>" % F.to_svg(fg, facts.style(fg)))
+    if blks:
+        parts.append("<h2 id='blocks'>Blocks</h2>")
+        for b in sorted(blks, key=lambda b: b.layers[0]):
+            inner = F.block_view(layers, blks, b.id)
+            bad = any(doc["layers"][i]["nonfinite"] for i in b.layers if i < len(doc["layers"]))
+            worst = facts.worst_in(b.layers)
+            flag = " ⚠ NaN/Inf" if bad else (" ⚠ %s" % worst[1][1].split(":", 1)[0]) if worst else ""
+            parts.append("<details id='block-%s'><summary><b>%s</b> · %d layers%s%s — in: %s; out: %s</summary>"
+                         % (e(b.id), e(b.name), len(b.layers), " (inside %s)" % e(b.parent) if b.parent else "",
+                            e(flag), e(blobs(b.inputs)), e(blobs(b.outputs))))
+            parts.append("<div class='graph'>%s</div></details>" % F.to_svg(inner, facts.style(inner)))
+    return "\n".join(parts)
+
+
 def _figures(net, doc):
     """[(title, plotly Figure)] for the HTML page."""
     import plotly.graph_objects as go
 
-    from engine.instruments.draw import layout, net_graph, to_plotly
     figs = []
-    g = net_graph(net)
-    if g.width > 1300 and g.width > g.height:
-        layout(g, "TB")      # long nets read better top to bottom on a page
-    figs.append(("Net graph", to_plotly(g, title="%s (%s)" % (net.name, doc["net"]["phase"]))))
     rows = doc["layers"]
     names = ["%d %s" % (r["index"], r["name"]) for r in rows]
 
@@ -538,6 +655,8 @@ th{background:#f0f0f0} td.num{text-align:right;font-variant-numeric:tabular-nums
 tr.bad td{background:#fde2e2} .error{color:#b00020;font-weight:bold} .warning{color:#a65c00}
 .summary li{margin:2px 0} h2{margin-top:28px;border-bottom:1px solid #ddd}
 code{background:#f6f6f6;padding:0 3px}
+div.graph{overflow:auto;max-height:900px;border:1px solid #e3e3e3;margin:6px 0}
+div.graph svg{display:block} details{margin:3px 0} summary{cursor:pointer}
 """
 
 
@@ -581,6 +700,8 @@ def to_html(doc, net=None, figures=True):
         parts.append("<p>No findings%s.</p>" % ("" if doc["steps"] else " (no steps recorded)"))
     parts.append(_html_steps(doc, e))
 
+    if net is not None:
+        parts.append(_graph_html(net, doc, e))
     if figures and net is not None:
         for k, (title, fig) in enumerate(_figures(net, doc)):
             parts.append("<h2>%s</h2>" % e(title))

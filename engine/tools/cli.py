@@ -9,7 +9,7 @@
     python -m engine compare A B [--rtol 1e-3] [--gpu]
     python -m engine upgrade IN OUT
     python -m engine draw MODEL OUT [--rankdir LR] [--phase TRAIN|TEST|ALL]
-    python -m engine train --solver S [--weights W | --snapshot S] [--gpu [IDS]]
+    python -m engine train --solver S [--weights W | --snapshot S] [--gpu [IDS]] [--break-when COND ...] [-o R]
     python -m engine test --model M --weights W [--iterations 50] [--gpu [ID]]
     python -m engine device_query --gpu ID
     python -m engine convert_imageset [flags] ROOTFOLDER/ LISTFILE DB_NAME
@@ -35,7 +35,7 @@ stops with a fatal CHECK, its message); 2 a usage error (no command: the usage; 
 unknown command: Caffe's "Available caffe actions" lines), and, as Caffe's upgrade
 tools, an input that does not parse; 3 ``compare`` found the runs differ; 4 ``debug
 --break-when``: a breakpoint fired (the line ``break: LAYER: COND`` says where); 130
-interrupted.
+interrupted.  ``train --break-when COND`` stops the same way (exit 4).
 """
 import argparse
 import json
@@ -163,7 +163,7 @@ def _label_classes(net):
     """{label blob: number of classes} guessed from the layers that read labels."""
     names = net.blob_names
     producer = {}
-    for i, l in enumerate(net.layers):
+    for i in range(len(net.layers)):
         for t in net.top_id_vecs[i]:
             producer[names[t]] = i
     out = {}
@@ -402,19 +402,13 @@ def _run_watched(net, iterations, backward, seed, progress, rec, bps):
 def _solver_step_watched(solver, rec, bps):
     """One solver iteration under breakpoints: a hit inside it (forward, backward),
     after the update, or on the loss; None when none fired."""
-    from engine.instruments.breakpoints import BreakpointHit
-    it = solver.iter
+    from engine.instruments.breakpoints import BreakpointHit, SolverWatch
     try:
-        with bps.watching(solver.net, rec):
+        with SolverWatch(solver, bps, rec):
             solver.step(1)
     except BreakpointHit as e:
-        e.hit.iteration = it
         return e.hit
-    hit = bps.check_update(solver.net, rec.last("update"))
-    if hit is None:
-        losses = getattr(solver, "losses_", None) or []
-        hit = bps.check_solver(it, float(losses[-1]) if losses else None, solver.net)
-    return hit
+    return None
 
 
 def cmd_debug(args, out, err):
@@ -540,7 +534,7 @@ def cmd_report(args, out, err):
 
 def _is_log(path):
     p = path.lower()
-    if p.endswith((".log", ".txt")) or ".log." in p or p.endswith(".INFO".lower()):
+    if p.endswith((".log", ".txt", ".info")) or ".log." in p:
         return True
     try:
         with open(path, "r", encoding="utf-8", errors="replace") as f:
@@ -561,7 +555,7 @@ def cmd_compare(args, out, err):
     gpu_a = args.a_gpu
     gpu_b = args.b_gpu if args.b_gpu is not None else ("0" if args.gpu else None)
     labels = []
-    for which, path, gpu in (("A", args.a, gpu_a), ("B", b, gpu_b)):
+    for path, gpu in ((args.a, gpu_a), (b, gpu_b)):
         if path.endswith(".json"):
             sides.append(path)
             labels.append(os.path.basename(path))
@@ -662,11 +656,51 @@ def cmd_draw(args, out, err):
     return EXIT_OK
 
 
+class _TrainWatch:
+    """train's --break-when and -o: for ``train(watch=...)``, breakpoints on the solver's
+    net (checked against it once built), a health-level Recorder of its last iterations
+    (for update ratios and the report), and what stopped the run."""
+
+    def __init__(self, conditions):
+        self.conditions = list(conditions)
+        self.solver = self.recorder = self.bps = None
+
+    def __call__(self, solver, action):
+        from engine.instruments.breakpoints import SolverWatch
+        from engine.instruments.debug import Recorder
+        self.solver = solver
+        self.bps = _breakpoints(self.conditions, solver.net, solver)
+        self.recorder = Recorder(solver.net, bins=0, max_steps=30, level="health")
+        self.recorder.attach_solver(solver)
+        return SolverWatch(solver, self.bps, self.recorder, action=action)
+
+    def report(self, path, err):
+        from engine.instruments import health
+        from engine.instruments.report import write_report
+        if self.solver is None:
+            return
+        net, rec = self.solver.net, self.recorder
+        write_report(path, net, rec, findings=health.check(rec.steps, net=net),
+                     breakpoints=self.bps if self.bps.items else None)
+        _say(err, "Wrote report to %s" % path)
+
+
 def cmd_train(args, out, err):
+    from engine.instruments.breakpoints import BreakpointHit
     from engine.tools.solver_commands import train
     stage = _stages(args.stage) if args.stage else ""
-    return train(args.solver, weights=args.weights, snapshot=args.snapshot, gpu=args.gpu, level=args.level,
-                 stage=stage, sigint_effect=args.sigint_effect, sighup_effect=args.sighup_effect)
+    watch = _TrainWatch(args.break_when) if args.break_when or args.report else None
+    try:
+        code = train(args.solver, weights=args.weights, snapshot=args.snapshot, gpu=args.gpu, level=args.level,
+                     stage=stage, sigint_effect=args.sigint_effect, sighup_effect=args.sighup_effect, watch=watch)
+    except BreakpointHit as stop:
+        _say(out, stop.hit.message)
+        logging.getLogger("engine.caffe").info("Optimization stopped at iteration %s: %s", stop.hit.iteration,
+                                               stop.hit.describe())
+        code = EXIT_BREAK
+    if args.report:
+        watch.report(args.report, err)
+    return code
 
 
 def cmd_test(args, out, err):
@@ -740,7 +774,7 @@ def _log_flags(p):
 def make_parser():
     ap = _Parser(prog="python -m engine", description="Caffe's command line and debugging instruments on the "
                  "engine.", epilog="Exit codes: 0 ok, 1 engine error, 2 usage, 3 compare: runs differ, "
-                 "4 debug: a breakpoint fired.")
+                 "4 debug/train: a breakpoint fired.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("info", help="what Init builds: layers, tops, params, FLOPs, memory, backward, filtering")
@@ -824,6 +858,12 @@ def make_parser():
     p = sub.add_parser("train", help="caffe train: train or finetune a model")
     _caffe_flags(p)
     _log_flags(p)
+    p.add_argument("-o", "--report", metavar="FILE", help="also write a report of the last iterations (format "
+                   "from the extension), with the breakpoints and their hits")
+    p.add_argument("--break-when", action="append", default=[], metavar="COND",
+                   help="stop training when COND holds (repeatable; as debug's: nonfinite, layer=NAME, "
+                        "BLOB.STAT OP N, LAYER.update_ratio OP N, loss.jump > FACTOR, loss.nonfinite, loss OP N); "
+                        "prints 'break: LAYER: COND' and exits with 4")
     p.set_defaults(func=cmd_train, log_default=True)
 
     p = sub.add_parser("test", help="caffe test: score a model")

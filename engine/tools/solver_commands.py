@@ -71,10 +71,13 @@ def _device_name(device):
 
 
 def train(solver_path, weights=None, snapshot=None, gpu=None, level=0, stage="",
-          sigint_effect="stop", sighup_effect="snapshot"):
+          sigint_effect="stop", sighup_effect="snapshot", watch=None):
     """caffe train: build the solver, optionally resume from a solver state or
     finetune from weights (comma-separated caffemodels, loaded into the train and
-    test nets), then Solve."""
+    test nets), then Solve.  ``watch``: None, or ``watch(solver, action)`` giving a
+    context manager entered around Solve (e.g. an
+    :class:`engine.instruments.breakpoints.SolverWatch` that answers the solver's
+    action requests itself, then asks ``action``, the signal handler's)."""
     from engine.core.upgrade import read_solver_params
     if not solver_path:
         raise check_failed("FLAGS_solver.size() > 0", 0, 0, "Need a solver definition to train.")
@@ -118,7 +121,11 @@ def train(solver_path, weights=None, snapshot=None, gpu=None, level=0, stage="",
         log.info("Starting Optimization")
         if len(gpus) > 1:
             raise SolverError("Multi-GPU execution not available - rebuild with USE_NCCL")
-        solver.solve()
+        if watch is None:
+            solver.solve()
+        else:
+            with watch(solver, handler.get_action_function()):
+                solver.solve()
     log.info("Optimization Done.")
     return 0
 

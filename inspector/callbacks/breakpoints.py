@@ -1,6 +1,7 @@
 """The breakpoints panel: add (the command line's condition text), enable or
 disable, replace the condition, remove; hit counts; where and why the last run
-stopped."""
+stopped, and that layer selected, its blocks opened and centred in the graph (also
+the first layer where a comparison parts)."""
 from dash import Input, Output, State, html, no_update
 
 from inspector import debug_views, debugger, ids
@@ -62,6 +63,17 @@ def hit_panel(app, sid):
     return tbl, opts, html.Div([html.B("Stopped: "), debugger.hit_text(hit)], className="break-hit-box")
 
 
+def reveal(app, sid, expanded):
+    """(selection, expanded blocks, focus) that show the layer a breakpoint stopped on, or
+    the first layer where a comparison parts (debugger.reveal), once; else no change."""
+    from . import graph
+    with app.store.use(sid) as s:
+        want = debugger.take_reveal(s)
+    if want is None:
+        return no_update, no_update, no_update
+    return graph.pick(app, sid, want, expanded)
+
+
 def register(dash_app, app):
     actions = {ids.BREAK_ADD: "add", ids.BREAK_TOGGLE: "toggle", ids.BREAK_EDIT: "edit", ids.BREAK_REMOVE: "remove"}
 
@@ -86,3 +98,12 @@ def register(dash_app, app):
     @guarded(3, "showing breakpoint hits")
     def hits_cb(_rv, _nv, sid):
         return hit_panel(app, sid)
+
+    @dash_app.callback(
+        Output(ids.SELECTION, "data", allow_duplicate=True), Output(ids.EXPANDED_BLOCKS, "data", allow_duplicate=True),
+        Output(ids.FOCUS, "data", allow_duplicate=True),
+        Input(ids.RUN_VERSION, "data"), State(ids.EXPANDED_BLOCKS, "data"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
+    @guarded(3, "showing where the run stopped")
+    def reveal_cb(_rv, expanded, sid):
+        return reveal(app, sid, expanded)

@@ -26,11 +26,10 @@ def _fresh_run(ld, device, weights=None, params_from=None):
     same prototxt and NetState, the live net's inputs, the params of
     ``params_from`` (a Net) or of ``weights`` (a caffemodel), else the fillers'."""
     import engine
-    from engine.core import backend
     from engine.instruments.debug import Recorder
     spec = ld.spec
     phase, level, stages = spec.state()
-    with backend.using_mode(device):
+    with engine.using_mode(device):
         net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None)
         if params_from is not None:
             for name, blobs in params_from.params.items():
@@ -98,6 +97,9 @@ def compare(app, sid, kind, a=None, b=None, rtol=1e-3):
         else:
             raise CompareRefused("unknown comparison %r" % (kind,))
         ld.comparison = cmp
+        fd = cmp.first_divergence
+        if fd is not None and ld.graph.has_layer(fd.layer):
+            debugger.reveal(s, fd.layer)          # the graph selects and shows where the runs part
         s.run_version += 1
         return cmp, s.run_version
 
@@ -128,10 +130,12 @@ def clear(app, sid):
 
 def register(dash_app, app):
     @dash_app.callback(
-        Output(ids.COMPARE_SUMMARY, "children"), Output(ids.COMPARE_CHART, "figure"), Output(ids.COMPARE_TABLE, "children"),
+        Output(ids.COMPARE_SUMMARY, "children"), Output(ids.COMPARE_CHART, "figure"),
+        Output(ids.COMPARE_TABLE, "children"),
         Output(ids.RUN_VERSION, "data", allow_duplicate=True), Output(ids.COLOUR_BY, "value", allow_duplicate=True),
         Output(ids.COMPARE_KIND, "value"),
-        Input(ids.COMPARE_BUTTON, "n_clicks"), Input(ids.COMPARE_CLEAR, "n_clicks"), Input(ids.COMPARE_UPLOAD, "contents"),
+        Input(ids.COMPARE_BUTTON, "n_clicks"), Input(ids.COMPARE_CLEAR, "n_clicks"),
+        Input(ids.COMPARE_UPLOAD, "contents"),
         State(ids.COMPARE_UPLOAD, "filename"), State(ids.COMPARE_KIND, "value"), State(ids.COMPARE_A, "value"),
         State(ids.COMPARE_B, "value"), State(ids.COMPARE_RTOL, "value"), State(ids.SESSION, "data"),
         prevent_initial_call=True)

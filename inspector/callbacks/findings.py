@@ -43,6 +43,17 @@ def nan_selection(app, sid):
     return {"kind": "layer", "name": a["layer"]} if a else None
 
 
+def show_nan_layer(app, sid, n, expanded):
+    """(selection, tab, expanded blocks, focus): the first NaN/Inf layer selected, the
+    blocks around it opened and the graph centred on it, its details shown."""
+    from . import graph
+    sel = nan_selection(app, sid)
+    if not sel:
+        return no_update, no_update, no_update, no_update
+    sel, opened, focus = graph.pick(app, sid, dict(sel, n="nan-%s" % n), expanded)
+    return sel, "details", opened, focus
+
+
 def register(dash_app, app):
     @dash_app.callback(
         Output(ids.HEALTH_TABLE, "children"),
@@ -66,9 +77,10 @@ def register(dash_app, app):
 
     @dash_app.callback(
         Output(ids.SELECTION, "data", allow_duplicate=True), Output(ids.TABS, "value", allow_duplicate=True),
-        Input(ids.NAN_SELECT, "n_clicks"), State(ids.SESSION, "data"), prevent_initial_call=True)
-    @guarded(2, "selecting the NaN layer")
-    def nan_select_cb(_n, sid):
-        sel = nan_selection(app, sid)
-        return (sel, "details") if sel else (no_update, no_update)
+        Output(ids.EXPANDED_BLOCKS, "data", allow_duplicate=True), Output(ids.FOCUS, "data", allow_duplicate=True),
+        Input(ids.NAN_SELECT, "n_clicks"), State(ids.EXPANDED_BLOCKS, "data"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
+    @guarded(4, "selecting the NaN layer")
+    def nan_select_cb(n, expanded, sid):
+        return show_nan_layer(app, sid, n, expanded)
 

@@ -9,6 +9,7 @@ from typing import Any, Optional
 from dash import Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
+import engine
 from inspector import debugger, ids, loading, runner, urlstate
 
 from ..inputs import InputSettings
@@ -32,8 +33,7 @@ def initial_spec(app):
                          phase=cfg.phase or default_phase(cfg.model), level=cfg.level,
                          stages=tuple(cfg.stages), label=os.path.basename(cfg.model), trusted=True)
     if cfg.solver:
-        from engine.core.upgrade import read_solver_params
-        sp = read_solver_params(cfg.solver)
+        sp = engine.read_solver_params(cfg.solver)
         net = sp.net or sp.train_net
         return ModelSpec(model=os.path.abspath(net), weights=cfg.weights, solver=cfg.solver, phase="TRAIN",
                          level=cfg.level, stages=tuple(cfg.stages), label=os.path.basename(net), trusted=True)
@@ -105,9 +105,8 @@ def _path_hint(spec, err):
     if not err.layer or not spec.model:
         return ""
     try:
-        from engine.core.upgrade import read_net_params
-        param = read_net_params(spec.model)
-    except Exception:  # noqa: BLE001 - the error itself is already shown
+        param = engine.read_net_params(spec.model)
+    except (engine.CaffeError, OSError):    # the file's own error is already shown
         return ""
     return loading.relative_path_hint(param, err.layer, spec.model, private_model_dir=spec.uploaded) or ""
 
@@ -159,7 +158,7 @@ def load(app, session, spec, device=None):
             session.message = runner.apply_inputs(session, settings)
         else:
             session.message = "net loaded (its data layers make their own inputs)"
-    except Exception as exc:  # noqa: BLE001
+    except (runner.RunRefused, engine.CaffeError, OSError, ValueError) as exc:
         session.message = "net loaded; inputs not set: %s" % exc
     return True
 
@@ -230,7 +229,7 @@ def handle_load_full(app, sid, trigger, device=None, search=None, **kw):
         else:
             try:
                 spec = next_spec(app, s, trigger, **kw)
-            except Exception as exc:  # noqa: BLE001 - PathRefused, or e.g. an unreadable solver
+            except (loading.PathRefused, engine.CaffeError, OSError, ValueError) as exc:    # shown in the page
                 s.error = loading.load_error(exc)
                 s.failed_spec = None
                 spec = None

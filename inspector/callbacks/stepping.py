@@ -4,7 +4,7 @@ from dash import Input, Output, State, no_update
 
 from inspector import ids, inputs, loading, runner
 
-from .common import error_text, guarded, triggered
+from .common import error_text, guarded, log, triggered
 
 ACTIONS = (ids.FORWARD, ids.BACKWARD, ids.STEP_FORWARD, ids.STEP_BACKWARD, ids.RUN_TO, ids.FORWARD_BACKWARD,
            ids.RESET, ids.SOLVER_STEP, ids.APPLY_INPUTS, ids.DEVICE)
@@ -48,7 +48,8 @@ def act(app, sid, action, start=None, end=None, selection=None, settings=None, d
                 return s.run_version, no_update
         except runner.RunRefused as exc:
             msg = "⚠ " + str(exc)
-        except Exception as exc:  # noqa: BLE001 - a layer failed: the session goes on
+        except Exception as exc:  # noqa: BLE001 - a layer failed: shown, the session goes on
+            log.exception("%s failed", action)
             s.run_version += 1
             msg = "⚠ " + error_text(exc)
         s.message = msg

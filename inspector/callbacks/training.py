@@ -14,7 +14,7 @@ from dash import Input, Output, State, no_update
 
 from inspector import debug_figures, debug_views, ids, jobs, runner, training
 
-from .common import error_text, guarded
+from .common import error_text, guarded, log
 
 JOB_LABELS = {"solver": "solver run", "forward_backward": "Forward + Backward",
               "forward": "Forward", "backward": "Backward"}
@@ -50,7 +50,8 @@ def run_pass(app, sid, action, report=None, token=None):
             msg = "%s %s; what ran is kept" % (JOB_LABELS[action], exc)
         except runner.RunRefused as exc:
             msg = "⚠ " + str(exc)
-        except Exception as exc:  # noqa: BLE001 - a layer failed: say so, the session goes on
+        except Exception as exc:  # noqa: BLE001 - a layer failed: shown, the session goes on
+            log.exception("%s failed", action)
             s.run_version += 1
             msg = "⚠ " + error_text(exc)
         finally:
@@ -123,7 +124,8 @@ def register(dash_app, app):
     if manager is not None:
         manager.own(job_cb)
     dash_app.callback(
-        Output(ids.RUN_VERSION, "data", allow_duplicate=True), Output(ids.RUN_MESSAGE, "children", allow_duplicate=True),
+        Output(ids.RUN_VERSION, "data", allow_duplicate=True),
+        Output(ids.RUN_MESSAGE, "children", allow_duplicate=True),
         Input(ids.JOB_RUN, "n_clicks"),
         State(ids.JOB_ACTION, "value"), State(ids.JOB_ITERATIONS, "value"), State(ids.SESSION, "data"),
         background=True, manager=manager, prevent_initial_call=True, interval=400,
@@ -135,7 +137,8 @@ def register(dash_app, app):
     )(job_cb)
 
     @dash_app.callback(
-        Output(ids.RUN_VERSION, "data", allow_duplicate=True), Output(ids.RUN_MESSAGE, "children", allow_duplicate=True),
+        Output(ids.RUN_VERSION, "data", allow_duplicate=True),
+        Output(ids.RUN_MESSAGE, "children", allow_duplicate=True),
         Output(ids.JOB_STATUS, "children", allow_duplicate=True),
         Input(ids.JOB_CANCEL, "n_clicks"), State(ids.SESSION, "data"), prevent_initial_call=True)
     @guarded(3, "cancelling")

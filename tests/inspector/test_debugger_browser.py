@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_helpers import click_node, details_show, text_of, wait_for, wait_text
+from browser_helpers import click_node, cy_eval, details_show, text_of, wait_for, wait_text
 from inspector_testlib import LENET
 
 from inspector import create_app, ids
@@ -275,6 +275,12 @@ def test_breakpoint_hit_on_a_net_built_to_overflow(dash_duo, tmp_path):
     wait_text(dash_duo, ids.BREAK_HIT, "break: exp2: nonfinite")
     wait_for(lambda: "| 1" in text_of(dash_duo, ids.BREAK_TABLE) or "\t1" in text_of(dash_duo, ids.BREAK_TABLE)
              or text_of(dash_duo, ids.BREAK_TABLE).rstrip().endswith("1"), what="hit count 1")
+    # the layer that fired is selected in the graph and in view
+    wait_for(lambda: cy_eval(dash_duo, """
+        const n = cy.nodes().filter(x => (x.data('members') || '').indexOf('|exp2|') >= 0)[0];
+        if (!n || !n.hasClass('sel')) return false;
+        const p = n.renderedPosition();
+        return p.x > 0 && p.y > 0 && p.x < cy.width() && p.y < cy.height();"""), what="exp2 selected and shown")
     s = _session(app)
     assert s.breakpoints.items[0].hit_count == 1
     ran = [l.layer for l in s.loaded.recorder.steps[-1].layers]

@@ -5,7 +5,8 @@ import time
 
 import numpy as np
 import pytest
-from inspector_testlib import LENET, build_loaded, data_url
+from dash import no_update
+from inspector_testlib import LENET, RESNET_TINY, SIAMESE, build_loaded, data_url
 
 from inspector import debug_figures, debug_views, jobs, runner, training
 from inspector.callbacks import compare as compare_cb
@@ -340,3 +341,153 @@ def test_nan_alert_names_every_source(tmp_path):
     assert [x.layer for x in srcs] == ["log", "pow"]
     text = debug_views.sources_text(srcs)
     assert "2 sources of NaN/Inf: log (forward), pow (forward)" in text
+
+
+def test_reports_fold_the_graph_as_the_page_opens_it(shared_dir):
+    from engine.instruments import blocks as B
+    from engine.instruments import folded_graph as F
+    from inspector import presenter
+    model = shared_dir / "zoo" / "models" / "bvlc_googlenet" / "deploy.prototxt"
+    ld = build_loaded(model, phase="TEST")
+    display, _layout = presenter.display_and_layout(ld, presenter.DEFAULT_OPTIONS)       # splits folded
+    page = {(n.kind, n.block or n.name) for n in display.nodes if n.kind in ("layer", "block")}
+    layers = B.net_layers(ld.net)
+    fg = F.folded_graph(layers, B.find_blocks(layers))
+    report = {(n.kind, n.name) for n in fg.nodes if n.kind in ("layer", "block")}
+    assert report == page and len([k for k, _ in page if k == "block"]) == 9
+    assert set(fg.groups) == set(display.groups)
+
+
+def test_step_back_over_siamese_contrastive_loss_before_its_forward():
+    """Stepping back over the Siamese net's ContrastiveLoss before any forward raised
+    AttributeError 'dist_sq' (the load test met it); Caffe's Backward there computes on the
+    zero buffers LayerSetUp shaped: zero gradients, and a later Forward + Backward gives what a
+    fresh net gives."""
+    s = Session(id="a5" * 16)
+    s.loaded = build_loaded(SIAMESE)
+    runner.apply_inputs(s)
+    net = s.loaded.net
+    n = len(net.layers)
+    msg = runner.step_backward(s)
+    assert msg.startswith("step back: BackwardFromTo(%d, %d): loss → loss" % (n - 1, n - 1))
+    assert "did not run forward" in msg
+    assert not net.blobs["feat"].diff.any() and not net.blobs["feat_p"].diff.any()
+    for _ in range(n - 1):                                   # every layer back to the inputs
+        assert not runner.step_backward(s).startswith("⚠")
+    assert all(not p.diff.any() for blobs in net.params.values() for p in blobs)
+    runner.forward_backward(s)
+    fresh = Session(id="a6" * 16)
+    fresh.loaded = build_loaded(SIAMESE)
+    for layer, blobs in net.params.items():             # the same weights (the fillers drew others)
+        for a, b in zip(blobs, fresh.loaded.net.params[layer]):
+            b.data[...] = a.data
+    runner.apply_inputs(fresh)
+    runner.forward_backward(fresh)
+    for name in ("feat", "feat_p", "conv", "conv_p"):
+        np.testing.assert_array_equal(net.blobs[name].diff, fresh.loaded.net.blobs[name].diff)
+    for layer, blobs in net.params.items():
+        for a, b in zip(blobs, fresh.loaded.net.params[layer]):
+            np.testing.assert_array_equal(a.diff, b.diff)
+    assert float(net.blobs["loss"].data) == float(fresh.loaded.net.blobs["loss"].data) > 0
+
+
+def test_a_breakpoint_hit_and_a_comparison_select_open_and_centre_their_layer(app_ctx, tmp_path):
+    from inspector import debugger
+    from inspector.callbacks import breakpoints as bp_cb
+    from inspector.callbacks import stepping
+    from inspector.ids import FORWARD
+    sid = "c1" * 16
+    with app_ctx.store.use(sid) as s:
+        s.loaded = build_loaded(RESNET_TINY, phase="TEST")     # BatchNorm on its stored statistics
+        runner.apply_inputs(s)
+    bp_cb.change(app_ctx, sid, "add", "layer=res2a_bn")
+    folded = []                                    # the page shows res2 folded
+    assert bp_cb.reveal(app_ctx, sid, folded) == (no_update,) * 3       # nothing to show yet
+    _v, msg = stepping.act(app_ctx, sid, FORWARD, "input", "loss")
+    assert "stopped after res2a_bn" in msg
+    sel, expanded, focus = bp_cb.reveal(app_ctx, sid, folded)
+    assert sel == {"kind": "layer", "name": "res2a_bn"} and expanded == ["res2"]
+    assert focus == {"kind": "layer", "name": "res2a_bn", "n": "reveal-1"}
+    assert bp_cb.reveal(app_ctx, sid, expanded) == (no_update,) * 3      # once
+    # a solver-free comparison of two timeline steps that part at the layer whose weights changed
+    with app_ctx.store.use(sid) as s:
+        s.breakpoints.enable(1, False)
+        runner.forward_range(s, "input", "loss")
+        s.loaded.net.params["res2b"][0].data[...] *= 2
+        runner.forward_range(s, "input", "loss")
+        a, b = s.loaded.timeline.indices[-2:]
+    cmp, _version = compare_cb.compare(app_ctx, sid, "steps", a, b)
+    assert cmp.first_divergence.layer == "res2b"
+    sel, expanded, focus = bp_cb.reveal(app_ctx, sid, ["res1"])
+    assert sel["name"] == "res2b" and expanded == ["res1", "res2"] and focus["n"] == "reveal-2"
+    # scrubbed back, the graph's marks are that step's: where its range stopped
+    with app_ctx.store.use(sid) as s:
+        first = s.loaded.timeline.indices[0]
+        s.loaded.view_step = first
+        steps = debugger.shown_steps(s.loaded)
+        assert [st.id for st in steps] == [r.id for r in s.loaded.timeline[first].records]
+        from inspector import view_models as vm
+        assert vm.step_marks(steps).stopped == s.loaded.graph.layer("res2a_bn").index
+
+
+def test_select_that_layer_opens_the_block_of_the_nan_source(app_ctx):
+    from inspector.callbacks import findings
+    sid = "c2" * 16
+    with app_ctx.store.use(sid) as s:
+        s.loaded = build_loaded(RESNET_TINY, phase="TEST")
+        runner.apply_inputs(s)
+        s.loaded.net.params["res2a"][0].data[...] *= 1e38          # overflows float32 inside block res2
+        runner.forward_range(s, "input", "loss")
+    sel, tab, expanded, focus = findings.show_nan_layer(app_ctx, sid, 3, [])
+    assert sel == {"kind": "layer", "name": "res2a"} and tab == "details"
+    assert expanded == ["res2"] and focus == {"kind": "layer", "name": "res2a", "n": "nan-3"}
+
+
+def test_graph_colours_reach_the_cytoscape_elements(trained_store, tmp_path):
+    """What the graph sends to the page (cytoscape elements): a past timeline step's colours,
+    the update ratio after a solver step, a comparison's relative differences, and a folded
+    block carrying the largest value inside it."""
+    from inspector import presenter
+    from inspector import view_models as vm
+
+    def fills(ld, colour_by, expanded=None):
+        els, _view = presenter.graph_elements(ld, colour_by, presenter.DEFAULT_OPTIONS, expanded)
+        return {e["data"]["name"]: e["data"]["fill"] for e in els if e["data"].get("kind") in ("layer", "block")}
+
+    store, sid = trained_store
+    with store.use(sid) as s:
+        ld = s.loaded
+        assert set(fills(ld, "update_ratio").values()) == {vm.NO_DATA_COLOUR}        # no update yet
+        runner.solver_step(s)
+        after = fills(ld, "update_ratio")
+        assert after["conv1"] != vm.NO_DATA_COLOUR and after["relu1"] == vm.NO_DATA_COLOUR
+        assert fills(ld, "param_diff")["ip2"] != vm.NO_DATA_COLOUR
+        runner.forward_range(s, "digits", "loss")
+        live = fills(ld, "data")
+        s.loaded.net.params["conv1"][0].data[...] *= 3
+        runner.forward_range(s, "digits", "loss")
+        newest = fills(ld, "data")
+        ld.view_step = ld.timeline.indices[-2]                  # scrubbed back: the colours as they were
+        assert fills(ld, "data") == live != newest
+        ld.view_step = None
+    # a comparison of those two steps: relative differences from conv1 on
+    a, b = ld.timeline.indices[-2:]
+    from inspector.callbacks.common import AppContext
+    from inspector.config import InspectorConfig
+    app = AppContext(config=InspectorConfig(model_root=str(tmp_path)), store=store, examples=[])
+    compare_cb.compare(app, sid, "steps", a, b)
+    with store.use(sid) as s:
+        rel = fills(s.loaded, "reldiff")
+        m = presenter.metrics(s.loaded)
+        g = s.loaded.graph
+        assert m[g.layer("conv1").index].rel_diff > 0.1 and rel["conv1"] != vm.NO_DATA_COLOUR
+    # a folded block: the largest mean |data| of the layers inside it
+    t = Session(id="c3" * 16)
+    t.loaded = build_loaded(RESNET_TINY, phase="TEST")
+    runner.apply_inputs(t)
+    runner.forward_range(t, "input", "loss")
+    folded = presenter.graph_view(t.loaded, "data", presenter.DEFAULT_OPTIONS, None, [])
+    opened = presenter.graph_view(t.loaded, "data", presenter.DEFAULT_OPTIONS, None, ["res1", "res2"])
+    block = next(n for n in folded.nodes if n.kind == "block" and n.name == "res2")
+    inside = [n.value for n in opened.nodes if n.kind == "layer" and n.members[0].startswith(("res2", "bn2"))]
+    assert block.value == max(v for v in inside if v is not None)

@@ -47,10 +47,9 @@ def test_no_errors_and_every_tab_sees_only_its_own_net(load_run):
     # long actions: background callbacks in the server's threads, results through the disk cache
     assert ev.get("long actions", 0) >= 1 and "job" in st.latencies, ev
     assert {"load", "run", "graph", "details", "ranges", "select"} <= set(st.latencies)
-    # a layer that raises is shown in the run message and the session goes on; the only one this
-    # scenario can meet is stepping back over a layer whose forward has not run yet (engine
-    # ContrastiveLoss keeps dist_sq from its forward)
-    assert all(text.startswith("Backward on ") for text in st.layer_errors), st.layer_errors
+    # no layer raises: stepping back over a layer whose forward has not run computes on the zero
+    # buffers Caffe's LayerSetUp shapes (ContrastiveLoss's dist_sq_ raised here until 6afcbfe)
+    assert st.layer_errors == {}, st.layer_errors
 
 
 def test_sessions_and_memory_stay_bounded(load_run):
