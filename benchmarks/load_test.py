@@ -915,7 +915,8 @@ def report(res):
     for text, n in s["layer_errors"].items():
         lines.append("  a layer raised (shown in the run message, session went on) x%d: %s" % (n, text[:200]))
     st = res.stats
-    for title, items in (("expired", st.expired_reasons), ("HTTP errors", st.http_errors), ("banners", st.banners), ("tracebacks", st.tracebacks),
+    for title, items in (("expired", st.expired_reasons), ("HTTP errors", st.http_errors),
+                         ("banners", st.banners), ("tracebacks", st.tracebacks),
                          ("isolation", st.violations)):
         for it in items[:10]:
             lines.append("  %s: %s" % (title, it))

@@ -135,7 +135,7 @@ class TorchNet:
             w = ps[0]
             b = ps[1] if p.bias_term else None
             transpose = p.transpose
-            M, K, N = layer.M, layer.K, layer.N
+            M, K = layer.M, layer.K
             shape = top_shapes[0]
 
             def ip(env):
@@ -245,7 +245,7 @@ class TorchNet:
                 env[tops[0]] = y.reshape(x.shape)
             return bn_batch
         if t == "Scale":
-            axis, mid = layer.axis, layer.mid
+            axis = layer.axis
             nax = (net._blobs[net._bottom_id_vecs[index][1]].num_axes if len(bottoms) > 1
                    else layer.blobs[0].num_axes)
             bias = None
@@ -333,7 +333,6 @@ class TorchNet:
         if pool not in (PP.MAX, PP.AVE):
             raise Unsupported("STOCHASTIC pooling")
         k, s, p = (g.kh, g.kw), (g.sh, g.sw), (g.ph, g.pw)
-        out = top_shapes[0]
         # Caffe's ceil rounding (clipped when the last window would start in the padding).
         torch_ph = -(-(g.H + 2 * g.ph - g.kh) // g.sh) + 1
         torch_pw = -(-(g.W + 2 * g.pw - g.kw) // g.sw) + 1

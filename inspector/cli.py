@@ -14,7 +14,8 @@ def parse_args(argv=None):
     p.add_argument("model", nargs="?", help="net prototxt (default: the bundled LeNet example)")
     p.add_argument("--weights", help="caffemodel (or .h5) to load into the net")
     p.add_argument("--solver", help="solver prototxt (enables solver iterations)")
-    p.add_argument("--phase", choices=["TRAIN", "TEST"], default=None, help="NetState phase (default: TEST for a deploy net - Input layers and no loss -, else TRAIN)")
+    p.add_argument("--phase", choices=["TRAIN", "TEST"], default=None,
+                   help="NetState phase (default: TEST for a deploy net - Input layers and no loss -, else TRAIN)")
     p.add_argument("--stage", action="append", default=[], help="NetState stage (repeatable)")
     p.add_argument("--level", type=int, default=0, help="NetState level")
     p.add_argument("--gpu", action="store_true", help="start sessions on the GPU (CuPy)")

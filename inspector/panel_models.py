@@ -204,7 +204,7 @@ def value_slice(arr, index=(), max_rows=16, max_cols=16):
     (rows of strings, the index used, the full 2-D shape)."""
     a = np.asarray(arr)
     idx = []
-    for k, i in enumerate(index):
+    for i in index:
         if a.ndim <= 2:
             break
         i = min(max(int(i), 0), a.shape[0] - 1)

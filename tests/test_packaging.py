@@ -44,7 +44,8 @@ def test_dependencies_match_requirements_files():
 # ------------------------------------------------------------------ every import declared
 # Import names whose distribution is named otherwise; the rest are their own name.
 DISTRIBUTION = {"PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image", "google": "protobuf",
-                "cv2": "opencv-python-headless", "cupy": "cupy-cuda12x", "cupyx": "cupy-cuda12x", "cupy_backends": "cupy-cuda12x",
+                "cv2": "opencv-python-headless", "cupy": "cupy-cuda12x", "cupyx": "cupy-cuda12x",
+                "cupy_backends": "cupy-cuda12x",
                 "grpc_tools": "grpcio-tools", "yaml": "pyyaml", "dash_cytoscape": "dash-cytoscape",
                 "importlinter": "import-linter"}
 FIRST_PARTY = {"engine", "inspector", "benchmarks", "tests"}

@@ -74,7 +74,7 @@ def test_reduction_removes_crossings_of_a_twisted_ladder():
 def test_reduction_lowers_crossings_on_random_dags():
     rnd = random.Random(7)
     lowered = 0
-    for trial in range(20):
+    for _trial in range(20):
         ranks = [["r%d_%d" % (r, i) for i in range(rnd.randint(2, 5))] for r in range(5)]
         nodes = [n for row in ranks for n in row]
         rnd.shuffle(nodes)
@@ -104,9 +104,9 @@ def test_nodes_of_a_rank_keep_their_widths_apart():
     edges = [("s", "p"), ("s", "q"), ("s", "r")]
     widths = {"s": 5.0, "p": 7.0, "q": 3.0, "r": 4.0}
     lay = gl.layered_layout(nodes, edges, widths=widths)
-    row = [n for n in lay.order[1]]
+    row = list(lay.order[1])
     xs = [lay.positions[n][0] for n in row]
-    for a, b, xa, xb in zip(row, row[1:], xs, xs[1:]):
+    for a, _b, xa, xb in zip(row, row[1:], xs, xs[1:]):
         assert xb - xa >= widths[a] - 1e-9
 
 

@@ -111,7 +111,7 @@ def test_debug_info_lines_match_caffe(lenet):
         lenet.net.debug_info = False
         net_log.removeHandler(h)
         net_log.setLevel(old_level)
-    caffe_lines = [l for l in captured if l.startswith("    [Forward]") or l.startswith("    [Backward]")]
+    caffe_lines = [l for l in captured if l.startswith(("    [Forward]", "    [Backward]"))]
     ours = pm.debug_info_lines(lenet.graph, lenet.recorder.steps)
     assert ours == caffe_lines
 
