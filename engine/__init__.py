@@ -66,6 +66,7 @@ _LAZY = {
     "using_mode": ("engine.core.backend", "using_mode"),
     "read_blobproto": ("engine.core.io", "read_blobproto"),
     "human_bytes": ("engine.core.log", "human_bytes"),
+    "loss_weight": ("engine.core.layers.base", "loss_weight"),
 }
 
 

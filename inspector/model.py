@@ -16,6 +16,7 @@ from typing import Dict, Optional, Tuple
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import text_format
 
+import engine
 from engine.proto import caffe_pb2
 from inspector import layer_meta
 
@@ -379,7 +380,7 @@ def build_graph(net, source_param=None):
             backward_rule=decision.rule if decision else "",
             backward_reason=decision.detail if decision else "",
             bottom_need_backward=tuple(bool(x) for x in bnb[i]),
-            loss_weights=tuple(float(layer.loss(t)) for t in range(len(tops))),
+            loss_weights=tuple(float(engine.loss_weight(layer, t)) for t in range(len(tops))),
             is_split=sp is not None, split_blob=sp.blob if sp else "",
             written=_written(lp), settings=_settings(lp), source_index=source_index.get(i, -1),
             top_bytes=top_bytes, caffe_top_count=caffe_count, param_bytes=param_bytes))

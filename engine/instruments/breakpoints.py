@@ -49,6 +49,7 @@ import numpy as np
 
 from engine.core import backend
 from engine.core.errors import CaffeError
+from engine.core.layers.base import loss_weight
 from engine.instruments.debug import array_stats, health_stats
 
 STATS = ("mean_abs", "max_abs", "std", "zero_fraction")
@@ -652,7 +653,7 @@ def partial_loss(net, start, last):
     for i in range(start, last + 1):
         layer = net.layers[i]
         for t, blob in enumerate(net.top_vecs[i]):
-            w = layer.loss(t)
+            w = loss_weight(layer, t)
             if w:
                 total += float(w) * _sum(blob)
     return total
@@ -677,7 +678,7 @@ def _loss_layers(net):
         total = 0.0
         has = False
         for t, blob in enumerate(net.top_vecs[i]):
-            w = layer.loss(t)
+            w = loss_weight(layer, t)
             if w:
                 has = True
                 with np.errstate(all="ignore"):

@@ -61,6 +61,7 @@ import numpy as np
 from engine.core import backend
 from engine.core.blob import caffe_asum
 from engine.core.errors import CaffeError
+from engine.core.layers.base import loss_weight
 from engine.instruments import fast_stats
 
 HIST_BINS = 32
@@ -597,8 +598,8 @@ class Recorder:
             self._add(rec, net, i, ("bottom", "top", "param"), whiches, kind)
         if kind == "forward":
             for t in range(len(net.top_vecs[i])):
-                if layer.loss(t):
-                    rec.loss = (rec.loss or 0.0) + float(layer.loss(t)) * _scalar(net.top_vecs[i][t])
+                if loss_weight(layer, t):
+                    rec.loss = (rec.loss or 0.0) + float(loss_weight(layer, t)) * _scalar(net.top_vecs[i][t])
         self._cur.layers.append(rec)
         if self.stats:
             self._check_finite(rec, net, i, kind)

@@ -23,6 +23,7 @@ import math
 import os
 
 from engine.core import backend
+from engine.core.layers.base import loss_weight
 from engine.instruments.analysis import analyze_net, human_bytes, human_count
 from engine.instruments.debug import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 
@@ -125,7 +126,7 @@ def _layer_rows(net, analysis, steps):
             "param_data_bytes": la.param_data_bytes, "param_diff_bytes": la.param_diff_bytes,
             "shared_param_bytes": la.shared_param_bytes,
             "need_backward": la.need_backward, "backward_reason": la.backward_reason,
-            "loss_weights": [float(layer.loss(k)) for k in range(len(la.tops))],
+            "loss_weights": [float(loss_weight(layer, k)) for k in range(len(la.tops))],
             "forward_ms": fwd.time_ms if fwd else None,
             "backward_ms": bwd.time_ms if bwd else None,
             "top_asum_mean": top_asum, "bottom_diff_asum_mean": bot_diff,

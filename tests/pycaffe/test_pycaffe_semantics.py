@@ -338,3 +338,27 @@ def test_a_script_quiets_caffe_by_setting_glog_minloglevel_before_importing_it(t
     r = subprocess.run([sys.executable, "-m", "engine", "run", "quiet.py"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert (r.returncode, r.stdout, r.stderr) == (0, "built\n", "")
+
+
+def test_instruments_read_loss_weights_past_a_python_layers_own_loss(tmp_path, caffe_alias):
+    """The debugger's records, reports and the inspector's graph read Caffe's loss weights,
+    not a Python layer's own ``self.loss`` value (a float, or None before forward)."""
+    from engine.instruments import report
+    from engine.instruments.debug import Recorder
+    from inspector import model
+
+    net = _stateful_net(tmp_path, "stateful_instruments")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    net.blobs["data"].data[...] = x
+    rec = Recorder(net)
+    net.Forward()
+    net.Backward()
+    by_layer = {r.layer: r for r in rec.steps[0].layers}
+    assert by_layer["double"].loss is None                       # its self.loss (15.0) is no weight
+    assert by_layer["loss"].loss == pytest.approx(0.5 * np.sum((2 * x) ** 2))
+    doc = report.build_report(net, recorder=rec)
+    weights = {la["name"]: la["loss_weights"] for la in doc["layers"]}
+    assert weights["double"] == [0.0] and weights["loss"] == [1.0]
+    graph = model.build_graph(net)
+    by_name = {layer.name: layer for layer in graph.layers}
+    assert by_name["double"].loss_weights == (0.0,) and by_name["loss"].loss_weights == (1.0,)
