@@ -30,10 +30,24 @@
     }
 
     // ------------------------------------------------------------------ binding to the cy instance
+    // Cytoscape 3.28 (dash-cytoscape 1.0) flips a node's :backgrounding state twice in every
+    // drawing of a node without background images, and each flip restyles the node, its edges
+    // and, for a block's frame, everything inside it: panning the whole of ResNet-152 spent most
+    // of its frames restyling.  No node here has a background image: the state stays false.
+    var NO_BACKGROUNDING = {get: function () { return false; }, set: function () {}, configurable: true};
+
+    function pinBackgrounding(eles) {
+        eles.forEach(function (e) {
+            if (e.isNode()) { Object.defineProperty(e._private, 'backgrounding', NO_BACKGROUNDING); }
+        });
+    }
+
     function hook() {
         var cy = cyOf();
         if (!cy || cy === S.cy) { return cy; }
         S.cy = cy;
+        pinBackgrounding(cy.nodes());
+        cy.on('add', 'node', function (e) { pinBackgrounding(e.target); });
         cy.on('mouseover', 'node, edge', showHover);
         cy.on('mouseout', 'node, edge', hideHover);
         cy.on('viewport', function () { hideHover(); queueMap(false); });
@@ -154,7 +168,7 @@
             cy.nodes().forEach(function (n) {
                 var b = n.boundingBox({includeLabels: false, includeOverlays: false});
                 var x = b.x1 * s + ox, y = b.y1 * s + oy, w = Math.max(b.w * s, 1.5), hh = Math.max(b.h * s, 1.5);
-                if (n.isParent()) {
+                if (n.data('kind') === 'group') {
                     c.strokeStyle = '#9aa8bd';
                     c.lineWidth = 1;
                     c.strokeRect(x, y, w, hh);
