@@ -163,12 +163,16 @@ def elements(view):
         el = _node_element(n)
         centres[n.id] = (el["position"]["x"], el["position"]["y"])
         out.append(el)
-    labelled = set()
+    labelled, seen_ids = set(), set()
     for k, e in enumerate(view.edges):
         if e.src not in centres or e.dst not in centres:
             continue
         state = e.state if e.state in (FRESH, STALE) else "idle"
-        data = {"id": "e%d" % k, "source": e.src, "target": e.dst, "blob": e.blob,
+        eid = "E:%s>%s:%s" % (e.src, e.dst, e.blob)      # stable across redraws (folding, options)
+        if eid in seen_ids:
+            eid += "#%d" % k
+        seen_ids.add(eid)
+        data = {"id": eid, "source": e.src, "target": e.dst, "blob": e.blob,
                 "colour": EDGE_COLOURS.get(e.state, EDGE_IDLE), "hover": hover_lines(e.hover)}
         if view.labels and e.label and (e.src, e.label) not in labelled:
             labelled.add((e.src, e.label))       # a blob read by several layers: its label once, at its writer
@@ -189,8 +193,10 @@ Z_EDGE, Z_NODE, Z_SEL = 10, 20, 30
 
 def stylesheet():
     """The graph's style: colours and sizes come from each element's data.  Labels by level
-    of detail: node names show from about zoom 0.64, edge labels (blob and shape, once per
-    blob, beside the layer that writes it) from about 0.9."""
+    of detail (cytoscape rounds the zoom up to a power of two for min-zoomed-font-size):
+    block frames' names show above zoom 0.25, node names above 0.5, edge labels (the
+    blob's shape, and its name unless a layer of that name made it; once per blob, under
+    the layer that writes it) from 0.75 (the page marks edges "far" below it)."""
     node_text = {"label": "data(label)", "font-family": FONT, "font-size": 11, "color": "data(fg)",
                  "text-valign": "center", "text-halign": "center", "min-zoomed-font-size": 7,
                  "text-wrap": "wrap", "text-max-width": 400}
@@ -211,7 +217,7 @@ def stylesheet():
             "shape": "round-rectangle", "width": "data(w)", "height": "data(h)", "background-color": "data(fill)",
             "background-opacity": 0.85, "border-color": "#9aa8bd", "border-width": 1.5, "border-style": "dashed",
             "label": "data(label)", "text-valign": "top", "text-halign": "center", "font-family": FONT,
-            "font-size": 12, "font-weight": "bold", "color": "#34495e", "min-zoomed-font-size": 5,
+            "font-size": 13, "font-weight": "bold", "color": "#34495e", "min-zoomed-font-size": 6,
             "text-margin-y": -2, "z-index-compare": "manual", "z-index": "data(z)"}},
         {"selector": "node.ran", "style": {"underlay-color": "#1f77b4", "underlay-padding": 6,
                                            "underlay-opacity": 0.16, "underlay-shape": "round-rectangle"}},
@@ -222,9 +228,10 @@ def stylesheet():
             "target-arrow-shape": "triangle", "arrow-scale": 0.8, "curve-style": "bezier",
             "edge-distances": "node-position", "z-index-compare": "manual", "z-index": Z_EDGE}},
         {"selector": "edge[label]", "style": {
-            "source-label": "data(label)", "source-text-offset": 22, "font-size": 9, "font-family": FONT,
+            "source-label": "data(label)", "source-text-offset": 16, "font-size": 9, "font-family": FONT,
             "color": "#555", "min-zoomed-font-size": 8, "text-background-color": "#ffffff",
             "text-background-opacity": 0.85, "text-background-padding": "1px"}},
+        {"selector": "edge.far", "style": {"text-opacity": 0, "text-background-opacity": 0}},   # zoomed out
         {"selector": "edge.seg", "style": {"curve-style": "segments", "segment-distances": "data(sd)",
                                            "segment-weights": "data(sw)"}},
         {"selector": "edge.stale", "style": {"line-style": "dotted"}},
