@@ -107,7 +107,7 @@
     }
 
     // ------------------------------------------------------------------ views
-    var LABEL_ZOOM = 0.7;      // node labels (11px) show above 0.5, edge labels from 0.75: a first view reads well
+    var LABEL_ZOOM = 0.7;      // node labels (11px) show above 0.5, edge labels from 0.7: a first view reads well
 
     function firstZoom(cy, bb) {   // readable labels, the whole width if it fits, never above 1
         var w = cy.width(), h = cy.height();
@@ -129,13 +129,16 @@
 
     // Labels by level of detail: cytoscape hides small text only at powers of two of the zoom,
     // so edge labels (blob shapes) are switched off below EDGE_LABEL_ZOOM here.
-    var EDGE_LABEL_ZOOM = 0.75;
+    var EDGE_LABEL_ZOOM = 0.7;        // = LABEL_ZOOM: a first view shows every label
 
     function edgeLabels(cy, always) {
         var far = cy.zoom() < EDGE_LABEL_ZOOM;
         if (far === S.far && !always) { return; }
         S.far = far;
-        cy.batch(function () { cy.edges('[label]').toggleClass('far', far); });
+        var change = cy.edges('[label]').filter(function (e) { return e.hasClass('far') !== far; });
+        if (change.nonempty()) {    // toggleClass restyles (and reports) every edge given, changed or not
+            cy.batch(function () { change.toggleClass('far', far); });
+        }
     }
 
     function queueEdgeLabels(cy) {     // the page redrew edges (their classes come from the server)

@@ -196,7 +196,7 @@ def stylesheet():
     of detail (cytoscape rounds the zoom up to a power of two for min-zoomed-font-size):
     block frames' names show above zoom 0.25, node names above 0.5, edge labels (the
     blob's shape, and its name unless a layer of that name made it; once per blob, under
-    the layer that writes it) from 0.75 (the page marks edges "far" below it)."""
+    the layer that writes it) from 0.7 (the page marks edges "far" below it)."""
     node_text = {"label": "data(label)", "font-family": FONT, "font-size": 11, "color": "data(fg)",
                  "text-valign": "center", "text-halign": "center", "min-zoomed-font-size": 7,
                  "text-wrap": "wrap", "text-max-width": 400}
