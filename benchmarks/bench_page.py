@@ -181,8 +181,8 @@ def main(argv=None):
     p.add_argument("--loads", type=int, default=3)
     p.add_argument("--port", type=int, default=int(os.environ.get("INSPECTOR_TEST_PORT", 8111)))
     p.add_argument("--root", default=ROOT, help="the checkout whose app.py to start (default: this one)")
-    p.add_argument("--before", help="another checkout to measure in the same run, loads alternating "
-                                    "(its server on PORT + 1)")
+    p.add_argument("--before", help="another checkout to measure in the same run, loads alternating")
+    p.add_argument("--before-port", type=int, help="its server's port (default: PORT + 50)")
     p.add_argument("--pause", type=float, default=6.0, help="seconds between loads (the server builds the "
                                                              "next tab's net meanwhile)")
     p.add_argument("--fillers", action="store_true", help="ResNet-152 with msra weight fillers (the train "
@@ -199,7 +199,7 @@ def main(argv=None):
             f.write(resnet_prototxt(152, fillers=True) if a.fillers else deploy_prototxt(152))
     pages = [("after", Page(a.root, model, a.port))]
     if a.before:
-        pages.insert(0, ("before", Page(a.before, model, a.port + 1)))
+        pages.insert(0, ("before", Page(a.before, model, a.before_port or a.port + 50)))
     out = {"model": model, "roots": {k: pg.root for k, pg in pages}}
     try:
         for _k, pg in pages:
