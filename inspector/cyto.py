@@ -184,7 +184,23 @@ def elements(view):
             data["sd"], data["sw"] = seg
             classes.append("seg")
         out.append({"data": data, "classes": " ".join(classes)})
+    _place_edge_labels(out)
     return out
+
+
+def _place_edge_labels(els):
+    """Where each edge label goes: under the layer that writes the blob (``src_label``), or,
+    for a layer writing several labelled blobs (a data layer's data and label, a Slice), at
+    the middle of each edge (``mid_label``), where diverging edges keep their labels apart."""
+    per_source = {}
+    for el in els:
+        d = el["data"]
+        if "source" in d and d.get("label"):
+            per_source[d["source"]] = per_source.get(d["source"], 0) + 1
+    for el in els:
+        d = el["data"]
+        if "source" in d and d.get("label"):
+            d["mid_label" if per_source[d["source"]] > 1 else "src_label"] = d["label"]
 
 
 # drawing order (z-index, compared across nodes and edges): frames (by depth), edges, nodes, the selection
@@ -228,9 +244,10 @@ def stylesheet():
             "target-arrow-shape": "triangle", "arrow-scale": 0.8, "curve-style": "bezier",
             "edge-distances": "node-position", "z-index-compare": "manual", "z-index": Z_EDGE}},
         {"selector": "edge[label]", "style": {
-            "source-label": "data(label)", "source-text-offset": 16, "font-size": 9, "font-family": FONT,
-            "color": "#555", "min-zoomed-font-size": 8, "text-background-color": "#ffffff",
-            "text-background-opacity": 0.85, "text-background-padding": "1px"}},
+            "font-size": 9, "font-family": FONT, "color": "#555", "min-zoomed-font-size": 8,
+            "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "1px"}},
+        {"selector": "edge[src_label]", "style": {"source-label": "data(src_label)", "source-text-offset": 16}},
+        {"selector": "edge[mid_label]", "style": {"label": "data(mid_label)"}},
         {"selector": "edge.far", "style": {"text-opacity": 0, "text-background-opacity": 0}},   # zoomed out
         {"selector": "edge.seg", "style": {"curve-style": "segments", "segment-distances": "data(sd)",
                                            "segment-weights": "data(sw)"}},

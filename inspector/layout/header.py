@@ -23,10 +23,11 @@ def header(config, examples, gpu, steps=None):
             field("Example", dcc.Dropdown(example_opts, default, id=ids.EXAMPLE, clearable=False,
                                           placeholder="(a net opened by path or upload)",
                                           className="example-dropdown")),
-            field("Path under the model root", html.Div([
+            field("Model path", html.Div([
                 dcc.Input(id=ids.MODEL_PATH, type="text", debounce=False, placeholder="models/x/deploy.prototxt",
                           className="path-input"),
-                button(ids.MODEL_PATH_OPEN, "Open")], className="inline")),
+                button(ids.MODEL_PATH_OPEN, "Open")], className="inline"),
+                  title="a prototxt under the model root (--model-root); Enter or Open loads it"),
             html.Div([
                 upload(ids.UPLOAD_MODEL, "prototxt", ".prototxt,.pbtxt,.txt", limit),
                 upload(ids.UPLOAD_WEIGHTS, "caffemodel", ".caffemodel,.h5", limit),

@@ -71,8 +71,14 @@ def test_edge_labels_once_per_blob_and_only_with_labels():
     v = _view()
     fork = vm.EdgeView(((0.0, 0.0), (5.0, -1.0)), "data", FRESH, "x", "x 1×2", "X", src="L0", dst="G0")
     both = vm.GraphView(v.nodes, (v.edges[0], fork), (), None, "category", "t", 2, 10.0, True, "k")
-    labels = [e["data"].get("label") for e in cyto.elements(both) if "source" in e["data"]]
-    assert labels == ["x 1×2", None]                           # x read twice: labelled once, at its writer
+    edges = [e["data"] for e in cyto.elements(both) if "source" in e["data"]]
+    assert [e.get("label") for e in edges] == ["x 1×2", None]  # x read twice: labelled once, at its writer
+    assert edges[0]["src_label"] == "x 1×2" and "mid_label" not in edges[0]
+    # a layer writing two labelled blobs: each label mid-edge, where the edges have parted
+    other = vm.EdgeView(((0.0, 0.0), (5.0, -1.0)), "data", FRESH, "y", "y 3", "Y", src="L0", dst="G0")
+    two = vm.GraphView(v.nodes, (v.edges[0], other), (), None, "category", "t", 2, 10.0, True, "k")
+    edges = [e["data"] for e in cyto.elements(two) if "source" in e["data"]]
+    assert [e.get("mid_label") for e in edges] == ["x 1×2", "y 3"] and not [e for e in edges if "src_label" in e]
     off = vm.GraphView(v.nodes, (v.edges[0], fork), (), None, "category", "t", 2, 10.0, False, "k")
     assert not [e for e in cyto.elements(off) if e["data"].get("label") and "source" in e["data"]]
 
