@@ -268,6 +268,18 @@ def _esc(text):
     return html.escape(str(text), quote=True)
 
 
+def _along(points, distance):
+    """The point ``distance`` pixels along a polyline from its start (None: its middle)."""
+    lengths = [math.hypot(b[0] - a[0], b[1] - a[1]) for a, b in zip(points, points[1:])]
+    left = sum(lengths) / 2.0 if distance is None else min(distance, sum(lengths))
+    for (a, b), n in zip(zip(points, points[1:]), lengths):
+        if left <= n and n > 0:
+            t = left / n
+            return a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t
+        left -= n
+    return points[-1]
+
+
 def graph_svg(view, title=""):
     """The whole graph as a standalone SVG document (what "Save image" gives for SVG)."""
     els = elements(view)
@@ -309,16 +321,24 @@ def graph_svg(view, title=""):
                    'font-weight="bold" fill="#34495e" text-anchor="middle">%s</text></g>'
                    % (b[0], top, b[2] - b[0], b[3] - top, _esc(f["fill"]), (b[0] + b[2]) / 2, top - 4,
                       _esc(f["label"])))
+    routes = {}
+    for e in view.edges:
+        routes.setdefault((e.src, e.dst, e.blob), [(x * XPX + 8.0, -y * YPX) for x, y in e.points[1:-1]])
     for el in els:
         d = el["data"]
         if "source" not in d or d["source"] not in pos or d["target"] not in pos:
             continue
         sx, sy, _sw, sh = pos[d["source"]]
         tx, ty, _tw, th = pos[d["target"]]
+        pts = [(sx, sy + sh / 2)] + routes.get((d["source"], d["target"], d["blob"]), []) + [(tx, ty - th / 2)]
         dash = ' stroke-dasharray="4 3"' if "ghost" in el["classes"] or "stale" in el["classes"] else ""
-        out.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.4"%s '
-                   'marker-end="url(#arrow)"><title>%s</title></line>'
-                   % (sx, sy + sh / 2, tx, ty - th / 2, _esc(d["colour"]), dash, _esc(d.get("label") or d["blob"])))
+        out.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="1.4"%s marker-end="url(#arrow)">'
+                   '<title>%s</title></polyline>' % (" ".join("%.1f,%.1f" % p for p in pts), _esc(d["colour"]),
+                                                     dash, _esc(d.get("label") or d["blob"])))
+        if d.get("label"):
+            lx, ly = _along(pts, 16.0) if "src_label" in d else _along(pts, None)
+            out.append('<text x="%.1f" y="%.1f" font-size="9" text-anchor="middle" fill="#555" stroke="#ffffff" '
+                       'stroke-width="3" paint-order="stroke">%s</text>' % (lx, ly + 3, _esc(d["label"])))
     for el in els:
         d = el["data"]
         if d["id"] not in pos:

@@ -64,7 +64,10 @@ def test_graph_svg():
     svg = cyto.graph_svg(_view())
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     assert ">a<" in svg and ">▶ b<" in svg and "blk · 1 layers" in svg
-    assert svg.count("<line") == 2
+    assert svg.count("<polyline") == 2
+    assert ">x 1×2</text>" in svg                             # the edge labels as the page draws them
+    bent = svg.split("<polyline")[2].split('points="')[1].split('"')[0].split()
+    assert len(bent) == 3                                     # routed round a bend, as on the page
 
 
 def test_edge_labels_once_per_blob_and_only_with_labels():
