@@ -10,7 +10,8 @@
                search: 'graph-search', results: 'graph-search-results', pick: 'graph-search-pick',
                toggle: 'block-toggle'};
     var S = {cy: null, net: null, viewed: false, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
-             mapImage: null, mapBox: null, mapDirty: true, mapQueued: false};
+             mapImage: null, mapBox: null, mapDirty: true, mapQueued: false, reframeQueued: false, far: null,
+             labelsQueued: false};
 
     function cyOf() {
         var el = document.getElementById(IDS.graph);
@@ -30,17 +31,33 @@
     }
 
     // ------------------------------------------------------------------ binding to the cy instance
+    // Cytoscape 3.28 (dash-cytoscape 1.0) flips a node's :backgrounding state twice in every
+    // drawing of a node without background images, and each flip restyles the node, its edges
+    // and, for a block's frame, everything inside it: panning the whole of ResNet-152 spent most
+    // of its frames restyling.  No node here has a background image: the state stays false.
+    var NO_BACKGROUNDING = {get: function () { return false; }, set: function () {}, configurable: true};
+
+    function pinBackgrounding(eles) {
+        eles.forEach(function (e) {
+            if (e.isNode()) { Object.defineProperty(e._private, 'backgrounding', NO_BACKGROUNDING); }
+        });
+    }
+
     function hook() {
         var cy = cyOf();
         if (!cy || cy === S.cy) { return cy; }
         S.cy = cy;
+        pinBackgrounding(cy.nodes());
+        cy.on('add', 'node', function (e) { pinBackgrounding(e.target); });
         cy.on('mouseover', 'node, edge', showHover);
         cy.on('mouseout', 'node, edge', hideHover);
         cy.on('viewport', function () { hideHover(); queueMap(false); });
+        cy.on('zoom', function () { edgeLabels(cy, false); });
+        cy.on('add data class', 'edge', function () { queueEdgeLabels(cy); });   // new or redrawn edges
         cy.on('add remove position data', function () { queueMap(true); });
-        cy.on('add', function () {          // the first drawing of the page: its first view at once
-            if (S.viewed || S.net !== null) { return; }
-            window.requestAnimationFrame(function () {
+        cy.on('add', function () {
+            if (S.viewed || S.net !== null) { queueReframe(cy); return; }
+            window.requestAnimationFrame(function () {   // the first drawing of the page: its first view at once
                 if (S.viewed || cy.elements().length === 0) { return; }
                 S.viewed = true;
                 firstView(cy);
@@ -90,19 +107,60 @@
     }
 
     // ------------------------------------------------------------------ views
-    var LABEL_ZOOM = 0.7;      // node labels (11px, min-zoomed-font-size 7) show from about 0.64
+    var LABEL_ZOOM = 0.7;      // node labels (11px) show above 0.5, edge labels from 0.7: a first view reads well
 
-    function firstView(cy) {
-        var bb = cy.elements().boundingBox();
-        if (!isFinite(bb.w) || bb.w <= 0) { return; }
+    function firstZoom(cy, bb) {   // readable labels, the whole width if it fits, never above 1
         var w = cy.width(), h = cy.height();
         var z = Math.min(1.0, Math.max(LABEL_ZOOM, (w - 60) / bb.w));
         if (bb.h * z < h - 40 && bb.w * z < w - 40) {
             z = Math.min(1.0, (h - 40) / bb.h, (w - 40) / bb.w);
             z = Math.max(z, Math.min(LABEL_ZOOM, (h - 40) / bb.h));
         }
+        return z;
+    }
+
+    function firstView(cy) {
+        var bb = cy.elements().boundingBox();
+        if (!isFinite(bb.w) || bb.w <= 0) { return; }
+        var z = firstZoom(cy, bb);
         cy.zoom(z);
-        cy.pan({x: w / 2 - (bb.x1 + bb.w / 2) * z, y: 24 - bb.y1 * z});
+        cy.pan({x: cy.width() / 2 - (bb.x1 + bb.w / 2) * z, y: 44 - bb.y1 * z});   // below the legend
+    }
+
+    // Labels by level of detail: cytoscape hides small text only at powers of two of the zoom,
+    // so edge labels (blob shapes) are switched off below EDGE_LABEL_ZOOM here.
+    var EDGE_LABEL_ZOOM = 0.7;        // = LABEL_ZOOM: a first view shows every label
+
+    function edgeLabels(cy, always) {
+        var far = cy.zoom() < EDGE_LABEL_ZOOM;
+        if (far === S.far && !always) { return; }
+        S.far = far;
+        var change = cy.edges('[label]').filter(function (e) { return e.hasClass('far') !== far; });
+        if (change.nonempty()) {    // toggleClass restyles (and reports) every edge given, changed or not
+            cy.batch(function () { change.toggleClass('far', far); });
+        }
+    }
+
+    function queueEdgeLabels(cy) {     // the page redrew edges (their classes come from the server)
+        if (S.labelsQueued) { return; }
+        S.labelsQueued = true;
+        window.requestAnimationFrame(function () { S.labelsQueued = false; edgeLabels(cy, true); });
+    }
+
+    // After the drawing changed (folding, options): a view that no longer shows the net, or
+    // shows it as a speck (Collapse all after looking at the whole net expanded), starts again
+    // from the first view; opening or folding one block leaves the view where it is.
+    function queueReframe(cy) {
+        if (S.reframeQueued) { return; }
+        S.reframeQueued = true;
+        window.requestAnimationFrame(function () {
+            S.reframeQueued = false;
+            var bb = cy.elements().boundingBox(), ext = cy.extent();
+            if (!isFinite(bb.w) || bb.w <= 0) { return; }
+            var away = bb.x2 < ext.x1 || bb.x1 > ext.x2 || bb.y2 < ext.y1 || bb.y1 > ext.y2;
+            var speck = bb.w < ext.w * 0.4 && bb.h < ext.h * 0.4 && cy.zoom() < 0.8 * firstZoom(cy, bb);
+            if (away || speck) { firstView(cy); }
+        });
     }
 
     function centreOn(cy, eles, animate) {
@@ -154,7 +212,7 @@
             cy.nodes().forEach(function (n) {
                 var b = n.boundingBox({includeLabels: false, includeOverlays: false});
                 var x = b.x1 * s + ox, y = b.y1 * s + oy, w = Math.max(b.w * s, 1.5), hh = Math.max(b.h * s, 1.5);
-                if (n.isParent()) {
+                if (n.data('kind') === 'group') {
                     c.strokeStyle = '#9aa8bd';
                     c.lineWidth = 1;
                     c.strokeRect(x, y, w, hh);
@@ -259,6 +317,10 @@
     }, true);
     document.addEventListener('click', function (ev) {
         if (ev.target && ev.target.id === IDS.minimap) { mapTo(ev); }
+        var open = document.querySelectorAll('details.menu[open]');      // the View / Save menus
+        for (var i = 0; i < open.length; i++) {
+            if (!open[i].contains(ev.target)) { open[i].removeAttribute('open'); }
+        }
     });
     var dragging = false;
     document.addEventListener('mousedown', function (ev) { dragging = ev.target && ev.target.id === IDS.minimap; });

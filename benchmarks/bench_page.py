@@ -1,4 +1,5 @@
-"""Time from opening the inspector's page to a drawn graph, in headless Chromium.
+"""Time from opening the inspector's page to a drawn graph, in headless Chromium;
+and how smoothly the whole net pans and zooms.
 
 Starts ``python app.py MODEL --port PORT`` (this checkout), opens the page
 ``--loads`` times, each in a fresh tab (a new browser session, so the server
@@ -7,15 +8,28 @@ from navigation start to the first frame with the graph drawn: the graph's
 nodes on screen (the cytoscape graph's first view, or the Plotly graph's first
 points for older versions of the page).
 
-    python benchmarks/bench_page.py [MODEL] [--loads 3] [--port 8111] [--json out.json]
+``--before ROOT`` measures another checkout (e.g. ``git worktree add`` or
+``git archive`` of an older commit) in the same run: both servers run side by
+side and their loads alternate (before, after, before, ...), so that both see
+the same machine load.
 
-MODEL defaults to ResNet-152 deploy from ``benchmarks/netgen.py``.  Needs
+``--panzoom`` then opens every block (Expand all: ResNet-152's 721 layers
+drawn one by one) and measures the frames while the view pans and zooms in
+and out for ``--frames`` animation frames (requestAnimationFrame driving
+cytoscape's pan and zoom, as a wheel or a drag does): frame times and the
+frames that missed 60 fps.
+
+    python benchmarks/bench_page.py [MODEL] [--loads 3] [--before ROOT] [--panzoom] [--json out.json]
+
+MODEL defaults to ResNet-152 as KaimingHe's deploy file (``netgen.deploy``:
+no weight fillers, old-style input fields; the page opens it in TEST).  Needs
 Chromium and chromedriver (Debian: chromium, chromium-driver) and selenium.
 """
 import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +47,41 @@ DRAWN = """
 if (window.inspectorGraphDrawn) { return window.inspectorGraphDrawn; }
 if (document.querySelector('#net-graph .scatterlayer .point')) { return performance.now(); }
 return null;
+"""
+
+_CY = """
+const el = document.getElementById('net-graph');
+let cy = el && el._cyreg && el._cyreg.cy;
+if (!cy && el) {
+  for (const d of el.getElementsByTagName('div')) { if (d._cyreg && d._cyreg.cy) { cy = d._cyreg.cy; break; } }
+}
+"""
+
+# pan and zoom for ``frames`` animation frames: a zoom out to the whole net, a pan along it,
+# a zoom in to reading size and a pan back; the frame times go to window.__panzoom
+PANZOOM = _CY + """
+const frames = arguments[0], done = arguments[arguments.length - 1];
+const bb = cy.elements().boundingBox(), w = cy.width(), h = cy.height();
+const zFit = Math.min(w / bb.w, h / bb.h), zRead = 0.9;
+const times = [];
+let k = 0, last = performance.now();
+function view(t) {                       // t in [0, 1): the camera's path
+  const phase = Math.floor(t * 4), u = t * 4 - phase;
+  const zs = [[zRead, zFit], [zFit, zFit], [zFit, zRead], [zRead, zRead]][phase];
+  const ys = [[0.05, 0.5], [0.5, 0.95], [0.95, 0.6], [0.6, 0.1]][phase];
+  const z = zs[0] * Math.pow(zs[1] / zs[0], u), y = bb.y1 + bb.h * (ys[0] + (ys[1] - ys[0]) * u);
+  cy.viewport({zoom: z, pan: {x: w / 2 - (bb.x1 + bb.w / 2) * z, y: h / 2 - y * z}});
+}
+function step(now) {
+  times.push(now - last);
+  last = now;
+  if (k >= frames) { done(times.slice(1)); return; }
+  view(k / frames);
+  k += 1;
+  requestAnimationFrame(step);
+}
+view(0);
+requestAnimationFrame(function (now) { last = now; requestAnimationFrame(step); });
 """
 
 
@@ -61,23 +110,6 @@ def _wait_server(url, timeout=120):
     raise RuntimeError("the server at %s did not answer" % url)
 
 
-def measure(url, loads=3, pause=6.0, timeout=60.0):
-    """[ms from navigation start to the drawn graph] for ``loads`` fresh tabs."""
-    d = _driver()
-    out = []
-    try:
-        d.get(url)                      # warm the browser's cache of the page's scripts, as a returning user
-        _wait_drawn(d, timeout)
-        for _ in range(loads):
-            time.sleep(pause)           # the server builds the next tab's net meanwhile (when it does)
-            d.switch_to.new_window("tab")
-            d.get(url)
-            out.append(_wait_drawn(d, timeout))
-    finally:
-        d.quit()
-    return out
-
-
 def _wait_drawn(d, timeout):
     end = time.time() + timeout
     while time.time() < end:
@@ -88,37 +120,113 @@ def _wait_drawn(d, timeout):
     raise RuntimeError("the graph was not drawn within %.0f s" % timeout)
 
 
+class Page:
+    """One server (a checkout's app.py on MODEL) and a browser on it."""
+
+    def __init__(self, root, model, port):
+        self.root, self.url = root, "http://127.0.0.1:%d/" % port
+        self.server = subprocess.Popen(
+            [sys.executable, os.path.join(root, "app.py"), model, "--port", str(port),
+             "--model-root", os.path.dirname(os.path.abspath(model))],
+            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.driver = None
+
+    def start(self, timeout=60.0):
+        _wait_server(self.url)
+        self.driver = _driver()
+        self.driver.get(self.url)       # warm the browser's cache of the page's scripts, as a returning user
+        _wait_drawn(self.driver, timeout)
+
+    def load(self, timeout=60.0):
+        """ms from navigation start to the drawn graph, in a fresh tab."""
+        d = self.driver
+        d.switch_to.new_window("tab")
+        d.get(self.url)
+        return _wait_drawn(d, timeout)
+
+    def panzoom(self, frames=240, timeout=120.0):
+        """Frame times (ms) while panning and zooming the fully expanded net."""
+        d = self.driver
+        d.find_element("id", "btn-expand-all").click()
+        end = time.time() + timeout
+        while time.time() < end:
+            if d.execute_script(_CY + "return cy && cy.nodes('.block').length === 0 && cy.nodes().length > 100;"):
+                break
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("Expand all did not open every block within %.0f s" % timeout)
+        time.sleep(2.0)
+        d.set_script_timeout(timeout)
+        nodes = d.execute_script(_CY + "return cy.elements().length;")
+        return nodes, d.execute_async_script(PANZOOM, frames)
+
+    def close(self):
+        if self.driver is not None:
+            self.driver.quit()
+        self.server.terminate()
+        self.server.wait(timeout=20)
+
+
+def frame_summary(times):
+    times = sorted(times)
+    return {"frames": len(times), "median_ms": statistics.median(times),
+            "p95_ms": times[int(0.95 * (len(times) - 1))], "max_ms": times[-1],
+            "over_33ms": sum(1 for t in times if t > 33.4), "fps": 1000.0 * len(times) / sum(times)}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("model", nargs="?", help="prototxt (default: ResNet-152 deploy from netgen.py)")
+    p.add_argument("model", nargs="?", help="prototxt (default: ResNet-152 deploy, KaimingHe's file as netgen.py "
+                                            "writes it)")
     p.add_argument("--loads", type=int, default=3)
     p.add_argument("--port", type=int, default=int(os.environ.get("INSPECTOR_TEST_PORT", 8111)))
     p.add_argument("--root", default=ROOT, help="the checkout whose app.py to start (default: this one)")
-    p.add_argument("--fillers", action="store_true", help="ResNet-152 with msra weight fillers (default: "
-                   "none, as KaimingHe's deploy file: its weights come from a caffemodel)")
+    p.add_argument("--before", help="another checkout to measure in the same run, loads alternating")
+    p.add_argument("--before-port", type=int, help="its server's port (default: PORT + 50)")
+    p.add_argument("--pause", type=float, default=6.0, help="seconds between loads (the server builds the "
+                                                             "next tab's net meanwhile)")
+    p.add_argument("--fillers", action="store_true", help="ResNet-152 with msra weight fillers (the train "
+                   "layout's Input layer and conv1 bias)")
+    p.add_argument("--panzoom", action="store_true", help="also measure pan/zoom frames on the whole net expanded")
+    p.add_argument("--frames", type=int, default=240)
     p.add_argument("--json", help="also write the figures here")
     a = p.parse_args(argv)
     model = a.model
     if model is None:
-        from benchmarks.netgen import resnet_prototxt
+        from benchmarks.netgen import deploy_prototxt, resnet_prototxt
         model = os.path.join(tempfile.mkdtemp(prefix="bench-page-"), "resnet152_deploy.prototxt")
         with open(model, "w") as f:
-            f.write(resnet_prototxt(152, fillers=a.fillers))
-    server = subprocess.Popen([sys.executable, os.path.join(a.root, "app.py"), model, "--port", str(a.port),
-                               "--model-root", os.path.dirname(os.path.abspath(model))],
-                              cwd=a.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            f.write(resnet_prototxt(152, fillers=True) if a.fillers else deploy_prototxt(152))
+    pages = [("after", Page(a.root, model, a.port))]
+    if a.before:
+        pages.insert(0, ("before", Page(a.before, model, a.before_port or a.port + 50)))
+    out = {"model": model, "roots": {k: pg.root for k, pg in pages}}
     try:
-        url = "http://127.0.0.1:%d/" % a.port
-        _wait_server(url)
-        times = measure(url, a.loads)
+        for _k, pg in pages:
+            pg.start()
+        times = {k: [] for k, _pg in pages}
+        for _ in range(a.loads):
+            for k, pg in pages:
+                time.sleep(a.pause)
+                times[k].append(pg.load())
+        for k, _pg in pages:
+            print("%s %s: page open -> graph drawn, ms: %s (best %.0f)" % (
+                k, os.path.basename(model), ", ".join("%.0f" % t for t in times[k]), min(times[k])))
+            out[k] = {"times_ms": times[k], "best_ms": min(times[k])}
+        if a.panzoom:
+            for k, pg in pages:
+                n, frames = pg.panzoom(a.frames)
+                s = frame_summary(frames)
+                out[k]["panzoom"] = dict(s, elements=n)
+                print("%s pan/zoom, whole net expanded (%d elements): %d frames, median %.1f ms, p95 %.1f ms, "
+                      "max %.0f ms, %d frames over 33 ms, %.0f fps" % (
+                          k, n, s["frames"], s["median_ms"], s["p95_ms"], s["max_ms"], s["over_33ms"], s["fps"]))
     finally:
-        server.terminate()
-        server.wait(timeout=20)
-    print("%s: page open -> graph drawn, ms: %s (best %.0f)" % (os.path.basename(model),
-                                                              ", ".join("%.0f" % t for t in times), min(times)))
+        for _k, pg in pages:
+            pg.close()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"model": model, "root": a.root, "times_ms": times, "best_ms": min(times)}, f, indent=1)
+            json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

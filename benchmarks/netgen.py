@@ -11,10 +11,17 @@ Layer and blob names are KaimingHe's: ``conv1``, ``bn_conv1``, ``scale_conv1``,
 - deploy (``train=False``): an Input layer ``data``, BatchNorm with
   ``use_global_stats: true``, Softmax ``prob``;
 - train (``train=True``): Input ``data`` + ``label``, BatchNorm in batch mode,
-  SoftmaxWithLoss ``loss`` and Accuracy in TEST.
+  SoftmaxWithLoss ``loss`` and Accuracy in TEST;
+- :func:`deploy_prototxt`: the deploy file as KaimingHe published it, for
+  benchmarks of opening a real deploy net: the input as the old ``input`` /
+  ``input_dim`` fields (Caffe upgrades them to an Input layer), no weight
+  fillers (the weights come from a caffemodel), no bias on ``conv1``,
+  BatchNorm with ``use_global_stats``; it is opened in TEST, as Caffe's tools
+  and the inspector open a deploy net.
 
     python benchmarks/netgen.py 152 > resnet152_deploy.prototxt
     python benchmarks/netgen.py 50 --train --batch 8 -o resnet50_train.prototxt
+    python benchmarks/netgen.py 152 --deploy-file -o ResNet-152-deploy.prototxt
 """
 import argparse
 import os
@@ -37,7 +44,7 @@ def _block_names(depth, stage, count):
     return ["a"] + ["b%d" % i for i in range(1, count)]
 
 
-def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=True):
+def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=True, conv1_bias=True):
     """A ResNet NetParameter (``depth`` 50, 101 or 152)."""
     from engine.proto import caffe_pb2
     if depth not in STAGES:
@@ -84,7 +91,7 @@ def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=
     if train:
         inp.input_param.shape.add().dim.extend([batch])
 
-    conv("conv1", "data", 64, 7, 2, 3, bias=True)
+    conv("conv1", "data", 64, 7, 2, 3, bias=conv1_bias)
     bn_scale("conv1", "bn_conv1", "scale_conv1")
     relu("conv1", "conv1_relu")
     pool = layer("pool1", "Pooling", ["conv1"], ["pool1"])
@@ -132,6 +139,21 @@ def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=
 
 def resnet_prototxt(depth=50, **kw):
     return text_format.MessageToString(resnet(depth, **kw))
+
+
+def deploy(depth=152, batch=1, image=224):
+    """KaimingHe's ResNet-``depth``-deploy.prototxt as a NetParameter (see the module's docstring)."""
+    net = resnet(depth, batch=batch, train=False, image=image, fillers=False, conv1_bias=False)
+    first = net.layer[0]
+    assert first.type == "Input"
+    net.input.append(first.top[0])
+    net.input_dim.extend(first.input_param.shape[0].dim)
+    del net.layer[0]
+    return net
+
+
+def deploy_prototxt(depth=152, **kw):
+    return text_format.MessageToString(deploy(depth, **kw))
 
 
 class _Builder:
@@ -264,12 +286,16 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--image", type=int, default=224)
     p.add_argument("--no-fillers", action="store_true", help="no weight fillers (as KaimingHe's deploy files)")
+    p.add_argument("--deploy-file", action="store_true", help="the deploy file as KaimingHe published it "
+                   "(old-style input fields, no fillers, no conv1 bias)")
     p.add_argument("-o", "--output", help="file to write (default: stdout)")
     a = p.parse_args(argv)
     if a.depth == "mobilenet":
         text = mobilenet_prototxt(batch=a.batch, image=a.image)
     elif a.depth == "fcn8s":
         text = fcn8s_prototxt(image=a.image)
+    elif a.deploy_file:
+        text = deploy_prototxt(int(a.depth), batch=a.batch, image=a.image)
     else:
         text = resnet_prototxt(int(a.depth), batch=a.batch, train=a.train, image=a.image,
                                fillers=not a.no_fillers)

@@ -13,7 +13,7 @@ from .jobs import ThreadJobManager
 from .layout import page
 from .loading import build
 from .sessions import SessionStore, new_session_id
-from .spares import Spares
+from .spares import Spares, first_view
 
 log = logging.getLogger("inspector")
 
@@ -26,7 +26,7 @@ def create_app(config=None, store=None):
     _load_layer_registry()
     ctx = AppContext(config=config, store=store, examples=config.examples())
     if config.prebuild and not config.gpu:
-        ctx.spares = Spares(lambda spec: build(spec, allow_python=config.allow_python_layers))
+        ctx.spares = Spares(lambda spec: first_view(build(spec, allow_python=config.allow_python_layers)))
         ctx.spares.prime(initial_spec(ctx))
     manager = ThreadJobManager(config.cache_dir, expire=config.job_expire_seconds)
     dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),

@@ -64,7 +64,7 @@ def _node_element(node):
     if node.members:
         data["members"] = "|" + "|".join(node.members) + "|"
     if node.parent:
-        data["parent"] = node.parent
+        data["frame"] = node.parent         # the frame drawn around it (a plain node: see _frame_element)
     classes = [node.kind]
     if node.state in (FRESH, STALE):
         classes.append(node.state)
@@ -73,12 +73,53 @@ def _node_element(node):
     return {"data": data, "position": {"x": round(cx, 1), "y": round(cy, 1)}, "classes": " ".join(classes)}
 
 
-def _frame_element(node):
+FRAME_PAD = 12.0    # pixels between a block's frame and what it holds
+FRAME_TOP = 6.0     # and above it (the frame's name is drawn above the frame)
+
+
+def _frame_element(node, box, depth):
+    """A block's frame: a plain node behind its members (not a cytoscape compound
+    node: those are restyled with everything inside them), sized to ``box``."""
+    x0, y0, x1, y1 = box
     data = {"id": node.id, "kind": "group", "name": node.name, "label": node.label, "fill": node.fill,
-            "hover": hover_lines(node.hover), "members": "|" + "|".join(node.members) + "|"}
+            "hover": hover_lines(node.hover), "w": round(x1 - x0, 1), "h": round(y1 - y0, 1), "z": depth}
     if node.parent:
-        data["parent"] = node.parent
-    return {"data": data, "classes": "group"}
+        data["frame"] = node.parent
+    return {"data": data, "position": {"x": round((x0 + x1) / 2, 1), "y": round((y0 + y1) / 2, 1)},
+            "classes": "group"}
+
+
+def frame_boxes(view):
+    """{frame id: (x0, y0, x1, y1)} in pixels: each expanded block's frame around its
+    members' boxes (and the frames inside it), with FRAME_PAD around them."""
+    frames = {n.id: n for n in view.nodes if n.kind == "group"}
+    children = {}
+    for n in view.nodes:
+        if n.parent:
+            children.setdefault(n.parent, []).append(n)
+    boxes = {}
+
+    def box(fid):
+        if fid in boxes:
+            return boxes[fid]
+        parts = []
+        for c in children.get(fid, ()):
+            if c.kind == "group":
+                parts.append(box(c.id))
+            else:
+                (cx, cy), (w, h) = centre(c), node_size(c)
+                parts.append((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2))
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            boxes[fid] = None
+            return None
+        b = (min(p[0] for p in parts) - FRAME_PAD, min(p[1] for p in parts) - FRAME_PAD - FRAME_TOP,
+             max(p[2] for p in parts) + FRAME_PAD, max(p[3] for p in parts) + FRAME_PAD)
+        boxes[fid] = b
+        return b
+    for fid in frames:
+        box(fid)
+    return {k: v for k, v in boxes.items() if v is not None}
 
 
 def _segments(points, src, dst):
@@ -103,16 +144,18 @@ def _segments(points, src, dst):
 
 
 def elements(view):
-    """The cytoscape elements of a GraphView: frames first (parents before children), then nodes, edges."""
-    frames = [n for n in view.nodes if n.kind == "group"]
+    """The cytoscape elements of a GraphView: frames first (outer before inner), then nodes, edges."""
+    frames = {n.id: n for n in view.nodes if n.kind == "group"}
     depth = {}
 
-    def frame_depth(n):
-        if n.id not in depth:
-            parent = next((f for f in frames if f.id == n.parent), None)
-            depth[n.id] = 0 if parent is None else frame_depth(parent) + 1
-        return depth[n.id]
-    out = [_frame_element(f) for f in sorted(frames, key=frame_depth)]
+    def frame_depth(fid):
+        if fid not in depth:
+            parent = frames[fid].parent
+            depth[fid] = 0 if parent not in frames else frame_depth(parent) + 1
+        return depth[fid]
+    boxes = frame_boxes(view)
+    out = [_frame_element(frames[f], boxes[f], frame_depth(f)) for f in sorted(frames, key=frame_depth)
+           if f in boxes]
     centres = {}
     for n in view.nodes:
         if n.kind == "group":
@@ -120,12 +163,20 @@ def elements(view):
         el = _node_element(n)
         centres[n.id] = (el["position"]["x"], el["position"]["y"])
         out.append(el)
+    labelled, seen_ids = set(), set()
     for k, e in enumerate(view.edges):
         if e.src not in centres or e.dst not in centres:
             continue
         state = e.state if e.state in (FRESH, STALE) else "idle"
-        data = {"id": "e%d" % k, "source": e.src, "target": e.dst, "label": e.label, "blob": e.blob,
+        eid = "E:%s>%s:%s" % (e.src, e.dst, e.blob)      # stable across redraws (folding, options)
+        if eid in seen_ids:
+            eid += "#%d" % k
+        seen_ids.add(eid)
+        data = {"id": eid, "source": e.src, "target": e.dst, "blob": e.blob,
                 "colour": EDGE_COLOURS.get(e.state, EDGE_IDLE), "hover": hover_lines(e.hover)}
+        if view.labels and e.label and (e.src, e.label) not in labelled:
+            labelled.add((e.src, e.label))       # a blob read by several layers: its label once, at its writer
+            data["label"] = e.label
         classes = [e.kind, state]
         inner = [(x * XPX + 8.0, -y * YPX) for x, y in e.points[1:-1]]
         seg = _segments(inner, centres[e.src], centres[e.dst]) if inner else None
@@ -133,18 +184,43 @@ def elements(view):
             data["sd"], data["sw"] = seg
             classes.append("seg")
         out.append({"data": data, "classes": " ".join(classes)})
+    _place_edge_labels(out)
     return out
 
 
+def _place_edge_labels(els):
+    """Where each edge label goes: under the layer that writes the blob (``src_label``), or,
+    for a layer writing several labelled blobs (a data layer's data and label, a Slice), at
+    the middle of each edge (``mid_label``), where diverging edges keep their labels apart."""
+    per_source = {}
+    for el in els:
+        d = el["data"]
+        if "source" in d and d.get("label"):
+            per_source[d["source"]] = per_source.get(d["source"], 0) + 1
+    for el in els:
+        d = el["data"]
+        if "source" in d and d.get("label"):
+            d["mid_label" if per_source[d["source"]] > 1 else "src_label"] = d["label"]
+
+
+# drawing order (z-index, compared across nodes and edges): frames (by depth), edges, nodes, the selection
+Z_EDGE, Z_NODE, Z_SEL = 10, 20, 30
+
+
 def stylesheet():
-    """The graph's style: colours and sizes come from each element's data."""
+    """The graph's style: colours and sizes come from each element's data.  Labels by level
+    of detail (cytoscape rounds the zoom up to a power of two for min-zoomed-font-size):
+    block frames' names show above zoom 0.25, node names above 0.5, edge labels (the
+    blob's shape, and its name unless a layer of that name made it; once per blob, under
+    the layer that writes it) from 0.7 (the page marks edges "far" below it)."""
     node_text = {"label": "data(label)", "font-family": FONT, "font-size": 11, "color": "data(fg)",
                  "text-valign": "center", "text-halign": "center", "min-zoomed-font-size": 7,
                  "text-wrap": "wrap", "text-max-width": 400}
     return [
-        {"selector": "node[w]", "style": {
+        {"selector": "node[lw]", "style": {
             **node_text, "shape": "round-rectangle", "width": "data(w)", "height": "data(h)",
-            "background-color": "data(fill)", "border-color": "data(line)", "border-width": "data(lw)"}},
+            "background-color": "data(fill)", "border-color": "data(line)", "border-width": "data(lw)",
+            "z-index-compare": "manual", "z-index": Z_NODE}},
         {"selector": "node.block", "style": {
             "shape": "cut-rectangle", "border-style": "double", "font-weight": "bold", "font-size": 11.5,
             "border-width": 4}},
@@ -154,10 +230,11 @@ def stylesheet():
         {"selector": "node.output", "style": {"shape": "round-tag", "font-size": 10, "color": "#333",
                                               "border-color": "#777", "background-color": "#ffffff"}},
         {"selector": "node.group", "style": {
-            "shape": "round-rectangle", "background-color": "#f5f7fb", "background-opacity": 0.85,
-            "border-color": "#9aa8bd", "border-width": 1.5, "border-style": "dashed", "padding": "12px",
-            "label": "data(label)", "text-valign": "top", "text-halign": "center", "font-size": 12,
-            "font-weight": "bold", "color": "#34495e", "min-zoomed-font-size": 5, "text-margin-y": -2}},
+            "shape": "round-rectangle", "width": "data(w)", "height": "data(h)", "background-color": "data(fill)",
+            "background-opacity": 0.85, "border-color": "#9aa8bd", "border-width": 1.5, "border-style": "dashed",
+            "label": "data(label)", "text-valign": "top", "text-halign": "center", "font-family": FONT,
+            "font-size": 13, "font-weight": "bold", "color": "#34495e", "min-zoomed-font-size": 6,
+            "text-margin-y": -2, "z-index-compare": "manual", "z-index": "data(z)"}},
         {"selector": "node.ran", "style": {"underlay-color": "#1f77b4", "underlay-padding": 6,
                                            "underlay-opacity": 0.16, "underlay-shape": "round-rectangle"}},
         {"selector": "node.stopped", "style": {"underlay-color": "#1f77b4", "underlay-padding": 9,
@@ -165,16 +242,20 @@ def stylesheet():
         {"selector": "edge", "style": {
             "width": 1.6, "line-color": "data(colour)", "target-arrow-color": "data(colour)",
             "target-arrow-shape": "triangle", "arrow-scale": 0.8, "curve-style": "bezier",
-            "label": "data(label)", "font-size": 9, "font-family": FONT, "color": "#555",
-            "min-zoomed-font-size": 8, "text-background-color": "#ffffff", "text-background-opacity": 0.85,
-            "text-background-padding": "1px", "edge-distances": "node-position"}},
+            "edge-distances": "node-position", "z-index-compare": "manual", "z-index": Z_EDGE}},
+        {"selector": "edge[label]", "style": {
+            "font-size": 9, "font-family": FONT, "color": "#555", "min-zoomed-font-size": 8,
+            "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "1px"}},
+        {"selector": "edge[src_label]", "style": {"source-label": "data(src_label)", "source-text-offset": 16}},
+        {"selector": "edge[mid_label]", "style": {"label": "data(mid_label)"}},
+        {"selector": "edge.far", "style": {"text-opacity": 0, "text-background-opacity": 0}},   # zoomed out
         {"selector": "edge.seg", "style": {"curve-style": "segments", "segment-distances": "data(sd)",
                                            "segment-weights": "data(sw)"}},
         {"selector": "edge.stale", "style": {"line-style": "dotted"}},
         {"selector": "edge.ghost", "style": {"line-style": "dashed", "line-color": "#c8c8c8",
                                              "target-arrow-color": "#c8c8c8", "width": 1.0}},
-        {"selector": ".sel", "style": {"border-color": "#d62728", "border-width": 4, "z-index": 20}},
-        {"selector": "node.group.sel", "style": {"border-style": "solid", "border-width": 3}},
+        {"selector": ".sel", "style": {"border-color": "#d62728", "border-width": 4, "z-index": Z_SEL}},
+        {"selector": "node.group.sel", "style": {"border-style": "solid", "border-width": 3, "z-index": "data(z)"}},
         {"selector": "edge.sel", "style": {"line-color": "#d62728", "target-arrow-color": "#d62728",
                                            "width": 3.2, "font-size": 10, "color": "#d62728"}},
         {"selector": "node:selected", "style": {"overlay-opacity": 0}},
@@ -187,10 +268,21 @@ def _esc(text):
     return html.escape(str(text), quote=True)
 
 
+def _along(points, distance):
+    """The point ``distance`` pixels along a polyline from its start (None: its middle)."""
+    lengths = [math.hypot(b[0] - a[0], b[1] - a[1]) for a, b in zip(points, points[1:])]
+    left = sum(lengths) / 2.0 if distance is None else min(distance, sum(lengths))
+    for (a, b), n in zip(zip(points, points[1:]), lengths):
+        if left <= n and n > 0:
+            t = left / n
+            return a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t
+        left -= n
+    return points[-1]
+
+
 def graph_svg(view, title=""):
     """The whole graph as a standalone SVG document (what "Save image" gives for SVG)."""
     els = elements(view)
-    boxes = {}
     pos = {}
     for el in els:
         d = el["data"]
@@ -199,28 +291,12 @@ def graph_svg(view, title=""):
         x, y = el["position"]["x"], el["position"]["y"]
         pos[d["id"]] = (x, y, d["w"], d["h"])
     frames = [el["data"] for el in els if el["data"].get("kind") == "group"]
-    children = {}
+    boxes = {}
     for el in els:
-        p = el["data"].get("parent")
-        if p:
-            children.setdefault(p, []).append(el["data"]["id"])
-
-    def bounds(fid):
-        xs = []
-        for c in children.get(fid, []):
-            if c in pos:
-                x, y, w, h = pos[c]
-                xs.append((x - w / 2, y - h / 2, x + w / 2, y + h / 2))
-            elif c in boxes or any(f["id"] == c for f in frames):
-                xs.append(bounds(c))
-        if not xs:
-            return (0.0, 0.0, 0.0, 0.0)
-        b = (min(v[0] for v in xs) - 12, min(v[1] for v in xs) - 26, max(v[2] for v in xs) + 12,
-             max(v[3] for v in xs) + 12)
-        boxes[fid] = b
-        return b
-    for f in frames:
-        bounds(f["id"])
+        d = el["data"]
+        if d.get("kind") == "group":
+            x, y = el["position"]["x"], el["position"]["y"]
+            boxes[d["id"]] = (x - d["w"] / 2, y - d["h"] / 2 - 16, x + d["w"] / 2, y + d["h"] / 2)
     all_x = [x - w / 2 for x, _y, w, _h in pos.values()] + [x + w / 2 for x, _y, w, _h in pos.values()]
     all_y = [y - h / 2 for _x, y, _w, h in pos.values()] + [y + h / 2 for _x, y, _w, h in pos.values()]
     for b in boxes.values():
@@ -239,21 +315,30 @@ def graph_svg(view, title=""):
         b = boxes.get(f["id"])
         if not b:
             continue
+        top = b[1] + 16         # the frame; its name above it, as the page draws it
         out.append('<g class="block"><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="8" fill="%s" '
                    'stroke="#9aa8bd" stroke-dasharray="5 3"/><text x="%.1f" y="%.1f" font-size="12" '
                    'font-weight="bold" fill="#34495e" text-anchor="middle">%s</text></g>'
-                   % (b[0], b[1], b[2] - b[0], b[3] - b[1], _esc(f["fill"]), (b[0] + b[2]) / 2, b[1] + 16,
+                   % (b[0], top, b[2] - b[0], b[3] - top, _esc(f["fill"]), (b[0] + b[2]) / 2, top - 4,
                       _esc(f["label"])))
+    routes = {}
+    for e in view.edges:
+        routes.setdefault((e.src, e.dst, e.blob), [(x * XPX + 8.0, -y * YPX) for x, y in e.points[1:-1]])
     for el in els:
         d = el["data"]
         if "source" not in d or d["source"] not in pos or d["target"] not in pos:
             continue
         sx, sy, _sw, sh = pos[d["source"]]
         tx, ty, _tw, th = pos[d["target"]]
+        pts = [(sx, sy + sh / 2)] + routes.get((d["source"], d["target"], d["blob"]), []) + [(tx, ty - th / 2)]
         dash = ' stroke-dasharray="4 3"' if "ghost" in el["classes"] or "stale" in el["classes"] else ""
-        out.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.4"%s '
-                   'marker-end="url(#arrow)"><title>%s</title></line>'
-                   % (sx, sy + sh / 2, tx, ty - th / 2, _esc(d["colour"]), dash, _esc(d["label"])))
+        out.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="1.4"%s marker-end="url(#arrow)">'
+                   '<title>%s</title></polyline>' % (" ".join("%.1f,%.1f" % p for p in pts), _esc(d["colour"]),
+                                                     dash, _esc(d.get("label") or d["blob"])))
+        if d.get("label"):
+            lx, ly = _along(pts, 16.0) if "src_label" in d else _along(pts, None)
+            out.append('<text x="%.1f" y="%.1f" font-size="9" text-anchor="middle" fill="#555" stroke="#ffffff" '
+                       'stroke-width="3" paint-order="stroke">%s</text>' % (lx, ly + 3, _esc(d["label"])))
     for el in els:
         d = el["data"]
         if d["id"] not in pos:

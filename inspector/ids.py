@@ -64,6 +64,8 @@ COLLAPSE_ALL = "btn-collapse-all"
 BLOCK_TOGGLE = "block-toggle"         # {"id", "n"}: a double-click on a block (clientside)
 GRAPH_META = "graph-meta"             # {"net", "n"}: sent with the elements (a new net: the first view)
 GRAPH_CLIENT = "graph-client"         # written by the clientside graph callbacks (what they last did)
+VIEW_MENU = "graph-view-menu"         # the navigation bar's menus (html.Details): blobs and display options,
+SAVE_MENU = "graph-save-menu"         # and the image format with Save image
 
 # ---------------------------------------------------------------- stepping
 START = "range-start"

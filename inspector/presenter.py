@@ -109,7 +109,8 @@ def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=Non
     display, layout = display_and_layout(loaded, opts, expanded)
     st = states(loaded)
     return vm.graph_view(loaded.graph, display, layout, metrics(loaded), st, colour_by, selection,
-                         loaded.analysis, blob_states(loaded.graph, loaded.runlog, st), opts.labels,
+                         loaded.analysis, blob_states(loaded.graph, loaded.runlog, st),
+                         opts.labels and not opts.blobs_as_nodes,     # blob nodes carry the blob's label
                          revision=_revision(opts), findings=findings_by_layer(loaded),
                          marks=vm.step_marks(debugger.shown_steps(loaded)))
 

@@ -8,6 +8,14 @@ import threading
 log = logging.getLogger("inspector")
 
 
+def first_view(loaded):
+    """``loaded`` with what its first drawing needs computed ahead (its blocks, the
+    folding it opens with, that view's layout): the tab that takes it draws at once."""
+    from inspector import presenter
+    presenter.display_and_layout(loaded, presenter.DEFAULT_OPTIONS)
+    return loaded
+
+
 class Spares:
     def __init__(self, build):
         self._build = build          # spec -> Loaded (raises on failure)

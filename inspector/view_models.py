@@ -753,8 +753,8 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
             state = states[e.src_layer][0] if states and e.src_layer >= 0 else NOT_RUN
         if e.kind != "data":
             label = e.blob
-        elif e.src_layer >= 0 and graph.layers[e.src_layer].name == e.blob:
-            label = _shape_text(e.shape)      # named after its producer: the shape says more
+        elif graph.has_layer(e.blob):
+            label = _shape_text(e.shape)      # named after the layer that made it (Caffe's habit): the shape
         else:
             label = "%s %s" % (e.blob, _shape_text(e.shape))
         hover = "blob <b>%s</b> %s<br>data: %s" % (e.blob, _shape_text(e.shape), state) \

@@ -115,8 +115,10 @@ def name_key(name):
 
 
 def _closed(g, members):
-    """No path leaves ``members`` and comes back into it."""
-    outside = {v for u in members for v in g.successors(u) if v not in members}
+    """No path leaves ``members`` and comes back into it.  Layers are in net order
+    (every edge goes forward), so the walk stops past the last member."""
+    last = max(members)
+    outside = {v for u in members for v in g.successors(u) if v not in members and v < last}
     seen = set(outside)
     stack = list(outside)
     while stack:
@@ -124,7 +126,7 @@ def _closed(g, members):
         for v in g.successors(u):
             if v in members:
                 return False
-            if v not in seen:
+            if v not in seen and v < last:
                 seen.add(v)
                 stack.append(v)
     return True
@@ -183,9 +185,7 @@ def _structure_groups(layers, g, anchor, min_layers):
         j = ipdom.get(f)
         if j is None or j == sink or j == f:
             continue
-        below = nx.descendants(g, f)
-        above = nx.ancestors(g, j)
-        region = (below & above) | {j}
+        region = _between(g, f, j)
         if any(p not in region and p != f for v in region for p in g.predecessors(v)):
             continue       # entered from elsewhere
         if any(s not in region for v in region if v != j for s in g.successors(v)):
@@ -197,6 +197,22 @@ def _structure_groups(layers, g, anchor, min_layers):
         name = layers[j].name
         out.append((name, name, members))
     return out
+
+
+def _between(g, f, j):
+    """The layers after ``f`` up to and including ``j``, its immediate post-dominator:
+    every path from ``f`` to the outputs passes ``j``, so what ``f`` reaches before ``j``
+    is exactly what lies on its paths to ``j`` (a walk of the region, not of the net)."""
+    region = {j}
+    stack = [v for v in g.successors(f) if v != j]
+    region.update(stack)
+    while stack:
+        u = stack.pop()
+        for v in g.successors(u):
+            if v not in region:
+                region.add(v)
+                stack.append(v)
+    return region
 
 
 _STAGE = re.compile(r"^(.*\d)(?:[a-z]\d*|_\d+)$")
@@ -235,28 +251,36 @@ def _stage_groups(layers, g, accepted, limit):
 
 
 # ------------------------------------------------------------------ merging
-def _blob_ends(layers, members):
-    written = set()
-    for i in sorted(members):
-        written.update(layers[i].tops)
+def _readers(layers):
+    """{blob: [indices of the layers reading it]}."""
+    out: Dict[str, List[int]] = {}
+    for i, l in enumerate(layers):
+        for b in l.bottoms:
+            out.setdefault(b, []).append(i)
+    return out
+
+
+def _blob_ends(layers, members, readers):
+    """(inputs, outputs) of a block: the blobs it reads before writing them, and
+    those it writes that are read outside it or not at all."""
+    order = sorted(members)
+    first_write: Dict[str, int] = {}
+    for i in order:
+        for t in layers[i].tops:
+            first_write.setdefault(t, i)
     inputs, outputs = [], []
-    for i in sorted(members):
+    for i in order:
         for b in layers[i].bottoms:
-            if b not in inputs and not _written_before(layers, members, b, i):
+            if b not in inputs and first_write.get(b, i) >= i:
                 inputs.append(b)
-    read_outside = {b for i, l in enumerate(layers) if i not in members for b in l.bottoms}
-    read_inside = {b for i in members for b in layers[i].bottoms}
-    for i in sorted(members):
+    for i in order:
         for t in layers[i].tops:
             if t in outputs:
                 continue
-            if t in read_outside or t not in read_inside:
+            who = readers.get(t, ())
+            if not who or any(r not in members for r in who):
                 outputs.append(t)
     return tuple(inputs), tuple(outputs)
-
-
-def _written_before(layers, members, blob, index):
-    return any(blob in layers[k].tops for k in members if k < index)
 
 
 def find_blocks(layers: Sequence, min_layers: int = 3, max_share: float = 0.6) -> List[Block]:
@@ -308,6 +332,7 @@ def find_blocks(layers: Sequence, min_layers: int = 3, max_share: float = 0.6) -
             accepted.append((bid, name, members, "stage"))
 
     accepted.sort(key=lambda a: (-len(a[2]), min(a[2])))
+    readers = _readers(ls)
     blocks = []
     for k, (bid, name, members, kind) in enumerate(accepted):
         parent = None
@@ -315,7 +340,7 @@ def find_blocks(layers: Sequence, min_layers: int = 3, max_share: float = 0.6) -
             if members < pm:
                 parent = pid
                 break
-        inputs, outputs = _blob_ends(ls, members)
+        inputs, outputs = _blob_ends(ls, members, readers)
         blocks.append(Block(bid, name, tuple(sorted(members)), inputs, outputs, parent, kind))
     blocks.sort(key=lambda b: (b.layers[0], -len(b.layers)))
     return blocks

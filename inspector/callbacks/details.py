@@ -7,6 +7,7 @@ from inspector import ids, inputs, presenter
 from ..layout.side_panels import (
     blob_details_children,
     block_details_children,
+    chart,
     ghost_details_children,
     layer_details_children,
     value_table,
@@ -67,11 +68,14 @@ def register(dash_app, app):
         return details(app, sid, selection)
 
     @dash_app.callback(
-        Output(ids.HISTOGRAM, "figure"), Output(ids.FEATURE_MAPS, "figure"), Output(ids.VALUE_TABLE, "children"),
+        Output(ids.HISTOGRAM, "children"), Output(ids.FEATURE_MAPS, "children"), Output(ids.VALUE_TABLE, "children"),
         Input(ids.SELECTION, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.BLOB_WHICH, "value"),
         Input(ids.FMAP_ITEM, "value"), Input(ids.FMAP_PAGE, "value"), Input(ids.VALUE_SLICE, "value"),
         State(ids.SESSION, "data"))
     @guarded(3, "showing the blob")
     def blob_cb(selection, _rv, which, item, page, index_text, sid):
-        return blob_view(app, sid, selection, which, item, page, index_text)
+        hist, fmap, table = blob_view(app, sid, selection, which, item, page, index_text)
+        if hist is no_update:
+            return hist, fmap, table
+        return chart(hist, "small-graph"), chart(fmap), table
 

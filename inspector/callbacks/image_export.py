@@ -11,6 +11,11 @@ PNG_REQUEST = {"type": "png", "action": "download", "filename": "net",
                "options": {"full": True, "scale": 2, "bg": "#ffffff", "output": "base64uri"}}
 
 
+def file_stem(graph):
+    """The image's file name: the net's name, safe for a file system."""
+    return (graph.name or "net").replace(" ", "_").replace("/", "_")
+
+
 def svg_download(app, sid, colour_by, blob_mode, options, expanded):
     """dcc.Download data of the graph as SVG (None without a net)."""
     with app.store.use(sid) as s:
@@ -18,8 +23,15 @@ def svg_download(app, sid, colour_by, blob_mode, options, expanded):
             return None
         opts = presenter.display_options(blob_mode, options)
         text = presenter.graph_svg(s.loaded, colour_by, opts, expanded)
-        name = (s.loaded.graph.name or "net").replace(" ", "_").replace("/", "_")
+        name = file_stem(s.loaded.graph)
     return {"content": text, "filename": "%s.svg" % name, "type": "image/svg+xml"}
+
+
+def png_request(app, sid):
+    """cytoscape's generateImage request: the whole graph as PNG, named after the net."""
+    with app.store.use(sid) as s:
+        name = file_stem(s.loaded.graph) if s.loaded is not None else "net"
+    return dict(PNG_REQUEST, filename=name)
 
 
 def register(dash_app, app):
@@ -33,4 +45,4 @@ def register(dash_app, app):
         if fmt == "svg":
             data = svg_download(app, sid, colour_by, blob_mode, options, expanded)
             return no_update, (data if data is not None else no_update)
-        return dict(PNG_REQUEST), no_update
+        return png_request(app, sid), no_update

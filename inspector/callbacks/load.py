@@ -133,8 +133,7 @@ def load(app, session, spec, device=None):
         err = loading.load_error(exc, spec.model)
         if type(exc).__name__ == "PythonLayerRefused":
             err.message += " (start the server with --allow-python-layers to run them)"
-        if not isinstance(exc, loading.FileAccessRefused):
-            err.hint = _path_hint(spec, err)
+        err.hint = _path_hint(spec, err)      # a relative data path: where it was looked for, where it is
         _hide_uploads(session, err)
         session.error = err
         session.failed_spec = spec

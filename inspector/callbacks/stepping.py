@@ -56,13 +56,44 @@ def act(app, sid, action, start=None, end=None, selection=None, settings=None, d
         return s.run_version, msg
 
 
+RANGE_SHOWN = 40       # Start/End list this many layers; typing searches all of them on the server
+
+
+def layer_options(names, value=None, text=None, limit=RANGE_SHOWN):
+    """Options of the Start/End dropdowns ("index name"): with ``text``, the layers
+    whose option contains it; without, the layers around ``value``.  Never more than
+    ``limit`` (ResNet-152's 721 options in two dropdowns were a quarter second of
+    the page's opening), and always ``value``'s own option."""
+    label = ["%d %s" % (i, n) for i, n in enumerate(names)]
+    at = names.index(value) if value in names else 0
+    needle = (text or "").strip().lower()
+    if needle:
+        picked = [i for i, t in enumerate(label) if needle in t.lower()][:limit]
+        if at not in picked and value in names:
+            picked.append(at)
+    else:
+        lo = max(0, min(at - limit // 2, len(names) - limit))
+        picked = list(range(lo, min(len(names), lo + limit)))
+    return [{"label": label[i], "value": names[i]} for i in sorted(picked)]
+
+
 def range_options(app, sid):
+    """(start options, end options, first layer, last layer, whether a solver steps the net)."""
     with app.store.use(sid) as s:
         if s.loaded is None:
-            return [], None, None, False
+            return [], [], None, None, False
         names = s.loaded.graph.layer_names()
-        opts = [{"label": "%d %s" % (i, n), "value": n} for i, n in enumerate(names)]
-        return opts, names[0] if names else None, names[-1] if names else None, s.loaded.solver is not None
+        first, last = (names[0], names[-1]) if names else (None, None)
+        return (layer_options(names, first), layer_options(names, last), first, last,
+                s.loaded.solver is not None)
+
+
+def searched_options(app, sid, text, value):
+    """The Start/End options for the text typed into the dropdown."""
+    with app.store.use(sid) as s:
+        if s.loaded is None:
+            return []
+        return layer_options(s.loaded.graph.layer_names(), value, text)
 
 
 def save_input_file(app, sid, kind, contents, filename):
@@ -96,18 +127,30 @@ def register(dash_app, app):
         Input(ids.NET_VERSION, "data"), State(ids.SESSION, "data"))
     @guarded(5, "listing layers")
     def range_cb(_nv, sid):
-        opts, first, last, solver = range_options(app, sid)
-        return opts, first, opts, last, not solver
+        start_opts, end_opts, first, last, solver = range_options(app, sid)
+        return start_opts, first, end_opts, last, not solver
 
-    @dash_app.callback(Output(ids.START, "value", allow_duplicate=True), Input(ids.SET_START, "n_clicks"),
-                       State(ids.SELECTION, "data"), prevent_initial_call=True)
-    def set_start_cb(_n, selection):
-        return selection["name"] if selection and selection.get("kind") == "layer" else no_update
+    for dropdown, button in ((ids.START, ids.SET_START), (ids.END, ids.SET_END)):
+        _register_range_end(dash_app, app, dropdown, button)
 
-    @dash_app.callback(Output(ids.END, "value", allow_duplicate=True), Input(ids.SET_END, "n_clicks"),
-                       State(ids.SELECTION, "data"), prevent_initial_call=True)
-    def set_end_cb(_n, selection):
-        return selection["name"] if selection and selection.get("kind") == "layer" else no_update
+
+def _register_range_end(dash_app, app, dropdown, button):
+    """Start or End: the layers matching what is typed (searched here, not in the
+    browser), and "← selected"."""
+    @dash_app.callback(Output(dropdown, "options", allow_duplicate=True), Input(dropdown, "search_value"),
+                       State(dropdown, "value"), State(ids.SESSION, "data"), prevent_initial_call=True)
+    @guarded(1, "listing layers")
+    def search_cb(text, value, sid):
+        return searched_options(app, sid, text, value)
+
+    @dash_app.callback(Output(dropdown, "value", allow_duplicate=True),
+                       Output(dropdown, "options", allow_duplicate=True), Input(button, "n_clicks"),
+                       State(ids.SELECTION, "data"), State(ids.SESSION, "data"), prevent_initial_call=True)
+    @guarded(2, "taking the selected layer")
+    def set_cb(_n, selection, sid):
+        if not selection or selection.get("kind") != "layer":
+            return no_update, no_update
+        return selection["name"], searched_options(app, sid, "", selection["name"])
 
     @dash_app.callback(
         Output(ids.INPUT_FILE_STATUS, "children"), Output(ids.UPLOAD_NPY, "contents"),

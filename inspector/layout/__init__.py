@@ -4,7 +4,7 @@ from dash import dcc, html
 from inspector import ids
 
 from .common import apply_plot_config
-from .graph_panel import graph_panel
+from .graph_panel import graph_panel, step_buttons
 from .header import header
 from .side_panels import side_panel
 
@@ -20,8 +20,8 @@ def page(config, session_id, examples, gpu, solver_ok):
         dcc.Store(id=ids.SELECTION, data=None),
         dcc.Store(id=ids.EXPANDED_BLOCKS, data=None),
         *address_stores(),
-        header(config, examples, gpu),
-        html.Div([graph_panel(solver_ok), side_panel(config.max_upload_bytes)], className="main"),
+        header(config, examples, gpu, step_buttons(solver_ok)),
+        html.Div([graph_panel(), side_panel(config.max_upload_bytes)], className="main"),
     ], className="app"))
 
 

@@ -1,4 +1,5 @@
-"""The stepping bar, the NaN alert, the graph toolbar and the graph."""
+"""The graph's column: a layer range to run and the colouring, the NaN alert, search,
+fitting, folding, view options and export, and the graph; the step buttons (in the header)."""
 import dash_cytoscape as cyto
 from dash import dcc, html
 
@@ -9,11 +10,25 @@ from ..view_models import COLOUR_MODES
 from .common import button, field
 
 GRAPH_OPTIONS = (("fold_splits", "fold splits"), ("fold_inplace", "fold in-place"),
-                 ("labels", "labels"), ("ghosts", "filtered-out"))
+                 ("labels", "edge labels (blob shapes)"), ("ghosts", "filtered-out layers"))
 DEFAULT_OPTIONS = ["fold_splits", "labels", "ghosts"]
 
 
-def stepping_bar(solver_ok):
+def step_buttons(solver_ok):
+    """Stepping by layers and whole passes (in the header's NetState row: what runs the net)."""
+    return html.Div([
+        button(ids.STEP_FORWARD, "Step ▶", "forward one layer (the step cursor)"),
+        button(ids.STEP_BACKWARD, "◀ Step back", "backward one layer"),
+        button(ids.RUN_TO, "Run to selected", "forward from the cursor to the selected layer"),
+        button(ids.FORWARD_BACKWARD, "Forward + Backward", "the whole net, as Net::ForwardBackward"),
+        button(ids.RESET, "Reset", "zero activations and gradients, clear the records"),
+        html.Button("Solver step", id=ids.SOLVER_STEP, n_clicks=0, className="btn",
+                    disabled=not solver_ok, title="one solver iteration (needs a solver prototxt)"),
+    ], className="inline buttons")
+
+
+def stepping_bar():
+    """A layer range to run, and the NaN alert."""
     return html.Div([
         html.Div([
             field("Start", dcc.Dropdown(id=ids.START, clearable=False, className="layer-dropdown")),
@@ -25,16 +40,6 @@ def stepping_bar(solver_ok):
             button(ids.FORWARD, "Forward range", "ForwardFromTo(start, end)", "btn primary"),
             button(ids.BACKWARD, "Backward range", "BackwardFromTo(end, start)", "btn primary"),
         ], className="inline range"),
-        html.Div([
-            button(ids.STEP_FORWARD, "Step ▶", "forward one layer (the step cursor)"),
-            button(ids.STEP_BACKWARD, "◀ Step back", "backward one layer"),
-            button(ids.RUN_TO, "Run to selected", "forward from the cursor to the selected layer"),
-            button(ids.FORWARD_BACKWARD, "Forward + Backward", "the whole net, as Net::ForwardBackward"),
-            button(ids.RESET, "Reset", "zero activations and gradients, clear the records"),
-            html.Button("Solver step", id=ids.SOLVER_STEP, n_clicks=0, className="btn",
-                        disabled=not solver_ok, title="one solver iteration (needs a solver prototxt)"),
-            html.Div(id=ids.RUN_MESSAGE, className="run-message"),
-        ], className="inline buttons"),
         html.Div([html.Span("⚠ ", className="warn-icon"), html.Span(id=ids.NAN_TEXT),
                   html.Button("Select that layer", id=ids.NAN_SELECT, n_clicks=0, className="btn small danger")],
                  id=ids.NAN_ALERT, className="nan-alert", style={"display": "none"}),
@@ -44,7 +49,7 @@ def stepping_bar(solver_ok):
 def search_box():
     """The search input in a labelled wrapper, and the list of matches under it."""
     return html.Div([
-        html.Div(dcc.Input(id=ids.SEARCH, type="search", placeholder="Search layers, blobs, types  ( / )",
+        html.Div(dcc.Input(id=ids.SEARCH, type="search", placeholder="Search layers, blobs  ( / )",
                            debounce=False, autoComplete="off", className="search-input"),
                  id=ids.SEARCH_BOX, className="search-box", role="search",
                  **{"aria-label": "Search layers and blobs"}),
@@ -52,7 +57,15 @@ def search_box():
     ], className="search")
 
 
+def menu(id_, label, title, *children):
+    """A small drop-down panel under a button (closes on a click elsewhere: assets/graph.js)."""
+    return html.Details([html.Summary(label, className="btn small", title=title),
+                         html.Div(list(children), className="menu-body")], id=id_, className="menu")
+
+
 def navigation_bar():
+    """Search, fitting, folding, the colouring, and the drawing's options and export (in
+    menus: the graph keeps the height)."""
     return html.Div([
         search_box(),
         button(ids.FIT_NET, "Fit net", "show the whole net", "btn small"),
@@ -64,25 +77,23 @@ def navigation_bar():
                "btn small"),
         button(ids.EXPAND_ALL, "Expand all", "open every block", "btn small"),
         button(ids.COLLAPSE_ALL, "Collapse all", "fold every block", "btn small"),
-        html.Div(id=ids.GRAPH_TITLE, className="graph-title"),
+        field("Colour", dcc.Dropdown([{"label": label, "value": key} for key, label in COLOUR_MODES],
+                                     "category", id=ids.COLOUR_BY, clearable=False, className="colour-dropdown"),
+              cls="field colour-field", title="colour the layers (and folded blocks) by"),
+        menu(ids.VIEW_MENU, "View ▾", "blobs as edges or nodes, splits, in-place layers, edge labels, "
+             "filtered-out layers",
+             field("Blobs", dcc.RadioItems([{"label": "as edges", "value": "edges"},
+                                            {"label": "as nodes", "value": "nodes"}], "edges",
+                                           id=ids.BLOB_MODE, inline=True)),
+             dcc.Checklist([{"label": label, "value": key} for key, label in GRAPH_OPTIONS], DEFAULT_OPTIONS,
+                           id=ids.GRAPH_OPTIONS, className="options")),
+        menu(ids.SAVE_MENU, "Save ▾", "save the whole graph as an image",
+             field("Image", dcc.RadioItems([{"label": "PNG", "value": "png"}, {"label": "SVG", "value": "svg"}],
+                                           "png", id=ids.IMAGE_FORMAT, inline=True),
+                   title="format of the graph image Save image writes (and of the charts' camera button)"),
+             button(ids.IMAGE_SAVE, "Save image", "save the whole graph as PNG or SVG", "btn small"),
+             dcc.Download(id=ids.GRAPH_DOWNLOAD)),
     ], className="inline navbar")
-
-
-def graph_toolbar():
-    return html.Div([
-        field("Colour by", dcc.Dropdown([{"label": label, "value": key} for key, label in COLOUR_MODES],
-                                        "category", id=ids.COLOUR_BY, clearable=False,
-                                        className="small-dropdown wide")),
-        field("Blobs", dcc.RadioItems([{"label": "as edges", "value": "edges"},
-                                       {"label": "as nodes", "value": "nodes"}], "edges",
-                                      id=ids.BLOB_MODE, inline=True)),
-        dcc.Checklist([{"label": label, "value": key} for key, label in GRAPH_OPTIONS], DEFAULT_OPTIONS,
-                      id=ids.GRAPH_OPTIONS, inline=True, className="options"),
-        field("Image", dcc.RadioItems(["png", "svg"], "png", id=ids.IMAGE_FORMAT, inline=True),
-              cls="field", title="format of the graph image Save image writes"),
-        button(ids.IMAGE_SAVE, "Save image", "save the whole graph as PNG or SVG", "btn small"),
-        dcc.Download(id=ids.GRAPH_DOWNLOAD),
-    ], className="inline toolbar")
 
 
 def graph_canvas():
@@ -91,19 +102,19 @@ def graph_canvas():
     return html.Div([
         cyto.Cytoscape(id=ids.GRAPH, className="net-graph", elements=[], stylesheet=stylesheet(),
                        layout={"name": "preset", "fit": False, "animate": False},
-                       style={"width": "100%", "height": "100%"}, minZoom=0.02, maxZoom=3.0,
+                       style={"width": "100%", "height": "100%"}, minZoom=0.005, maxZoom=3.0,
                        wheelSensitivity=0.4, boxSelectionEnabled=False, autoungrabify=True,
                        userPanningEnabled=True, userZoomingEnabled=True),
         html.Div(id=ids.GRAPH_LEGEND, className="graph-legend"),
+        html.Div(id=ids.GRAPH_TITLE, className="graph-title"),
         html.Canvas(id=ids.MINIMAP, className="minimap", width=170, height=230, title="overview: click to go there"),
         html.Div(className="graph-hover", id="graph-hover"),
     ], id=ids.GRAPH_HOLDER, className="graph-holder", role="application", **{"aria-label": "Network graph"})
 
 
-def graph_panel(solver_ok):
+def graph_panel():
     return html.Div([
-        stepping_bar(solver_ok),
-        graph_toolbar(),
+        stepping_bar(),
         navigation_bar(),
         graph_canvas(),
         dcc.Store(id=ids.SEARCH_PICK), dcc.Store(id=ids.FOCUS), dcc.Store(id=ids.BLOCK_TOGGLE),

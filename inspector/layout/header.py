@@ -8,7 +8,10 @@ from ..adapters import REPORT_FORMATS
 from .common import button, field, upload
 
 
-def header(config, examples, gpu):
+def header(config, examples, gpu, steps=None):
+    """The load bar, the NetState row (with ``steps``, the step buttons, beside the
+    device they run on), the loaded net's status line with the last run's message,
+    and where load errors appear."""
     example_opts = [{"label": label, "value": path} for label, path, _phase in examples]
     if config.model:
         example_opts.insert(0, {"label": "command line: %s" % config.model, "value": "cli"})
@@ -20,10 +23,11 @@ def header(config, examples, gpu):
             field("Example", dcc.Dropdown(example_opts, default, id=ids.EXAMPLE, clearable=False,
                                           placeholder="(a net opened by path or upload)",
                                           className="example-dropdown")),
-            field("Path under the model root", html.Div([
+            field("Model path", html.Div([
                 dcc.Input(id=ids.MODEL_PATH, type="text", debounce=False, placeholder="models/x/deploy.prototxt",
                           className="path-input"),
-                button(ids.MODEL_PATH_OPEN, "Open")], className="inline")),
+                button(ids.MODEL_PATH_OPEN, "Open")], className="inline"),
+                  title="a prototxt under the model root (--model-root); Enter or Open loads it"),
             html.Div([
                 upload(ids.UPLOAD_MODEL, "prototxt", ".prototxt,.pbtxt,.txt", limit),
                 upload(ids.UPLOAD_WEIGHTS, "caffemodel", ".caffemodel,.h5", limit),
@@ -42,13 +46,15 @@ def header(config, examples, gpu):
                 options=[{"label": "CPU", "value": "CPU"},
                          {"label": "GPU", "value": "GPU", "disabled": not gpu}],
                 value="GPU" if (config.gpu and gpu) else "CPU", id=ids.DEVICE, inline=True)),
+            steps,
             html.Div([
                 dcc.Dropdown([{"label": f, "value": f} for f in REPORT_FORMATS], "json",
                              id=ids.REPORT_FORMAT, clearable=False, className="small-dropdown"),
                 button(ids.REPORT_BUTTON, "Download report")], className="inline export"),
             dcc.Download(id=ids.DOWNLOAD),
         ], className="bar bar2"),
-        html.Div(id=ids.LOAD_STATUS, className="load-status"),
+        html.Div([html.Div(id=ids.LOAD_STATUS, className="load-status"),
+                  html.Div(id=ids.RUN_MESSAGE, className="run-message")], className="status-row"),
         html.Div(id=ids.LOAD_ERROR, className="load-error-wrap"),
         html.Div([html.Span(id=ids.ERROR_TEXT), html.Button("×", id=ids.ERROR_DISMISS, n_clicks=0,
                                                             className="dismiss", title="dismiss")],

@@ -166,9 +166,25 @@ def test_layer_failure_mid_range_keeps_session(app_ctx, sid):
 
 
 def test_range_options(app_ctx, sid):
-    opts, first, last, solver = stepping.range_options(app_ctx, sid)
+    opts, end_opts, first, last, solver = stepping.range_options(app_ctx, sid)
     assert opts[1] == {"label": "1 conv1", "value": "conv1"} and first == "digits" and last == "loss"
+    assert opts == end_opts and len(opts) == 9                  # a small net: every layer listed
     assert solver is False
+    assert stepping.searched_options(app_ctx, sid, "ip", "digits") == [
+        {"label": "0 digits", "value": "digits"}, {"label": "5 ip1", "value": "ip1"},
+        {"label": "7 ip2", "value": "ip2"}]
+
+
+def test_range_options_of_a_big_net_are_few_and_searched():
+    names = ["l%d" % i for i in range(721)]
+    first = stepping.layer_options(names, "l0")
+    assert len(first) == stepping.RANGE_SHOWN and first[0]["value"] == "l0"
+    last = stepping.layer_options(names, "l720")
+    assert len(last) == stepping.RANGE_SHOWN and last[-1] == {"label": "720 l720", "value": "l720"}
+    mid = [o["value"] for o in stepping.layer_options(names, "l300")]
+    assert "l300" in mid and "l280" in mid and "l319" in mid
+    found = [o["value"] for o in stepping.layer_options(names, "l0", "72")]   # names and indices
+    assert found[:3] == ["l0", "l72", "l172"] and "l720" in found and len(found) <= stepping.RANGE_SHOWN + 1
 
 
 def test_solver_iteration(app_ctx, sid):

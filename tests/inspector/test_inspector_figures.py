@@ -25,10 +25,18 @@ def _view(colour_by="category", scale=None, legend=(("convolution", "#f28e2b"),)
 def test_cytoscape_elements():
     els = cyto.elements(_view())
     by_id = {e["data"]["id"]: e for e in els}
-    assert els[0]["data"]["id"] == "F:blk" and "position" not in els[0]      # frames first, sized by children
+    assert els[0]["data"]["id"] == "F:blk"                                     # frames first (drawn behind)
     a, b = by_id["L0"], by_id["L1"]
     assert a["data"]["fill"] == "#f28e2b" and a["data"]["line"] == "#2ca02c" and "fresh" in a["classes"]
-    assert b["data"]["parent"] == "F:blk" and b["data"]["members"] == "|b|"
+    assert b["data"]["frame"] == "F:blk" and b["data"]["members"] == "|b|"
+    # no compound nodes (cytoscape restyles a compound node with everything inside it): the frame is
+    # a plain node around its members
+    assert not [e for e in els if "parent" in e["data"]]
+    f = els[0]
+    fx, fy, fw, fh = f["position"]["x"], f["position"]["y"], f["data"]["w"], f["data"]["h"]
+    bx, by, bw, bh = b["position"]["x"], b["position"]["y"], b["data"]["w"], b["data"]["h"]
+    assert fx - fw / 2 < bx - bw / 2 and bx + bw / 2 < fx + fw / 2
+    assert fy - fh / 2 < by - bh / 2 and by + bh / 2 < fy + fh / 2
     assert "stopped" in b["classes"] and b["data"]["label"] == "▶ b"           # the last step's marker
     assert a["data"]["hover"] == ["A", "x"]                                     # plain text, no HTML
     assert b["position"]["y"] > a["position"]["y"]                             # ranks go down
@@ -42,8 +50,13 @@ def test_cytoscape_elements():
 def test_stylesheet_maps_data():
     sheet = cyto.stylesheet()
     sel = {r["selector"]: r["style"] for r in sheet}
-    assert sel["node[w]"]["background-color"] == "data(fill)"
-    assert sel["node[w]"]["min-zoomed-font-size"] > 0            # labels by level of detail
+    assert sel["node[lw]"]["background-color"] == "data(fill)"
+    assert sel["node[lw]"]["min-zoomed-font-size"] > 0           # labels by level of detail
+    assert sel["edge[label]"]["min-zoomed-font-size"] > sel["node[lw]"]["min-zoomed-font-size"]
+    # frames behind edges behind nodes
+    assert sel["node.group"]["z-index"] == "data(z)" and sel["edge"]["z-index"] < sel["node[lw]"]["z-index"]
+    assert max(e["data"]["z"] for e in cyto.elements(_view()) if e["data"].get("kind") == "group") \
+        < sel["edge"]["z-index"]
     assert ".sel" in sel and "node.stopped" in sel and "edge.seg" in sel
 
 
@@ -51,7 +64,26 @@ def test_graph_svg():
     svg = cyto.graph_svg(_view())
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     assert ">a<" in svg and ">▶ b<" in svg and "blk · 1 layers" in svg
-    assert svg.count("<line") == 2
+    assert svg.count("<polyline") == 2
+    assert ">x 1×2</text>" in svg                             # the edge labels as the page draws them
+    bent = svg.split("<polyline")[2].split('points="')[1].split('"')[0].split()
+    assert len(bent) == 3                                     # routed round a bend, as on the page
+
+
+def test_edge_labels_once_per_blob_and_only_with_labels():
+    v = _view()
+    fork = vm.EdgeView(((0.0, 0.0), (5.0, -1.0)), "data", FRESH, "x", "x 1×2", "X", src="L0", dst="G0")
+    both = vm.GraphView(v.nodes, (v.edges[0], fork), (), None, "category", "t", 2, 10.0, True, "k")
+    edges = [e["data"] for e in cyto.elements(both) if "source" in e["data"]]
+    assert [e.get("label") for e in edges] == ["x 1×2", None]  # x read twice: labelled once, at its writer
+    assert edges[0]["src_label"] == "x 1×2" and "mid_label" not in edges[0]
+    # a layer writing two labelled blobs: each label mid-edge, where the edges have parted
+    other = vm.EdgeView(((0.0, 0.0), (5.0, -1.0)), "data", FRESH, "y", "y 3", "Y", src="L0", dst="G0")
+    two = vm.GraphView(v.nodes, (v.edges[0], other), (), None, "category", "t", 2, 10.0, True, "k")
+    edges = [e["data"] for e in cyto.elements(two) if "source" in e["data"]]
+    assert [e.get("mid_label") for e in edges] == ["x 1×2", "y 3"] and not [e for e in edges if "src_label" in e]
+    off = vm.GraphView(v.nodes, (v.edges[0], fork), (), None, "category", "t", 2, 10.0, False, "k")
+    assert not [e for e in cyto.elements(off) if e["data"].get("label") and "source" in e["data"]]
 
 
 def test_svg_escapes_names():

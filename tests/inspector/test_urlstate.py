@@ -223,6 +223,49 @@ def test_relative_paths_say_where_they_were_looked_for(tmp_path, monkeypatch):
     assert hint is None
 
 
+RELATIVE_READER = ('name: "Reader"\nlayer { name: "d" type: "Data" top: "data" top: "label" '
+                   'data_param { source: "digits_lmdb" backend: LMDB batch_size: 1 } }\n')
+
+
+def test_a_relative_data_path_refused_from_the_page_says_where_it_was_looked_for(tmp_path, monkeypatch):
+    """From the page, by path: the relative source resolves against the working directory,
+    outside the model root: refused, and the page says where it looked and that the folder is
+    beside the model (start the server there)."""
+    root = tmp_path / "root"
+    (root / "nets" / "digits_lmdb").mkdir(parents=True)
+    (root / "nets" / "reader.prototxt").write_text(RELATIVE_READER)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    cfg = InspectorConfig(model_root=str(root), max_upload_bytes=8 << 20)
+    ctx = AppContext(config=cfg, store=SessionStore(4, 3600), examples=cfg.examples())
+    sid = new_session_id()
+    v, err, s, _ = load.handle_load(ctx, sid, ids.MODEL_PATH_OPEN, path="nets/reader.prototxt")
+    assert err.layer == "d" and "outside the model root" in err.message
+    assert str(cwd / "digits_lmdb") in err.hint and "working directory" in err.hint
+    assert str(root / "nets" / "digits_lmdb") in err.hint and "start the server in %s" % (root / "nets") in err.hint
+    box = str(load.load_error_box(err, load.describe(s)))
+    assert "looked for at %s" % (cwd / "digits_lmdb") in box
+    # the same net uploaded: its folder is the server's business, the hint says to open it by path
+    v, err, s, _ = load.handle_load(ctx, sid, ids.UPLOAD_MODEL, upload=(data_url(RELATIVE_READER), "reader.prototxt"))
+    assert err.layer == "d" and "looked for at %s" % (cwd / "digits_lmdb") in err.hint
+    assert "open the model by path instead" in err.hint
+    assert s.loaded is None or s.loaded.graph.name != "Reader"
+
+
+def test_an_upload_is_checked_in_the_phase_it_opens_in(root_ctx):
+    """The uploaded net's TRAIN-only Data layer names /etc/passwd_lmdb: the upload opens in TEST
+    (Input, no loss), where that layer is filtered out and never opened: accepted; asking for
+    TRAIN builds it: refused, naming the layer, and the TEST net stays."""
+    sid = new_session_id()
+    v, err, s, _ = load.handle_load(root_ctx, sid, ids.UPLOAD_MODEL, upload=(data_url(PHASED_NET), "phased.prototxt"))
+    assert err is None and s.loaded.graph.name == "Phased" and s.loaded.spec.phase == "TEST"
+    assert [g.name for g in s.loaded.graph.ghosts] == ["train_data"]         # drawn faded, never built
+    v, err, s, _ = load.handle_load(root_ctx, sid, ids.PHASE, phase="TRAIN", level=0, stages=[])
+    assert err.layer == "train_data" and "/etc/passwd_lmdb" in err.message and "outside the model root" in err.message
+    assert s.loaded.spec.phase == "TEST" and s.loaded.spec.uploaded
+
+
 # ------------------------------------------------------------------ sessions <-> addresses
 def _ctx(**kw):
     cfg = InspectorConfig(model_root=str(ROOT), max_upload_bytes=8 << 20, **kw)

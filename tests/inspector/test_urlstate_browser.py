@@ -206,7 +206,8 @@ def test_svg_export_downloads_an_svg_and_no_cloud_button(dash_duo):
     titles = dash_duo.driver.execute_script(
         "return Array.from(document.querySelectorAll('.modebar-btn')).map(b => b.getAttribute('data-title'))")
     assert titles and not [t for t in titles if t and ("Share" in t or "Chart Studio" in t or "cloud" in t.lower())]
-    # the graph: SVG drawn by the server
+    # the graph: SVG drawn by the server (the format and Save image are in the Save menu)
+    dash_duo.find_element("#%s summary" % ids.SAVE_MENU).click()
     dash_duo.find_element("#%s input[value='svg']" % ids.IMAGE_FORMAT).click()
     dash_duo.find_element("#" + ids.IMAGE_SAVE).click()
     svg = _downloads(dash_duo, ".svg")[0]
@@ -214,6 +215,8 @@ def test_svg_export_downloads_an_svg_and_no_cloud_button(dash_duo):
     assert text.lstrip().startswith("<svg") and ">conv1<" in text and ">ip2<" in text
     assert not list(Path(dash_duo.download_path).glob("*.png"))
     # and back to PNG: cytoscape's drawing of the whole graph
+    if not dash_duo.find_element("#" + ids.IMAGE_FORMAT).is_displayed():
+        dash_duo.find_element("#%s summary" % ids.SAVE_MENU).click()
     dash_duo.find_element("#%s input[value='png']" % ids.IMAGE_FORMAT).click()
     time.sleep(0.3)
     dash_duo.find_element("#" + ids.IMAGE_SAVE).click()
