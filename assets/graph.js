@@ -306,6 +306,7 @@
         } else if (ev.key === 'Enter') {
             ev.preventDefault();
             choose(list[Math.max(k, 0)]);
+            t.blur();          // the pick is made: the list closes (/ opens search again)
         } else if (ev.key === 'Escape') {
             t.blur();
         }

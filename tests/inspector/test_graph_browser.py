@@ -101,6 +101,7 @@ def test_search_select_details_and_reveal(dash_duo, resnet152):
     wait_for(lambda: "open=" in _address(dash_duo) and "res4b22" in _address(dash_duo).split("open=")[1],
              what="the block open in the address")
     assert "layer=res4b22_branch2b" in _address(dash_duo)
+    assert not d.find_element("id", ids.SEARCH_RESULTS).is_displayed()    # the pick closes the list
 
     def centred():
         p = find_point(dash_duo, "res4b22_branch2b")
