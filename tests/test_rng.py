@@ -369,3 +369,63 @@ def test_small_draws_stay_in_numpy(monkeypatch):
     assert rng.compiled(rng.COMPILED_FROM - 1) is None
     monkeypatch.setattr(rng, "COMPILED", False)
     assert rng.compiled(1 << 62) is None
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_draws_into_a_given_array(dtype, path):
+    want_g = rng.gaussian(rng.Stream(6), 3000, 0.5, 0.02, dtype)
+    want_u = rng.uniform(rng.Stream(6), 3000, -1, 2, dtype)
+    out = np.full(3000, 7, dtype)
+    assert rng.gaussian(rng.Stream(6), 3000, 0.5, 0.02, dtype, out=out) is out
+    np.testing.assert_array_equal(bits(out, dtype), bits(want_g, dtype))
+    assert rng.uniform(rng.Stream(6), 3000, -1, 2, dtype, out=out) is out
+    np.testing.assert_array_equal(bits(out, dtype), bits(want_u, dtype))
+    with pytest.raises(ValueError, match="out must be a contiguous 1-D array of 3000"):
+        rng.gaussian(rng.Stream(6), 3000, 0, 1, dtype, out=np.empty(3000, np.float16))
+    with pytest.raises(ValueError, match="out must be"):
+        rng.uniform(rng.Stream(6), 1500, 0, 1, dtype, out=out[::2])
+
+
+def test_without_numba_the_numpy_code_draws(monkeypatch, caplog):
+    import sys
+    monkeypatch.setattr(rng, "_kernels", None)
+    monkeypatch.setitem(sys.modules, "engine.core._rng_kernels", None)     # import fails
+    with caplog.at_level("INFO", logger="engine.core.rng"):
+        assert rng.compiled(1 << 62) is None
+    assert any("Numba is not available" in r.getMessage() for r in caplog.records)
+    rng.set_random_seed(1)
+    got = rng.caffe_rng_gaussian(rng.COMPILED_FROM + 5, 0, 1, F32)
+    assert [v.hex() for v in got[:3].astype(F64)] == ["0x1.f31ba40000000p-1", "-0x1.d223f00000000p+0",
+                                                     "0x1.0527dc0000000p-15"]
+    monkeypatch.setattr(rng, "_kernels", None)          # found again once it loads
+
+
+@pytest.mark.parametrize("dtype,R", [(F32, ref.f32), (F64, ref.f64)])
+def test_gaussian_attempt_longer_than_the_block(dtype, R, path, monkeypatch):
+    # A tail whose exponentials keep landing in their base layer (low byte 0, high bits
+    # set: shifted again and again, then rejected) reads more outputs than a block holds.
+    monkeypatch.setattr(rng, "_CHUNK", 1)
+    values = [_edge(1)] + [_edge(0)] * 150 + [_edge(3, 0x10)] * 4
+    eng = ref.Counted(ref.Scripted(values, 17))
+    want = [ref.normal(eng, R(0), R(1), R) for _ in range(5)]
+    s = scripted(values, 17)
+    got = np.concatenate([rng.gaussian(s, 1, 0, 1, dtype) for _ in range(5)])
+    np.testing.assert_array_equal(bits(got, dtype), bits(want, dtype))
+    assert s.position == eng.count > 150
+
+
+def test_numba_is_loaded_once_a_process_draws_enough(monkeypatch):
+    if rng.compiled(1 << 62) is None:
+        pytest.skip("numba is not installed")
+    kernels = rng._kernels
+    monkeypatch.setattr(rng, "_kernels", None)
+    monkeypatch.setattr(rng, "_drawn", 0)
+    big = rng.COMPILED_FROM
+    assert rng.compiled(big - 1) is None and rng._drawn == 0       # small draws do not count
+    for _ in range(rng.COMPILED_AFTER // big - 1):                 # large draws, not yet enough
+        assert rng.compiled(big) is None
+    assert rng._loaded(1 << 30) is None
+    assert rng.compiled(big) is kernels and rng._loaded(big) is kernels
+    monkeypatch.setattr(rng, "_kernels", None)
+    monkeypatch.setattr(rng, "_drawn", 0)
+    assert rng.compiled(rng.COMPILED_AFTER) is kernels              # one draw that large

@@ -35,6 +35,7 @@ in the blob's dtype (``Dtype``) as boost computes them in ``RealType``:
 docs/rng.md lists where Caffe draws and what cannot match (cuRAND on the GPU,
 HDF5Data's ``std::random_shuffle``).
 """
+import importlib
 import logging
 import math
 import os
@@ -49,29 +50,44 @@ rng_log = logging.getLogger("engine.core.rng")
 _U32 = float(1 << 32)
 _CHUNK = 1 << 20          # values handled per block
 
-# The compiled loops (Numba) draw from this many values up; smaller draws, which NumPy
-# handles in a fraction of a millisecond, stay in NumPy, so that a process drawing only
-# a few values never pays for loading Numba.  COMPILED = False forces NumPy throughout
-# (the tests run both paths; they give the same bits).
+# Which path draws.  The compiled loops (Numba) take draws of COMPILED_FROM values and
+# more; smaller ones, which NumPy handles in a fraction of a millisecond, stay in NumPy.
+# The first compiled call costs a process 0.2 to 0.6 s once (Numba's import, its typing
+# registries and LLVM; the loops themselves come compiled from the on-disk cache), so
+# the loops are loaded once the process has drawn COMPILED_AFTER values in large draws
+# (a single draw that large counts): a LeNet (0.4 M weights) or a GoogLeNet (7 M) stays
+# in NumPy, a CaffeNet loads them for fc6 (38 M) and a ResNet-50 after its first 8 M.
+# COMPILED = False forces NumPy throughout (the tests run both paths; same bits).
 COMPILED = True
 COMPILED_FROM = 1 << 14
+COMPILED_AFTER = 1 << 23
 _kernels = None
+_drawn = 0
 
 
 def compiled(n):
     """The compiled loops (``engine.core._rng_kernels``) for a draw of ``n`` values, or None:
-    below ``COMPILED_FROM``, with ``COMPILED`` off, or without Numba."""
-    global _kernels
+    below ``COMPILED_FROM``, before the process has drawn ``COMPILED_AFTER`` values, with
+    ``COMPILED`` off, or without Numba."""
+    global _kernels, _drawn
     if not COMPILED or n < COMPILED_FROM:
         return None
     if _kernels is None:
+        _drawn += n
+        if _drawn < COMPILED_AFTER:
+            return None
         try:
-            from engine.core import _rng_kernels as kernels
+            kernels = importlib.import_module("engine.core._rng_kernels")
         except Exception as e:  # ImportError, or a Numba that does not load beside this NumPy
             rng_log.info("Numba is not available (%s): random draws use the NumPy code.", e)
             kernels = False
         _kernels = kernels
     return _kernels or None
+
+
+def _loaded(n):
+    """The compiled loops for ``n`` raw outputs when a draw has loaded them (no counting)."""
+    return _kernels if COMPILED and _kernels and n >= COMPILED_FROM else None
 
 
 # ---------------------------------------------------------------- the engine
@@ -114,7 +130,7 @@ class Stream:
 
     def _generate(self, out):
         """Fill ``out`` with the engine's next outputs (compiled, or NumPy's ``MT19937``)."""
-        kernels = compiled(len(out))
+        kernels = _loaded(len(out))
         if kernels is not None:
             self._idx = kernels.mt_fill(self._key, self._idx, out)
             return
