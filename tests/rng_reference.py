@@ -212,3 +212,23 @@ def shuffle(items, eng):
         j = uniform_int(eng, 0, i)
         items[i], items[j] = items[j], items[i]
     return items
+
+
+# --------------------------------------------------------------- the engine's two paths
+PATHS = ("compiled", "numpy")
+
+
+def use_path(path, monkeypatch):
+    """Make engine.core.rng draw on ``path``: "compiled" (the Numba loops, for every draw
+    however small; skips without Numba) or "numpy" (its NumPy code)."""
+    import pytest
+
+    from engine.core import rng
+    if path == "compiled":
+        monkeypatch.setattr(rng, "COMPILED", True)
+        if rng.compiled(1 << 62) is None:
+            pytest.skip("numba is not installed")
+        monkeypatch.setattr(rng, "COMPILED_FROM", 0)
+    else:
+        monkeypatch.setattr(rng, "COMPILED", False)
+    return path

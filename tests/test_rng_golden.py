@@ -1,15 +1,23 @@
 """Seeded runs against what real Caffe 1.0 drew (../shared/golden/rng): fillers, Dropout
-masks, DummyData refills and Init order bit for bit; a seeded SGD run with Dropout."""
+masks, DummyData refills and Init order bit for bit; a seeded SGD run with Dropout.
+Each runs on the compiled draws (every draw, however small) and on the NumPy code."""
 import json
+import re
 import tempfile
 
 import numpy as np
 import pytest
 
 import engine
+from tests import rng_reference as ref
 from tests.conftest import SHARED
 
 GOLDEN = SHARED / "golden" / "rng"
+
+
+@pytest.fixture(autouse=True, params=ref.PATHS)
+def path(request, monkeypatch):
+    return ref.use_path(request.param, monkeypatch)
 
 
 def _cases(kinds):
@@ -22,7 +30,7 @@ def _cases(kinds):
 
 
 def _seed_of(request):
-    return int(request.node.callspec.id.rsplit("-seed", 1)[1])
+    return int(re.search(r"-seed(\d+)", request.node.callspec.id).group(1))
 
 
 def _bits(a):

@@ -46,39 +46,43 @@ def fill(blob, param):
     if n == 0 and kind in _RANDOM:
         raise LayerError("Check failed: blob->count() (the %s filler got a blob of shape %s)"
                          % (kind, blob.shape_string()))
+    # Plain draws go straight into the blob's host memory (no temporary of its size).
+    data = blob.data
+    out = data.reshape(-1) if data.dtype == t and data.flags.c_contiguous else None
     try:
-        v = _values(kind, param, blob, t)
+        v = _values(kind, param, blob, t, out)
     except ValueError as e:      # a CHECK of caffe_rng_* (e.g. sparse > num_output)
         raise LayerError("%s(%s filler of a blob of shape %s)"
                          % (e, kind, blob.shape_string())) from None
-    blob.data[...] = v.reshape(blob.shape).astype(blob.dtype, copy=False)
+    if v is not out:
+        data[...] = v.reshape(blob.shape).astype(blob.dtype, copy=False)
 
 
-def _values(kind, param, blob, t):
+def _values(kind, param, blob, t, out=None):
     n = blob.count
     if kind == "constant":
         _no_sparse(param, kind)
         return np.full(n, t(param.value), t)
     if kind == "uniform":
-        return _uniform(param, n, t)
+        return _uniform(param, n, t, out)
     if kind == "gaussian":
-        return _gaussian(param, blob, t)
+        return _gaussian(param, blob, t, out)
     if kind == "positive_unitball":
         return _positive_unitball(param, blob, t)
     if kind == "xavier":
         _no_sparse(param, kind)
         scale = np.sqrt(t(3) / _norm_n(param, blob, t))
-        return rng.caffe_rng_uniform(n, -scale, scale, t)
+        return rng.caffe_rng_uniform(n, -scale, scale, t, out)
     if kind == "msra":
         _no_sparse(param, kind)
         std = np.sqrt(t(2) / _norm_n(param, blob, t))
-        return rng.caffe_rng_gaussian(n, t(0), std, t)
+        return rng.caffe_rng_gaussian(n, t(0), std, t, out)
     if kind == "bilinear":
         return _bilinear(param, blob, t)
     raise LayerError("Unknown filler name: %s" % kind)
 
 
-def _uniform(param, n, t):
+def _uniform(param, n, t, out=None):
     lo, hi = t(param.min), t(param.max)
     if not lo <= hi:   # caffe_rng_uniform's CHECK_LE(a, b)
         raise LayerError("Check failed: a <= b (%s vs. %s) (uniform filler min and max)"
@@ -87,13 +91,13 @@ def _uniform(param, n, t):
         raise LayerError("uniform filler: the range [%s, %s] is not finite"
                          % (_g(param.min), _g(param.max)))
     _no_sparse(param, "uniform")
-    return rng.caffe_rng_uniform(n, lo, hi, t)
+    return rng.caffe_rng_uniform(n, lo, hi, t, out)
 
 
-def _gaussian(param, blob, t):
+def _gaussian(param, blob, t, out=None):
     if not param.std > 0:   # caffe_rng_gaussian's CHECK_GT(sigma, 0)
         raise LayerError("Check failed: sigma > 0 (%s vs. 0) (gaussian filler std)" % _g(param.std))
-    v = rng.caffe_rng_gaussian(blob.count, t(param.mean), t(param.std), t)
+    v = rng.caffe_rng_gaussian(blob.count, t(param.mean), t(param.std), t, out)
     sparse = int(param.sparse)
     if sparse < -1:
         raise LayerError("Check failed: sparse >= -1 (%d vs. -1) " % sparse)

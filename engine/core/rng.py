@@ -3,14 +3,21 @@ distributions behind ``caffe_rng_rand``, ``caffe_rng_uniform``,
 ``caffe_rng_gaussian``, ``caffe_rng_bernoulli``, ``DataTransformer::Rand`` and
 ``caffe::shuffle``, reproduced draw for draw.
 
-A :class:`Stream` is one ``boost::mt19937`` (a ``Caffe::RNG``).  Its raw 32-bit
-outputs come in blocks from NumPy's ``MT19937`` bit generator, which runs the
-same recurrence and tempering; the state is seeded here with mt19937's
-``init_genrand`` (boost's ``seed(value)`` computes the same words; its extra
-``normalize_state`` only touches bits of ``x[0]`` the first twist never reads).
-The stream keeps a buffer, so a distribution can look ahead over a block,
-decide vectorised what boost decides one value at a time, and then consume
-exactly as many outputs as boost would have.
+A :class:`Stream` is one ``boost::mt19937`` (a ``Caffe::RNG``): its 624 state
+words, seeded here with mt19937's ``init_genrand`` (boost's ``seed(value)``
+computes the same words; its extra ``normalize_state`` only touches bits of
+``x[0]`` the first twist never reads).  Its raw 32-bit outputs come in blocks,
+from a compiled mt19937 (``_rng_kernels.mt_fill``) or from NumPy's ``MT19937``
+bit generator, which runs the same recurrence and tempering.  The stream keeps
+a buffer, so a distribution can look ahead over a block, decide what boost
+decides one value at a time, and then consume exactly as many outputs as boost
+would have.
+
+Two paths draw the same bits: compiled loops (Numba, ``engine.core._rng_kernels``:
+boost's algorithms written out value by value over the block) for draws of
+``COMPILED_FROM`` values and more, and NumPy code (vectorised over the block:
+the ziggurat classifies every position at once and walks the rare ones) for
+small draws and whenever Numba is missing.
 
 The distributions follow boost.random 1.64 and later (Ubuntu 18.04's 1.65.1,
 20.04's 1.71, Debian 10's 1.67, 11's 1.74: one algorithm throughout), computed
@@ -28,6 +35,7 @@ in the blob's dtype (``Dtype``) as boost computes them in ``RealType``:
 docs/rng.md lists where Caffe draws and what cannot match (cuRAND on the GPU,
 HDF5Data's ``std::random_shuffle``).
 """
+import importlib
 import logging
 import math
 import os
@@ -40,7 +48,46 @@ from engine.core import _ziggurat
 rng_log = logging.getLogger("engine.core.rng")
 
 _U32 = float(1 << 32)
-_CHUNK = 1 << 20          # outputs handled per vectorised block
+_CHUNK = 1 << 20          # values handled per block
+
+# Which path draws.  The compiled loops (Numba) take draws of COMPILED_FROM values and
+# more; smaller ones, which NumPy handles in a fraction of a millisecond, stay in NumPy.
+# The first compiled call costs a process 0.2 to 0.6 s once (Numba's import, its typing
+# registries and LLVM; the loops themselves come compiled from the on-disk cache), so
+# the loops are loaded once the process has drawn COMPILED_AFTER values in large draws
+# (a single draw that large counts): a LeNet (0.4 M weights) or a GoogLeNet (7 M) stays
+# in NumPy, a CaffeNet loads them for fc6 (38 M) and a ResNet-50 after its first 8 M.
+# COMPILED = False forces NumPy throughout (the tests run both paths; same bits).
+COMPILED = True
+COMPILED_FROM = 1 << 14
+COMPILED_AFTER = 1 << 23
+_kernels = None
+_drawn = 0
+
+
+def compiled(n):
+    """The compiled loops (``engine.core._rng_kernels``) for a draw of ``n`` values, or None:
+    below ``COMPILED_FROM``, before the process has drawn ``COMPILED_AFTER`` values, with
+    ``COMPILED`` off, or without Numba."""
+    global _kernels, _drawn
+    if not COMPILED or n < COMPILED_FROM:
+        return None
+    if _kernels is None:
+        _drawn += n
+        if _drawn < COMPILED_AFTER:
+            return None
+        try:
+            kernels = importlib.import_module("engine.core._rng_kernels")
+        except Exception as e:  # ImportError, or a Numba that does not load beside this NumPy
+            rng_log.info("Numba is not available (%s): random draws use the NumPy code.", e)
+            kernels = False
+        _kernels = kernels
+    return _kernels or None
+
+
+def _loaded(n):
+    """The compiled loops for ``n`` raw outputs when a draw has loaded them (no counting)."""
+    return _kernels if COMPILED and _kernels and n >= COMPILED_FROM else None
 
 
 # ---------------------------------------------------------------- the engine
@@ -65,9 +112,9 @@ class Stream:
 
     def __init__(self, seed=None):
         self.seed = (fresh_seed() if seed is None else int(seed)) & 0xFFFFFFFF
-        self._bits = np.random.MT19937()
-        self._bits.state = {"bit_generator": "MT19937",
-                            "state": {"key": init_genrand(self.seed), "pos": 624}}
+        self._key = init_genrand(self.seed)      # mt19937's words; the next output tempers _key[_idx]
+        self._idx = 624
+        self._numpy_bits = None
         self._buf = np.empty(0, np.uint32)
         self._pos = 0
         self._base = 0
@@ -81,14 +128,29 @@ class Stream:
         """How many raw outputs have been consumed since seeding."""
         return self._base + self._pos
 
+    def _generate(self, out):
+        """Fill ``out`` with the engine's next outputs (compiled, or NumPy's ``MT19937``)."""
+        kernels = _loaded(len(out))
+        if kernels is not None:
+            self._idx = kernels.mt_fill(self._key, self._idx, out)
+            return
+        if self._numpy_bits is None:
+            self._numpy_bits = np.random.MT19937(0)
+        bits = self._numpy_bits
+        bits.state = {"bit_generator": "MT19937", "state": {"key": self._key, "pos": self._idx}}
+        out[:] = bits.random_raw(len(out))
+        state = bits.state["state"]
+        self._key, self._idx = state["key"].astype(np.uint32), int(state["pos"])
+
     def peek(self, n):
         """The next ``n`` raw outputs (uint32), not consumed."""
         avail = len(self._buf) - self._pos
         if avail < n:
-            more = self._bits.random_raw(max(n - avail, self._BLOCK)).astype(np.uint32)
+            buf = np.empty(avail + max(n - avail, self._BLOCK), np.uint32)
+            buf[:avail] = self._buf[self._pos:]
+            self._generate(buf[avail:])
             self._base += self._pos
-            self._buf = np.concatenate((self._buf[self._pos:], more))
-            self._pos = 0
+            self._buf, self._pos = buf, 0
         return self._buf[self._pos:self._pos + n]
 
     def skip(self, n):
@@ -120,35 +182,64 @@ def _real(dtype):
     return dt.type
 
 
+def _output(out, n, t):
+    """``out`` when given (checked: ``n`` contiguous values of ``t``), else a new array."""
+    if out is None:
+        return np.empty(n, t)
+    if out.shape != (n,) or out.dtype != t or not out.flags.c_contiguous:
+        raise ValueError("out must be a contiguous 1-D array of %d %s, not %s %s"
+                         % (n, np.dtype(t).name, out.shape, out.dtype))
+    return out
+
+
 def next_up(value, dtype=np.float32):
     """``caffe_nextafter``: the next representable number toward the type's max."""
     t = _real(dtype)
     return np.nextafter(t(value), t(np.finfo(t).max))
 
 
-def uniform(stream, n, a, b, dtype=np.float32):
-    """``n`` draws of ``boost::uniform_real<Dtype>(a, b)`` (b excluded), in ``dtype``."""
+def uniform(stream, n, a, b, dtype=np.float32, out=None):
+    """``n`` draws of ``boost::uniform_real<Dtype>(a, b)`` (b excluded), in ``dtype``
+    (into ``out`` when given)."""
     t = _real(dtype)
+    out = _output(out, n, t)
     lo, hi = t(a), t(b)
     if not lo < hi:
         raise ValueError("uniform_real needs a < b (%r vs. %r)" % (lo, hi))
     doubled = hi / t(2) - lo / t(2) > t(np.finfo(t).max) / t(2)
     if doubled:             # boost halves a range wider than the type's max
         lo, hi = t(lo / t(2)), t(hi / t(2))
-    out = np.empty(n, t)
+    kernels = compiled(n)
     with stream.lock:
-        filled = 0
-        while filled < n:
-            want = min(n - filled, _CHUNK)
-            u = stream.peek(want + 8)
-            v = u.astype(t) / t(_U32) * (hi - lo) + lo
-            good = np.flatnonzero(v < hi)[:want]
-            out[filled:filled + len(good)] = v[good]
-            stream.skip(int(good[-1]) + 1 if len(good) == want else len(u))
-            filled += len(good)
+        if kernels is not None:
+            _uniform_compiled(kernels, stream, out, t, lo, hi)
+        else:
+            _uniform_numpy(stream, out, t, lo, hi)
     if doubled:
         out *= t(2)
     return out
+
+
+def _uniform_compiled(kernels, stream, out, t, lo, hi):
+    n = len(out)
+    filled = 0
+    while filled < n:
+        u = stream.peek(min(n - filled, _CHUNK) + 8)
+        filled, used = kernels.uniform_fill(u, out, filled, t, lo, hi)
+        stream.skip(used)
+
+
+def _uniform_numpy(stream, out, t, lo, hi):
+    n = len(out)
+    filled = 0
+    while filled < n:
+        want = min(n - filled, _CHUNK)
+        u = stream.peek(want + 8)
+        v = u.astype(t) / t(_U32) * (hi - lo) + lo
+        good = np.flatnonzero(v < hi)[:want]
+        out[filled:filled + len(good)] = v[good]
+        stream.skip(int(good[-1]) + 1 if len(good) == want else len(u))
+        filled += len(good)
 
 
 def uniform01(stream, dtype=np.float32):
@@ -168,11 +259,17 @@ def bernoulli(stream, n, p, dtype=np.float32):
     if p == t(0):
         return np.zeros(n, bool)    # boost returns false without drawing
     threshold = p * t(4294967295.0)
+    kernels = compiled(n)
+    out = np.empty(n, bool)
     with stream.lock:
-        out = np.empty(n, bool)
         for start in range(0, n, _CHUNK):
-            u = stream.take(min(_CHUNK, n - start))
-            np.less_equal(u.astype(t), threshold, out=out[start:start + len(u)])
+            part = out[start:start + _CHUNK]
+            u = stream.peek(len(part))
+            if kernels is not None:
+                kernels.bernoulli_fill(u, part, t, threshold)
+            else:
+                np.less_equal(u.astype(t), threshold, out=part)
+            stream.skip(len(part))
     return out
 
 
@@ -469,28 +566,68 @@ def _walk_float(kind, value, u, out, filled, stream):
 def unit_normal(stream, n, dtype=np.float32):
     """``n`` draws of boost's ``unit_normal_distribution<Dtype>`` (the ziggurat)."""
     t = _real(dtype)
-    w = _pair_width(t)
-    out = np.empty(n, t)
-    filled = 0
+    kernels = compiled(n)
     with stream.lock:
-        while filled < n:
-            m = min(n - filled, _CHUNK)
-            block = w * (m + m // 32 + 64)
-            u = stream.peek(block)
-            count = block - w                 # an attempt also reads the next output (the wedge's)
-            kind, value = _classify(u, t, count)
-            if w == 1:
-                filled, j, consumed = _walk_float(kind, value, u, out, filled, stream)
-            else:
-                filled, j, consumed = _walk(kind, value, count, w, out, filled, stream)
-            stream.skip(j - consumed)
+        if kernels is not None:
+            return _normal_compiled(kernels, stream, np.empty(n, t), t, False, t(1), t(0))
+        return _unit_normal_numpy(stream, np.empty(n, t), t)
+
+
+def _normal_compiled(kernels, stream, out, t, scaled, sigma, mean):
+    """The ziggurat compiled, over blocks looked ahead a little past the expected use
+    (float: ~1.02 outputs a value; double twice that); further when an attempt (a tail)
+    did not fit in what was looked at."""
+    tables = _kernel_tables(t)
+    w = _pair_width(t)
+    n = len(out)
+    filled = extra = 0
+    while filled < n:
+        m = min(n - filled, _CHUNK)
+        u = stream.peek(w * (m + m // 32 + 64) + extra)
+        filled, used = kernels.normal_fill(u, out, filled, t, w - 1, scaled, sigma, mean, *tables)
+        stream.skip(used)
+        extra = 0 if used else 2 * extra + len(u)
     return out
 
 
-def gaussian(stream, n, mu, sigma, dtype=np.float32):
-    """``n`` draws of ``boost::normal_distribution<Dtype>(mu, sigma)``: ``z * sigma + mu``."""
+def _kernel_tables(t):
+    """The tables ``_rng_kernels.normal_fill`` reads: the normal ziggurat's double edges,
+    its x, y, x[i] - x[i+1] and y[i+1] - y[i] in RealType, then the exponential's four."""
+    tab, exp_tab = _tables(t, "normal"), _tables(t, "exponential")
+    return (tab.x64, tab.x, tab.y, tab.dx, tab.dy, exp_tab.x, exp_tab.y, exp_tab.dx, exp_tab.dy)
+
+
+def _unit_normal_numpy(stream, out, t):
+    w = _pair_width(t)
+    n = len(out)
+    filled = 0
+    while filled < n:
+        m = min(n - filled, _CHUNK)
+        block = w * (m + m // 32 + 64)
+        u = stream.peek(block)
+        count = block - w                 # an attempt also reads the next output (the wedge's)
+        kind, value = _classify(u, t, count)
+        if w == 1:
+            filled, j, consumed = _walk_float(kind, value, u, out, filled, stream)
+        else:
+            filled, j, consumed = _walk(kind, value, count, w, out, filled, stream)
+        stream.skip(j - consumed)
+    return out
+
+
+def gaussian(stream, n, mu, sigma, dtype=np.float32, out=None):
+    """``n`` draws of ``boost::normal_distribution<Dtype>(mu, sigma)``: ``z * sigma + mu``
+    (into ``out`` when given)."""
     t = _real(dtype)
-    return unit_normal(stream, n, t) * t(sigma) + t(mu)
+    out = _output(out, n, t)
+    kernels = compiled(n)
+    with stream.lock:
+        if kernels is not None:
+            return _normal_compiled(kernels, stream, out, t, True, t(sigma), t(mu))
+        _unit_normal_numpy(stream, out, t)
+    out *= t(sigma)         # two roundings in Dtype, as boost's z * sigma + mean
+    out += t(mu)
+    return out
 
 
 # ---------------------------------------------------------------- integers
@@ -538,34 +675,55 @@ def _wide_uniform_int(stream, span):
 
 def shuffle_indices(stream, length):
     """The order ``caffe::shuffle`` (Fisher–Yates from the back, ``uniform_int(0, i)``)
-    leaves ``range(length)`` in."""
-    order = list(range(length))
+    leaves ``range(length)`` in, as an int64 array."""
     if length < 2:
-        return order
+        return np.arange(length, dtype=np.int64)
+    kernels = compiled(length)
+    with stream.lock:
+        if kernels is not None:
+            return _shuffle_compiled(kernels, stream, length)
+        return _shuffle_numpy(stream, length)
+
+
+def _shuffle_compiled(kernels, stream, length):
+    order = np.arange(length, dtype=np.int64)
+    i = length - 1
+    while i >= _BRANGE:         # spans the engine's range cannot cover: boost composes outputs
+        j = uniform_int(stream, 0, i)
+        order[i], order[j] = order[j], order[i]
+        i -= 1
+    while i > 0:
+        u = stream.peek(min(i, _CHUNK) + 16)
+        i, used = kernels.shuffle_fill(u, order, i)
+        stream.skip(used)
+    return order
+
+
+def _shuffle_numpy(stream, length):
+    order = list(range(length))
     tops = np.arange(length - 1, 0, -1, dtype=np.int64)       # i = length-1 ... 1
     bucket = _BRANGE // (tops + 1) + (_BRANGE % (tops + 1) == tops)
     picks = np.empty(len(tops), np.int64)
-    with stream.lock:
-        done = 0
-        while done < len(tops):
-            u = stream.peek(len(tops) - done).astype(np.int64)
-            v = u // bucket[done:]
-            bad = np.flatnonzero(v > tops[done:])
-            good = len(v) if len(bad) == 0 else int(bad[0])
-            picks[done:done + good] = v[:good]
-            stream.skip(good)
-            done += good
-            if done < len(tops):
-                picks[done] = uniform_int(stream, 0, int(tops[done]))
-                done += 1
+    done = 0
+    while done < len(tops):
+        u = stream.peek(len(tops) - done).astype(np.int64)
+        v = u // bucket[done:]
+        bad = np.flatnonzero(v > tops[done:])
+        good = len(v) if len(bad) == 0 else int(bad[0])
+        picks[done:done + good] = v[:good]
+        stream.skip(good)
+        done += good
+        if done < len(tops):
+            picks[done] = uniform_int(stream, 0, int(tops[done]))
+            done += 1
     for i, j in zip(tops.tolist(), picks.tolist()):
         order[i], order[j] = order[j], order[i]
-    return order
+    return np.array(order, np.int64)
 
 
 def shuffle(items, stream):
     """``caffe::shuffle(begin, end, stream)`` on a list, in place."""
-    order = shuffle_indices(stream, len(items))
+    order = shuffle_indices(stream, len(items)).tolist()
     items[:] = [items[k] for k in order]
 
 
@@ -616,21 +774,22 @@ def caffe_rng_rand():
         return stream()
 
 
-def caffe_rng_uniform(n, a, b, dtype=np.float32):
-    """``caffe_rng_uniform<Dtype>``: uniform on [a, b] (boost's upper bound is nextafter(b))."""
+def caffe_rng_uniform(n, a, b, dtype=np.float32, out=None):
+    """``caffe_rng_uniform<Dtype>``: uniform on [a, b] (boost's upper bound is nextafter(b)),
+    into ``out`` when given."""
     t = _real(dtype)
     a, b = t(a), t(b)
     if not a <= b:
         raise ValueError("Check failed: a <= b (%s vs. %s) " % (_num(a), _num(b)))
-    return uniform(caffe_rng(), n, a, next_up(b, t), t)
+    return uniform(caffe_rng(), n, a, next_up(b, t), t, out)
 
 
-def caffe_rng_gaussian(n, mu, sigma, dtype=np.float32):
-    """``caffe_rng_gaussian<Dtype>``."""
+def caffe_rng_gaussian(n, mu, sigma, dtype=np.float32, out=None):
+    """``caffe_rng_gaussian<Dtype>``, into ``out`` when given."""
     t = _real(dtype)
     if not t(sigma) > 0:
         raise ValueError("Check failed: sigma > 0 (%s vs. 0) " % _num(t(sigma)))
-    return gaussian(caffe_rng(), n, mu, sigma, t)
+    return gaussian(caffe_rng(), n, mu, sigma, t, out)
 
 
 def caffe_rng_bernoulli(n, p, dtype=np.float32):
