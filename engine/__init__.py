@@ -2,6 +2,7 @@
 with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts, and
 ``engine.install_as_caffe()`` (or ``python -m engine run SCRIPT``) makes ``import caffe``
 give the engine's pycaffe (engine.pycaffe; docs/pycaffe.md)."""
+from engine import _blas_kernels  # first: OpenBLAS reads OPENBLAS_CORETYPE when NumPy loads it
 from engine.core.backend import gpu_available, set_device, set_mode_cpu, set_random_seed
 from engine.core.blob import Blob  # noqa: F401
 from engine.core.errors import (

@@ -5,6 +5,7 @@ Data flows one way: engine.Net → :mod:`inspector.model` (a plain graph) →
 :mod:`inspector.figures` and :mod:`inspector.layout`; :mod:`inspector.callbacks`
 only wire the page to those.
 """
+import engine  # noqa: F401  (before NumPy: engine._blas_kernels picks OpenBLAS's kernels)
 
 
 def create_app(config=None, store=None):
