@@ -15,6 +15,7 @@ import numpy as np
 
 from engine.core import backend, rng
 from engine.core.blob import Blob
+from engine.core.kernels import gemm as _gemm
 from engine.core.kernels import im2col as _im2col
 from engine.core.kernels import lrn as _lrn
 from engine.core.kernels import pooling as _pool
@@ -109,6 +110,16 @@ def _chunks(num, per_image, limit=None):
     step = max(1, min(num, limit // max(per_image, 1)))
     for n0 in range(0, num, step):
         yield n0, min(num, n0 + step)
+
+
+def _matmul(xp, a, b, out):
+    """out = a @ b over a leading group axis: the compiled GEMM on float32 host arrays
+    (engine.core.kernels.gemm), else ``xp.matmul``."""
+    if _gemm.usable(a, b, out) and out.ndim == 3:
+        for gi in range(a.shape[0]):
+            _gemm.matmul(a[gi], b[gi], out[gi])
+        return out
+    return xp.matmul(a, b, out=out)
 
 
 # ====================================================================== convolution
@@ -296,7 +307,7 @@ class BaseConvolutionLayer(Layer):
         xp = self.xp
         shape = a.shape[:-1] + b.shape[-1:]
         out = self._work(name, int(np.prod(shape)), a.dtype)[:int(np.prod(shape))].reshape(shape)
-        xp.matmul(a, b, out=out)
+        _matmul(xp, a, b, out)
         if accumulate_into is not None:
             accumulate_into += out
         return out
@@ -306,6 +317,15 @@ class BaseConvolutionLayer(Layer):
         product is added inside the GEMM, no temporary)."""
         if self.on_gpu:
             self._gemm("dw", rows, cols.swapaxes(1, 2), accumulate_into=dW3)
+            return
+        if _gemm.usable(rows, cols, dW3):
+            # dW^T = cols @ rows^T reads the big column matrix in place (the compiled GEMM
+            # packs only the small rows^T); the transposed product is then added to dW.
+            kdim, og = cols.shape[1], rows.shape[1]
+            wt = self._work("dwt", kdim * og, dW3.dtype)[:kdim * og].reshape(kdim, og)
+            for gi in range(self.group):
+                _gemm.matmul(cols[gi], rows[gi].T, wt)
+                dW3[gi] += wt.T
             return
         for gi in range(self.group):
             gemm_acc(rows[gi], cols[gi].T, dW3[gi],
@@ -360,7 +380,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 cols = self._to_cols(x[n0:n1], bl).reshape(g, self.kernel_dim, nb * P)
                 ys = y[n0:n1]
                 if nb == 1:
-                    self.xp.matmul(W3, cols, out=y[n0].reshape(g, O // g, P))
+                    _matmul(self.xp, W3, cols, y[n0].reshape(g, O // g, P))
                     self._bias_add(ys)
                 else:
                     rows = self._rows_to_batch(self._gemm("out", W3, cols), nb, bl)
@@ -395,7 +415,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 if pd:
                     if self.is_1x1 and nb == 1:
                         # The column matrix of a 1x1 convolution is the image itself.
-                        self.xp.matmul(W3.swapaxes(1, 2), dyr, out=dx[n0].reshape(g, self.kernel_dim, P))
+                        _matmul(self.xp, W3.swapaxes(1, 2), dyr, dx[n0].reshape(g, self.kernel_dim, P))
                         continue
                     # The column buffer is free again once dW has used it: dcols go there.
                     dcols = self._gemm("cols", W3.swapaxes(1, 2), dyr)       # (G, kdim, nb*P)
