@@ -15,6 +15,7 @@ import numpy as np
 
 from engine.core import backend, rng
 from engine.core.blob import Blob
+from engine.core.kernels import conv2d as _conv2d
 from engine.core.kernels import gemm as _gemm
 from engine.core.kernels import im2col as _im2col
 from engine.core.kernels import lrn as _lrn
@@ -365,7 +366,41 @@ class ConvolutionLayer(BaseConvolutionLayer):
             out.append(_cdiv(self.bottom_spatial[i] + 2 * self.pad[i] - ext, self.stride[i]) + 1)
         return out
 
+    # ------------------------------------------------------------ implicit GEMM (host)
+    def _implicit(self, *arrays):
+        """True where the stride-1 implicit GEMM (engine.core.kernels.conv2d) serves."""
+        return (not self.on_gpu and self.channel_axis == 1 and self.num_spatial_axes == 2
+                and _conv2d.applies(self.kernel_shape, self.stride, self.pad, self.dilation, self.group,
+                                    *arrays))
+
+    def _work32(self, name, n):
+        return self._work(name, n, np.float32)
+
+    def _forward_implicit(self, bottom, top):
+        w = self.blobs[0].get_data()
+        bias = self.blobs[1].get_data() if self.bias_term else None
+        for b, t in zip(bottom, top):
+            x = b.get_data().reshape((self.num, self.channels) + self.bottom_spatial)
+            y = t.mut_data().reshape((self.num, self.num_output) + tuple(self.output_shape))
+            _conv2d.forward(x, w, bias, self.pad, y, self._work32)
+
+    def _backward_implicit(self, top, propagate_down, bottom):
+        w = self.blobs[0].get_data()
+        need_w = self.get_param_propagate_down(0)
+        dw = self.blobs[0].mut_diff() if need_w else None
+        for i, (b, t) in enumerate(zip(bottom, top)):
+            dy = t.get_diff().reshape((self.num, self.num_output) + tuple(self.output_shape))
+            if need_w:
+                x = b.get_data().reshape((self.num, self.channels) + self.bottom_spatial)
+                _conv2d.backward_weights(x, dy, self.pad, dw, self._work32)
+            if propagate_down[i]:
+                dx = b.mut_diff().reshape((self.num, self.channels) + self.bottom_spatial)
+                _conv2d.backward_data(dy, w, self.pad, dx, self._work32)
+
     def forward(self, bottom, top):
+        if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom)):
+            self._forward_implicit(bottom, top)
+            return
         g = self.group
         W3 = self._weights3(self.blobs[0].get_data())
         C, O = self.channels, self.num_output
@@ -395,6 +430,10 @@ class ConvolutionLayer(BaseConvolutionLayer):
         P = int(np.prod(self.output_shape, dtype=np.int64))
         per_image = self.kernel_dim * g * P
         self._bias_backward(top)
+        if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom),
+                          *(t.get_diff() for t in top)):
+            self._backward_implicit(top, propagate_down, bottom)
+            return
         need_w = self.get_param_propagate_down(0)
         W3 = self._weights3(self.blobs[0].get_data())
         dW3 = self._weights3(self.blobs[0].mut_diff()) if need_w else None
