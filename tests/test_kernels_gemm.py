@@ -82,3 +82,50 @@ def test_convolution_float32_agrees_with_numpy_matmul(spec, monkeypatch):
 
     for got, ref in zip(run(True), run(False)):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
+
+@needs_gemm
+def test_implicit_convolution_split_over_threads_agrees(monkeypatch):
+    from engine.core.kernels import conv2d
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((5, 3, 7, 9)).astype(np.float32)
+    w = rng.standard_normal((10, 3, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(10).astype(np.float32)
+    dy = rng.standard_normal((5, 10, 7, 9)).astype(np.float32)
+    assert conv2d.applies((3, 3), (1, 1), (1, 1), (1, 1), 1, x, w, dy)
+    assert not conv2d.applies((3, 3), (2, 2), (1, 1), (1, 1), 1, x, w, dy)
+
+    def run(threads):
+        bufs = {}
+
+        def work(name, n):                  # per-thread scratch, as the layers' workspace
+            import threading
+            key = (name, threading.get_ident())
+            if key not in bufs or bufs[key].size < n:
+                bufs[key] = np.empty(n, np.float32)
+            return bufs[key]
+
+        monkeypatch.setattr(gemm, "MIN_THREAD_MACS", 10)
+        monkeypatch.setattr(gemm, "blas_threads", lambda: threads)
+        y = np.empty((5, 10, 7, 9), np.float32)
+        dx = np.empty_like(x)
+        dw = np.ones_like(w)
+        conv2d.forward(x, w, bias, (1, 1), y, work)
+        conv2d.backward_data(dy, w, (1, 1), dx, work)
+        conv2d.backward_weights(x, dy, (1, 1), dw, work)
+        return y, dx, dw
+
+    x64, w64, dy64 = x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64)
+    xp = np.pad(x64, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = np.stack([xp[:, :, i:i + 7, j:j + 9] for i in range(3) for j in range(3)], axis=2)  # n c k h w
+    y_ref = np.einsum("nckhw,ock->nohw", cols, w64.reshape(10, 3, 9)) + bias[None, :, None, None]
+    dw_ref = 1.0 + np.einsum("nckhw,nohw->ock", cols, dy64).reshape(w.shape)
+    dcols = np.einsum("ock,nohw->nckhw", w64.reshape(10, 3, 9), dy64)
+    dxp = np.zeros_like(xp)
+    for k, (i, j) in enumerate((i, j) for i in range(3) for j in range(3)):
+        dxp[:, :, i:i + 7, j:j + 9] += dcols[:, :, k]
+    dx_ref = dxp[:, :, 1:-1, 1:-1]
+    for threads in (1, 3):
+        for got, ref in zip(run(threads), (y_ref, dx_ref, dw_ref)):
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))

@@ -158,17 +158,27 @@ def _padded_weights(w2, rows, work):
     return out
 
 
+def _macs(x, y, w):
+    return x.shape[0] * y[0].size * (w.size // w.shape[0])
+
+
 def forward(x, w, bias, pad, y, work):
     """y = conv(x, w) (+ bias) for a stride-1 convolution; ``work(name, n)`` gives a flat
-    float32 scratch array of at least n elements, ``bias`` None for none."""
+    float32 scratch array of at least n elements (per thread), ``bias`` None for none.
+    The images are split over threads as NumPy's BLAS threads allow."""
     N, C, H, W = x.shape
     O, _, kh, kw = w.shape
     ph, pw = pad
     pad_elems, out_elems, rows = sizes(C, H, W, O, kh, kw, ph, pw)
     wp = _padded_weights(w.reshape(O, -1), rows, lambda n: work("cv.w", n))
     b = bias if bias is not None else wp[0, :1]
-    _forward_jit(x, wp, b, bias is not None, kh, kw, ph, pw, y, work("cv.pad", pad_elems)[:pad_elems],
-                 work("cv.out", out_elems)[:out_elems], _ints(work, "cv.koff", C * kh * kw), _ints(work, "cv.aoff", MR))
+
+    def part(n0, n1):
+        _forward_jit(x[n0:n1], wp, b, bias is not None, kh, kw, ph, pw, y[n0:n1],
+                     work("cv.pad", pad_elems)[:pad_elems], work("cv.out", out_elems)[:out_elems],
+                     _ints(work, "cv.koff", C * kh * kw), _ints(work, "cv.aoff", MR))
+
+    gemm.split_run(part, N, _macs(x, y, w))
 
 
 def backward_data(dy, w, pad, dx, work):
@@ -188,11 +198,18 @@ def backward_weights(x, dy, pad, dw, work):
     K = C * kh * kw
     Kp, Op = -(-K // MR) * MR, -(-O // NR) * NR
     pad_elems = sizes(C, H, W, O, kh, kw, pad[0], pad[1])[0]
-    dwt = work("cv.dwt", Kp * Op)[: Kp * Op].reshape(Kp, Op)
-    dwt[...] = 0
-    _weights_jit(x, dy, kh, kw, pad[0], pad[1], dwt, work("cv.pad", pad_elems)[:pad_elems],
-                 work("cv.bpack", KC * Op)[: KC * Op], _ints(work, "cv.koff", Kp), _ints(work, "cv.aoff", MR))
-    dw.reshape(O, K)[...] += dwt[:K, :O].T
+
+    def part(n0, n1):           # each thread sums its images into its own dW^T
+        dwt = work("cv.dwt", Kp * Op)[: Kp * Op].reshape(Kp, Op)
+        dwt[...] = 0
+        _weights_jit(x[n0:n1], dy[n0:n1], kh, kw, pad[0], pad[1], dwt, work("cv.pad", pad_elems)[:pad_elems],
+                     work("cv.bpack", KC * Op)[: KC * Op], _ints(work, "cv.koff", Kp), _ints(work, "cv.aoff", MR))
+        # The first span runs on this thread; a pool thread may run two spans in turn, so
+        # theirs are copied out of its buffer.
+        return dwt[:K, :O] if n0 == 0 else dwt[:K, :O].copy()
+
+    for dwt in gemm.split_run(part, N, _macs(x, dy, dw)):
+        dw.reshape(O, K)[...] += dwt.T
 
 
 def _ints(work, name, n):

@@ -316,6 +316,22 @@ def _pool(n):
         return _POOL
 
 
+def split_run(fn, count, macs, unit=1):
+    """Run ``fn(i0, i1)`` over [0, count) split into as many spans (multiples of ``unit``)
+    as :func:`blas_threads` allows for ``macs`` multiply-adds (one span, on this thread,
+    below 2 x MIN_THREAD_MACS); returns the results in span order."""
+    threads = blas_threads() if macs >= 2 * MIN_THREAD_MACS else 1
+    threads = min(threads, max(1, macs // MIN_THREAD_MACS), max(1, count // unit))
+    if threads <= 1:
+        return [fn(0, count)]
+    step = -(-count // threads)
+    step = -(-step // unit) * unit
+    spans = [(i, min(count, i + step)) for i in range(0, count, step)]
+    futs = [_pool(threads).submit(fn, i0, i1) for i0, i1 in spans[1:]]
+    first = fn(*spans[0])
+    return [first] + [f.result() for f in futs]
+
+
 def usable(*arrays):
     """True where :func:`matmul` runs compiled: float32 host arrays, Numba present, enabled."""
     if not (AVAILABLE and ENABLED):
@@ -347,17 +363,5 @@ def matmul(a, b, out, accumulate=False):
         return out
     if m == 0 or n == 0:
         return out
-    threads = blas_threads() if m * n * k >= 2 * MIN_THREAD_MACS else 1
-    threads = min(threads, max(1, m * n * k // MIN_THREAD_MACS), max(1, n // NR))
-    if threads <= 1:
-        _one(a, b, out, accumulate)
-        return out
-    step = -(-n // threads)
-    step = -(-step // NR) * NR
-    spans = [(j, min(n, j + step)) for j in range(0, n, step)]
-    futs = [_pool(threads).submit(_one, a, b[:, j0:j1], out[:, j0:j1], accumulate) for j0, j1 in spans[1:]]
-    j0, j1 = spans[0]
-    _one(a, b[:, j0:j1], out[:, j0:j1], accumulate)
-    for f in futs:
-        f.result()
+    split_run(lambda j0, j1: _one(a, b[:, j0:j1], out[:, j0:j1], accumulate), n, m * n * k, NR)
     return out
