@@ -15,6 +15,8 @@ import numpy as np
 
 from engine.core import backend, rng
 from engine.core.blob import Blob
+from engine.core.kernels import conv2d as _conv2d
+from engine.core.kernels import gemm as _gemm
 from engine.core.kernels import im2col as _im2col
 from engine.core.kernels import lrn as _lrn
 from engine.core.kernels import pooling as _pool
@@ -109,6 +111,16 @@ def _chunks(num, per_image, limit=None):
     step = max(1, min(num, limit // max(per_image, 1)))
     for n0 in range(0, num, step):
         yield n0, min(num, n0 + step)
+
+
+def _matmul(xp, a, b, out):
+    """out = a @ b over a leading group axis: the compiled GEMM on float32 host arrays
+    (engine.core.kernels.gemm), else ``xp.matmul``."""
+    if _gemm.usable(a, b, out) and out.ndim == 3:
+        for gi in range(a.shape[0]):
+            _gemm.matmul(a[gi], b[gi], out[gi])
+        return out
+    return xp.matmul(a, b, out=out)
 
 
 # ====================================================================== convolution
@@ -296,7 +308,7 @@ class BaseConvolutionLayer(Layer):
         xp = self.xp
         shape = a.shape[:-1] + b.shape[-1:]
         out = self._work(name, int(np.prod(shape)), a.dtype)[:int(np.prod(shape))].reshape(shape)
-        xp.matmul(a, b, out=out)
+        _matmul(xp, a, b, out)
         if accumulate_into is not None:
             accumulate_into += out
         return out
@@ -306,6 +318,15 @@ class BaseConvolutionLayer(Layer):
         product is added inside the GEMM, no temporary)."""
         if self.on_gpu:
             self._gemm("dw", rows, cols.swapaxes(1, 2), accumulate_into=dW3)
+            return
+        if _gemm.usable(rows, cols, dW3):
+            # dW^T = cols @ rows^T reads the big column matrix in place (the compiled GEMM
+            # packs only the small rows^T); the transposed product is then added to dW.
+            kdim, og = cols.shape[1], rows.shape[1]
+            wt = self._work("dwt", kdim * og, dW3.dtype)[:kdim * og].reshape(kdim, og)
+            for gi in range(self.group):
+                _gemm.matmul(cols[gi], rows[gi].T, wt)
+                dW3[gi] += wt.T
             return
         for gi in range(self.group):
             gemm_acc(rows[gi], cols[gi].T, dW3[gi],
@@ -345,7 +366,41 @@ class ConvolutionLayer(BaseConvolutionLayer):
             out.append(_cdiv(self.bottom_spatial[i] + 2 * self.pad[i] - ext, self.stride[i]) + 1)
         return out
 
+    # ------------------------------------------------------------ implicit GEMM (host)
+    def _implicit(self, *arrays):
+        """True where the stride-1 implicit GEMM (engine.core.kernels.conv2d) serves."""
+        return (not self.on_gpu and self.channel_axis == 1 and self.num_spatial_axes == 2
+                and _conv2d.applies(self.kernel_shape, self.stride, self.pad, self.dilation, self.group,
+                                    *arrays))
+
+    def _work32(self, name, n):
+        return self._work(name, n, np.float32)
+
+    def _forward_implicit(self, bottom, top):
+        w = self.blobs[0].get_data()
+        bias = self.blobs[1].get_data() if self.bias_term else None
+        for b, t in zip(bottom, top):
+            x = b.get_data().reshape((self.num, self.channels) + self.bottom_spatial)
+            y = t.mut_data().reshape((self.num, self.num_output) + tuple(self.output_shape))
+            _conv2d.forward(x, w, bias, self.pad, y, self._work32)
+
+    def _backward_implicit(self, top, propagate_down, bottom):
+        w = self.blobs[0].get_data()
+        need_w = self.get_param_propagate_down(0)
+        dw = self.blobs[0].mut_diff() if need_w else None
+        for i, (b, t) in enumerate(zip(bottom, top)):
+            dy = t.get_diff().reshape((self.num, self.num_output) + tuple(self.output_shape))
+            if need_w:
+                x = b.get_data().reshape((self.num, self.channels) + self.bottom_spatial)
+                _conv2d.backward_weights(x, dy, self.pad, dw, self._work32)
+            if propagate_down[i]:
+                dx = b.mut_diff().reshape((self.num, self.channels) + self.bottom_spatial)
+                _conv2d.backward_data(dy, w, self.pad, dx, self._work32)
+
     def forward(self, bottom, top):
+        if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom)):
+            self._forward_implicit(bottom, top)
+            return
         g = self.group
         W3 = self._weights3(self.blobs[0].get_data())
         C, O = self.channels, self.num_output
@@ -360,7 +415,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 cols = self._to_cols(x[n0:n1], bl).reshape(g, self.kernel_dim, nb * P)
                 ys = y[n0:n1]
                 if nb == 1:
-                    self.xp.matmul(W3, cols, out=y[n0].reshape(g, O // g, P))
+                    _matmul(self.xp, W3, cols, y[n0].reshape(g, O // g, P))
                     self._bias_add(ys)
                 else:
                     rows = self._rows_to_batch(self._gemm("out", W3, cols), nb, bl)
@@ -375,6 +430,10 @@ class ConvolutionLayer(BaseConvolutionLayer):
         P = int(np.prod(self.output_shape, dtype=np.int64))
         per_image = self.kernel_dim * g * P
         self._bias_backward(top)
+        if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom),
+                          *(t.get_diff() for t in top)):
+            self._backward_implicit(top, propagate_down, bottom)
+            return
         need_w = self.get_param_propagate_down(0)
         W3 = self._weights3(self.blobs[0].get_data())
         dW3 = self._weights3(self.blobs[0].mut_diff()) if need_w else None
@@ -395,7 +454,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 if pd:
                     if self.is_1x1 and nb == 1:
                         # The column matrix of a 1x1 convolution is the image itself.
-                        self.xp.matmul(W3.swapaxes(1, 2), dyr, out=dx[n0].reshape(g, self.kernel_dim, P))
+                        _matmul(self.xp, W3.swapaxes(1, 2), dyr, dx[n0].reshape(g, self.kernel_dim, P))
                         continue
                     # The column buffer is free again once dW has used it: dcols go there.
                     dcols = self._gemm("cols", W3.swapaxes(1, 2), dyr)       # (G, kdim, nb*P)

@@ -1,0 +1,217 @@
+"""Stride-1 2-D convolution on the host as implicit GEMM: no column matrix.
+
+For a stride-1, undilated convolution, Caffe's column matrix row (c, i, j) over the output
+pixels is the zero-padded image plane c shifted by (i, j) -- if the output is laid out with
+the padded image's row width Wp (``OH x Wp`` columns, of which the last Wp - OW of each row
+are not outputs).  So ``out = W @ cols`` reads the padded image in place: the GEMM's B rows
+start at ``c*Hp*Wp + i*Wp + j`` (:func:`engine.core.kernels.gemm.UKT_SET`, a micro-kernel
+with offset tables), and the valid columns are copied out with the bias.  Per image, all in
+one compiled call (no per-image Python):
+
+- ``forward``: y = conv(x, W) + bias;
+- ``backward_data``: dx = the same implicit GEMM on dy zero-padded by (k - 1 - pad) with the
+  weights flipped and transposed (Caffe's col2im of W^T dy, summed in another order);
+- ``backward_weights``: dW += sum over pixels of dy x shifted, as dW^T = shifted rows @ dy^T
+  with dy packed (zeros in the columns that are not outputs).
+
+``applies(layer geometry)`` says where it serves: 2-D, stride 1, dilation 1, group 1,
+0 <= pad < kernel, float32 host arrays, Numba present.  Results agree with im2col + GEMM
+to float32 rounding.
+"""
+import numpy as np
+
+from engine.core.kernels import gemm
+from engine.core.kernels.jit import jit
+
+MR, NR, KC = gemm.MR, gemm.NR, gemm.KC
+
+
+def applies(kernel, stride, pad, dilation, group, *arrays):
+    """True where these layer settings and arrays can use the implicit GEMM."""
+    if not gemm.AVAILABLE or not gemm.ENABLED or len(kernel) != 2 or group != 1:
+        return False
+    if any(s != 1 for s in stride) or any(d != 1 for d in dilation):
+        return False
+    if any(not 0 <= p < k for p, k in zip(pad, kernel)):
+        return False
+    return gemm.usable(*arrays) and all(a.flags.c_contiguous for a in arrays)
+
+
+def _ceil(a, b):
+    return -(-a // b) * b
+
+
+def sizes(C, H, W, O, kh, kw, ph, pw):
+    """(padded image elements, rows x columns of the output buffer, padded A rows)."""
+    Hp, Wp = H + 2 * ph, W + 2 * pw
+    OH = Hp - kh + 1
+    Q = OH * Wp
+    Qp = _ceil(max(Q, 1), NR)
+    pad_elems = C * Hp * Wp + (Qp - Q) + Wp + kw + NR
+    return pad_elems, _ceil(O, MR) * Qp, _ceil(O, MR)
+
+
+# ------------------------------------------------------------------ compiled loops
+def _forward_loop(x, w, bias, has_bias, kh, kw, ph, pw, y, xpad, outw, koff, aoff):
+    """y (N, O, OH, OW) = conv(x (N, C, H, W), w (Op, C*kh*kw), zero rows past O)
+    (+ bias); xpad, outw: scratch (see sizes); koff (K), aoff (MR): int64 scratch."""
+    N, C, H, W = x.shape
+    O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
+    Op, K = w.shape
+    Hp, Wp = H + 2 * ph, W + 2 * pw
+    Q = OH * Wp
+    Qp = (Q + NR - 1) // NR * NR
+    for c in range(C):
+        for i in range(kh):
+            for j in range(kw):
+                koff[(c * kh + i) * kw + j] = c * Hp * Wp + i * Wp + j
+    for r in range(MR):
+        aoff[r] = r * K
+    xpad[:] = 0.0
+    wbase = w.ctypes.data
+    for n in range(N):
+        for c in range(C):
+            for h in range(H):
+                d = c * Hp * Wp + (h + ph) * Wp + pw
+                for t in range(W):
+                    xpad[d + t] = x[n, c, h, t]
+        xb = xpad.ctypes.data
+        ob = outw.ctypes.data
+        for pc in range(0, K, KC):
+            kc = min(KC, K - pc)
+            kb = koff[pc:].ctypes.data
+            for jr in range(0, Qp, NR):
+                for ir in range(0, Op, MR):
+                    a = wbase + (ir * K + pc) * 4
+                    cp = ob + (ir * Qp + jr) * 4
+                    if pc == 0:
+                        gemm.UKT_SET(kc, a, aoff.ctypes.data, 1, xb + jr * 4, kb, cp, Qp)
+                    else:
+                        gemm.UKT_ADD(kc, a, aoff.ctypes.data, 1, xb + jr * 4, kb, cp, Qp)
+        for o in range(O):
+            bv = bias[o] if has_bias else np.float32(0.0)
+            for oh in range(OH):
+                s = o * Qp + oh * Wp
+                for t in range(OW):
+                    y[n, o, oh, t] = outw[s + t] + bv
+
+
+def _weights_loop(x, dy, kh, kw, ph, pw, dwt, xpad, bp, koff, aoff):
+    """dwt (Kp, Op) += sum over images and output pixels of x shifted (row k) times
+    dy (column o): the weight gradient transposed, rows past K and columns past O junk."""
+    N, C, H, W = x.shape
+    O, OH, OW = dy.shape[1], dy.shape[2], dy.shape[3]
+    Kp, Op = dwt.shape
+    K = C * kh * kw
+    Hp, Wp = H + 2 * ph, W + 2 * pw
+    Q = OH * Wp
+    for c in range(C):
+        for i in range(kh):
+            for j in range(kw):
+                koff[(c * kh + i) * kw + j] = c * Hp * Wp + i * Wp + j
+    for k in range(K, Kp):
+        koff[k] = 0
+    bofs = np.empty(KC, np.int64)
+    for kk in range(KC):
+        bofs[kk] = kk * NR
+    xpad[:] = 0.0
+    npanel = Op // NR
+    for n in range(N):
+        for c in range(C):
+            for h in range(H):
+                d = c * Hp * Wp + (h + ph) * Wp + pw
+                for t in range(W):
+                    xpad[d + t] = x[n, c, h, t]
+        xb = xpad.ctypes.data
+        for pc in range(0, Q, KC):
+            kc = min(KC, Q - pc)
+            # dy^T for pixels pc..pc+kc, NR columns (o) per panel, zeros off the outputs
+            for pn in range(npanel):
+                base = pn * KC * NR
+                for kk in range(kc):
+                    q = pc + kk
+                    oh = q // Wp
+                    ow = q - oh * Wp
+                    o0 = base + kk * NR
+                    for jo in range(NR):
+                        o = pn * NR + jo
+                        bp[o0 + jo] = dy[n, o, oh, ow] if (ow < OW and o < O) else np.float32(0.0)
+            for ir in range(0, Kp, MR):
+                for r in range(MR):
+                    aoff[r] = koff[ir + r]
+                for pn in range(npanel):
+                    gemm.UKT_ADD(kc, xb + pc * 4, aoff.ctypes.data, 1, bp.ctypes.data + pn * KC * NR * 4,
+                                 bofs.ctypes.data, dwt.ctypes.data + (ir * Op + pn * NR) * 4, Op)
+
+
+_forward_jit = jit(_forward_loop)
+_weights_jit = jit(_weights_loop)
+
+
+# ------------------------------------------------------------------ host side
+def _padded_weights(w2, rows, work):
+    """w2 (O, K) in a (rows, K) array with zero rows past O."""
+    O, K = w2.shape
+    out = work(rows * K)[: rows * K].reshape(rows, K)
+    out[:O] = w2
+    out[O:] = 0
+    return out
+
+
+def _macs(x, y, w):
+    return x.shape[0] * y[0].size * (w.size // w.shape[0])
+
+
+def forward(x, w, bias, pad, y, work):
+    """y = conv(x, w) (+ bias) for a stride-1 convolution; ``work(name, n)`` gives a flat
+    float32 scratch array of at least n elements (per thread), ``bias`` None for none.
+    The images are split over threads as NumPy's BLAS threads allow."""
+    N, C, H, W = x.shape
+    O, _, kh, kw = w.shape
+    ph, pw = pad
+    pad_elems, out_elems, rows = sizes(C, H, W, O, kh, kw, ph, pw)
+    wp = _padded_weights(w.reshape(O, -1), rows, lambda n: work("cv.w", n))
+    b = bias if bias is not None else wp[0, :1]
+
+    def part(n0, n1):
+        _forward_jit(x[n0:n1], wp, b, bias is not None, kh, kw, ph, pw, y[n0:n1],
+                     work("cv.pad", pad_elems)[:pad_elems], work("cv.out", out_elems)[:out_elems],
+                     _ints(work, "cv.koff", C * kh * kw), _ints(work, "cv.aoff", MR))
+
+    gemm.split_run(part, N, _macs(x, y, w))
+
+
+def backward_data(dy, w, pad, dx, work):
+    """dx = the input gradient of a stride-1 convolution: the implicit GEMM on dy padded by
+    kernel - 1 - pad, with w flipped and its in/out channels swapped."""
+    N, O, OH, OW = dy.shape
+    _, C, kh, kw = w.shape
+    wf = work("cv.wflip", w.size)[: w.size].reshape(C, O, kh, kw)
+    wf[...] = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+    forward(dy, wf, None, (kh - 1 - pad[0], kw - 1 - pad[1]), dx, work)
+
+
+def backward_weights(x, dy, pad, dw, work):
+    """dw (O, C, kh, kw) += the weight gradient of a stride-1 convolution."""
+    N, C, H, W = x.shape
+    O, _, kh, kw = dw.shape
+    K = C * kh * kw
+    Kp, Op = -(-K // MR) * MR, -(-O // NR) * NR
+    pad_elems = sizes(C, H, W, O, kh, kw, pad[0], pad[1])[0]
+
+    def part(n0, n1):           # each thread sums its images into its own dW^T
+        dwt = work("cv.dwt", Kp * Op)[: Kp * Op].reshape(Kp, Op)
+        dwt[...] = 0
+        _weights_jit(x[n0:n1], dy[n0:n1], kh, kw, pad[0], pad[1], dwt, work("cv.pad", pad_elems)[:pad_elems],
+                     work("cv.bpack", KC * Op)[: KC * Op], _ints(work, "cv.koff", Kp), _ints(work, "cv.aoff", MR))
+        # The first span runs on this thread; a pool thread may run two spans in turn, so
+        # theirs are copied out of its buffer.
+        return dwt[:K, :O] if n0 == 0 else dwt[:K, :O].copy()
+
+    for dwt in gemm.split_run(part, N, _macs(x, dy, dw)):
+        dw.reshape(O, K)[...] += dwt.T
+
+
+def _ints(work, name, n):
+    """An int64 scratch array of n elements (viewed from a float32 workspace)."""
+    return work(name, 2 * n)[: 2 * n].view(np.int64)

@@ -1,0 +1,131 @@
+"""engine.core.kernels.gemm: the compiled float32 GEMM against float64 products, and the
+convolution layer with it against the same layer on NumPy's matmul."""
+import numpy as np
+import pytest
+
+from engine.core.kernels import gemm
+from tests.layers.helpers import empty_blobs, gaussian_blob, make_layer, seed
+
+needs_gemm = pytest.mark.skipif(not gemm.AVAILABLE, reason="Numba is not importable")
+
+SHAPES = [(1, 1, 1), (3, 5, 7), (8, 32, 32), (9, 300, 65), (16, 1100, 33), (33, 7, 100), (64, 576, 200),
+          (17, 0, 5)]
+
+
+def _ref(a, b):
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+def _close(got, ref, k):
+    scale = max(1.0, float(np.abs(ref).max()))
+    assert np.abs(got - ref).max() <= 4e-7 * max(k, 1) ** 0.5 * scale + 1e-30
+
+
+@needs_gemm
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_matmul_matches_float64_for_every_layout(m, k, n):
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    ref = _ref(a, b)
+    for aa in (a, np.asfortranarray(a)):                 # A in place, any strides
+        for bb in (b, np.ascontiguousarray(b.T).T):      # B read in place / packed (transposed)
+            out = np.full((m, n), np.nan, np.float32)
+            assert gemm.matmul(aa, bb, out) is out
+            _close(out, ref, k)
+            acc = np.ones((m, n), np.float32)
+            gemm.matmul(aa, bb, acc, accumulate=True)
+            _close(acc, ref + 1.0, k)
+
+
+@needs_gemm
+def test_matmul_writes_into_a_strided_output_and_splits_over_threads(monkeypatch):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((40, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 300)).astype(np.float32)
+    big = np.zeros((40, 400), np.float32)
+    out = big[:, 50:350]                                  # rows contiguous, row stride 400
+    monkeypatch.setattr(gemm, "MIN_THREAD_MACS", 1000)
+    monkeypatch.setattr(gemm, "blas_threads", lambda: 3)
+    gemm.matmul(a, b, out)
+    _close(out, _ref(a, b), 70)
+    assert not big[:, :50].any() and not big[:, 350:].any()
+
+
+def test_matmul_falls_back_to_numpy_for_float64_and_checks_shapes():
+    a = np.arange(6.0).reshape(2, 3)
+    b = np.arange(12.0).reshape(3, 4)
+    out = np.empty((2, 4))
+    assert not gemm.usable(a, b, out)
+    np.testing.assert_array_equal(gemm.matmul(a, b, out), a @ b)
+    with pytest.raises(ValueError, match="shapes"):
+        gemm.matmul(a, b, np.empty((2, 5)))
+
+
+@needs_gemm
+@pytest.mark.parametrize("spec", ["kernel_size:3 pad:1 stride:1", "kernel_size:5 pad:2 stride:2",
+                                  "kernel_size:1 stride:1", "kernel_size:3 pad:1 group:2"])
+def test_convolution_float32_agrees_with_numpy_matmul(spec, monkeypatch):
+    def run(enabled):
+        monkeypatch.setattr(gemm, "ENABLED", enabled)
+        seed(1701)                                        # the same filled weights in both runs
+        layer = make_layer('name:"c" type:"Convolution" convolution_param{num_output:6 %s '
+                           'weight_filler{type:"gaussian" std:0.1} bias_filler{type:"gaussian" std:0.1}}' % spec,
+                           dtype=np.float32)
+        bottom = [gaussian_blob((3, 4, 9, 11), dtype=np.float32)]
+        top = empty_blobs(1, dtype=np.float32)
+        layer.SetUp(bottom, top)
+        layer.Forward(bottom, top)
+        top[0].diff[...] = np.random.default_rng(3).standard_normal(top[0].shape)
+        layer.Backward(top, [True], bottom)
+        return [np.array(a) for a in (top[0].data, bottom[0].diff, layer.blobs[0].diff, layer.blobs[1].diff)]
+
+    for got, ref in zip(run(True), run(False)):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
+
+@needs_gemm
+def test_implicit_convolution_split_over_threads_agrees(monkeypatch):
+    from engine.core.kernels import conv2d
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((5, 3, 7, 9)).astype(np.float32)
+    w = rng.standard_normal((10, 3, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(10).astype(np.float32)
+    dy = rng.standard_normal((5, 10, 7, 9)).astype(np.float32)
+    assert conv2d.applies((3, 3), (1, 1), (1, 1), (1, 1), 1, x, w, dy)
+    assert not conv2d.applies((3, 3), (2, 2), (1, 1), (1, 1), 1, x, w, dy)
+
+    def run(threads):
+        bufs = {}
+
+        def work(name, n):                  # per-thread scratch, as the layers' workspace
+            import threading
+            key = (name, threading.get_ident())
+            if key not in bufs or bufs[key].size < n:
+                bufs[key] = np.empty(n, np.float32)
+            return bufs[key]
+
+        monkeypatch.setattr(gemm, "MIN_THREAD_MACS", 10)
+        monkeypatch.setattr(gemm, "blas_threads", lambda: threads)
+        y = np.empty((5, 10, 7, 9), np.float32)
+        dx = np.empty_like(x)
+        dw = np.ones_like(w)
+        conv2d.forward(x, w, bias, (1, 1), y, work)
+        conv2d.backward_data(dy, w, (1, 1), dx, work)
+        conv2d.backward_weights(x, dy, (1, 1), dw, work)
+        return y, dx, dw
+
+    x64, w64, dy64 = x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64)
+    xp = np.pad(x64, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = np.stack([xp[:, :, i:i + 7, j:j + 9] for i in range(3) for j in range(3)], axis=2)  # n c k h w
+    y_ref = np.einsum("nckhw,ock->nohw", cols, w64.reshape(10, 3, 9)) + bias[None, :, None, None]
+    dw_ref = 1.0 + np.einsum("nckhw,nohw->ock", cols, dy64).reshape(w.shape)
+    dcols = np.einsum("ock,nohw->nckhw", w64.reshape(10, 3, 9), dy64)
+    dxp = np.zeros_like(xp)
+    for k, (i, j) in enumerate((i, j) for i in range(3) for j in range(3)):
+        dxp[:, :, i:i + 7, j:j + 9] += dcols[:, :, k]
+    dx_ref = dxp[:, :, 1:-1, 1:-1]
+    for threads in (1, 3):
+        for got, ref in zip(run(threads), (y_ref, dx_ref, dw_ref)):
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
