@@ -204,12 +204,14 @@ def backward_weights(x, dy, pad, dw, work):
         dwt[...] = 0
         _weights_jit(x[n0:n1], dy[n0:n1], kh, kw, pad[0], pad[1], dwt, work("cv.pad", pad_elems)[:pad_elems],
                      work("cv.bpack", KC * Op)[: KC * Op], _ints(work, "cv.koff", Kp), _ints(work, "cv.aoff", MR))
-        # The first span runs on this thread; a pool thread may run two spans in turn, so
-        # theirs are copied out of its buffer.
-        return dwt[:K, :O] if n0 == 0 else dwt[:K, :O].copy()
+        if n0 == 0:             # the first span (this thread): added at once, so that a
+            dw.reshape(O, K)[...] += dwt[:K, :O].T   # later span run here may reuse the buffer
+            return None
+        return dwt[:K, :O].copy()   # a thread may run two spans in turn: copied out
 
     for dwt in gemm.split_run(part, N, _macs(x, dy, dw)):
-        dw.reshape(O, K)[...] += dwt.T
+        if dwt is not None:     # the other spans, in span order after the first
+            dw.reshape(O, K)[...] += dwt.T
 
 
 def _ints(work, name, n):

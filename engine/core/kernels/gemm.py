@@ -310,7 +310,10 @@ def blas_threads():
 def _pool(n):
     global _POOL
     with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers < n:
+        dead = _POOL is not None and any(not t.is_alive() for t in getattr(_POOL, "_threads", ()))
+        if _POOL is None or _POOL._max_workers < n or dead:     # a new pool, all threads alive
+            if dead:
+                _POOL.shutdown(wait=False)
             from concurrent.futures import ThreadPoolExecutor
             _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="engine-gemm")
         return _POOL
@@ -328,8 +331,12 @@ def split_run(fn, count, macs, unit=1):
     step = -(-step // unit) * unit
     spans = [(i, min(count, i + step)) for i in range(0, count, step)]
     futs = [_pool(threads).submit(fn, i0, i1) for i0, i1 in spans[1:]]
-    first = fn(*spans[0])
-    return [first] + [f.result() for f in futs]
+    out = [fn(*spans[0])]
+    for f, span in zip(futs, spans[1:]):
+        # A span no worker has started yet runs here: the caller never waits on a queue
+        # that a dead worker (e.g. one ended by an asynchronous SystemExit) would leave.
+        out.append(fn(*span) if f.cancel() else f.result())
+    return out
 
 
 def usable(*arrays):
