@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
 from engine import human_bytes
+from engine.instruments.blocks import drawn_groups
 from engine.instruments.blocks import fold as folding  # the reports fold the same way
 from inspector import layer_meta
 
@@ -135,14 +136,8 @@ def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):
     edges = wiring.edges
     if opts.show_ghosts and graph.ghosts:
         edges.extend(_ghost_nodes(graph, nodes, node_of))
-    shown = {nd.group for nd in nodes.values() if nd.group}
-    for g in list(shown):
-        p = groups.get(g)
-        while p is not None and p not in shown:
-            shown.add(p)
-            p = groups.get(p)
     return DisplayGraph(tuple(nodes.values()), tuple(edges), node_of,
-                        {g: p for g, p in groups.items() if g in shown}, by_id)
+                        drawn_groups(groups, (nd.group for nd in nodes.values())), by_id)
 
 
 def _node_of_layer(layers, src_of, folded_at, opts):
