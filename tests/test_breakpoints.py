@@ -92,6 +92,21 @@ def test_conditions_checked_against_the_net(lenet):
     assert isinstance(bp.ConditionError("x"), ValueError)
 
 
+def test_watching_a_net_with_debug_info_without_a_recorder(lenet, caplog):
+    # the net asks every observer for Caffe's debug_info number of a blob: a watch has none (NetObserver's
+    # asum_mean is None) and the net reduces the blob itself; the watch used to raise AttributeError here
+    lenet.debug_info = True
+    bps = bp.Breakpoints(["layer=ip2"], net=lenet)
+    n = len(lenet.layers)
+    with caplog.at_level("INFO"):
+        res = bp.run_forward(lenet, 0, n - 1, bps)
+        assert res.hit.layer == "ip2"
+        bp.run_backward(lenet, res.last, 0, bp.Breakpoints(["nonfinite"], net=lenet))
+    assert "[Forward] Layer conv1, top blob conv1 data:" in caplog.text
+    assert "[Backward] Layer conv1, bottom blob" not in caplog.text and "[Backward] Layer ip1" in caplog.text
+    assert lenet.debug_observers == []
+
+
 def test_layer_breakpoint_stops_forward_after_that_layer(lenet):
     rec = Recorder(lenet)
     bps = bp.Breakpoints(["layer=pool1"], net=lenet)
