@@ -283,29 +283,15 @@ def to_markdown(doc):
         out.append("No findings%s." % ("" if doc["steps"] else " (no steps recorded)"))
     out += _md_steps(doc)
     init = doc["init"]
-    out += ["", "## What Init decided", ""]
-    out.append("### Filtered layers")
-    out.append("")
-    if init["filtered"]:
-        for d in init["filtered"]:
-            out.append("- `%s` (%s): %s rule %d `{%s}`: %s" % (d["name"], d["type"], d["rule_kind"], d["rule_index"],
-                                                               d["rule"], _md_escape(d["reason"])))
-    else:
-        out.append("None.")
-    out += ["", "### Split layers", ""]
-    if init["splits"]:
-        for s in init["splits"]:
-            out.append("- `%s`: blob `%s` from `%s` to %d consumers (%s)" % (
-                s["name"], s["blob"], s["producer"], len(s["tops"]), ", ".join(s["tops"])))
-    else:
-        out.append("None.")
-    out += ["", "### Shared params", ""]
-    if init["shared"]:
-        for s in init["shared"]:
-            out.append("- `%s` param %d (`%s`) owned by `%s` param %d (%s)" % (
-                s["layer"], s["param_index"], s["name"], s["owner_layer"], s["owner_param_index"], s["mode"]))
-    else:
-        out.append("None.")
+    out += ["", "## What Init decided"]
+    out += _md_list("Filtered layers", ["- `%s` (%s): %s rule %d `{%s}`: %s" % (
+        d["name"], d["type"], d["rule_kind"], d["rule_index"], d["rule"], _md_escape(d["reason"]))
+        for d in init["filtered"]])
+    out += _md_list("Split layers", ["- `%s`: blob `%s` from `%s` to %d consumers (%s)" % (
+        s["name"], s["blob"], s["producer"], len(s["tops"]), ", ".join(s["tops"])) for s in init["splits"]])
+    out += _md_list("Shared params", ["- `%s` param %d (`%s`) owned by `%s` param %d (%s)" % (
+        s["layer"], s["param_index"], s["name"], s["owner_layer"], s["owner_param_index"], s["mode"])
+        for s in init["shared"]])
     out += ["", "### Backward", ""]
     for b in init["backward"]:
         out.append("- `%s`: %s (%s)" % (b["layer"], "needs backward" if b["need"] else "no backward",
@@ -321,6 +307,11 @@ def to_markdown(doc):
             _cell(tm["forward_ms"]), _cell(tm["backward_ms"]), _cell(tm["forward_backward_ms"])))
     out.append("")
     return "\n".join(out)
+
+
+def _md_list(title, items):
+    """A titled Markdown list (the items' lines), or "None." without items."""
+    return ["", "### %s" % title, ""] + (items or ["None."])
 
 
 def step_rows(doc):
@@ -786,7 +777,7 @@ def _html_init(init, e):
 
 
 def _html_init_table(title, cols, cells):
-    """A titled table of rows (``cells``: each row's <td>s), or None."""
+    """A titled table of rows (``cells``: each row's <td>s), or "None." without rows."""
     parts = ["<h3>%s</h3>" % title]
     if not cells:
         parts.append("<p>None.</p>")
