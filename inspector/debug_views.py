@@ -196,12 +196,7 @@ def compare_rows(cmp, only_bad=False, limit=60):
     for l in cmp.layers:
         if only_bad and l.ok:
             continue
-        w = l.worst
-        what = ""
-        if l.only_in:
-            what = "only in %s" % (cmp.label_a if l.only_in == "a" else cmp.label_b)
-        elif w is not None:
-            what = "%s %s %s %s: %s vs %s" % (w.role, w.name, w.which, w.stat, _g(w.a), _g(w.b))
+        what = l.worst_text(cmp.label_a, cmp.label_b, _g)
         rows.append({"step": l.step, "kind": l.kind, "layer": l.layer, "type": l.type,
                      "max rel": _g(l.max_rel, "%.3g"), "verdict": "ok" if l.ok else "DIFFERS", "worst": what})
         if len(rows) >= limit:

@@ -25,6 +25,8 @@ import time
 
 from dash import DiskcacheManager
 
+from engine.instruments.observer import NetObserver
+
 
 class Cancelled(Exception):
     """The user cancelled a long action; what ran so far is kept."""
@@ -153,26 +155,20 @@ class ThreadJobManager(DiskcacheManager):
             t.join(max(0.0, end - time.monotonic()))
 
 
-class ProgressObserver:
+class ProgressObserver(NetObserver):
     """A net debug observer: ``report(done, total, layer name)`` after each
     layer; raises :class:`Cancelled` after a layer once ``token`` is set.
     ``total``: the layers the action will run (forward and backward counted
     separately)."""
 
     def __init__(self, net, total, report=None, token=None, min_interval=0.25):
-        self.net = net
+        super().__init__(net)
         self.total = max(int(total), 1)
         self.done = 0
         self.report = report
         self.token = token
         self.min_interval = min_interval
         self._last = 0.0
-
-    def begin(self, kind, start, end):
-        pass
-
-    def before_layer(self, kind, i):
-        pass
 
     def after_layer(self, kind, i):
         self.done += 1
@@ -183,17 +179,3 @@ class ProgressObserver:
         if self.token is not None and self.token.cancelled:
             raise Cancelled("cancelled after %s of %s (%d of %d layers)"
                             % (kind, self.net.layer_names[i], self.done, self.total))
-
-    def end(self, kind, start, end):
-        pass
-
-    def __enter__(self):
-        self.net.debug_observers.append(self)
-        return self
-
-    def __exit__(self, *exc):
-        try:
-            self.net.debug_observers.remove(self)
-        except ValueError:
-            pass
-        return False

@@ -301,44 +301,107 @@ def build_graph(net, source_param=None):
     param is used.
     """
     rec = net.init_record
-    names = net.layer_names
-    blob_names = net.blob_names
     itemsize = int(net.dtype.itemsize)
-    split_recs = {s.name: s for s in rec.splits}
-    dropped = {d.index for d in rec.filtered}
+    source_layers, source_index = _source_layers(net, source_param)
+    layers, edges, writers, readers = _layer_nodes(net, itemsize, source_layers, source_index)
+    blobs = _blob_nodes(net, itemsize, writers, readers)
+    ghosts = _ghost_layers(rec, source_param)
+    ghost_edges = _ghost_edges(layers, ghosts, source_param)
+    splits = tuple(SplitInfo(s.name, s.blob, s.producer, tuple(s.tops),
+                             tuple((c.layer, c.bottom_index, c.split_top) for c in s.consumers),
+                             float(s.loss_weight)) for s in rec.splits)
+    shared = tuple(SharedInfo(s.layer, s.param_index, s.name, s.owner_layer, s.owner_param_index, s.mode)
+                   for s in rec.shared)
+    state = net.param.state
+    key_src = repr(([(l.name, l.type, l.bottoms, l.tops) for l in layers],
+                    [(g.name, g.bottoms, g.tops) for g in ghosts]))
+    return NetGraph(
+        name=net.name, phase=int(net.phase), level=int(state.level), stages=tuple(state.stage),
+        layers=tuple(layers), blobs=blobs, edges=tuple(edges), ghosts=tuple(ghosts),
+        ghost_edges=ghost_edges,
+        splits=splits, shared=shared, inputs=tuple(net.inputs), outputs=tuple(net.outputs),
+        memory_used_bytes=int(net.memory_used_bytes), itemsize=itemsize,
+        transcript=tuple((lvl, msg) for lvl, msg in rec.transcript),
+        rule_stages=_rule_stages(source_param if source_param is not None else net.param),
+        key=hashlib.sha1(key_src.encode()).hexdigest()[:16],
+        _layer_index={l.name: l.index for l in layers},
+        _blob_index={b.name: b.id for b in blobs})
 
-    # The source layer each net layer came from (splits have none).
+
+def _source_layers(net, source_param):
+    """``(source_layers, source_index)``: for each net layer index, the source
+    LayerParameter it came from and its index in the source (splits have none)."""
+    rec = net.init_record
     source_layers = {}
     source_index = {}
-    if source_param is not None:
-        kept = [i for i in range(len(source_param.layer)) if i not in dropped]
-        k = 0
-        for i, n in enumerate(names):
-            if n in split_recs and net.layers[i].type == "Split":
-                continue
-            if k < len(kept) and source_param.layer[kept[k]].name == n:
-                source_layers[i] = source_param.layer[kept[k]]
-                source_index[i] = kept[k]
-            k += 1
+    if source_param is None:
+        return source_layers, source_index
+    split_recs = {s.name for s in rec.splits}
+    dropped = {d.index for d in rec.filtered}
+    kept = [i for i in range(len(source_param.layer)) if i not in dropped]
+    k = 0
+    for i, n in enumerate(net.layer_names):
+        if n in split_recs and net.layers[i].type == "Split":
+            continue
+        if k < len(kept) and source_param.layer[kept[k]].name == n:
+            source_layers[i] = source_param.layer[kept[k]]
+            source_index[i] = kept[k]
+        k += 1
+    return source_layers, source_index
 
-    # Params: owners and sharers.
-    owners = net.param_owners
-    pli = net.param_layer_indices
-    disp = net.param_display_names
-    lrs, decays = net.params_lr, net.params_weight_decay
-    lids = net.learnable_param_ids
-    sharers = {}
-    for pid, owner in enumerate(owners):
-        if owner >= 0:
-            ol, oi = pli[owner]
-            l, i = pli[pid]
-            sharers.setdefault(owner, []).append((names[l], i))
-    shared_mode = {(s.layer, s.param_index): s.mode for s in rec.shared}
 
+class _ParamTables:
+    """The net's param tables, read once: owners, sharers, multipliers, share modes."""
+
+    def __init__(self, net):
+        self.names = net.layer_names
+        self.owners = net.param_owners
+        self.pli = net.param_layer_indices
+        self.disp = net.param_display_names
+        self.lrs, self.decays = net.params_lr, net.params_weight_decay
+        self.lids = net.learnable_param_ids
+        self.param_ids = net.param_id_vecs
+        self.sharers = {}
+        for pid, owner in enumerate(self.owners):
+            if owner >= 0:
+                l, i = self.pli[pid]
+                self.sharers.setdefault(owner, []).append((self.names[l], i))
+        self.shared_mode = {(s.layer, s.param_index): s.mode for s in net.init_record.shared}
+
+    def params(self, i, layer, itemsize):
+        """``(ParamInfo tuple, bytes of the params layer ``i`` owns)``."""
+        name = self.names[i]
+        params = []
+        param_bytes = 0
+        for k, pid in enumerate(self.param_ids[i]):
+            blob = layer.blobs[k]
+            owner = self.owners[pid]
+            lid = self.lids[pid]
+            own = None
+            if owner >= 0:
+                ol, oi = self.pli[owner]
+                own = (self.names[ol], oi)
+            else:
+                param_bytes += blob.count * itemsize
+            params.append(ParamInfo(
+                k, self.disp[pid], pid, tuple(int(d) for d in blob.shape), int(blob.count),
+                float(self.lrs[lid]), float(self.decays[lid]), bool(layer.get_param_propagate_down(k)),
+                own, tuple(self.sharers.get(pid, ())), self.shared_mode.get((name, k), "")))
+        return tuple(params), param_bytes
+
+
+def _layer_nodes(net, itemsize, source_layers, source_index):
+    """``(layers, edges, writers, readers)``: a LayerNode per net layer, the
+    edges its bottoms make (from the blob's last writer), and per blob id the
+    layers writing it and the ``(layer, bottom index)`` pairs reading it."""
+    rec = net.init_record
+    names = net.layer_names
+    blob_names = net.blob_names
+    split_recs = {s.name: s for s in rec.splits}
+    tables = _ParamTables(net)
     top_ids, bottom_ids = net.top_id_vecs, net.bottom_id_vecs
     bnb = net.bottom_need_backward
     lnb = net.layer_need_backward
-    param_ids = net.param_id_vecs
     all_blobs = [net.blobs[n] for n in blob_names]
     in_place_set = {(l, t) for (l, t, _b) in rec.in_place}
 
@@ -350,22 +413,7 @@ def build_graph(net, source_param=None):
     for i, name in enumerate(names):
         layer = net.layers[i]
         lp = source_layers.get(i, net.param.layer[i])
-        params = []
-        param_bytes = 0
-        for k, pid in enumerate(param_ids[i]):
-            blob = layer.blobs[k]
-            owner = owners[pid]
-            lid = lids[pid]
-            own = None
-            if owner >= 0:
-                ol, oi = pli[owner]
-                own = (names[ol], oi)
-            else:
-                param_bytes += blob.count * itemsize
-            params.append(ParamInfo(
-                k, disp[pid], pid, tuple(int(d) for d in blob.shape), int(blob.count),
-                float(lrs[lid]), float(decays[lid]), bool(layer.get_param_propagate_down(k)),
-                own, tuple(sharers.get(pid, ())), shared_mode.get((name, k), "")))
+        params, param_bytes = tables.params(i, layer, itemsize)
         tops = tuple(blob_names[b] for b in top_ids[i])
         bottoms = tuple(blob_names[b] for b in bottom_ids[i])
         in_place = tuple((name, t) in in_place_set for t in range(len(tops)))
@@ -387,7 +435,7 @@ def build_graph(net, source_param=None):
         layers.append(LayerNode(
             index=i, name=name, type=layer.type, category=layer_meta.category(layer.type),
             bottoms=bottoms, bottom_ids=tuple(bottom_ids[i]), tops=tops, top_ids=tuple(top_ids[i]),
-            in_place=in_place, params=tuple(params), need_backward=bool(lnb[i]),
+            in_place=in_place, params=params, need_backward=bool(lnb[i]),
             backward_rule=decision.rule if decision else "",
             backward_reason=decision.detail if decision else "",
             bottom_need_backward=tuple(bool(x) for x in bnb[i]),
@@ -395,17 +443,24 @@ def build_graph(net, source_param=None):
             is_split=sp is not None, split_blob=sp.blob if sp else "",
             source_index=source_index.get(i, -1), top_bytes=top_bytes, caffe_top_count=caffe_count,
             param_bytes=param_bytes, source=lp))
+    return layers, edges, writers, readers
 
+
+def _blob_nodes(net, itemsize, writers, readers):
     inputs = set(net.inputs)
     outputs = set(net.outputs)
     loss_w = net.blob_loss_weights
     bnb_blob = net.blob_need_backward
-    blobs = tuple(BlobNode(
+    all_blobs = [net.blobs[n] for n in net.blob_names]
+    return tuple(BlobNode(
         b, n, tuple(int(d) for d in all_blobs[b].shape), int(all_blobs[b].count),
         int(all_blobs[b].count) * itemsize, tuple(writers[b]), tuple(readers[b]),
         n in inputs, n in outputs, float(loss_w.get(n, 0.0)), bool(bnb_blob[b]))
-        for b, n in enumerate(blob_names))
+        for b, n in enumerate(net.blob_names))
 
+
+def _ghost_layers(rec, source_param):
+    """A GhostLayer per layer the NetState filtered out, with its rule."""
     ghosts = []
     for d in rec.filtered:
         gl = source_param.layer[d.index] if source_param is not None and d.index < len(source_param.layer) else None
@@ -413,27 +468,7 @@ def build_graph(net, source_param=None):
             d.index, d.name, d.type, layer_meta.category(d.type),
             tuple(gl.bottom) if gl is not None else (), tuple(gl.top) if gl is not None else (),
             d.rule_kind, d.rule_index, d.rule, d.reason))
-
-    ghost_edges = _ghost_edges(layers, ghosts, source_param)
-    splits = tuple(SplitInfo(s.name, s.blob, s.producer, tuple(s.tops),
-                             tuple((c.layer, c.bottom_index, c.split_top) for c in s.consumers),
-                             float(s.loss_weight)) for s in rec.splits)
-    shared = tuple(SharedInfo(s.layer, s.param_index, s.name, s.owner_layer, s.owner_param_index, s.mode)
-                   for s in rec.shared)
-    state = net.param.state
-    key_src = repr(([(l.name, l.type, l.bottoms, l.tops) for l in layers],
-                    [(g.name, g.bottoms, g.tops) for g in ghosts]))
-    return NetGraph(
-        name=net.name, phase=int(net.phase), level=int(state.level), stages=tuple(state.stage),
-        layers=tuple(layers), blobs=blobs, edges=tuple(edges), ghosts=tuple(ghosts),
-        ghost_edges=ghost_edges,
-        splits=splits, shared=shared, inputs=tuple(net.inputs), outputs=tuple(net.outputs),
-        memory_used_bytes=int(net.memory_used_bytes), itemsize=itemsize,
-        transcript=tuple((lvl, msg) for lvl, msg in rec.transcript),
-        rule_stages=_rule_stages(source_param if source_param is not None else net.param),
-        key=hashlib.sha1(key_src.encode()).hexdigest()[:16],
-        _layer_index={l.name: l.index for l in layers},
-        _blob_index={b.name: b.id for b in blobs})
+    return ghosts
 
 
 def _ghost_edges(layers, ghosts, source_param):

@@ -132,20 +132,20 @@ class TrainingHistory:
         return xs, ys
 
     def output_names(self):
-        names = []
-        for p in self.train:
-            for k in p.outputs:
-                if k not in names:
-                    names.append(k)
-        return names
+        return _output_names(self.train)
 
     def test_names(self):
-        names = []
-        for p in self.test:
-            for k in p.outputs:
-                if k not in names:
-                    names.append(k)
-        return names
+        return _output_names(self.test)
+
+
+def _output_names(points):
+    """The output names of ``points``, in the order they first appear."""
+    names = []
+    for p in points:
+        for k in p.outputs:
+            if k not in names:
+                names.append(k)
+    return names
 
 
 def history(loaded):

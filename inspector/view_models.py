@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
 from engine import human_bytes
+from engine.instruments.blocks import drawn_groups
 from engine.instruments.blocks import fold as folding  # the reports fold the same way
 from inspector import layer_meta
 
@@ -119,14 +120,30 @@ def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):
     """The nodes and edges to draw for ``graph`` under ``opts``; ``blocks``
     (engine.instruments.blocks.find_blocks of its layers) are drawn folded
     into one node each unless ``expanded`` (ids; None: all) names them."""
-    layers = graph.layers
-    n = len(layers)
     folded_at, group_at, groups = folding(blocks, expanded)
     by_id = {b.id: b for b in blocks}
-    # in-place chains: fold a layer whose tops are all in place into its producer
     src_of = {}
     for e in graph.edges:
         src_of.setdefault((e.dst, e.dst_bottom), e.src)
+    node_of, members = _node_of_layer(graph.layers, src_of, folded_at, opts)
+    nodes = _layer_nodes(graph, members, by_id, group_at)
+    wiring = _Wiring(graph, opts, nodes, node_of, src_of, folded_at)
+    for e in graph.edges:
+        wiring.data_edge(e)
+    for name in graph.outputs:
+        wiring.output(name)
+    nodes.update(wiring.blob_nodes)
+    edges = wiring.edges
+    if opts.show_ghosts and graph.ghosts:
+        edges.extend(_ghost_nodes(graph, nodes, node_of))
+    return DisplayGraph(tuple(nodes.values()), tuple(edges), node_of,
+                        drawn_groups(groups, (nd.group for nd in nodes.values())), by_id)
+
+
+def _node_of_layer(layers, src_of, folded_at, opts):
+    """``(node_of, members)``: the node id drawing each layer (folded splits have
+    none; a folded block's layers its block node; with ``fold_inplace`` a layer
+    whose tops are all in place its producer's node), and each node's layers."""
     node_of = {}
     members = {}
     for l in layers:
@@ -143,16 +160,12 @@ def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):
                 nid = node_of[p]
         node_of[l.index] = nid
         members.setdefault(nid, []).append(l.index)
+    return node_of, members
 
-    def resolve(src, blob):
-        """Follow folded splits up to the real producer; returns (layer, blob name)."""
-        while src >= 0 and opts.fold_splits and layers[src].is_split:
-            b = layers[src].split_blob or blob
-            if src in folded_at:            # a split inside a folded block: the block writes the blob
-                return src, b
-            src, blob = src_of.get((src, 0), -1), b
-        return src, blob
 
+def _layer_nodes(graph, members, by_id, group_at):
+    """{node id: DNode} of the layer and folded-block nodes."""
+    layers = graph.layers
     nodes = {}
     for nid, idx in members.items():
         first = layers[idx[0]]
@@ -164,23 +177,44 @@ def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):
         label = first.name if len(idx) == 1 else "%s (+%d)" % (first.name, len(idx) - 1)
         nodes[nid] = DNode(nid, "layer", first.name, label, tuple(idx), category=first.category,
                            sort_key=float(idx[0]), group=group_at.get(idx[0], ""))
-    edges = []
-    blob_nodes = {}
+    return nodes
 
-    def blob_node(blob_id, name, writer, shape):
+
+class _Wiring:
+    """The data edges between the drawn nodes, adding the net's input nodes (to
+    ``nodes``), output nodes and, with ``blobs_as_nodes``, blob nodes."""
+
+    def __init__(self, graph, opts, nodes, node_of, src_of, folded_at):
+        self.graph, self.opts, self.nodes, self.node_of = graph, opts, nodes, node_of
+        self.src_of, self.folded_at = src_of, folded_at
+        self.edges = []
+        self.blob_nodes = {}
+        self.drawn = set()
+
+    def resolve(self, src, blob):
+        """Follow folded splits up to the real producer; returns (layer, blob name)."""
+        layers = self.graph.layers
+        while src >= 0 and self.opts.fold_splits and layers[src].is_split:
+            b = layers[src].split_blob or blob
+            if src in self.folded_at:            # a split inside a folded block: the block writes the blob
+                return src, b
+            src, blob = self.src_of.get((src, 0), -1), b
+        return src, blob
+
+    def blob_node(self, blob_id, name, writer, shape):
         bid = "B%d@%d" % (blob_id, writer)
-        if bid not in blob_nodes:
-            blob_nodes[bid] = DNode(bid, "blob", name, "%s %s" % (name, _shape_text(shape)),
-                                    blob_id=blob_id, category="blob", sort_key=writer + 0.5,
-                                    group=nodes[node_of[writer]].group)
+        if bid not in self.blob_nodes:
+            self.blob_nodes[bid] = DNode(bid, "blob", name, "%s %s" % (name, _shape_text(shape)),
+                                         blob_id=blob_id, category="blob", sort_key=writer + 0.5,
+                                         group=self.nodes[self.node_of[writer]].group)
         return bid
 
-    drawn = set()
-    for e in graph.edges:
-        if e.dst not in node_of:
-            continue        # a folded split: its consumers are wired to its source
-        src, blob = resolve(e.src, e.blob)
-        dst_id = node_of[e.dst]
+    def data_edge(self, e):
+        graph, nodes = self.graph, self.nodes
+        if e.dst not in self.node_of:
+            return        # a folded split: its consumers are wired to its source
+        src, blob = self.resolve(e.src, e.blob)
+        dst_id = self.node_of[e.dst]
         blob_id = graph.blob(blob).id if graph.has_blob(blob) else e.blob_id
         shape = graph.blobs[blob_id].shape if 0 <= blob_id < len(graph.blobs) else e.shape
         if src < 0:
@@ -189,64 +223,59 @@ def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):
                 nodes[src_id] = DNode(src_id, "blob", blob, "%s %s" % (blob, _shape_text(shape)),
                                       blob_id=blob_id, category="blob", sort_key=-1.0)
         else:
-            src_id = node_of[src]
+            src_id = self.node_of[src]
         if src_id == dst_id:
-            continue        # inside a folded chain
-        if (src_id, dst_id, blob) in drawn:
-            continue        # a blob read twice inside a folded block: one edge
-        drawn.add((src_id, dst_id, blob))
-        if opts.blobs_as_nodes and src >= 0:
-            mid = blob_node(blob_id, blob, src, shape)
-            if (src_id, mid, blob) not in drawn:
-                drawn.add((src_id, mid, blob))
-                edges.append(DEdge(src_id, mid, "data", blob, blob_id, src, shape))
-            edges.append(DEdge(mid, dst_id, "data", blob, blob_id, src, shape))
+            return        # inside a folded chain
+        if (src_id, dst_id, blob) in self.drawn:
+            return        # a blob read twice inside a folded block: one edge
+        self.drawn.add((src_id, dst_id, blob))
+        if self.opts.blobs_as_nodes and src >= 0:
+            mid = self.blob_node(blob_id, blob, src, shape)
+            if (src_id, mid, blob) not in self.drawn:
+                self.drawn.add((src_id, mid, blob))
+                self.edges.append(DEdge(src_id, mid, "data", blob, blob_id, src, shape))
+            self.edges.append(DEdge(mid, dst_id, "data", blob, blob_id, src, shape))
         else:
-            edges.append(DEdge(src_id, dst_id, "data", blob, blob_id, src, shape))
-    # net outputs: a small terminal node each
-    for name in graph.outputs:
-        b = graph.blob(name)
+            self.edges.append(DEdge(src_id, dst_id, "data", blob, blob_id, src, shape))
+
+    def output(self, name):
+        """A net output: a small terminal node (or its blob node) after its last writer."""
+        b = self.graph.blob(name)
         if not b.writers:
-            continue
+            return
         w = b.writers[-1]
-        if w not in node_of:
-            continue
-        if opts.blobs_as_nodes:
-            bid = blob_node(b.id, name, w, b.shape)
-            edges.append(DEdge(node_of[w], bid, "data", name, b.id, w, b.shape))
+        if w not in self.node_of:
+            return
+        if self.opts.blobs_as_nodes:
+            bid = self.blob_node(b.id, name, w, b.shape)
+            self.edges.append(DEdge(self.node_of[w], bid, "data", name, b.id, w, b.shape))
         else:
             oid = "O%d" % b.id
-            nodes[oid] = DNode(oid, "output", name, name, blob_id=b.id, category="blob",
-                               sort_key=w + 0.6, group=nodes[node_of[w]].group)
-            edges.append(DEdge(node_of[w], oid, "data", name, b.id, w, b.shape))
-    nodes.update(blob_nodes)
-    # ghosts of filtered-out layers
-    if opts.show_ghosts and graph.ghosts:
-        first_after = []
-        src_idx = [(l.source_index, l.index) for l in layers if l.source_index >= 0]
-        for k, g in enumerate(graph.ghosts):
-            after = [li for si, li in src_idx if si > g.index]
-            key = (after[0] - 0.4) if after else n + 0.5
-            gid = "G%d" % k
-            nodes[gid] = DNode(gid, "ghost", g.name, g.name, ghost=k, category=g.category,
-                               sort_key=key)
-            first_after.append(key)
-        for ge in graph.ghost_edges:
-            if ge.src_kind == "ghost":
-                src_id = "G%d" % ge.src
-            else:
-                src_id = node_of.get(ge.src)
-                if src_id is None:
-                    continue
-            edges.append(DEdge(src_id, "G%d" % ge.dst, "ghost", ge.blob))
-    shown = {nd.group for nd in nodes.values() if nd.group}
-    for g in list(shown):
-        p = groups.get(g)
-        while p is not None and p not in shown:
-            shown.add(p)
-            p = groups.get(p)
-    return DisplayGraph(tuple(nodes.values()), tuple(edges), node_of,
-                        {g: p for g, p in groups.items() if g in shown}, by_id)
+            self.nodes[oid] = DNode(oid, "output", name, name, blob_id=b.id, category="blob",
+                                    sort_key=w + 0.6, group=self.nodes[self.node_of[w]].group)
+            self.edges.append(DEdge(self.node_of[w], oid, "data", name, b.id, w, b.shape))
+
+
+def _ghost_nodes(graph, nodes, node_of):
+    """Adds a node per filtered-out layer to ``nodes`` (placed before the first
+    kept layer after it in the source); returns the ghost edges."""
+    layers = graph.layers
+    src_idx = [(l.source_index, l.index) for l in layers if l.source_index >= 0]
+    for k, g in enumerate(graph.ghosts):
+        after = [li for si, li in src_idx if si > g.index]
+        key = (after[0] - 0.4) if after else len(layers) + 0.5
+        gid = "G%d" % k
+        nodes[gid] = DNode(gid, "ghost", g.name, g.name, ghost=k, category=g.category, sort_key=key)
+    edges = []
+    for ge in graph.ghost_edges:
+        if ge.src_kind == "ghost":
+            src_id = "G%d" % ge.src
+        else:
+            src_id = node_of.get(ge.src)
+            if src_id is None:
+                continue
+        edges.append(DEdge(src_id, "G%d" % ge.dst, "ghost", ge.blob))
+    return edges
 
 
 def _main_category(graph, layer_ids):
@@ -686,9 +715,8 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         colour_by = "category"
     sel_kind = (selection or {}).get("kind")
     sel_name = (selection or {}).get("name")
-    numeric = colour_by in NUMERIC_MODES
     values = {}
-    if numeric:
+    if colour_by in NUMERIC_MODES:
         for node in display.nodes:
             if node.kind in ("layer", "block"):
                 v = _node_value(node, colour_by, graph, metrics, analysis)
@@ -700,87 +728,107 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
     for node in display.nodes:
         x, y = layout.positions.get(node.id, (0.0, 0.0))
         value = values.get(node.id)
-        label = node.label
-        members = ()
-        if node.kind in ("layer", "block"):
-            members = tuple(graph.layers[i].name for i in node.layers)
-            if node.kind == "block":
-                block = display.blocks[node.block]
-                state = fwd = _block_state(node, states)
-                hover = _block_hover(graph, node, block, metrics, findings, colour_by, value)
-                label = _block_label(graph, node, block, metrics, findings)
-            else:
-                fwd, _bwd = states[node.layers[-1]] if states else (NOT_RUN, NOT_RUN)
-                state = fwd
-                hover = _layer_hover(graph, node.layers, metrics, analysis, states)
-            fill = node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log)
-        elif node.kind == "ghost":
-            g = graph.ghosts[node.ghost]
-            fill = GHOST_COLOUR
-            hover = "<b>%s</b> (%s) — filtered out<br>%s rule %d {%s}<br>%s" % (
-                g.name, g.type, g.rule_kind, g.rule_index, g.rule, g.reason)
-            state = NA
-        else:
-            fill = BLOB_COLOUR
-            state = blob_states.get(node.blob_id, NOT_RUN)
-            b = graph.blobs[node.blob_id] if node.blob_id >= 0 else None
-            hover = "<b>%s</b> %s<br>%s" % (node.name, _shape_text(b.shape) if b else "",
-                                            "data: %s" % state)
+        label, fill, state, hover, members = _node_look(node, graph, display, metrics, analysis, states,
+                                                        blob_states, findings, colour_by, (value, lo, hi, log))
         line = STATE_COLOURS.get(state, "#888888") if node.kind != "ghost" else "#aaaaaa"
         width = 3.0 if state in (FRESH, STALE) else 1.0
         nodes.append(NodeView(node.id, node.kind, node.block or node.name, x, y, label, fill, value, line, width,
                               state, hover, _selected(node, graph, sel_kind, sel_name),
                               "F:" + node.group if node.group else "", members, _mark(node, marks)))
-    boxes = getattr(layout, "boxes", {}) or {}
-    for g, parent in display.groups.items():
-        b = display.blocks[g]
-        bx, by, bw, bh = boxes.get(g, (0.0, 0.0, 0.0, 0.0))
-        nodes.append(NodeView("F:" + g, "group", g, bx, by, block_label(b), BLOCK_FRAME_FILL, None, "#9aa8bd", 1.0,
-                              NA, "<b>%s</b> — %d layers (click the frame to select it)" % (b.name, len(b.layers)),
-                              sel_kind == "block" and sel_name == g, "F:" + parent if parent else "",
-                              tuple(graph.layers[i].name for i in b.layers), "", bw, bh))
-
-    edges = []
-    for e in display.edges:
-        pts = layout.edge_points.get((e.src, e.dst))
-        if pts is None:
-            a = layout.positions.get(e.src, (0.0, 0.0))
-            b = layout.positions.get(e.dst, (0.0, 0.0))
-            pts = (a, b)
-        if e.kind == "ghost":
-            state = NA
-        else:
-            state = states[e.src_layer][0] if states and e.src_layer >= 0 else NOT_RUN
-        if e.kind != "data":
-            label = e.blob
-        elif graph.has_layer(e.blob):
-            label = _shape_text(e.shape)      # named after the layer that made it (Caffe's habit): the shape
-        else:
-            label = "%s %s" % (e.blob, _shape_text(e.shape))
-        hover = "blob <b>%s</b> %s<br>data: %s" % (e.blob, _shape_text(e.shape), state) \
-            if e.kind == "data" else "%s (filtered-out path)" % e.blob
-        edges.append(EdgeView(tuple(pts), e.kind, state, e.blob, label, hover,
-                              sel_kind == "blob" and sel_name == e.blob, e.src, e.dst))
-
-    legend = ()
-    scale = None
-    if colour_by == "category":
-        cats = []
-        for node in display.nodes:
-            if node.kind in ("layer", "block") and node.category not in cats:
-                cats.append(node.category)
-        legend = tuple((layer_meta.CATEGORIES[c][1], layer_meta.category_colour(c)) for c in cats)
-    elif colour_by == "backward":
-        legend = (("needs backward", "#59a14f"), ("no backward", "#bab0ac"))
-    elif colour_by == "nonfinite":
-        legend = (("NaN/Inf", NONFINITE_COLOUR), ("finite", FINITE_COLOUR), ("no record", NO_DATA_COLOUR))
-    elif colour_by == "state":
-        legend = (("ran (fresh)", STATE_COLOURS[FRESH]), ("stale", STATE_COLOURS[STALE]),
-                  ("not run", STATE_COLOURS[NOT_RUN]))
-    elif values:
-        scale = ColourScale(dict(COLOUR_MODES)[colour_by], lo, hi, log)
+    nodes.extend(_group_views(graph, display, layout, sel_name if sel_kind == "block" else None))
+    edges = [_edge_view(e, graph, layout, states, sel_kind == "blob" and sel_name == e.blob) for e in display.edges]
+    legend, scale = _legend(colour_by, display, values, lo, hi, log)
     title = "%s — %s%s%s" % (graph.name or "net", graph.phase_name,
                              (" level %d" % graph.level) if graph.level else "",
                              (" stages %s" % ",".join(graph.stages)) if graph.stages else "")
     return GraphView(tuple(nodes), tuple(edges), legend, scale, colour_by, title, layout.height,
                      layout.width, labels, graph.key + revision, marks)
+
+
+def _node_look(node, graph, display, metrics, analysis, states, blob_states, findings, colour_by, scaled):
+    """``(label, fill, state, hover, member layer names)`` of one display node;
+    ``scaled``: (its value, lo, hi, log) of the colour scale."""
+    value, lo, hi, log = scaled
+    label = node.label
+    members = ()
+    if node.kind in ("layer", "block"):
+        members = tuple(graph.layers[i].name for i in node.layers)
+        if node.kind == "block":
+            block = display.blocks[node.block]
+            state = fwd = _block_state(node, states)
+            hover = _block_hover(graph, node, block, metrics, findings, colour_by, value)
+            label = _block_label(graph, node, block, metrics, findings)
+        else:
+            fwd, _bwd = states[node.layers[-1]] if states else (NOT_RUN, NOT_RUN)
+            state = fwd
+            hover = _layer_hover(graph, node.layers, metrics, analysis, states)
+        fill = node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log)
+    elif node.kind == "ghost":
+        g = graph.ghosts[node.ghost]
+        fill = GHOST_COLOUR
+        hover = "<b>%s</b> (%s) — filtered out<br>%s rule %d {%s}<br>%s" % (
+            g.name, g.type, g.rule_kind, g.rule_index, g.rule, g.reason)
+        state = NA
+    else:
+        fill = BLOB_COLOUR
+        state = blob_states.get(node.blob_id, NOT_RUN)
+        b = graph.blobs[node.blob_id] if node.blob_id >= 0 else None
+        hover = "<b>%s</b> %s<br>%s" % (node.name, _shape_text(b.shape) if b else "",
+                                        "data: %s" % state)
+    return label, fill, state, hover, members
+
+
+def _group_views(graph, display, layout, selected_block):
+    """A frame per expanded block, at its CompoundLayout box; ``selected_block``:
+    the selected block's id (None: no block is selected)."""
+    boxes = getattr(layout, "boxes", {}) or {}
+    out = []
+    for g, parent in display.groups.items():
+        b = display.blocks[g]
+        bx, by, bw, bh = boxes.get(g, (0.0, 0.0, 0.0, 0.0))
+        out.append(NodeView("F:" + g, "group", g, bx, by, block_label(b), BLOCK_FRAME_FILL, None, "#9aa8bd", 1.0,
+                            NA, "<b>%s</b> — %d layers (click the frame to select it)" % (b.name, len(b.layers)),
+                            selected_block == g, "F:" + parent if parent else "",
+                            tuple(graph.layers[i].name for i in b.layers), "", bw, bh))
+    return out
+
+
+def _edge_view(e, graph, layout, states, selected):
+    pts = layout.edge_points.get((e.src, e.dst))
+    if pts is None:
+        a = layout.positions.get(e.src, (0.0, 0.0))
+        b = layout.positions.get(e.dst, (0.0, 0.0))
+        pts = (a, b)
+    if e.kind == "ghost":
+        state = NA
+    else:
+        state = states[e.src_layer][0] if states and e.src_layer >= 0 else NOT_RUN
+    if e.kind != "data":
+        label = e.blob
+    elif graph.has_layer(e.blob):
+        label = _shape_text(e.shape)      # named after the layer that made it (Caffe's habit): the shape
+    else:
+        label = "%s %s" % (e.blob, _shape_text(e.shape))
+    hover = "blob <b>%s</b> %s<br>data: %s" % (e.blob, _shape_text(e.shape), state) \
+        if e.kind == "data" else "%s (filtered-out path)" % e.blob
+    return EdgeView(tuple(pts), e.kind, state, e.blob, label, hover, selected, e.src, e.dst)
+
+
+def _legend(colour_by, display, values, lo, hi, log):
+    """``(legend entries, ColourScale or None)`` of the colour mode."""
+    if colour_by == "category":
+        cats = []
+        for node in display.nodes:
+            if node.kind in ("layer", "block") and node.category not in cats:
+                cats.append(node.category)
+        return tuple((layer_meta.CATEGORIES[c][1], layer_meta.category_colour(c)) for c in cats), None
+    if colour_by == "backward":
+        return (("needs backward", "#59a14f"), ("no backward", "#bab0ac")), None
+    if colour_by == "nonfinite":
+        return (("NaN/Inf", NONFINITE_COLOUR), ("finite", FINITE_COLOUR), ("no record", NO_DATA_COLOUR)), None
+    if colour_by == "state":
+        return (("ran (fresh)", STATE_COLOURS[FRESH]), ("stale", STATE_COLOURS[STALE]),
+                ("not run", STATE_COLOURS[NOT_RUN])), None
+    if values:
+        return (), ColourScale(dict(COLOUR_MODES)[colour_by], lo, hi, log)
+    return (), None

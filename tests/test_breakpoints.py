@@ -1,7 +1,6 @@
 """engine.instruments.breakpoints: conditions, where they stop Forward/Backward and
 solver runs, hit counts (no browser)."""
 import math
-import os
 
 import numpy as np
 import pytest
@@ -10,29 +9,16 @@ import engine
 from engine.core import backend
 from engine.instruments import breakpoints as bp
 from engine.instruments.debug import Recorder
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
+from tests import nets
+from tests.nets import DUMMY_SOFTMAX, LENET, lenet_with_inputs
 
 # exp(exp(exp(x))) overflows float32 at exp3 for x = 2 (exp(exp(7.39)) = inf)
-OVERFLOW = """
-name: "Overflow"
-layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 5 } } }
-layer { name: "exp1" type: "Exp" bottom: "data" top: "e1" }
-layer { name: "exp2" type: "Exp" bottom: "e1" top: "e2" }
-layer { name: "exp3" type: "Exp" bottom: "e2" top: "e3" }
-layer { name: "half" type: "Power" bottom: "e3" top: "out" power_param { scale: 0.5 } }
-"""
+OVERFLOW = nets.overflow((2, 5))
 
 
 @pytest.fixture
 def lenet():
-    backend.set_random_seed(1)
-    net = engine.Net(LENET, engine.TRAIN)
-    rng = np.random.default_rng(0)
-    net.blobs["data"].data[...] = rng.random(net.blobs["data"].shape)
-    net.blobs["label"].data[...] = rng.integers(0, 10, net.blobs["label"].shape)
-    return net
+    return lenet_with_inputs()
 
 
 @pytest.fixture
@@ -90,6 +76,21 @@ def test_conditions_checked_against_the_net(lenet):
     assert str(bp.parse_condition("conv1.update_ratio > 1", lenet)) == "conv1.update_ratio > 1"
     assert bp.resolve(lenet, "conv1/1")[0] == "param" and bp.resolve(lenet, "relu1") == ("layer", 6)
     assert isinstance(bp.ConditionError("x"), ValueError)
+
+
+def test_watching_a_net_with_debug_info_without_a_recorder(lenet, caplog):
+    # the net asks every observer for Caffe's debug_info number of a blob: a watch has none (NetObserver's
+    # asum_mean is None) and the net reduces the blob itself; the watch used to raise AttributeError here
+    lenet.debug_info = True
+    bps = bp.Breakpoints(["layer=ip2"], net=lenet)
+    n = len(lenet.layers)
+    with caplog.at_level("INFO"):
+        res = bp.run_forward(lenet, 0, n - 1, bps)
+        assert res.hit.layer == "ip2"
+        bp.run_backward(lenet, res.last, 0, bp.Breakpoints(["nonfinite"], net=lenet))
+    assert "[Forward] Layer conv1, top blob conv1 data:" in caplog.text
+    assert "[Backward] Layer conv1, bottom blob" not in caplog.text and "[Backward] Layer ip1" in caplog.text
+    assert lenet.debug_observers == []
 
 
 def test_layer_breakpoint_stops_forward_after_that_layer(lenet):
@@ -221,20 +222,9 @@ def test_editing_keeps_ids_and_counts(lenet):
 
 
 # ---------------------------------------------------------------------- whole solver runs (SolverWatch)
-DUMMY_NET = """
-name: "Dummy"
-layer { name: "data" type: "DummyData" top: "data" top: "label"
-        dummy_data_param { shape { dim: 8 dim: 6 } shape { dim: 8 }
-                           data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
-        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
-"""
-
-
 def _dummy_solver(tmp_path, average_loss=1, base_lr=0.1, max_iter=20):
     net = tmp_path / "dummy.prototxt"
-    net.write_text(DUMMY_NET)
+    net.write_text(DUMMY_SOFTMAX)
     sp = tmp_path / ("solver_%d.prototxt" % average_loss)
     sp.write_text('net: "%s"\nbase_lr: %g\nlr_policy: "fixed"\nmax_iter: %d\naverage_loss: %d\n'
                   'random_seed: 3\nsnapshot_after_train: false\n' % (net, base_lr, max_iter, average_loss))

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from engine.tools.cli import EXIT_BREAK, EXIT_OK, EXIT_USAGE, main
+from tests.nets import DUMMY_SOFTMAX
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -103,20 +104,9 @@ def test_exit_code_through_python_dash_m(tmp_path):
 
 
 # ---------------------------------------------------------------------- train --break-when
-DUMMY = """
-name: "Dummy"
-layer { name: "data" type: "DummyData" top: "data" top: "label"
-        dummy_data_param { shape { dim: 8 dim: 6 } shape { dim: 8 }
-                           data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
-        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
-"""
-
-
 def _train_solver(tmp_path, base_lr=0.1, max_iter=20, extra=""):
     net = tmp_path / "dummy.prototxt"
-    net.write_text(DUMMY)
+    net.write_text(DUMMY_SOFTMAX)
     sp = tmp_path / "solver.prototxt"
     sp.write_text('net: "%s"\nbase_lr: %g\nlr_policy: "fixed"\nmax_iter: %d\ndisplay: 1\nrandom_seed: 3\n'
                   'snapshot_after_train: false\n%s' % (net, base_lr, max_iter, extra))

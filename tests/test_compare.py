@@ -53,6 +53,10 @@ def test_first_divergence_is_the_edited_layer():
     assert w.role in ("top", "param") and w.rel > 1e-4
     text = cmp.format(only_bad=True)
     assert "runs part at step 0 (forward), layer 'conv2'" in text and "before vs after" in text
+    what = fd.worst_text("before", "after")
+    assert what == "%s %s %s %s: %.6g vs %.6g" % (w.role, w.name, w.which, w.stat, w.a, w.b) and what in text
+    assert fd.worst_text("before", "after", lambda v: "<%.2f>" % v).endswith("<%.2f> vs <%.2f>" % (w.a, w.b))
+    assert cmp.layers[0].worst_text("before", "after") == ""         # digits agrees
     # A loose tolerance hides a small edit.
     def tiny(net):
         net.params["conv2"][0].data[0, 0, 0, 0] *= 1 + 1e-7
@@ -88,7 +92,7 @@ def test_layers_in_one_run_only_and_step_counts(tmp_path):
     net2.forward()
     cmp = compare_runs(b, r2, kinds=("forward",))
     fd = cmp.first_divergence
-    assert fd.layer == "relu1" and fd.only_in == "a"
+    assert fd.layer == "relu1" and fd.only_in == "a" and fd.worst_text("A", "B") == "only in A"
     assert any(l.only_in == "b" and l.layer == "relu_renamed" for l in cmp.layers)
 
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import engine
-from engine.core import backend
 from engine.core.blob import caffe_asum
 from engine.instruments.debug import (
     HIST_BINS,
@@ -24,7 +23,7 @@ from engine.instruments.debug import (
     caffe_debug_lines,
     update_ratio,
 )
-from tests.nets import OVERFLOW
+from tests.nets import OVERFLOW, lenet_with_inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -36,13 +35,7 @@ def _net_from_text(tmp_path, text, phase=engine.TRAIN, name="net.prototxt"):
     return engine.Net(str(p), phase)
 
 
-def _lenet(seed=0):
-    backend.set_random_seed(1)
-    net = engine.Net(LENET, engine.TRAIN)
-    rng = np.random.default_rng(seed)
-    net.blobs["data"].data[...] = rng.random(net.blobs["data"].shape)
-    net.blobs["label"].data[...] = rng.integers(0, 10, net.blobs["label"].shape)
-    return net
+_lenet = lenet_with_inputs
 
 
 # ---------------------------------------------------------------------- statistics

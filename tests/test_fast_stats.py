@@ -2,21 +2,16 @@
 statistics: the same numbers as the NumPy path, Caffe's |x| sum bit for bit, statistics
 recomputed exactly when a blob changed."""
 import math
-import os
 
 import numpy as np
 import pytest
 
-import engine
-from engine.core import backend
 from engine.core.blob import caffe_asum
 from engine.instruments import debug, fast_stats
 from engine.instruments.debug import Recorder, array_stats, health_stats
+from tests.nets import lenet_with_inputs
 
 pytestmark = pytest.mark.skipif(not fast_stats.AVAILABLE, reason="numba is not installed")
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
 
 
 def _numpy_path(monkeypatch):
@@ -83,13 +78,7 @@ def test_histogram_sample_is_spread_and_marked():
     assert d["hist_sample"] == st.hist_sample and debug.BlobStats.from_dict(d) == st
 
 
-def _lenet():
-    backend.set_random_seed(1)
-    net = engine.Net(LENET, engine.TRAIN)
-    rng = np.random.default_rng(0)
-    net.blobs["data"].data[...] = rng.random(net.blobs["data"].shape)
-    net.blobs["label"].data[...] = rng.integers(0, 10, net.blobs["label"].shape)
-    return net
+_lenet = lenet_with_inputs
 
 
 def _count_stats(monkeypatch):

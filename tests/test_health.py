@@ -8,6 +8,7 @@ import pytest
 import engine
 from engine.instruments import health
 from engine.instruments.debug import BlobRecord, LayerRecord, Recorder, StepRecord, array_stats
+from tests.nets import RELU, overflow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -108,14 +109,7 @@ def test_update_ratio_band():
     assert health.check([_update([(w, w * 0.5), (w, w * 1e-6)])], cfg) == []
 
 
-OVERFLOW = """
-name: "Overflow"
-layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 5 } } }
-layer { name: "exp1" type: "Exp" bottom: "data" top: "e1" }
-layer { name: "exp2" type: "Exp" bottom: "e1" top: "e2" }
-layer { name: "exp3" type: "Exp" bottom: "e2" top: "e3" }
-layer { name: "relu" type: "ReLU" bottom: "e3" top: "e3" }
-"""
+OVERFLOW = overflow((2, 5), RELU)
 
 
 def test_nonfinite_reported_once_where_it_starts(tmp_path):

@@ -1,27 +1,18 @@
 """engine.instruments.history: the timeline of actions, scrubbing back, pins within a
 budget, diffs of two steps (no browser)."""
 import math
-import os
 
 import numpy as np
 import pytest
 
-import engine
-from engine.core import backend
 from engine.instruments.debug import Recorder
 from engine.instruments.history import Timeline
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
+from tests.nets import lenet_with_inputs
 
 
 @pytest.fixture
 def lenet():
-    backend.set_random_seed(1)
-    net = engine.Net(LENET, engine.TRAIN)
-    rng = np.random.default_rng(0)
-    net.blobs["data"].data[...] = rng.random(net.blobs["data"].shape)
-    net.blobs["label"].data[...] = rng.integers(0, 10, net.blobs["label"].shape)
+    net = lenet_with_inputs()
     return net, Recorder(net)
 
 

@@ -13,6 +13,7 @@ import engine
 from engine.core import backend
 from engine.instruments.debug import Recorder
 from engine.instruments.report import CSV_COLUMNS, SCHEMA_VERSION, build_report, render, write_report
+from tests.nets import overflow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
@@ -116,13 +117,7 @@ def test_html_is_self_contained_with_plotly_and_tables(tmp_path):
     assert "Plotly.newPlot" in html and html.count('class="plotly-graph-div"') >= 4
 
 
-OVERFLOW = """
-name: "Overflow"
-layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 5 } } }
-layer { name: "exp1" type: "Exp" bottom: "data" top: "e1" }
-layer { name: "exp2" type: "Exp" bottom: "e1" top: "e2" }
-layer { name: "exp3" type: "Exp" bottom: "e2" top: "e3" }
-"""
+OVERFLOW = overflow((2, 5), tail="")
 
 
 def test_nan_findings_in_every_format(tmp_path):

@@ -390,6 +390,19 @@ def fold(blocks: Sequence[Block], expanded=None):
     return folded_at, group_at, groups
 
 
+def drawn_groups(groups, node_groups):
+    """{open block: its parent} of ``groups`` (as :func:`fold` returns them) that
+    hold a drawn node (``node_groups``: the innermost group of each node, "" for
+    none), with the blocks around them: the frames a drawing shows."""
+    shown = {g for g in node_groups if g}
+    for g in list(shown):
+        p = groups.get(g)
+        while p is not None and p not in shown:
+            shown.add(p)
+            p = groups.get(p)
+    return {g: p for g, p in groups.items() if g in shown}
+
+
 def default_open(blocks: Sequence[Block], shown_layers: Sequence[int], budget: int = FOLD_BUDGET):
     """The blocks a net opens with: whole levels of the block tree, outermost first,
     while the nodes drawn (``shown_layers``, the layers drawn on their own, e.g. all

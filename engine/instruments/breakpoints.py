@@ -51,6 +51,7 @@ from engine.core import backend
 from engine.core.errors import CaffeError
 from engine.core.layers.base import loss_weight
 from engine.instruments.debug import array_stats, health_stats
+from engine.instruments.observer import NetObserver
 
 STATS = ("mean_abs", "max_abs", "std", "zero_fraction")
 PARAM_STATS = ("update_ratio",)
@@ -510,34 +511,17 @@ class Breakpoints:
         return _Watch(self, net, recorder)
 
 
-class _Watch:
+class _Watch(NetObserver):
     """A net debug observer (after the Recorder in ``net.debug_observers``)."""
 
     def __init__(self, bps, net, recorder):
-        self.bps, self.net, self.recorder = bps, net, recorder
-
-    def begin(self, kind, start, end):
-        pass
-
-    def before_layer(self, kind, i):
-        pass
+        super().__init__(net)
+        self.bps, self.recorder = bps, recorder
 
     def after_layer(self, kind, i):
         hit = self.bps.check_layer(self.net, i, kind, self.recorder)
         if hit is not None:
             raise BreakpointHit(hit)
-
-    def end(self, kind, start, end):
-        pass
-
-    def __enter__(self):
-        self.net.debug_observers.append(self)
-        return self
-
-    def __exit__(self, *exc):
-        if self in self.net.debug_observers:
-            self.net.debug_observers.remove(self)
-        return False
 
 
 class SolverWatch:

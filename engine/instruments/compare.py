@@ -65,6 +65,17 @@ class LayerComparison:
             return None
         return max(bad, key=lambda b: b.rel if b.rel == b.rel else math.inf)
 
+    def worst_text(self, label_a, label_b, number=None):
+        """What differs most, as text: "only in LABEL", "ROLE BLOB WHICH STAT: A vs B" or ""
+        (``number`` writes A and B; default ``%.6g``)."""
+        if self.only_in:
+            return "only in %s" % (label_a if self.only_in == "a" else label_b)
+        w = self.worst
+        if w is None:
+            return ""
+        number = number or _g
+        return "%s %s %s %s: %s vs %s" % (w.role, w.name, w.which, w.stat, number(w.a), number(w.b))
+
 
 @dataclass
 class Comparison:
@@ -103,12 +114,7 @@ class Comparison:
         for l in self.layers:
             if only_bad and l.ok:
                 continue
-            w = l.worst
-            what = ""
-            if l.only_in:
-                what = "only in %s" % (self.label_a if l.only_in == "a" else self.label_b)
-            elif w is not None:
-                what = "%s %s %s %s: %s vs %s" % (w.role, w.name, w.which, w.stat, _g(w.a), _g(w.b))
+            what = l.worst_text(self.label_a, self.label_b)
             lines.append("%-5d %-9s %-24s %-18s %12s %12s  %s" % (
                 l.step, l.kind, l.layer[:24], l.type[:18], _g(l.max_rel), "ok" if l.ok else "DIFFERS", what))
             n += 1

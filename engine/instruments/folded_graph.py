@@ -104,30 +104,36 @@ def folded_graph(layers: Sequence, blocks: Sequence, expanded=None, scope=None, 
     if expanded is None:
         shown = [i for i in range(len(layers)) if not is_split[i]]
         expanded = blocks_mod.default_open(blocks, shown)
-    opened = set(expanded)
-    inside = None
-    if scope is not None:
-        b = by_id[scope]
-        inside = set(b.layers)
-        opened = (opened - {c.id for c in blocks if set(c.layers) < inside}) | {scope}
-        p = b.parent
-        while p is not None:
-            opened.add(p)
-            p = by_id[p].parent
+    opened, inside = _opened(blocks, by_id, expanded, scope)
     folded_at, group_at, groups = blocks_mod.fold(blocks, opened)
     if inside is not None:
         groups = {scope: None}                  # its frame alone: the blocks around it are not drawn
         group_at = dict.fromkeys(inside, scope)
-    producers = _producers(layers)
-    copied = split_sources(layers)
+    node_of, nodes = _fold_nodes(layers, by_id, is_split, inside, folded_at, group_at, groups)
+    edges = _fold_edges(layers, is_split, folded_at, node_of, nodes)
+    return FoldedGraph(tuple(nodes.values()), tuple(edges),
+                       blocks_mod.drawn_groups(groups, (n.group for n in nodes.values())), by_id, title)
 
-    def source(i, k):
-        """The layer that really wrote bottom k of layer i: through unfolded inserted splits."""
-        src = producers[i].get(k, -1)
-        while src >= 0 and is_split[src] and src not in folded_at:
-            src = producers[src].get(0, -1)
-        return src
 
+def _opened(blocks, by_id, expanded, scope):
+    """``(open block ids, layers of the scope block or None)``: with a scope, the
+    blocks around it open and those strictly inside it as ``expanded`` says."""
+    opened = set(expanded)
+    if scope is None:
+        return opened, None
+    b = by_id[scope]
+    inside = set(b.layers)
+    opened = (opened - {c.id for c in blocks if set(c.layers) < inside}) | {scope}
+    p = b.parent
+    while p is not None:
+        opened.add(p)
+        p = by_id[p].parent
+    return opened, inside
+
+
+def _fold_nodes(layers, by_id, is_split, inside, folded_at, group_at, groups):
+    """``(node_of, nodes)``: the node drawing each layer (a folded block's, or its
+    own; inserted splits none) and the nodes by id, in net order."""
     node_of: Dict[int, str] = {}
     nodes: Dict[str, Node] = {}
     for i, (name, _type, _b, _t) in enumerate(layers):
@@ -146,6 +152,23 @@ def folded_graph(layers: Sequence, blocks: Sequence, expanded=None, scope=None, 
         nid = "L%d" % i
         node_of[i] = nid
         nodes[nid] = Node(nid, "layer", name, name, (i,), group_at.get(i, ""))
+    return node_of, nodes
+
+
+def _fold_edges(layers, is_split, folded_at, node_of, nodes):
+    """One (src, dst, blob) edge per pair of drawn nodes a blob joins (inserted
+    splits looked through); a blob no drawn node wrote comes from an input node,
+    added to ``nodes``."""
+    producers = _producers(layers)
+    copied = split_sources(layers)
+
+    def source(i, k):
+        """The layer that really wrote bottom k of layer i: through unfolded inserted splits."""
+        src = producers[i].get(k, -1)
+        while src >= 0 and is_split[src] and src not in folded_at:
+            src = producers[src].get(0, -1)
+        return src
+
     edges = []
     seen = set()
     for i, (_name, _type, bottoms, _tops) in enumerate(layers):
@@ -164,14 +187,7 @@ def folded_graph(layers: Sequence, blocks: Sequence, expanded=None, scope=None, 
             if sid != node_of[i] and (sid, node_of[i]) not in seen:
                 seen.add((sid, node_of[i]))
                 edges.append(e)
-    shown = {g for g in (n.group for n in nodes.values()) if g}
-    for g in list(shown):
-        p = groups.get(g)
-        while p is not None and p not in shown:
-            shown.add(p)
-            p = groups.get(p)
-    return FoldedGraph(tuple(nodes.values()), tuple(edges), {g: p for g, p in groups.items() if g in shown},
-                       by_id, title)
+    return edges
 
 
 def block_view(layers: Sequence, blocks: Sequence, block_id: str) -> FoldedGraph:

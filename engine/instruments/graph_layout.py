@@ -362,7 +362,35 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
     sub-layout is cached (:func:`cached_layout`)."""
     groups = dict(groups or {})
     member_of = {n: g for n, g in (member_of or {}).items() if g in groups}
-    widths = widths or {}
+    items = _group_items(nodes, groups, member_of)
+    level_edges, lca_rep, entries = _level_edges(edges, groups, member_of)
+    sizes, local, root_size = _layout_groups(items, level_edges, groups, widths or {})
+    positions, boxes, ports, origin = _place_groups(local, sizes)
+
+    def dummies(g, a, b):
+        lay, _pos, tops, x0 = local[g]
+        ox, oy = origin[g]
+        out = []
+        for px, py in lay.edge_points.get((a, b), ())[1:-1]:
+            r = int(round(-py))
+            out.append((ox + px - x0, oy - tops[min(r, len(tops) - 1)]))
+        return out
+
+    points = {}
+    for (u, v), (g, ru, rv) in lca_rep.items():
+        inner = dummies(g, ru, rv)
+        for sub, rep in entries.get((u, v), ()):
+            if PORT + sub in ports:
+                inner.append(ports[PORT + sub])
+            inner.extend(dummies(sub, PORT + sub, rep))
+        points[(u, v)] = (positions.get(u, (0.0, 0.0)),) + tuple(inner) + (positions.get(v, (0.0, 0.0)),)
+    width, height = root_size
+    return CompoundLayout(positions, boxes, points, width, height)
+
+
+def _group_items(nodes, groups, member_of):
+    """{group or None: its direct members (nodes and child groups)}, in node
+    order (a child group where its first node stands)."""
     order = {n: i for i, n in enumerate(nodes)}
     items: Dict[object, list] = {}
     for n in nodes:
@@ -376,6 +404,14 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
             items.setdefault(parent, []).append(g)
     for k in items:
         items[k].sort(key=lambda m: order[m] if m in order else first.get(m, 0) - 0.5)
+    return items
+
+
+def _level_edges(edges, groups, member_of):
+    """``(level_edges, lca_rep, entries)``: each leaf edge as an edge between
+    the two members of the innermost group holding both ends ({group: [(a, b)]},
+    and {(u, v): (group, a, b)}), plus, for an edge entering nested groups, the
+    port edges inside each ({(u, v): [(group, member)]})."""
     level_edges: Dict[object, list] = {}
     lca_rep = {}
     entries: Dict[Tuple[str, str], list] = {}
@@ -394,9 +430,16 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
                 rep = cv[cv.index(g) - 1]
                 level_edges.setdefault(g, []).append((PORT + g, rep))
                 entries.setdefault((u, v), []).append((g, rep))
+    return level_edges, lca_rep, entries
 
+
+def _layout_groups(items, level_edges, groups, widths):
+    """Each group laid out on its own, innermost first: ``(sizes, local, root size)``
+    with sizes {group: (width, height) of its frame} and local {group or None:
+    (layout, member positions, rank tops, x offset)}."""
     sizes: Dict[str, Tuple[float, float]] = {}      # group: (width, height) of its frame
     local: Dict[object, tuple] = {}
+    root_size = (0.0, 0.0)
 
     def depth(g):
         d = 0
@@ -411,36 +454,41 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
             continue
         if any(e[0] == PORT + str(g) for e in level_edges.get(g, [])):
             members = [PORT + str(g)] + list(members)
-        w = {m: (sizes[m][0] + 1.0 if m in sizes else widths.get(m, 1.0 if not m.startswith(PORT) else 3.0))
-             for m in members}
-        seen = set()
-        es = []
-        for e in level_edges.get(g, []):
-            if e not in seen:
-                seen.add(e)
-                es.append(e)
-        lay = cached_layout(tuple(members), tuple(es), w)
-        rank_h = [1.0] * max(lay.height, 1)
-        for m in members:
-            if m in sizes:
-                r = lay.ranks[m]
-                rank_h[r] = max(rank_h[r], sizes[m][1] + 0.5)
-        tops = [0.0]
-        for h in rank_h:
-            tops.append(tops[-1] + h)
-        if g is None:       # the top level: anchored on its first node, so growing a block moves nothing above it
-            x0 = lay.positions[members[0]][0] + w[members[0]] / 2.0
-        else:               # a group: its contents start at its frame's left edge
-            x0 = min((lay.positions[m][0] for m in members), default=0.0)
-        pos = {m: (lay.positions[m][0] - x0, -tops[lay.ranks[m]]) for m in members}
-        right = max((pos[m][0] + w[m] for m in members), default=0.0) - min(pos[m][0] for m in members)
-        height = tops[-1]
-        local[g] = (lay, pos, tops, x0)
+        local[g], size = _layout_group(g, members, list(dict.fromkeys(level_edges.get(g, []))), sizes, widths)
         if g is not None:
-            sizes[g] = (right + 2 * GROUP_PAD_X, height + GROUP_PAD_TOP + GROUP_PAD_BOTTOM)
+            sizes[g] = (size[0] + 2 * GROUP_PAD_X, size[1] + GROUP_PAD_TOP + GROUP_PAD_BOTTOM)
         else:
-            sizes_root = (right, height)
+            root_size = size
+    return sizes, local, root_size
 
+
+def _layout_group(g, members, es, sizes, widths):
+    """One group's (or the top level's, ``g`` None) layout: ``((layout, positions,
+    rank tops, x offset), (width, height))``; a rank holding a child group is as
+    tall as the group's frame."""
+    w = {m: (sizes[m][0] + 1.0 if m in sizes else widths.get(m, 1.0 if not m.startswith(PORT) else 3.0))
+         for m in members}
+    lay = cached_layout(tuple(members), tuple(es), w)
+    rank_h = [1.0] * max(lay.height, 1)
+    for m in members:
+        if m in sizes:
+            r = lay.ranks[m]
+            rank_h[r] = max(rank_h[r], sizes[m][1] + 0.5)
+    tops = [0.0]
+    for h in rank_h:
+        tops.append(tops[-1] + h)
+    if g is None:       # the top level: anchored on its first node, so growing a block moves nothing above it
+        x0 = lay.positions[members[0]][0] + w[members[0]] / 2.0
+    else:               # a group: its contents start at its frame's left edge
+        x0 = min((lay.positions[m][0] for m in members), default=0.0)
+    pos = {m: (lay.positions[m][0] - x0, -tops[lay.ranks[m]]) for m in members}
+    right = max((pos[m][0] + w[m] for m in members), default=0.0) - min(pos[m][0] for m in members)
+    return (lay, pos, tops, x0), (right, tops[-1])
+
+
+def _place_groups(local, sizes):
+    """Absolute places, top level down: ``(leaf positions, group boxes, port
+    positions, each group's content origin)``."""
     positions = {}
     boxes = {}
     ports = {}
@@ -462,23 +510,4 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
                 todo.append(m)
             else:
                 positions[m] = (ax, ay)
-
-    def dummies(g, a, b):
-        lay, _pos, tops, x0 = local[g]
-        ox, oy = origin[g]
-        out = []
-        for px, py in lay.edge_points.get((a, b), ())[1:-1]:
-            r = int(round(-py))
-            out.append((ox + px - x0, oy - tops[min(r, len(tops) - 1)]))
-        return out
-
-    points = {}
-    for (u, v), (g, ru, rv) in lca_rep.items():
-        inner = dummies(g, ru, rv)
-        for sub, rep in entries.get((u, v), ()):
-            if PORT + sub in ports:
-                inner.append(ports[PORT + sub])
-            inner.extend(dummies(sub, PORT + sub, rep))
-        points[(u, v)] = (positions.get(u, (0.0, 0.0)),) + tuple(inner) + (positions.get(v, (0.0, 0.0)),)
-    width, height = sizes_root if None in local else (0.0, 0.0)
-    return CompoundLayout(positions, boxes, points, width, height)
+    return positions, boxes, ports, origin

@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from engine.core import backend
+from engine.instruments.breakpoints import stat_value
 
 ACTIONS = ("forward", "backward", "forward_backward", "solver_iteration")
 DEFAULT_BUDGET = 256 << 20
@@ -381,17 +382,10 @@ class Timeline:
 
 # ---------------------------------------------------------------------- helpers
 def _stat(st, stat):
-    if st is None:
-        return None
-    if stat == "mean_abs":
-        return float(st.asum_mean)
-    if st.partial:
-        return None
-    if stat == "max_abs":
-        return max(abs(float(st.min)), abs(float(st.max)))
-    if stat == "zero_fraction":
-        return float(st.frac_zero)
-    return float(getattr(st, stat))
+    """:func:`breakpoints.stat_value`, and ``l2`` (None for partial stats)."""
+    if stat == "l2":
+        return None if st is None or st.partial else float(st.l2)
+    return stat_value(st, stat)
 
 
 def _rel(a, b):

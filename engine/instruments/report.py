@@ -283,29 +283,15 @@ def to_markdown(doc):
         out.append("No findings%s." % ("" if doc["steps"] else " (no steps recorded)"))
     out += _md_steps(doc)
     init = doc["init"]
-    out += ["", "## What Init decided", ""]
-    out.append("### Filtered layers")
-    out.append("")
-    if init["filtered"]:
-        for d in init["filtered"]:
-            out.append("- `%s` (%s): %s rule %d `{%s}`: %s" % (d["name"], d["type"], d["rule_kind"], d["rule_index"],
-                                                               d["rule"], _md_escape(d["reason"])))
-    else:
-        out.append("None.")
-    out += ["", "### Split layers", ""]
-    if init["splits"]:
-        for s in init["splits"]:
-            out.append("- `%s`: blob `%s` from `%s` to %d consumers (%s)" % (
-                s["name"], s["blob"], s["producer"], len(s["tops"]), ", ".join(s["tops"])))
-    else:
-        out.append("None.")
-    out += ["", "### Shared params", ""]
-    if init["shared"]:
-        for s in init["shared"]:
-            out.append("- `%s` param %d (`%s`) owned by `%s` param %d (%s)" % (
-                s["layer"], s["param_index"], s["name"], s["owner_layer"], s["owner_param_index"], s["mode"]))
-    else:
-        out.append("None.")
+    out += ["", "## What Init decided"]
+    out += _md_list("Filtered layers", ["- `%s` (%s): %s rule %d `{%s}`: %s" % (
+        d["name"], d["type"], d["rule_kind"], d["rule_index"], d["rule"], _md_escape(d["reason"]))
+        for d in init["filtered"]])
+    out += _md_list("Split layers", ["- `%s`: blob `%s` from `%s` to %d consumers (%s)" % (
+        s["name"], s["blob"], s["producer"], len(s["tops"]), ", ".join(s["tops"])) for s in init["splits"]])
+    out += _md_list("Shared params", ["- `%s` param %d (`%s`) owned by `%s` param %d (%s)" % (
+        s["layer"], s["param_index"], s["name"], s["owner_layer"], s["owner_param_index"], s["mode"])
+        for s in init["shared"]])
     out += ["", "### Backward", ""]
     for b in init["backward"]:
         out.append("- `%s`: %s (%s)" % (b["layer"], "needs backward" if b["need"] else "no backward",
@@ -321,6 +307,11 @@ def to_markdown(doc):
             _cell(tm["forward_ms"]), _cell(tm["backward_ms"]), _cell(tm["forward_backward_ms"])))
     out.append("")
     return "\n".join(out)
+
+
+def _md_list(title, items):
+    """A titled Markdown list (the items' lines), or "None." without items."""
+    return ["", "### %s" % title, ""] + (items or ["None."])
 
 
 def step_rows(doc):
@@ -543,109 +534,129 @@ def _graph_html(net, doc, e):
 
 def _figures(net, doc):
     """[(title, plotly Figure)] for the HTML page."""
-    import plotly.graph_objects as go
-
-    figs = []
     rows = doc["layers"]
     names = ["%d %s" % (r["index"], r["name"]) for r in rows]
-
-    def bar(title, ys, ytitle, log=False):
-        fig = go.Figure(go.Bar(x=names, y=ys, marker_color="#4e79a7"))
-        fig.update_layout(title=title, yaxis_title=ytitle, height=380, margin=dict(l=60, r=20, t=40, b=120))
-        if log:
-            fig.update_yaxes(type="log")
-        return fig
-
-    figs.append(("FLOPs per layer", bar("FLOPs per layer (forward)", [r["flops"] for r in rows], "FLOPs")))
-    figs.append(("Memory per layer", bar("Top data per layer (Caffe's count)", [r["memory_bytes"] for r in rows],
-                                         "bytes")))
-    if any(r["forward_ms"] is not None for r in rows):
-        fig = go.Figure()
-        fig.add_trace(go.Bar(x=names, y=[r["forward_ms"] or 0 for r in rows], name="forward"))
-        fig.add_trace(go.Bar(x=names, y=[r["backward_ms"] or 0 for r in rows], name="backward"))
-        fig.update_layout(title="Time per layer (last recorded step, ms)", barmode="group", height=380,
-                          margin=dict(l=60, r=20, t=40, b=120))
-        figs.append(("Time per layer", fig))
-    tm = doc.get("timing")
-    if tm:
-        fig = go.Figure()
-        fig.add_trace(go.Bar(x=[l["name"] for l in tm["layers"]], y=[l["forward_ms"] for l in tm["layers"]],
-                             name="forward"))
-        fig.add_trace(go.Bar(x=[l["name"] for l in tm["layers"]], y=[l["backward_ms"] for l in tm["layers"]],
-                             name="backward"))
-        fig.update_layout(title="caffe time: average per layer over %d iterations (ms)" % tm["iterations"],
-                          barmode="group", height=380, margin=dict(l=60, r=20, t=40, b=120))
-        figs.append(("Benchmark", fig))
+    figs = _layer_figures(names, rows, doc.get("timing"))
     steps = doc["steps"]
     fwd = [s for s in steps if s["kind"] == "forward"]
     bwd = [s for s in steps if s["kind"] == "backward"]
-
-    def pos(v):
-        return v if isinstance(v, (int, float)) and v > 0 else None
-
     if fwd or bwd:
-        fig = go.Figure()
-        if fwd:
-            s = fwd[-1]
-            xs, ys, hover = [], [], []
-            for l in s["layers"]:
-                for b in l["blobs"]:
-                    if b["role"] == "top" and b["data"]:
-                        xs.append("%d %s" % (l["layer_index"], l["layer"]))
-                        ys.append(pos(b["data"]["asum_mean"]))
-                        hover.append("%s: %s" % (b["name"], b["data"]["asum_mean"]))
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name="top data mean |x|", hovertext=hover))
-        if bwd:
-            s = bwd[-1]
-            xs, ys, hover = [], [], []
-            for l in reversed(s["layers"]):
-                for b in l["blobs"]:
-                    if b["role"] == "bottom" and b.get("propagate") and b["diff"]:
-                        xs.append("%d %s" % (l["layer_index"], l["layer"]))
-                        ys.append(pos(b["diff"]["asum_mean"]))
-                        hover.append("%s: %s" % (b["name"], b["diff"]["asum_mean"]))
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name="bottom diff mean |x|", hovertext=hover))
-        fig.update_yaxes(type="log")
-        fig.update_layout(title="Blob statistics (last forward / backward step): mean |x|, log scale", height=420,
-                          margin=dict(l=60, r=20, t=40, b=120))
-        figs.append(("Statistics", fig))
-        # NaN / Inf per layer
-        xs, nans = [], []
-        for s in steps:
-            for l in s["layers"]:
-                k = 0
-                for b in l["blobs"]:
-                    for which in ("data", "diff"):
-                        st = b.get(which)
-                        if st and isinstance(st.get("nan"), int):
-                            k += st["nan"] + st["inf"]
-                if k:
-                    xs.append("step %s %s %s" % (s.get("number", s["id"]), s["kind"], l["layer"]))
-                    nans.append(k)
-        if xs:
-            fig = go.Figure(go.Bar(x=xs, y=nans, marker_color="#e15759"))
-            fig.update_layout(title="Non-finite values (NaN + Inf) per layer record", height=380,
-                              margin=dict(l=60, r=20, t=40, b=160))
+        figs.append(("Statistics", _statistics_figure(fwd[-1] if fwd else None, bwd[-1] if bwd else None)))
+        fig = _nonfinite_figure(steps)
+        if fig is not None:
             figs.append(("Non-finite values", fig))
     upd = [s for s in steps if s["kind"] == "update"]
     if upd:
-        fig = go.Figure()
-        series = {}
-        for s in upd:
-            for l in s["layers"]:
-                for b in l["blobs"]:
-                    r = b.get("ratio")
-                    if isinstance(r, (int, float)) and r > 0:
-                        series.setdefault("%s/%s" % (l["layer"], b["name"]), []).append(
-                            (s["iteration"] if s["iteration"] is not None else s.get("number", s["id"]), r))
-        for k, pts in series.items():
-            fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=k))
-        fig.add_hrect(y0=1e-4, y1=1e-2, fillcolor="#59a14f", opacity=0.08, line_width=0)
-        fig.update_yaxes(type="log")
-        fig.update_layout(title="Update-to-weight ratio |Δw|/|w| per param", xaxis_title="iteration", height=420,
-                          margin=dict(l=60, r=20, t=40, b=40))
-        figs.append(("Updates", fig))
+        figs.append(("Updates", _update_figure(upd)))
     return figs
+
+
+def _bar(names, title, ys, ytitle):
+    import plotly.graph_objects as go
+    fig = go.Figure(go.Bar(x=names, y=ys, marker_color="#4e79a7"))
+    fig.update_layout(title=title, yaxis_title=ytitle, height=380, margin=dict(l=60, r=20, t=40, b=120))
+    return fig
+
+
+def _time_bars(xs, fwd_ms, bwd_ms, title):
+    import plotly.graph_objects as go
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=xs, y=fwd_ms, name="forward"))
+    fig.add_trace(go.Bar(x=xs, y=bwd_ms, name="backward"))
+    fig.update_layout(title=title, barmode="group", height=380, margin=dict(l=60, r=20, t=40, b=120))
+    return fig
+
+
+def _layer_figures(names, rows, tm):
+    """FLOPs, memory, the recorded times per layer, and caffe time's averages (``tm``)."""
+    figs = [("FLOPs per layer", _bar(names, "FLOPs per layer (forward)", [r["flops"] for r in rows], "FLOPs")),
+            ("Memory per layer", _bar(names, "Top data per layer (Caffe's count)", [r["memory_bytes"] for r in rows],
+                                      "bytes"))]
+    if any(r["forward_ms"] is not None for r in rows):
+        figs.append(("Time per layer", _time_bars(names, [r["forward_ms"] or 0 for r in rows],
+                                                  [r["backward_ms"] or 0 for r in rows],
+                                                  "Time per layer (last recorded step, ms)")))
+    if tm:
+        figs.append(("Benchmark", _time_bars([l["name"] for l in tm["layers"]], [l["forward_ms"] for l in tm["layers"]],
+                                             [l["backward_ms"] for l in tm["layers"]],
+                                             "caffe time: average per layer over %d iterations (ms)"
+                                             % tm["iterations"])))
+    return figs
+
+
+def _positive(v):
+    return v if isinstance(v, (int, float)) and v > 0 else None
+
+
+def _mean_abs_trace(layers, role, which, name):
+    """A line of mean |x| of ``which`` (data or diff) of the ``role`` blobs, layer after layer."""
+    import plotly.graph_objects as go
+    xs, ys, hover = [], [], []
+    for l in layers:
+        for b in l["blobs"]:
+            if b["role"] == role and (role == "top" or b.get("propagate")) and b[which]:
+                xs.append("%d %s" % (l["layer_index"], l["layer"]))
+                ys.append(_positive(b[which]["asum_mean"]))
+                hover.append("%s: %s" % (b["name"], b[which]["asum_mean"]))
+    return go.Scatter(x=xs, y=ys, mode="lines+markers", name=name, hovertext=hover)
+
+
+def _statistics_figure(fwd, bwd):
+    """Mean |x| of the tops of the last forward step and of the bottom diffs of the last backward step."""
+    import plotly.graph_objects as go
+    fig = go.Figure()
+    if fwd:
+        fig.add_trace(_mean_abs_trace(fwd["layers"], "top", "data", "top data mean |x|"))
+    if bwd:
+        fig.add_trace(_mean_abs_trace(reversed(bwd["layers"]), "bottom", "diff", "bottom diff mean |x|"))
+    fig.update_yaxes(type="log")
+    fig.update_layout(title="Blob statistics (last forward / backward step): mean |x|, log scale", height=420,
+                      margin=dict(l=60, r=20, t=40, b=120))
+    return fig
+
+
+def _nonfinite_figure(steps):
+    """NaN + Inf counts per layer record (None when every value is finite)."""
+    import plotly.graph_objects as go
+    xs, nans = [], []
+    for s in steps:
+        for l in s["layers"]:
+            k = 0
+            for b in l["blobs"]:
+                for which in ("data", "diff"):
+                    st = b.get(which)
+                    if st and isinstance(st.get("nan"), int):
+                        k += st["nan"] + st["inf"]
+            if k:
+                xs.append("step %s %s %s" % (s.get("number", s["id"]), s["kind"], l["layer"]))
+                nans.append(k)
+    if not xs:
+        return None
+    fig = go.Figure(go.Bar(x=xs, y=nans, marker_color="#e15759"))
+    fig.update_layout(title="Non-finite values (NaN + Inf) per layer record", height=380,
+                      margin=dict(l=60, r=20, t=40, b=160))
+    return fig
+
+
+def _update_figure(upd):
+    """The update-to-weight ratio of each param over the update steps."""
+    import plotly.graph_objects as go
+    fig = go.Figure()
+    series = {}
+    for s in upd:
+        for l in s["layers"]:
+            for b in l["blobs"]:
+                r = b.get("ratio")
+                if isinstance(r, (int, float)) and r > 0:
+                    series.setdefault("%s/%s" % (l["layer"], b["name"]), []).append(
+                        (s["iteration"] if s["iteration"] is not None else s.get("number", s["id"]), r))
+    for k, pts in series.items():
+        fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=k))
+    fig.add_hrect(y0=1e-4, y1=1e-2, fillcolor="#59a14f", opacity=0.08, line_width=0)
+    fig.update_yaxes(type="log")
+    fig.update_layout(title="Update-to-weight ratio |Δw|/|w| per param", xaxis_title="iteration", height=420,
+                      margin=dict(l=60, r=20, t=40, b=40))
+    return fig
 
 
 _CSS = """
@@ -664,15 +675,35 @@ div.graph svg{display:block} details{margin:3px 0} summary{cursor:pointer}
 def to_html(doc, net=None, figures=True):
     """A self-contained HTML page (Plotly's JS inline, once)."""
     e = html.escape
-    n, t = doc["net"], doc["totals"]
     parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
-             "<title>Net report: %s</title>" % e(n["name"]), "<style>%s</style>" % _CSS]
+             "<title>Net report: %s</title>" % e(doc["net"]["name"]), "<style>%s</style>" % _CSS]
     if figures and net is not None:
         import plotly.offline
         parts.append('<script type="text/javascript">%s</script>' % plotly.offline.get_plotlyjs())
     parts.append("</head><body>")
-    parts.append("<h1>Net report: %s</h1>" % e(n["name"]))
-    parts.append("<ul class='summary'>")
+    parts += _html_summary(doc, e)
+    parts += _html_findings(doc, e)
+    parts.append(_html_steps(doc, e))
+    if net is not None:
+        parts.append(_graph_html(net, doc, e))
+    if figures and net is not None:
+        for k, (title, fig) in enumerate(_figures(net, doc)):
+            parts.append("<h2>%s</h2>" % e(title))
+            parts.append(fig.to_html(include_plotlyjs=False, full_html=False, div_id="fig%d" % k))
+    parts += _html_layers(doc, e)
+    parts += _html_init(doc["init"], e)
+    if doc.get("timing"):
+        tm = doc["timing"]
+        parts.append("<h2 id='timing'>Timing</h2><p>%d iterations on %s: forward %s ms, backward %s ms, "
+                     "forward-backward %s ms.</p>" % (tm["iterations"], e(tm["device"]), _cell(tm["forward_ms"]),
+                                                       _cell(tm["backward_ms"]), _cell(tm["forward_backward_ms"])))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _html_summary(doc, e):
+    n, t = doc["net"], doc["totals"]
+    parts = ["<h1>Net report: %s</h1>" % e(n["name"]), "<ul class='summary'>"]
     parts.append("<li>model <code>%s</code>; phase %s, level %d, stages [%s]; %s on %s</li>" % (
         e(str(n.get("model_file") or "-")), n["phase"], n["level"], e(", ".join(n["stages"])), n["dtype"], n["device"]))
     parts.append("<li>%d layers, %d blobs; inputs %s; outputs %s</li>" % (
@@ -687,28 +718,26 @@ def to_html(doc, net=None, figures=True):
     parts.append("<li>%d steps recorded; %d findings</li>" % (len(doc["steps"]), len(doc["findings"])))
     parts.append("<li>generated %s by engine %s (report schema %d)</li></ul>" % (
         e(doc["generated"]), e(doc["engine_version"]), doc["schema_version"]))
+    return parts
 
-    parts.append("<h2 id='findings'>Findings</h2>")
-    if doc["findings"]:
-        parts.append("<table><tr><th>severity</th><th>check</th><th>step</th><th>layer</th><th>blob</th>"
-                     "<th>message</th></tr>")
-        for f in doc["findings"]:
-            parts.append("<tr><td class='%s'>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-                e(f["severity"]), e(f["severity"]), e(f["check"]), e(str(f.get("step") or "")), e(f["layer"]),
-                e(str(f["blob"] or "")), e(f["message"])))
-        parts.append("</table>")
-    else:
+
+def _html_findings(doc, e):
+    parts = ["<h2 id='findings'>Findings</h2>"]
+    if not doc["findings"]:
         parts.append("<p>No findings%s.</p>" % ("" if doc["steps"] else " (no steps recorded)"))
-    parts.append(_html_steps(doc, e))
+        return parts
+    parts.append("<table><tr><th>severity</th><th>check</th><th>step</th><th>layer</th><th>blob</th>"
+                 "<th>message</th></tr>")
+    for f in doc["findings"]:
+        parts.append("<tr><td class='%s'>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+            e(f["severity"]), e(f["severity"]), e(f["check"]), e(str(f.get("step") or "")), e(f["layer"]),
+            e(str(f["blob"] or "")), e(f["message"])))
+    parts.append("</table>")
+    return parts
 
-    if net is not None:
-        parts.append(_graph_html(net, doc, e))
-    if figures and net is not None:
-        for k, (title, fig) in enumerate(_figures(net, doc)):
-            parts.append("<h2>%s</h2>" % e(title))
-            parts.append(fig.to_html(include_plotlyjs=False, full_html=False, div_id="fig%d" % k))
 
-    parts.append("<h2 id='layers'>Layers</h2>")
+def _html_layers(doc, e):
+    parts = ["<h2 id='layers'>Layers</h2>"]
     cols = ["#", "layer", "type", "bottoms", "tops (shape)", "params", "MACC", "FLOPs", "memory", "backward",
             "fwd ms", "bwd ms", "top mean |x|", "bottom diff mean |x|"]
     parts.append("<table id='layer-table'><tr>%s</tr>" % "".join("<th>%s</th>" % e(c) for c in cols))
@@ -726,44 +755,37 @@ def to_html(doc, net=None, figures=True):
                                         "".join("<td%s>%s</td>" % (" class='num'" if k in NUMERIC_COLUMNS else "", c)
                                                 for k, c in enumerate(cells))))
     parts.append("</table>")
+    return parts
 
-    init = doc["init"]
-    parts.append("<h2 id='init'>What Init decided</h2>")
-    parts.append("<h3>Filtered layers</h3>")
-    if init["filtered"]:
-        parts.append("<table><tr><th>layer</th><th>type</th><th>rule</th><th>reason</th></tr>")
-        for d in init["filtered"]:
-            parts.append("<tr><td>%s</td><td>%s</td><td>%s %d {%s}</td><td>%s</td></tr>" % (
-                e(d["name"]), e(d["type"]), e(d["rule_kind"]), d["rule_index"], e(d["rule"]), e(d["reason"])))
-        parts.append("</table>")
-    else:
+
+def _html_init(init, e):
+    """What Init decided: the filtered layers, the inserted splits, the shared params."""
+    parts = ["<h2 id='init'>What Init decided</h2>"]
+    parts += _html_init_table("Filtered layers", ("layer", "type", "rule", "reason"), [
+        "<td>%s</td><td>%s</td><td>%s %d {%s}</td><td>%s</td>" % (
+            e(d["name"]), e(d["type"]), e(d["rule_kind"]), d["rule_index"], e(d["rule"]), e(d["reason"]))
+        for d in init["filtered"]])
+    parts += _html_init_table("Split layers", ("split", "blob", "producer", "tops"), [
+        "<td>%s</td><td>%s</td><td>%s</td><td>%s</td>" % (
+            e(s["name"]), e(s["blob"]), e(s["producer"]), e(", ".join(s["tops"])))
+        for s in init["splits"]])
+    parts += _html_init_table("Shared params", ("layer", "param", "name", "owner", "mode"), [
+        "<td>%s</td><td>%d</td><td>%s</td><td>%s param %d</td><td>%s</td>" % (
+            e(s["layer"]), s["param_index"], e(s["name"]), e(s["owner_layer"]), s["owner_param_index"], e(s["mode"]))
+        for s in init["shared"]])
+    return parts
+
+
+def _html_init_table(title, cols, cells):
+    """A titled table of rows (``cells``: each row's <td>s), or "None." without rows."""
+    parts = ["<h3>%s</h3>" % title]
+    if not cells:
         parts.append("<p>None.</p>")
-    parts.append("<h3>Split layers</h3>")
-    if init["splits"]:
-        parts.append("<table><tr><th>split</th><th>blob</th><th>producer</th><th>tops</th></tr>")
-        for s in init["splits"]:
-            parts.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-                e(s["name"]), e(s["blob"]), e(s["producer"]), e(", ".join(s["tops"]))))
-        parts.append("</table>")
-    else:
-        parts.append("<p>None.</p>")
-    parts.append("<h3>Shared params</h3>")
-    if init["shared"]:
-        parts.append("<table><tr><th>layer</th><th>param</th><th>name</th><th>owner</th><th>mode</th></tr>")
-        for s in init["shared"]:
-            parts.append("<tr><td>%s</td><td>%d</td><td>%s</td><td>%s param %d</td><td>%s</td></tr>" % (
-                e(s["layer"]), s["param_index"], e(s["name"]), e(s["owner_layer"]), s["owner_param_index"],
-                e(s["mode"])))
-        parts.append("</table>")
-    else:
-        parts.append("<p>None.</p>")
-    if doc.get("timing"):
-        tm = doc["timing"]
-        parts.append("<h2 id='timing'>Timing</h2><p>%d iterations on %s: forward %s ms, backward %s ms, "
-                     "forward-backward %s ms.</p>" % (tm["iterations"], e(tm["device"]), _cell(tm["forward_ms"]),
-                                                       _cell(tm["backward_ms"]), _cell(tm["forward_backward_ms"])))
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+        return parts
+    parts.append("<table><tr>%s</tr>" % "".join("<th>%s</th>" % c for c in cols))
+    parts += ["<tr>%s</tr>" % c for c in cells]
+    parts.append("</table>")
+    return parts
 
 
 # ---------------------------------------------------------------------- entry points

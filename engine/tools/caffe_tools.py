@@ -307,16 +307,21 @@ def _read_binary(path):
         raise UpgradeFailed("Failed to parse input binary file as NetParameter: %s" % path) from None
 
 
-def _upgrade_net(param, path):
-    from engine.core.upgrade import net_needs_upgrade, upgrade_net_as_needed
+def _upgrade(param, path, needs_upgrade, upgrade):
+    """``(param, success)``: ``upgrade`` applied when ``needs_upgrade`` says so, with the tools' log lines."""
     success = True
-    if net_needs_upgrade(param):
-        param, success = upgrade_net_as_needed(param, path)
+    if needs_upgrade(param):
+        param, success = upgrade(param, path)
         if not success:
             log.error("Encountered error(s) while upgrading prototxt; see details above.")
     else:
         log.error("File already in latest proto format: %s", path)
     return param, success
+
+
+def _upgrade_net(param, path):
+    from engine.core.upgrade import net_needs_upgrade, upgrade_net_as_needed
+    return _upgrade(param, path, net_needs_upgrade, upgrade_net_as_needed)
 
 
 def upgrade_net_proto_text(src, dst, param=None):
@@ -345,13 +350,7 @@ def upgrade_solver_proto_text(src, dst, param=None):
     from engine.core import io
     from engine.core.upgrade import solver_needs_type_upgrade, upgrade_solver_as_needed
     param = _read_text(src, caffe_pb2.SolverParameter, "SolverParameter") if param is None else param
-    success = True
-    if solver_needs_type_upgrade(param):
-        param, success = upgrade_solver_as_needed(param, src)
-        if not success:
-            log.error("Encountered error(s) while upgrading prototxt; see details above.")
-    else:
-        log.error("File already in latest proto format: %s", src)
+    param, success = _upgrade(param, src, solver_needs_type_upgrade, upgrade_solver_as_needed)
     io.write_prototxt(dst, param)
     log.info("Wrote upgraded SolverParameter text proto to %s", dst)
     return 0 if success else 1

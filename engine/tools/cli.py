@@ -411,24 +411,29 @@ def _solver_step_watched(solver, rec, bps):
     return None
 
 
+def _net_or_solver(args, command):
+    """``(net, solver)`` of debug/report: the solver's train net with --solver (solver None
+    otherwise), the weights copied in; else MODEL built as ``build_net`` does."""
+    if not args.solver:
+        if not args.model:
+            raise UsageError("%s needs MODEL (or --solver)" % command)
+        net = build_net(args.model, _phase(args.phase, 0), args.level, _stages(args.stage), args.weights,
+                        args.seed, args.gpu)
+        return net, None
+    from engine.core import backend
+    from engine.core.solvers import get_solver
+    _use_device(args.gpu)
+    backend.set_random_seed(args.seed)
+    solver = get_solver(args.solver)
+    if args.weights:
+        solver.net.copy_from(args.weights)
+    return solver.net, solver
+
+
 def cmd_debug(args, out, err):
     from engine.instruments import health
     from engine.instruments.debug import NonFiniteError, Recorder, all_params_line, caffe_debug_lines
-    solver = None
-    if args.solver:
-        from engine.core import backend
-        from engine.core.solvers import get_solver
-        _use_device(args.gpu)
-        backend.set_random_seed(args.seed)
-        solver = get_solver(args.solver)
-        net = solver.net
-        if args.weights:
-            net.copy_from(args.weights)
-    else:
-        if not args.model:
-            raise UsageError("debug needs MODEL (or --solver)")
-        net = build_net(args.model, _phase(args.phase, 0), args.level, _stages(args.stage), args.weights,
-                        args.seed, args.gpu)
+    net, solver = _net_or_solver(args, "debug")
     bps = _breakpoints(args.break_when, net, solver)
     rec = Recorder(net, sentinel=args.sentinel, bins=0 if args.no_hist else 32, level=args.records)
     prog = Progress(args.iterations, "debug", enabled=not args.no_progress and not args.verbose)
@@ -486,21 +491,7 @@ def cmd_report(args, out, err):
         fmt = format_from_path(args.output) if args.output else "json"
     if fmt not in FORMATS:
         raise UsageError("--format must be one of html, json, md, csv")
-    solver = None
-    if args.solver:
-        from engine.core import backend
-        from engine.core.solvers import get_solver
-        _use_device(args.gpu)
-        backend.set_random_seed(args.seed)
-        solver = get_solver(args.solver)
-        net = solver.net
-        if args.weights:
-            net.copy_from(args.weights)
-    else:
-        if not args.model:
-            raise UsageError("report needs MODEL (or --solver)")
-        net = build_net(args.model, _phase(args.phase, 0), args.level, _stages(args.stage), args.weights,
-                        args.seed, args.gpu)
+    net, solver = _net_or_solver(args, "report")
     from engine.instruments.debug import NonFiniteError, Recorder
     rec = Recorder(net)
     prog = Progress(args.iterations, "report", enabled=not args.no_progress and not args.verbose)
@@ -771,12 +762,30 @@ def _log_flags(p):
     p.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr")
 
 
+def _quiet_flags(p):
+    """-v/-q without help lines (upgrade, draw, run)."""
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true")
+
+
 def make_parser():
     ap = _Parser(prog="python -m engine", description="Caffe's command line and debugging instruments on the "
                  "engine.", epilog="Exit codes: 0 ok, 1 engine error, 2 usage, 3 compare: runs differ, "
                  "4 debug/train: a breakpoint fired.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add_instrument_commands(sub)
+    _add_file_commands(sub)
+    _add_caffe_commands(sub)
+    _add_caffe_tool_commands(sub)
+    _add_run_command(sub)
+    from engine.tools import selftest
+    selftest.add_parser(sub)
+    ap.command_parsers = sub.choices
+    return ap
 
+
+def _add_instrument_commands(sub):
+    """info, time, debug, report, compare: the engine's instruments on a model."""
     p = sub.add_parser("info", help="what Init builds: layers, tops, params, FLOPs, memory, backward, filtering")
     p.add_argument("model")
     _common(p)
@@ -793,24 +802,7 @@ def make_parser():
     p.add_argument("--json", metavar="FILE", help="also write the timings as JSON")
     p.set_defaults(func=cmd_time, log_default=True)
 
-    p = sub.add_parser("debug", help="forward/backward with records: Caffe's debug_info lines or a table, "
-                       "and health findings")
-    p.add_argument("model", nargs="?")
-    _common(p, iterations=1)
-    p.add_argument("--solver", help="step this solver instead (records updates too)")
-    p.add_argument("--format", choices=("caffe", "table"), default="caffe")
-    p.add_argument("--sentinel", action="store_true", help="stop at the first non-finite output or gradient")
-    p.add_argument("--no-backward", action="store_true")
-    p.add_argument("--no-hist", action="store_true", help="skip histograms (faster)")
-    p.add_argument("--records", choices=("full", "health"), default="full",
-                   help="every statistic, or health: mean |x| and NaN/Inf only (cheapest)")
-    p.add_argument("-o", "--report", metavar="FILE", help="also write a report (format from the extension)")
-    p.add_argument("--break-when", action="append", default=[], metavar="COND",
-                   help="stop when COND holds (repeatable): nonfinite, layer=NAME, BLOB.STAT OP N, "
-                        "BLOB.diff.STAT OP N (STAT: mean_abs, max_abs, std, zero_fraction; OP: > >= < <=), "
-                        "LAYER.update_ratio OP N, loss.jump > FACTOR, loss.nonfinite (with --solver); "
-                        "prints 'break: LAYER: COND' and exits with 4")
-    p.set_defaults(func=cmd_debug, log_default=False)
+    _add_debug_command(sub)
 
     p = sub.add_parser("report", help="export a run as HTML, JSON, Markdown or CSV")
     p.add_argument("model", nargs="?")
@@ -834,13 +826,36 @@ def make_parser():
     p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
     p.set_defaults(func=cmd_compare, log_default=False)
 
+
+def _add_debug_command(sub):
+    p = sub.add_parser("debug", help="forward/backward with records: Caffe's debug_info lines or a table, "
+                       "and health findings")
+    p.add_argument("model", nargs="?")
+    _common(p, iterations=1)
+    p.add_argument("--solver", help="step this solver instead (records updates too)")
+    p.add_argument("--format", choices=("caffe", "table"), default="caffe")
+    p.add_argument("--sentinel", action="store_true", help="stop at the first non-finite output or gradient")
+    p.add_argument("--no-backward", action="store_true")
+    p.add_argument("--no-hist", action="store_true", help="skip histograms (faster)")
+    p.add_argument("--records", choices=("full", "health"), default="full",
+                   help="every statistic, or health: mean |x| and NaN/Inf only (cheapest)")
+    p.add_argument("-o", "--report", metavar="FILE", help="also write a report (format from the extension)")
+    p.add_argument("--break-when", action="append", default=[], metavar="COND",
+                   help="stop when COND holds (repeatable): nonfinite, layer=NAME, BLOB.STAT OP N, "
+                        "BLOB.diff.STAT OP N (STAT: mean_abs, max_abs, std, zero_fraction; OP: > >= < <=), "
+                        "LAYER.update_ratio OP N, loss.jump > FACTOR, loss.nonfinite (with --solver); "
+                        "prints 'break: LAYER: COND' and exits with 4")
+    p.set_defaults(func=cmd_debug, log_default=False)
+
+
+def _add_file_commands(sub):
+    """upgrade, draw: a model file in, a file out."""
     p = sub.add_parser("upgrade", help="upgrade a net prototxt, a caffemodel or a solver prototxt")
     p.add_argument("input")
     p.add_argument("output")
     p.add_argument("--binary", action="store_true", help="the input is a binary NetParameter (caffemodel)")
     p.add_argument("--kind", choices=("net", "solver"), help="what a text input holds (default: guessed)")
-    p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument("-q", "--quiet", action="store_true")
+    _quiet_flags(p)
     p.set_defaults(func=cmd_upgrade, log_default=True)
 
     p = sub.add_parser("draw", help="draw the net's DAG (svg; png/pdf with kaleido; dot; html)")
@@ -851,10 +866,12 @@ def make_parser():
     p.add_argument("--level", type=int, default=0)
     p.add_argument("--stage", action="append", default=[])
     p.add_argument("--splits", action="store_true", help="insert Caffe's Split layers")
-    p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument("-q", "--quiet", action="store_true")
+    _quiet_flags(p)
     p.set_defaults(func=cmd_draw, log_default=False)
 
+
+def _add_caffe_commands(sub):
+    """caffe.cpp's commands: train, test, device_query (time is with the instruments)."""
     p = sub.add_parser("train", help="caffe train: train or finetune a model")
     _caffe_flags(p)
     _log_flags(p)
@@ -866,33 +883,17 @@ def make_parser():
                         "prints 'break: LAYER: COND' and exits with 4")
     p.set_defaults(func=cmd_train, log_default=True)
 
-    p = sub.add_parser("test", help="caffe test: score a model")
-    _caffe_flags(p)
-    _log_flags(p)
-    p.set_defaults(func=cmd_test, log_default=True)
+    for name, func, what in (("test", cmd_test, "score a model"),
+                             ("device_query", cmd_device_query, "show GPU diagnostic information")):
+        p = sub.add_parser(name, help="caffe %s: %s" % (name, what))
+        _caffe_flags(p)
+        _log_flags(p)
+        p.set_defaults(func=func, log_default=True)
 
-    p = sub.add_parser("device_query", help="caffe device_query: show GPU diagnostic information")
-    _caffe_flags(p)
-    _log_flags(p)
-    p.set_defaults(func=cmd_device_query, log_default=True)
 
-    p = sub.add_parser("convert_imageset", help="Caffe's convert_imageset: images listed in a file into an LMDB "
-                       "or LevelDB of Datums")
-    p.add_argument("root", metavar="ROOTFOLDER/", help="prefixed to every name of the list (keep its trailing /)")
-    p.add_argument("listfile", metavar="LISTFILE", help="lines of '<name> <label>'")
-    p.add_argument("db_name", metavar="DB_NAME", help="the database to create (must not exist)")
-    p.add_argument("--gray", action="store_true", help="read the images as grey (1 channel)")
-    p.add_argument("--shuffle", action="store_true", help="shuffle the list first")
-    p.add_argument("--backend", default="lmdb", help="lmdb (default) or leveldb")
-    p.add_argument("--resize_width", type=int, default=0, help="resize to this width (with -resize_height)")
-    p.add_argument("--resize_height", type=int, default=0, help="resize to this height (with -resize_width)")
-    p.add_argument("--check_size", action="store_true", help="stop when an image's data size differs from the "
-                   "first's")
-    p.add_argument("--encoded", action="store_true", help="store the encoded image (the file's bytes)")
-    p.add_argument("--encode_type", default="", help="encode as this type (png, jpg, ...); implies -encoded")
-    p.add_argument("--seed", type=int, help="seed of -shuffle (default: the engine's generator)")
-    _log_flags(p)
-    p.set_defaults(func=cmd_convert_imageset, log_default=True)
+def _add_caffe_tool_commands(sub):
+    """Caffe's tools/: convert_imageset, compute_image_mean, extract_features, the upgrade tools."""
+    _add_convert_imageset_command(sub)
 
     p = sub.add_parser("compute_image_mean", help="Caffe's compute_image_mean: the mean image of a database, "
                        "as a binaryproto")
@@ -925,17 +926,33 @@ def make_parser():
         _log_flags(p)
         p.set_defaults(func=_upgrade_tool(name), log_default=True)
 
+
+def _add_convert_imageset_command(sub):
+    p = sub.add_parser("convert_imageset", help="Caffe's convert_imageset: images listed in a file into an LMDB "
+                       "or LevelDB of Datums")
+    p.add_argument("root", metavar="ROOTFOLDER/", help="prefixed to every name of the list (keep its trailing /)")
+    p.add_argument("listfile", metavar="LISTFILE", help="lines of '<name> <label>'")
+    p.add_argument("db_name", metavar="DB_NAME", help="the database to create (must not exist)")
+    p.add_argument("--gray", action="store_true", help="read the images as grey (1 channel)")
+    p.add_argument("--shuffle", action="store_true", help="shuffle the list first")
+    p.add_argument("--backend", default="lmdb", help="lmdb (default) or leveldb")
+    p.add_argument("--resize_width", type=int, default=0, help="resize to this width (with -resize_height)")
+    p.add_argument("--resize_height", type=int, default=0, help="resize to this height (with -resize_width)")
+    p.add_argument("--check_size", action="store_true", help="stop when an image's data size differs from the "
+                   "first's")
+    p.add_argument("--encoded", action="store_true", help="store the encoded image (the file's bytes)")
+    p.add_argument("--encode_type", default="", help="encode as this type (png, jpg, ...); implies -encoded")
+    p.add_argument("--seed", type=int, help="seed of -shuffle (default: the engine's generator)")
+    _log_flags(p)
+    p.set_defaults(func=cmd_convert_imageset, log_default=True)
+
+
+def _add_run_command(sub):
     p = sub.add_parser("run", help="run a pycaffe script unchanged, with the engine as `caffe`")
     p.add_argument("script", help="the Python script (run as __main__, as `python SCRIPT ARGS...`)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
-    p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument("-q", "--quiet", action="store_true")
+    _quiet_flags(p)
     p.set_defaults(func=cmd_run, log_default=True)
-
-    from engine.tools import selftest
-    selftest.add_parser(sub)
-    ap.command_parsers = sub.choices
-    return ap
 
 
 def _where(e):

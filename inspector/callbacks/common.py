@@ -15,7 +15,7 @@ from typing import Any, List
 from dash import ctx, no_update, set_props
 from dash.exceptions import PreventUpdate
 
-from inspector import ids
+from inspector import ids, runner
 
 log = logging.getLogger("inspector")
 
@@ -37,6 +37,17 @@ def error_text(exc):
     if notes:
         msg += " (%s)" % "; ".join(notes)
     return "%s: %s" % (name, msg)
+
+
+def run_failed(session, action, exc):
+    """The page's message when a run action raised ``exc``: a refusal (runner.RunRefused)
+    as it is; any other failure logged, with the session's run version bumped so the
+    page shows what ran before it."""
+    if isinstance(exc, runner.RunRefused):
+        return "⚠ " + str(exc)
+    log.exception("%s failed", action)
+    session.run_version += 1
+    return "⚠ " + error_text(exc)
 
 
 def show_error(exc, what=""):

@@ -4,7 +4,7 @@ from dash import Input, Output, State, no_update
 
 from inspector import ids, inputs, loading, runner
 
-from .common import error_text, guarded, log, triggered
+from .common import guarded, run_failed, triggered
 
 ACTIONS = (ids.FORWARD, ids.BACKWARD, ids.STEP_FORWARD, ids.STEP_BACKWARD, ids.RUN_TO, ids.FORWARD_BACKWARD,
            ids.RESET, ids.SOLVER_STEP, ids.APPLY_INPUTS, ids.DEVICE)
@@ -46,12 +46,8 @@ def act(app, sid, action, start=None, end=None, selection=None, settings=None, d
                 msg = runner.set_device(s, device)
             else:
                 return s.run_version, no_update
-        except runner.RunRefused as exc:
-            msg = "⚠ " + str(exc)
-        except Exception as exc:  # noqa: BLE001 - a layer failed: shown, the session goes on
-            log.exception("%s failed", action)
-            s.run_version += 1
-            msg = "⚠ " + error_text(exc)
+        except Exception as exc:  # noqa: BLE001 - refused, or a layer failed: shown, the session goes on
+            msg = run_failed(s, action, exc)
         s.message = msg
         return s.run_version, msg
 

@@ -14,7 +14,7 @@ from dash import Input, Output, State, no_update
 
 from inspector import debug_figures, debug_views, ids, jobs, runner, training
 
-from .common import error_text, guarded, log
+from .common import guarded, run_failed
 
 JOB_LABELS = {"solver": "solver run", "forward_backward": "Forward + Backward",
               "forward": "Forward", "backward": "Backward"}
@@ -48,12 +48,8 @@ def run_pass(app, sid, action, report=None, token=None):
         except jobs.Cancelled as exc:
             s.run_version += 1
             msg = "%s %s; what ran is kept" % (JOB_LABELS[action], exc)
-        except runner.RunRefused as exc:
-            msg = "⚠ " + str(exc)
-        except Exception as exc:  # noqa: BLE001 - a layer failed: shown, the session goes on
-            log.exception("%s failed", action)
-            s.run_version += 1
-            msg = "⚠ " + error_text(exc)
+        except Exception as exc:  # noqa: BLE001 - refused, or a layer failed: shown, the session goes on
+            msg = run_failed(s, action, exc)
         finally:
             s.job = None
         s.message = msg

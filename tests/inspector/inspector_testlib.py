@@ -25,6 +25,26 @@ layer { name: "fc" type: "InnerProduct" bottom: "e2" top: "fc"
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "label" top: "loss" }
 """
 
+# a deploy net (Input, no loss): it opens in TEST
+DEPLOY_NET = """name: "TinyDeploy"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
+        inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "drop" type: "Dropout" bottom: "fc" top: "fc" dropout_param { dropout_ratio: 0.5 } }
+layer { name: "prob" type: "Softmax" bottom: "fc" top: "prob" }
+"""
+
+# TEST feeds it from Input; the TRAIN-only Data layer names a file outside any model root, which a net
+# opened from the page may not read (the file-access check runs after filtering)
+PHASED_NET = """name: "Phased"
+layer { name: "train_data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+        data_param { source: "/etc/passwd_lmdb" backend: LMDB batch_size: 2 } }
+layer { name: "test_data" type: "Input" top: "data" include { phase: TEST }
+        input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.1 } } }
+"""
+
 SYNTAX_ERROR_NET = """name: "Broken"
 layer {
   name: "in"

@@ -8,7 +8,7 @@ from inspector_testlib import ROOT, data_url
 
 from inspector import create_app, ids
 from inspector.callbacks import details, export, findings, graph, load, stepping
-from inspector.callbacks.common import guarded
+from inspector.callbacks.common import guarded, run_failed
 from inspector.sessions import new_session_id
 
 
@@ -132,6 +132,21 @@ def test_stepping_actions(app_ctx, sid):
     assert "constant 2" in msg and (s.loaded.net.blobs["data"].data == 2).all()
     v, msg = stepping.act(app_ctx, sid, ids.SOLVER_STEP)
     assert msg.startswith("⚠")
+
+
+def test_run_failed_message_refusal_or_failure(caplog):
+    from types import SimpleNamespace
+
+    from inspector import runner
+    s = SimpleNamespace(run_version=3)
+    assert run_failed(s, "forward", runner.RunRefused("no net is loaded")) == "⚠ no net is loaded"
+    assert s.run_version == 3 and not caplog.records          # a refusal: nothing ran, nothing logged
+    try:
+        raise FloatingPointError("layer conv1 blew up")
+    except FloatingPointError as exc:
+        msg = run_failed(s, "forward", exc)
+    assert msg == "⚠ FloatingPointError: layer conv1 blew up" and s.run_version == 4
+    assert "forward failed" in caplog.text and "Traceback" in caplog.text
 
 
 def test_device_switch_refused_without_gpu(app_ctx, sid):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from browser_helpers import cy_eval, text_of, wait_for, wait_text
+from inspector_testlib import PHASED_NET
 from selenium.webdriver.common.keys import Keys
 
 from inspector import create_app, ids
@@ -13,15 +14,6 @@ from inspector.config import InspectorConfig
 
 pytestmark = pytest.mark.browser
 
-# TEST feeds the net from Input; the TRAIN-only Data layer reads outside any model root
-PHASED_NET = """name: "Phased"
-layer { name: "train_data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
-        data_param { source: "/etc/passwd_lmdb" backend: LMDB batch_size: 2 } }
-layer { name: "test_data" type: "Input" top: "data" include { phase: TEST }
-        input_param { shape { dim: 2 dim: 3 } } }
-layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
-        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.1 } } }
-"""
 
 # a relative source: Caffe opens it from the working directory; it lies beside the net
 RELATIVE_READER = """name: "Reader"

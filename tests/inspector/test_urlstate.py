@@ -6,7 +6,7 @@ import os
 
 import pytest
 from dash import dcc
-from inspector_testlib import LENET, ROOT, data_url
+from inspector_testlib import DEPLOY_NET, LENET, PHASED_NET, ROOT, data_url
 
 from inspector import ids, loading, urlstate
 from inspector.callbacks import load
@@ -17,27 +17,9 @@ from inspector.netstate import default_phase, is_deploy_net
 from inspector.sessions import ModelSpec, SessionStore, new_session_id
 from inspector.urlstate import UrlState, decode, encode
 
-DEPLOY_NET = """name: "TinyDeploy"
-layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 } } }
-layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
-        inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "drop" type: "Dropout" bottom: "fc" top: "fc" dropout_param { dropout_ratio: 0.5 } }
-layer { name: "prob" type: "Softmax" bottom: "fc" top: "prob" }
-"""
-
 OLD_STYLE_DEPLOY = """name: "OldDeploy"
 input: "data" input_dim: 1 input_dim: 3 input_dim: 4 input_dim: 4
 layer { name: "relu" type: "ReLU" bottom: "data" top: "out" }
-"""
-
-# a Data layer only TRAIN builds names a file outside any model root; TEST feeds the net from Input
-PHASED_NET = """name: "Phased"
-layer { name: "train_data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
-        data_param { source: "/etc/passwd_lmdb" backend: LMDB batch_size: 2 } }
-layer { name: "test_data" type: "Input" top: "data" include { phase: TEST }
-        input_param { shape { dim: 2 dim: 3 } } }
-layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
-        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.1 } } }
 """
 
 

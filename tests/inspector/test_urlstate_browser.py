@@ -10,6 +10,7 @@ from urllib.parse import unquote
 
 import pytest
 from browser_helpers import click_node, details_show, text_of, wait_for, wait_text
+from inspector_testlib import DEPLOY_NET, PHASED_NET
 from selenium.webdriver.common.keys import Keys
 
 from inspector import create_app, ids
@@ -17,25 +18,6 @@ from inspector.config import InspectorConfig
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
-
-DEPLOY_NET = """name: "TinyDeploy"
-layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 } } }
-layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
-        inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "drop" type: "Dropout" bottom: "fc" top: "fc" dropout_param { dropout_ratio: 0.5 } }
-layer { name: "prob" type: "Softmax" bottom: "fc" top: "prob" }
-"""
-
-# TEST feeds it from Input (a deploy net: it opens in TEST); TRAIN would build a Data layer that
-# reads outside the model root, which a net opened from the page may not do
-PHASED_NET = """name: "Phased"
-layer { name: "train_data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
-        data_param { source: "/etc/passwd_lmdb" backend: LMDB batch_size: 2 } }
-layer { name: "test_data" type: "Input" top: "data" include { phase: TEST }
-        input_param { shape { dim: 2 dim: 3 } } }
-layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
-        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.1 } } }
-"""
 
 
 def _start(dash_duo, path="", **kw):
