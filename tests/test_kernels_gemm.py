@@ -141,3 +141,24 @@ def test_implicit_convolution_split_over_threads_agrees(monkeypatch):
     monkeypatch.setattr(gemm, "_pool", lambda n: NeverStarts())
     for got, want in zip(run(3), threaded):
         np.testing.assert_array_equal(got, want)
+
+
+@needs_gemm
+@pytest.mark.parametrize("spec,hw,implicit", [("kernel_size:3 pad:1", (9, 11), True),
+                                              ("kernel_size:3 pad:1", (7, 7), False),    # 49 pixels
+                                              ("kernel_size:1", (16, 16), False),        # plain GEMM
+                                              ("kernel_size:3 pad:1 stride:2", (16, 16), False)])
+def test_which_convolutions_take_the_implicit_gemm(spec, hw, implicit):
+    layer = make_layer('name:"c" type:"Convolution" convolution_param{num_output:6 %s}' % spec, dtype=np.float32)
+    bottom = [gaussian_blob((2, 4) + hw, dtype=np.float32)]
+    top = empty_blobs(1, dtype=np.float32)
+    layer.SetUp(bottom, top)
+    assert layer._implicit(layer.blobs[0].data, bottom[0].data) is implicit
+
+
+def test_many_groups_use_one_batched_matmul():
+    from engine.core.layers import vision
+    a = np.ones((vision.MAX_COMPILED_GROUPS + 1, 1, 9), np.float32)
+    b = np.ones((vision.MAX_COMPILED_GROUPS + 1, 9, 5), np.float32)
+    assert not vision._compiled(a, b)
+    assert vision._compiled(a[:2], b[:2]) is gemm.AVAILABLE

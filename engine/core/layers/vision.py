@@ -113,10 +113,20 @@ def _chunks(num, per_image, limit=None):
         yield n0, min(num, n0 + step)
 
 
+#: above this many groups (depthwise convolutions) one batched ``xp.matmul`` beats a
+#: compiled GEMM call per group (MobileNet's 32-1024 groups: 2x slower per group)
+MAX_COMPILED_GROUPS = 4
+
+
+def _compiled(*arrays):
+    """True where the compiled GEMM serves a grouped product (leading axis: the groups)."""
+    return _gemm.usable(*arrays) and arrays[0].shape[0] <= MAX_COMPILED_GROUPS
+
+
 def _matmul(xp, a, b, out):
     """out = a @ b over a leading group axis: the compiled GEMM on float32 host arrays
-    (engine.core.kernels.gemm), else ``xp.matmul``."""
-    if _gemm.usable(a, b, out) and out.ndim == 3:
+    (engine.core.kernels.gemm) for a few groups, else ``xp.matmul``."""
+    if _compiled(a, b, out) and out.ndim == 3:
         for gi in range(a.shape[0]):
             _gemm.matmul(a[gi], b[gi], out[gi])
         return out
@@ -319,7 +329,7 @@ class BaseConvolutionLayer(Layer):
         if self.on_gpu:
             self._gemm("dw", rows, cols.swapaxes(1, 2), accumulate_into=dW3)
             return
-        if _gemm.usable(rows, cols, dW3):
+        if _compiled(rows, cols, dW3):
             # dW^T = cols @ rows^T reads the big column matrix in place (the compiled GEMM
             # packs only the small rows^T); the transposed product is then added to dW.
             kdim, og = cols.shape[1], rows.shape[1]
@@ -367,9 +377,16 @@ class ConvolutionLayer(BaseConvolutionLayer):
         return out
 
     # ------------------------------------------------------------ implicit GEMM (host)
+    #: the implicit GEMM's break-even output size (benchmarks/README.md: 1x1 convolutions and
+    #: 3x3 ones on 7x7 maps run faster as im2col-free / im2col + the compiled GEMM)
+    IMPLICIT_MIN_PIXELS = 64
+
     def _implicit(self, *arrays):
-        """True where the stride-1 implicit GEMM (engine.core.kernels.conv2d) serves."""
+        """True where the stride-1 implicit GEMM (engine.core.kernels.conv2d) serves: a
+        kernel larger than 1x1 over at least IMPLICIT_MIN_PIXELS output pixels."""
         return (not self.on_gpu and self.channel_axis == 1 and self.num_spatial_axes == 2
+                and any(k > 1 for k in self.kernel_shape)
+                and int(np.prod(self.output_shape)) >= self.IMPLICIT_MIN_PIXELS
                 and _conv2d.applies(self.kernel_shape, self.stride, self.pad, self.dilation, self.group,
                                     *arrays))
 
