@@ -52,6 +52,21 @@ def sizes(C, H, W, O, kh, kw, ph, pw):
 
 
 # ------------------------------------------------------------------ compiled loops
+def _pad_image_loop(x, n, ph, pw, xpad):
+    """Image n of x (N, C, H, W) into the interior of the zero-padded planes in ``xpad``
+    (C planes of (H + 2 ph) x (W + 2 pw); the border stays as it is: zero)."""
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    Hp, Wp = H + 2 * ph, W + 2 * pw
+    for c in range(C):
+        for h in range(H):
+            d = c * Hp * Wp + (h + ph) * Wp + pw
+            for t in range(W):
+                xpad[d + t] = x[n, c, h, t]
+
+
+_pad_image = jit(_pad_image_loop)
+
+
 def _forward_loop(x, w, bias, has_bias, kh, kw, ph, pw, y, xpad, outw, koff, aoff):
     """y (N, O, OH, OW) = conv(x (N, C, H, W), w (Op, C*kh*kw), zero rows past O)
     (+ bias); xpad, outw: scratch (see sizes); koff (K), aoff (MR): int64 scratch."""
@@ -70,11 +85,7 @@ def _forward_loop(x, w, bias, has_bias, kh, kw, ph, pw, y, xpad, outw, koff, aof
     xpad[:] = 0.0
     wbase = w.ctypes.data
     for n in range(N):
-        for c in range(C):
-            for h in range(H):
-                d = c * Hp * Wp + (h + ph) * Wp + pw
-                for t in range(W):
-                    xpad[d + t] = x[n, c, h, t]
+        _pad_image(x, n, ph, pw, xpad)
         xb = xpad.ctypes.data
         ob = outw.ctypes.data
         for pc in range(0, K, KC):
@@ -117,11 +128,7 @@ def _weights_loop(x, dy, kh, kw, ph, pw, dwt, xpad, bp, koff, aoff):
     xpad[:] = 0.0
     npanel = Op // NR
     for n in range(N):
-        for c in range(C):
-            for h in range(H):
-                d = c * Hp * Wp + (h + ph) * Wp + pw
-                for t in range(W):
-                    xpad[d + t] = x[n, c, h, t]
+        _pad_image(x, n, ph, pw, xpad)
         xb = xpad.ctypes.data
         for pc in range(0, Q, KC):
             kc = min(KC, Q - pc)

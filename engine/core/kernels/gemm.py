@@ -49,20 +49,25 @@ MR = 8 if VL == 16 else 6               # tile rows: 16 (AVX-512) / 12 (AVX2) ac
 NR = NV * VL
 
 
-def _make_microkernel(accumulate):
+def _make_microkernel(accumulate, tables=False):
     """Numba intrinsic uk(kc, a, sai, sak, b, ldb, c, ldc): the MR x NR tile at address
     ``c`` (row stride ``ldc`` elements) = (``accumulate``: +=) sum over k < kc of
-    a[r*sai + k*sak] * b[k*ldb + j] (strides in elements; ``b``'s rows: NR floats)."""
+    a[r*sai + k*sak] * b[k*ldb + j] (strides in elements; ``b``'s rows: NR floats).
+
+    ``tables``: ukt(kc, a, aoff, sak, b, boff, c, ldc), the same with row r of ``a`` at
+    a + aoff[r] (+ k*sak) and row k of ``b`` at b + boff[k]: ``aoff`` (MR int64) and ``boff``
+    (kc int64) are addresses of offset tables (elements).  Convolutions use it to read
+    shifted rows of one zero-padded image in place (implicit GEMM, no column matrix)."""
     from llvmlite import ir
     from numba import types
     from numba.extending import intrinsic
 
     def codegen(context, builder, signature, args):
-        kc, a, sai, sak, b, ldb, c, ldc = args
+        kc, a, a_rows_arg, sak, b, b_rows_arg, c, ldc = args
         i64, i32 = ir.IntType(64), ir.IntType(32)
         f32 = ir.FloatType()
         vec = ir.VectorType(f32, VL)
-        fptr, vptr = f32.as_pointer(), vec.as_pointer()
+        fptr, vptr, iptr = f32.as_pointer(), vec.as_pointer(), i64.as_pointer()
         a0, b0, c0 = (builder.inttoptr(v, fptr) for v in (a, b, c))
         mod = builder.module
         name = "llvm.fma.v%df32" % VL
@@ -70,7 +75,12 @@ def _make_microkernel(accumulate):
         zero = ir.Constant(vec, None)
         undef = ir.Constant(vec, ir.Undefined)
         splat_mask = ir.Constant(ir.VectorType(i32, VL), None)
-        a_off = [builder.mul(sai, ir.Constant(i64, r)) for r in range(MR)]
+        if tables:      # row r of a: a + aoff[r]
+            ao, bo = builder.inttoptr(a_rows_arg, iptr), builder.inttoptr(b_rows_arg, iptr)
+            a_rows = [builder.gep(a0, [builder.load(builder.gep(ao, [ir.Constant(i64, r)]), align=8)])
+                      for r in range(MR)]
+        else:           # row r of a: a + r*sai
+            a_rows = [builder.gep(a0, [builder.mul(a_rows_arg, ir.Constant(i64, r))]) for r in range(MR)]
         entry = builder.block
         loop = builder.append_basic_block("uk.loop")
         done = builder.append_basic_block("uk.done")
@@ -83,84 +93,9 @@ def _make_microkernel(accumulate):
             p = builder.phi(vec)
             p.add_incoming(zero, entry)
             acc.append(p)
-        ap = builder.gep(a0, [builder.mul(k, sak)])
-        bp = builder.gep(b0, [builder.mul(k, ldb)])
-        bv = [builder.load(builder.bitcast(builder.gep(bp, [ir.Constant(i64, v * VL)]), vptr), align=4)
-              for v in range(NV)]
-        new = []
-        for r in range(MR):
-            s = builder.load(builder.gep(ap, [a_off[r]]), align=4)
-            sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, splat_mask)
-            for v in range(NV):
-                new.append(builder.call(fma, [sv, bv[v], acc[r * NV + v]]))
-        k1 = builder.add(k, ir.Constant(i64, 1))
-        k.add_incoming(k1, loop)
-        for p, n in zip(acc, new):
-            p.add_incoming(n, loop)
-        builder.cbranch(builder.icmp_signed("<", k1, kc), loop, done)
-        builder.position_at_end(done)
-        outs = []
-        for j in range(MR * NV):
-            p = builder.phi(vec)
-            p.add_incoming(zero, entry)
-            p.add_incoming(new[j], loop)
-            outs.append(p)
-        for r in range(MR):
-            row = builder.gep(c0, [builder.mul(ldc, ir.Constant(i64, r))])
-            for v in range(NV):
-                q = builder.bitcast(builder.gep(row, [ir.Constant(i64, v * VL)]), vptr)
-                val = outs[r * NV + v]
-                if accumulate:
-                    val = builder.fadd(builder.load(q, align=4), val)
-                builder.store(val, q, align=4)
-        return context.get_dummy_value()
-
-    def uk(typingctx, kc, a, sai, sak, b, ldb, c, ldc):
-        return types.void(*([types.intp] * 8)), codegen
-
-    return intrinsic(uk)
-
-
-def _make_table_microkernel(accumulate):
-    """Numba intrinsic ukt(kc, a, aoff, sak, b, boff, c, ldc): as the plain micro-kernel,
-    with row r of ``a`` at a + aoff[r] (+ k*sak) and row k of ``b`` at b + boff[k]:
-    ``aoff`` (MR int64) and ``boff`` (kc int64) are addresses of offset tables (elements).
-    Convolutions use it to read shifted rows of one zero-padded image in place (implicit
-    GEMM, no column matrix)."""
-    from llvmlite import ir
-    from numba import types
-    from numba.extending import intrinsic
-
-    def codegen(context, builder, signature, args):
-        kc, a, aoff, sak, b, boff, c, ldc = args
-        i64, i32 = ir.IntType(64), ir.IntType(32)
-        f32 = ir.FloatType()
-        vec = ir.VectorType(f32, VL)
-        fptr, vptr, iptr = f32.as_pointer(), vec.as_pointer(), i64.as_pointer()
-        a0, b0, c0 = (builder.inttoptr(v, fptr) for v in (a, b, c))
-        ao, bo = builder.inttoptr(aoff, iptr), builder.inttoptr(boff, iptr)
-        mod = builder.module
-        name = "llvm.fma.v%df32" % VL
-        fma = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(vec, [vec, vec, vec]), name=name)
-        zero = ir.Constant(vec, None)
-        undef = ir.Constant(vec, ir.Undefined)
-        splat_mask = ir.Constant(ir.VectorType(i32, VL), None)
-        a_rows = [builder.gep(a0, [builder.load(builder.gep(ao, [ir.Constant(i64, r)]), align=8)])
-                  for r in range(MR)]
-        entry = builder.block
-        loop = builder.append_basic_block("ukt.loop")
-        done = builder.append_basic_block("ukt.done")
-        builder.cbranch(builder.icmp_signed(">", kc, ir.Constant(i64, 0)), loop, done)
-        builder.position_at_end(loop)
-        k = builder.phi(i64)
-        k.add_incoming(ir.Constant(i64, 0), entry)
-        acc = []
-        for _ in range(MR * NV):
-            p = builder.phi(vec)
-            p.add_incoming(zero, entry)
-            acc.append(p)
         ka = builder.mul(k, sak)
-        bp = builder.gep(b0, [builder.load(builder.gep(bo, [k]), align=8)])
+        b_row = builder.load(builder.gep(bo, [k]), align=8) if tables else builder.mul(k, b_rows_arg)
+        bp = builder.gep(b0, [b_row])
         bv = [builder.load(builder.bitcast(builder.gep(bp, [ir.Constant(i64, v * VL)]), vptr), align=4)
               for v in range(NV)]
         new = []
@@ -191,10 +126,10 @@ def _make_table_microkernel(accumulate):
                 builder.store(val, q, align=4)
         return context.get_dummy_value()
 
-    def ukt(typingctx, kc, a, aoff, sak, b, boff, c, ldc):
+    def uk(typingctx, kc, a, a_rows, sak, b, b_rows, c, ldc):
         return types.void(*([types.intp] * 8)), codegen
 
-    return intrinsic(ukt)
+    return intrinsic(uk)
 
 
 def _pack_b(B, pc, kc, j0, w, bp):
@@ -268,8 +203,8 @@ def _sgemm(A, B, C, accumulate, bp, tile):
 if _jit.AVAILABLE:
     _UK_SET = _make_microkernel(False)
     _UK_ADD = _make_microkernel(True)
-    UKT_SET = _make_table_microkernel(False)
-    UKT_ADD = _make_table_microkernel(True)
+    UKT_SET = _make_microkernel(False, tables=True)
+    UKT_ADD = _make_microkernel(True, tables=True)
     _pack_b = _jit.jit(_pack_b)
     _sgemm = _jit.jit(_sgemm)
     AVAILABLE = True
