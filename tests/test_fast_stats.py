@@ -28,6 +28,22 @@ def test_asum_is_caffe_asum_bit_for_bit(n):
     assert health_stats(x).asum_mean == float(np.float32(caffe_asum(x)) / np.float32(n))
 
 
+@pytest.mark.parametrize("n", [0, 15, 16, 17, 4099, 1_000_003])
+def test_vector_lanes_are_the_scalar_loop_lanes(n):
+    """The health level's |x| lanes come from one <16 x float> accumulator: each lane is the
+    same sequential float32 sum as the scalar loop's, bit for bit (Inf and NaN included)."""
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 10.0 ** rng.uniform(-30, 30, n)).astype(np.float32)
+    if n > 100:
+        x[7], x[40] = np.inf, np.nan
+    got, want = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    assert fast_stats._lanes is not fast_stats._lanes_loop
+    fast_stats._lanes(x, got)
+    fast_stats._lanes_loop(x, want)
+    np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(want)], want.view(np.uint32)[~np.isnan(want)])
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+
+
 @pytest.mark.parametrize("n", [64, 100, 100003])
 def test_summary_matches_the_numpy_path(n, monkeypatch):
     rng = np.random.default_rng(n)
