@@ -21,8 +21,14 @@ def findings(app, sid, transcript_filter):
             table(f["splits"], empty="no split was inserted"),
             table(f["shared"], empty="no param is shared"),
             f["memory"], f["time"],
-            "\n".join(f["transcript"]) or "(no lines)",
-            "\n".join(f["debug"]) or "(run forward or backward to see Caffe's debug_info lines)")
+            "\n".join(f["transcript"]) or _no_lines(transcript_filter, "(no lines)"),
+            "\n".join(f["debug"]) or _no_lines(transcript_filter,
+                                               "(run forward or backward to see Caffe's debug_info lines)"))
+
+
+def _no_lines(text, otherwise):
+    """What an empty log box says: no line matches the filter, or ``otherwise``."""
+    return "(no line contains %r)" % text if text else otherwise
 
 
 def nan_alert(app, sid):

@@ -1,0 +1,63 @@
+"""Browser tests of defects found by exploratory QA on big nets (headless
+Chromium): each one a page behaviour a user met."""
+from pathlib import Path
+
+import pytest
+from browser_helpers import text_of, wait_for, wait_text
+
+from inspector import create_app, ids
+from inspector.config import InspectorConfig
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(dash_duo, **kw):
+    app = create_app(InspectorConfig(model_root=str(ROOT), **kw))
+    dash_duo.start_server(app)
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=60)
+    return app
+
+
+def _click(dash_duo, id_):
+    dash_duo.find_element("#" + id_).click()
+
+
+def _tab(dash_duo, label):
+    for el in dash_duo.driver.find_elements("css selector", ".tab"):
+        if el.text.strip() == label:
+            el.click()
+            return
+    raise AssertionError("no tab %r" % label)
+
+
+def _forward_twice(dash_duo):
+    _click(dash_duo, ids.FORWARD)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(0, 8)")
+    _click(dash_duo, ids.STEP_FORWARD)            # a second step: the message changes
+    wait_text(dash_duo, ids.RUN_MESSAGE, "step:")
+
+
+def test_compare_tab_starts_empty_and_offers_the_last_two_steps(dash_duo):
+    _start(dash_duo)
+    _tab(dash_duo, "Compare")
+    # before anything is compared the chart says so (no bare axes of an empty Plotly figure)
+    wait_for(lambda: "nothing compared yet" in text_of(dash_duo, ids.COMPARE_CHART), what="the empty chart's note")
+    _forward_twice(dash_duo)
+    # step A and step B are the last two steps already: Compare works without choosing
+    wait_for(lambda: text_of(dash_duo, ids.COMPARE_A).startswith("0") and text_of(dash_duo, ids.COMPARE_B)
+             .startswith("1"), what="steps 0 and 1 chosen")
+    _click(dash_duo, ids.COMPARE_BUTTON)
+    wait_for(lambda: "step 0" in text_of(dash_duo, ids.COMPARE_SUMMARY), timeout=30, what="the comparison")
+    assert "choose step A" not in text_of(dash_duo, ids.COMPARE_SUMMARY)
+
+
+def test_log_filter_applies_while_typing_and_says_when_nothing_matches(dash_duo):
+    _start(dash_duo)
+    _click(dash_duo, ids.FORWARD)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(0, 8)")
+    _tab(dash_duo, "Findings")
+    wait_text(dash_duo, ids.DEBUG_LINES, "[Forward]")
+    dash_duo.find_element("#" + ids.TRANSCRIPT_FILTER).send_keys("no-such-line")     # no Enter, no blur
+    wait_text(dash_duo, ids.DEBUG_LINES, "(no line contains 'no-such-line')")
+    wait_text(dash_duo, ids.TRANSCRIPT, "(no line contains 'no-such-line')")
