@@ -352,6 +352,8 @@
                         if (S.net !== null || !S.viewed) { firstView(cy); }   // else: the page's first view is on
                         S.net = net;
                         S.viewed = true;
+                        var named = matches(cy, S.selection);   // an address naming a layer: show it
+                        if (named.nonempty()) { centreOn(cy, named, false); }
                         stampDrawn();
                     }
                     markSelection(cy, S.selection);

@@ -3,7 +3,7 @@ Chromium): each one a page behaviour a user met."""
 from pathlib import Path
 
 import pytest
-from browser_helpers import text_of, wait_for, wait_text
+from browser_helpers import cy_eval, text_of, wait_for, wait_text
 
 from inspector import create_app, ids
 from inspector.config import InspectorConfig
@@ -61,3 +61,26 @@ def test_log_filter_applies_while_typing_and_says_when_nothing_matches(dash_duo)
     dash_duo.find_element("#" + ids.TRANSCRIPT_FILTER).send_keys("no-such-line")     # no Enter, no blur
     wait_text(dash_duo, ids.DEBUG_LINES, "(no line contains 'no-such-line')")
     wait_text(dash_duo, ids.TRANSCRIPT, "(no line contains 'no-such-line')")
+
+
+_IN_VIEW_JS = """
+const n = cy.nodes().filter(x => ['layer', 'block'].includes(x.data('kind')) &&
+                                 (x.data('members') || '').indexOf('|' + arguments[1] + '|') >= 0)[0];
+if (!n) return null;
+const p = n.renderedPosition();
+return p.x > 0 && p.y > 0 && p.x < cy.width() && p.y < cy.height();
+"""
+
+
+def test_deep_link_to_a_layer_deep_in_a_big_net_shows_it(dash_duo, tmp_path):
+    from benchmarks import netgen
+    (tmp_path / "r50.prototxt").write_text(netgen.resnet_prototxt(50, fillers=False))
+    app = create_app(InspectorConfig(model_root=str(tmp_path)))
+    dash_duo.start_server(app)
+    dash_duo.driver.get(dash_duo.server_url + "/?model=r50.prototxt&layer=res5c_branch2b")
+    wait_text(dash_duo, ids.LOAD_STATUS, "ResNet-50", timeout=60)
+    wait_text(dash_duo, ids.DETAILS, "res5c_branch2b", timeout=30)
+    # the layer sits near the end of the net: the first view opens on it (or on the folded block
+    # holding it), not on the net's top
+    wait_for(lambda: cy_eval(dash_duo, _IN_VIEW_JS, "res5c_branch2b"), timeout=20,
+             what="res5c_branch2b inside the visible graph")
