@@ -84,3 +84,13 @@ def test_deep_link_to_a_layer_deep_in_a_big_net_shows_it(dash_duo, tmp_path):
     # holding it), not on the net's top
     wait_for(lambda: cy_eval(dash_duo, _IN_VIEW_JS, "res5c_branch2b"), timeout=20,
              what="res5c_branch2b inside the visible graph")
+
+
+def test_cut_status_line_keeps_its_full_text_as_tooltip(dash_duo):
+    _start(dash_duo)
+    wait_for(lambda: "LeNetDigits" in (dash_duo.find_element("#" + ids.LOAD_STATUS).get_attribute("title") or ""),
+             what="the net's status as the tooltip")
+    _click(dash_duo, ids.FORWARD)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(0, 8)")
+    wait_for(lambda: "ForwardFromTo(0, 8)" in (dash_duo.find_element("#" + ids.RUN_MESSAGE).get_attribute("title")
+                                                or ""), what="the run message as the tooltip")
