@@ -15,8 +15,11 @@ def findings(app, sid, transcript_filter):
         if s.loaded is None:
             return (no_update,) * 8
         f = presenter.findings(s.loaded, transcript_filter)
+        ran = bool(s.loaded.recorder.steps)
     return (table(f["health"], ["severity", "check", "layer", "blob", "message"],
-                  empty="no finding (run forward/backward first; engine.instruments.health checks the records)"),
+                  empty=("no finding: the health checks (engine.instruments.health) found nothing in the records"
+                         if ran else "no finding (run forward/backward first; engine.instruments.health checks "
+                                     "the records)")),
             table(f["filtered"], empty="no layer was filtered out"),
             table(f["splits"], empty="no split was inserted"),
             table(f["shared"], empty="no param is shared"),
