@@ -94,3 +94,16 @@ def test_cut_status_line_keeps_its_full_text_as_tooltip(dash_duo):
     wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(0, 8)")
     wait_for(lambda: "ForwardFromTo(0, 8)" in (dash_duo.find_element("#" + ids.RUN_MESSAGE).get_attribute("title")
                                                 or ""), what="the run message as the tooltip")
+
+
+def test_apply_inputs_answers_beside_its_button(dash_duo, tmp_path):
+    import numpy as np
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.zeros((2, 2), np.float32))
+    _start(dash_duo)
+    _tab(dash_duo, "Inputs")
+    dash_duo.driver.find_element("css selector", "#%s input[type=file]" % ids.UPLOAD_NPY).send_keys(str(bad))
+    wait_text(dash_duo, ids.INPUT_FILE_STATUS, "bad.npy")
+    _click(dash_duo, ids.APPLY_INPUTS)
+    # the refusal is in the Inputs panel, not only in the (far, cut short) status line
+    wait_text(dash_duo, ids.INPUT_FILE_STATUS, "does not fit the input blob")
