@@ -115,13 +115,15 @@ def register(dash_app, app):
     manager = getattr(dash_app, "job_manager", None)
 
     def job_cb(set_progress, _n, action, iterations, sid):
-        return run_job(app, sid, action, iterations, set_progress)
+        version, msg = run_job(app, sid, action, iterations, set_progress)
+        return version, msg, msg        # the job's own status line ends on how it ended, not its last progress
 
     if manager is not None:
         manager.own(job_cb)
     dash_app.callback(
         Output(ids.RUN_VERSION, "data", allow_duplicate=True),
         Output(ids.RUN_MESSAGE, "children", allow_duplicate=True),
+        Output(ids.JOB_STATUS, "children", allow_duplicate=True),
         Input(ids.JOB_RUN, "n_clicks"),
         State(ids.JOB_ACTION, "value"), State(ids.JOB_ITERATIONS, "value"), State(ids.SESSION, "data"),
         background=True, manager=manager, prevent_initial_call=True, interval=400,

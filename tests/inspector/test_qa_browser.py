@@ -107,3 +107,24 @@ def test_apply_inputs_answers_beside_its_button(dash_duo, tmp_path):
     _click(dash_duo, ids.APPLY_INPUTS)
     # the refusal is in the Inputs panel, not only in the (far, cut short) status line
     wait_text(dash_duo, ids.INPUT_FILE_STATUS, "does not fit the input blob")
+
+
+def _choose_job(dash_duo, label):
+    dash_duo.find_element("#" + ids.JOB_ACTION).click()
+    opt = wait_for(lambda: [o for o in dash_duo.driver.find_elements(
+        "css selector", ".dash-dropdown-content .dash-dropdown-option") if o.text == label], what=label)
+    opt[0].click()
+
+
+def test_long_action_status_ends_on_how_it_ended(dash_duo):
+    _start(dash_duo)                              # LeNet, no solver
+    _tab(dash_duo, "Training")
+    # solver iterations without a solver: the status line says why nothing ran (it stayed empty)
+    _click(dash_duo, ids.JOB_RUN)
+    wait_for(lambda: "solver" in text_of(dash_duo, ids.JOB_STATUS).lower(), timeout=30,
+             what="the refusal in the job status")
+    # a full-records pass: the status ends on the pass's result, not on its last progress line
+    _choose_job(dash_duo, "Forward (full records)")
+    _click(dash_duo, ids.JOB_RUN)
+    wait_text(dash_duo, ids.JOB_STATUS, "ForwardFromTo(0, 8)", timeout=30)
+    assert "/ 9 —" not in text_of(dash_duo, ids.JOB_STATUS)
