@@ -13,6 +13,7 @@ import time
 from dash import Input, Output, State, no_update
 
 from inspector import debug_figures, debug_views, ids, jobs, runner, training
+from inspector.figures import empty_figure
 
 from .common import guarded, run_failed
 
@@ -104,7 +105,8 @@ def curves(app, sid):
         h = ld.training
         if ld.solver is None:
             note = ld.solver_note or "No solver: load a solver prototxt (Upload “solver”, or --solver) to train here."
-            return (debug_figures.training_figure({}), debug_figures.ratios_figure({}), note)
+            blank = empty_figure("no solver loaded: nothing to train (Upload “solver”, or --solver)")
+            return blank, blank, note
         cur = debug_views.training_curves(h)
         ratios = dict(h.ratios) if h is not None else {}
         summary = debug_views.training_summary(h)
