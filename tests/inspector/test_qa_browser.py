@@ -128,3 +128,17 @@ def test_long_action_status_ends_on_how_it_ended(dash_duo):
     _click(dash_duo, ids.JOB_RUN)
     wait_text(dash_duo, ids.JOB_STATUS, "ForwardFromTo(0, 8)", timeout=30)
     assert "/ 9 —" not in text_of(dash_duo, ids.JOB_STATUS)
+
+
+def test_a_search_hit_picked_with_the_mouse_closes_the_list(dash_duo):
+    _start(dash_duo)
+    box = dash_duo.find_element("#" + ids.SEARCH)
+    box.send_keys("ip2")
+    css = "#%s li.search-hit" % ids.SEARCH_RESULTS
+    hit = wait_for(lambda: [h for h in dash_duo.driver.find_elements("css selector", css)
+                            if h.get_attribute("data-kind") == "layer" and h.get_attribute("data-name") == "ip2"],
+                   what="the ip2 hit")[0]
+    hit.click()
+    wait_text(dash_duo, ids.DETAILS, "InnerProduct")
+    # the list no longer covers the graph (as after Enter)
+    wait_for(lambda: not dash_duo.find_element("#" + ids.SEARCH_RESULTS).is_displayed(), what="the list to close")
