@@ -142,3 +142,16 @@ def test_a_search_hit_picked_with_the_mouse_closes_the_list(dash_duo):
     wait_text(dash_duo, ids.DETAILS, "InnerProduct")
     # the list no longer covers the graph (as after Enter)
     wait_for(lambda: not dash_duo.find_element("#" + ids.SEARCH_RESULTS).is_displayed(), what="the list to close")
+
+
+def test_an_emptied_level_box_shows_the_loaded_level_again(dash_duo):
+    from selenium.webdriver.common.keys import Keys
+    _start(dash_duo)
+    box = dash_duo.find_element("#" + ids.LEVEL)
+    wait_for(lambda: box.get_attribute("value") == "0", what="level 0")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.BACKSPACE)
+    box.send_keys(Keys.ENTER)
+    # nothing to rebuild (still level 0), and the box says so instead of staying empty
+    wait_for(lambda: dash_duo.find_element("#" + ids.LEVEL).get_attribute("value") == "0", what="level 0 again")
+    assert "LeNetDigits" in text_of(dash_duo, ids.LOAD_STATUS)
