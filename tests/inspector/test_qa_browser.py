@@ -155,3 +155,14 @@ def test_an_emptied_level_box_shows_the_loaded_level_again(dash_duo):
     # nothing to rebuild (still level 0), and the box says so instead of staying empty
     wait_for(lambda: dash_duo.find_element("#" + ids.LEVEL).get_attribute("value") == "0", what="level 0 again")
     assert "LeNetDigits" in text_of(dash_duo, ids.LOAD_STATUS)
+
+
+def test_selection_buttons_are_off_until_something_is_selected(dash_duo):
+    from browser_helpers import click_node, details_show
+    _start(dash_duo)
+    buttons = (ids.EXPAND, ids.COLLAPSE, ids.FIT_SELECTION)
+    wait_for(lambda: all(not dash_duo.find_element("#" + b).is_enabled() for b in buttons),
+             what="Expand / Collapse / Fit selection off with nothing selected")
+    click_node(dash_duo, "conv1", until=details_show(dash_duo, "Convolution"))
+    wait_for(lambda: all(dash_duo.find_element("#" + b).is_enabled() for b in buttons),
+             what="the buttons on once a layer is selected")
