@@ -29,7 +29,7 @@ def timeline_tab():
                          className="muted"),
                 _labelled("Timeline step", dcc.Slider(id=ids.TIMELINE_SLIDER, min=0, max=0, step=1, value=0,
                                                       marks=None, disabled=True,
-                                                      tooltip={"placement": "bottom", "always_visible": False})),
+                                                      tooltip={"placement": "top", "always_visible": False})),
                 html.Div([button(ids.TIMELINE_LIVE, "Live net", "show the live net again"),
                           html.Span(id=ids.TIMELINE_INFO, className="timeline-info")], className="inline"),
                 html.Div(id=ids.TIMELINE_MEMORY, className="muted"),

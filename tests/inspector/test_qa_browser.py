@@ -166,3 +166,23 @@ def test_selection_buttons_are_off_until_something_is_selected(dash_duo):
     click_node(dash_duo, "conv1", until=details_show(dash_duo, "Convolution"))
     wait_for(lambda: all(dash_duo.find_element("#" + b).is_enabled() for b in buttons),
              what="the buttons on once a layer is selected")
+
+
+def test_the_timeline_slider_tooltip_leaves_live_net_clickable(dash_duo):
+    from selenium.webdriver.common.keys import Keys
+    _start(dash_duo)
+    _forward_twice(dash_duo)
+    _tab(dash_duo, "Timeline")
+    wait_text(dash_duo, ids.TIMELINE_INFO, "Live net (latest: step 1")
+    handle = dash_duo.driver.find_element("css selector", "#%s [role=slider]" % ids.TIMELINE_SLIDER)
+    handle.click()
+    handle.send_keys(Keys.HOME)                 # scrubbed back: the handle keeps focus, its tooltip shows
+    wait_text(dash_duo, ids.TIMELINE_INFO, "Showing step 0")
+    # the button's own centre is the button, not the slider's tooltip over it
+    on_top = dash_duo.driver.execute_script("""
+        const b = document.getElementById(arguments[0]).getBoundingClientRect();
+        const e = document.elementFromPoint(b.left + 8, b.top + b.height / 2);
+        return e && e.closest('#' + arguments[0]) !== null;""", ids.TIMELINE_LIVE)
+    assert on_top
+    _click(dash_duo, ids.TIMELINE_LIVE)
+    wait_text(dash_duo, ids.TIMELINE_INFO, "Live net")
