@@ -186,3 +186,18 @@ def test_the_timeline_slider_tooltip_leaves_live_net_clickable(dash_duo):
     assert on_top
     _click(dash_duo, ids.TIMELINE_LIVE)
     wait_text(dash_duo, ids.TIMELINE_INFO, "Live net")
+
+
+def test_step_choices_show_their_whole_label(dash_duo):
+    _start(dash_duo)
+    _forward_twice(dash_duo)
+    _tab(dash_duo, "Timeline")
+    wait_text(dash_duo, ids.TIMELINE_INFO, "Live net (latest: step 1")
+    # "0 ForwardFromTo(0, 8)" in a 110 px box read "0 Forwa…": the steps could not be told apart
+    for id_ in (ids.TIMELINE_DIFF_A, ids.TIMELINE_DIFF_B):
+        wait_for(lambda i=id_: "Forward" in text_of(dash_duo, i), what="a step in %s" % id_)
+        cut = dash_duo.driver.execute_script("""
+            const box = document.getElementById(arguments[0]);
+            return [...box.querySelectorAll('*')].some(e => (e.innerText || '').includes('Forward') &&
+                                                       e.scrollWidth > e.clientWidth + 1);""", id_)
+        assert not cut, id_
