@@ -314,7 +314,12 @@
 
     document.addEventListener('mousedown', function (ev) {
         var li = ev.target && ev.target.closest ? ev.target.closest('li.search-hit') : null;
-        if (li) { ev.preventDefault(); choose(li); }      // before the box loses focus (the list hides then)
+        if (li) {                  // before the box loses focus (the list hides then); then close the list,
+            ev.preventDefault();   // as Enter does
+            choose(li);
+            var box = document.getElementById(IDS.search);
+            if (box) { box.blur(); }
+        }
     }, true);
     document.addEventListener('click', function (ev) {
         if (ev.target && ev.target.id === IDS.minimap) { mapTo(ev); }
@@ -352,6 +357,8 @@
                         if (S.net !== null || !S.viewed) { firstView(cy); }   // else: the page's first view is on
                         S.net = net;
                         S.viewed = true;
+                        var named = matches(cy, S.selection);   // an address naming a layer: show it
+                        if (named.nonempty()) { centreOn(cy, named, false); }
                         stampDrawn();
                     }
                     markSelection(cy, S.selection);

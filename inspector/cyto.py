@@ -210,7 +210,8 @@ Z_EDGE, Z_NODE, Z_SEL = 10, 20, 30
 def stylesheet():
     """The graph's style: colours and sizes come from each element's data.  Labels by level
     of detail (cytoscape rounds the zoom up to a power of two for min-zoomed-font-size):
-    block frames' names show above zoom 0.25, node names above 0.5, edge labels (the
+    block frames' and node names show above zoom 0.5 (below, nested frames' names, 4 px
+    high, ran into each other), edge labels (the
     blob's shape, and its name unless a layer of that name made it; once per blob, under
     the layer that writes it) from 0.7 (the page marks edges "far" below it)."""
     node_text = {"label": "data(label)", "font-family": FONT, "font-size": 11, "color": "data(fg)",
@@ -233,7 +234,7 @@ def stylesheet():
             "shape": "round-rectangle", "width": "data(w)", "height": "data(h)", "background-color": "data(fill)",
             "background-opacity": 0.85, "border-color": "#9aa8bd", "border-width": 1.5, "border-style": "dashed",
             "label": "data(label)", "text-valign": "top", "text-halign": "center", "font-family": FONT,
-            "font-size": 13, "font-weight": "bold", "color": "#34495e", "min-zoomed-font-size": 6,
+            "font-size": 13, "font-weight": "bold", "color": "#34495e", "min-zoomed-font-size": 7,
             "text-margin-y": -2, "z-index-compare": "manual", "z-index": "data(z)"}},
         {"selector": "node.ran", "style": {"underlay-color": "#1f77b4", "underlay-padding": 6,
                                            "underlay-opacity": 0.16, "underlay-shape": "round-rectangle"}},

@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote
 from .netstate import PHASES, default_phase
 
 SOURCES = ("example", "model", "cli", "upload")    # where the net comes from (one of them per address)
-SELECT_KINDS = ("layer", "blob", "ghost")
+SELECT_KINDS = ("layer", "blob", "ghost", "block")
 # characters left as they are inside a value (besides letters, digits and -._~): readable layer
 # names and paths; '&', '=', '#', '+', '%', ',' and spaces are escaped
 _SAFE = "/:@!$'()*;"

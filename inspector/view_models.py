@@ -831,4 +831,16 @@ def _legend(colour_by, display, values, lo, hi, log):
                 ("not run", STATE_COLOURS[NOT_RUN])), None
     if values:
         return (), ColourScale(dict(COLOUR_MODES)[colour_by], lo, hi, log)
-    return (), None
+    why = _NO_VALUES.get(colour_by, "no values yet")
+    return (("%s: %s" % (dict(COLOUR_MODES).get(colour_by, colour_by), why), NO_DATA_COLOUR),), None
+
+
+# what a numeric colouring with nothing to show says (all nodes grey), and what to do
+_NO_VALUES = {
+    "data": "no records yet: run Forward",
+    "diff": "no bottom gradient recorded: run Backward (a net with a loss, or force_backward)",
+    "param_diff": "no param gradient recorded: run Backward (a net with a loss, or force_backward)",
+    "update_ratio": "no solver step yet: run Solver step (open the net with a solver)",
+    "reldiff": "nothing compared yet: compare two runs in the Compare tab",
+    "time": "no timings yet: run Forward or Backward",
+}

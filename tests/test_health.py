@@ -54,9 +54,9 @@ def test_dead_relu(tmp_path):
     assert health.check(rec.steps[-1:], health.HealthConfig(dead_fraction=0.99)) == []
 
 
-def _param_rec(name, w, g, propagate=True, layer="ip"):
+def _param_rec(name, w, g, propagate=True, layer="ip", type_="InnerProduct"):
     b = BlobRecord(name, "param", 0, _stats(w), _stats(g), propagate)
-    return LayerRecord(0, layer, "InnerProduct", "backward", 0.1, [b])
+    return LayerRecord(0, layer, type_, "backward", 0.1, [b])
 
 
 def test_vanishing_and_exploding_gradients():
@@ -70,6 +70,9 @@ def test_vanishing_and_exploding_gradients():
     # Frozen params and all-zero weights (fresh biases) are not judged.
     assert health.check([_step("backward", [_param_rec("0", w, w * 0, propagate=False)])]) == []
     assert health.check([_step("backward", [_param_rec("1", w * 0, w)])]) == []
+    # BatchNorm's blobs are statistics: Backward never writes their diff (no finding per BN layer)
+    assert health.check([_step("backward", [_param_rec(k, w, w * 0, layer="bn", type_="BatchNorm")
+                                            for k in "012"])]) == []
 
 
 def test_gradient_flow():

@@ -51,6 +51,7 @@ def test_step_numbers_are_the_reports_own():
     assert doc["breakpoints"]["hits"][0]["message"] == "break: ip1: layer=ip1"
     html = render(net, rec, "html", timeline=tl, breakpoints=bps)
     assert "3 steps recorded" in html and "<h2 id='steps'>Steps (3)</h2>" in html
+    assert "2 actions; records" in html
     rows = re.findall(r"<tr><td>(\d+)</td><td>(forward|backward|update)</td>", html)
     assert rows == [("1", "forward"), ("2", "forward"), ("3", "backward")]
     assert "<h2 id='timeline'>Timeline</h2>" in html and "break: ip1: layer=ip1" in html
@@ -72,3 +73,11 @@ def test_model_label_replaces_the_path(tmp_path):
         assert str(tmp_path) not in text and "inspector-0123abcd" not in text
         assert "net.prototxt" in text
     assert str(tmp_path) in render(net, rec, "json")      # without a label: the path, as before
+
+
+def test_counts_of_one_read_as_one():
+    net = engine.Net(LENET, engine.TRAIN)
+    rec = Recorder(net)
+    net.Forward()
+    html = render(net, rec, "html")
+    assert "<li>1 step recorded; " in html and "1 steps" not in html

@@ -165,9 +165,16 @@ def check_dead_relu(step, config):
     return out
 
 
+# layer types whose param blobs are running statistics, not weights: their Backward never
+# writes a param diff (Caffe's BatchNorm keeps mean, variance and the moving-average factor)
+STATISTICS_PARAMS = frozenset({"BatchNorm"})
+
+
 def check_param_gradients(step, config):
     out = []
     for rec in step.layers:
+        if rec.type in STATISTICS_PARAMS:
+            continue
         for b in rec.blobs:
             if b.role != "param" or b.propagate is False or b.data is None or b.diff is None:
                 continue

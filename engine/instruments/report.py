@@ -343,6 +343,11 @@ def timeline_rows(doc):
     return out
 
 
+def _count(n, noun):
+    """"1 step", "3 steps"."""
+    return "%d %s%s" % (n, noun, "" if n == 1 else "s")
+
+
 def _md_steps(doc):
     out = ["", "## Steps (%d)" % len(doc["steps"]), ""]
     rows = step_rows(doc)
@@ -356,8 +361,8 @@ def _md_steps(doc):
         out.append("No steps recorded.")
     tl = doc.get("timeline")
     if tl:
-        out += ["", "## Timeline (%d actions; records %s, pinned arrays %s of the %s budget)" % (
-            len(tl["steps"]), human_bytes(tl["records_bytes"]), human_bytes(tl["pinned_bytes"]),
+        out += ["", "## Timeline (%s; records %s, pinned arrays %s of the %s budget)" % (
+            _count(len(tl["steps"]), "action"), human_bytes(tl["records_bytes"]), human_bytes(tl["pinned_bytes"]),
             human_bytes(tl["budget_bytes"])), ""]
         for r in timeline_rows(doc):
             out.append("- action %s: %s — steps %s%s%s" % (r["action"], _md_escape(r["what"]), r["steps"],
@@ -392,8 +397,8 @@ def _html_steps(doc, e):
                  if rows else "<p>No steps recorded.</p>")
     tl = doc.get("timeline")
     if tl:
-        parts.append("<h2 id='timeline'>Timeline</h2><p>%d actions; records %s, pinned arrays %s of the %s "
-                     "budget%s.</p>" % (len(tl["steps"]), human_bytes(tl["records_bytes"]),
+        parts.append("<h2 id='timeline'>Timeline</h2><p>%s; records %s, pinned arrays %s of the %s "
+                     "budget%s.</p>" % (_count(len(tl["steps"]), "action"), human_bytes(tl["records_bytes"]),
                                         human_bytes(tl["pinned_bytes"]), human_bytes(tl["budget_bytes"]),
                                         "; pinned: " + e(", ".join(tl["pins"])) if tl["pins"] else ""))
         parts.append(_html_table(timeline_rows(doc), ["action", "what", "steps", "pinned", "hits"], e))
@@ -715,7 +720,8 @@ def _html_summary(doc, e):
                      n["memory_used_bytes"], human_bytes(n["memory_used_bytes"]), human_bytes(t["allocated_top_bytes"]),
                      human_bytes(t["inplace_bytes"]), human_bytes(t["shared_top_bytes"]),
                      human_bytes(t["param_data_bytes"])))
-    parts.append("<li>%d steps recorded; %d findings</li>" % (len(doc["steps"]), len(doc["findings"])))
+    parts.append("<li>%s recorded; %s</li>" % (_count(len(doc["steps"]), "step"),
+                                                _count(len(doc["findings"]), "finding")))
     parts.append("<li>generated %s by engine %s (report schema %d)</li></ul>" % (
         e(doc["generated"]), e(doc["engine_version"]), doc["schema_version"]))
     return parts

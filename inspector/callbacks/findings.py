@@ -15,14 +15,23 @@ def findings(app, sid, transcript_filter):
         if s.loaded is None:
             return (no_update,) * 8
         f = presenter.findings(s.loaded, transcript_filter)
+        ran = bool(s.loaded.recorder.steps)
     return (table(f["health"], ["severity", "check", "layer", "blob", "message"],
-                  empty="no finding (run forward/backward first; engine.instruments.health checks the records)"),
+                  empty=("no finding: the health checks (engine.instruments.health) found nothing in the records"
+                         if ran else "no finding (run forward/backward first; engine.instruments.health checks "
+                                     "the records)")),
             table(f["filtered"], empty="no layer was filtered out"),
             table(f["splits"], empty="no split was inserted"),
             table(f["shared"], empty="no param is shared"),
             f["memory"], f["time"],
-            "\n".join(f["transcript"]) or "(no lines)",
-            "\n".join(f["debug"]) or "(run forward or backward to see Caffe's debug_info lines)")
+            "\n".join(f["transcript"]) or _no_lines(transcript_filter, "(no lines)"),
+            "\n".join(f["debug"]) or _no_lines(transcript_filter,
+                                               "(run forward or backward to see Caffe's debug_info lines)"))
+
+
+def _no_lines(text, otherwise):
+    """What an empty log box says: no line matches the filter, or ``otherwise``."""
+    return "(no line contains %r)" % text if text else otherwise
 
 
 def nan_alert(app, sid):

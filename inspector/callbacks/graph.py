@@ -164,6 +164,11 @@ def register(dash_app, app):
     dash_app.clientside_callback(
         ClientsideFunction("inspectorGraph", "sync"), Output(ids.GRAPH_CLIENT, "data"),
         Input(ids.GRAPH_META, "data"), Input(ids.SELECTION, "data"), Input(ids.FOCUS, "data"))
+    # the buttons that act on the selection are off while nothing is selected (they did nothing)
+    dash_app.clientside_callback(
+        "function (sel) { var none = !(sel && sel.name); return [none, none, none]; }",
+        Output(ids.EXPAND, "disabled"), Output(ids.COLLAPSE, "disabled"), Output(ids.FIT_SELECTION, "disabled"),
+        Input(ids.SELECTION, "data"))
     dash_app.clientside_callback(
         ClientsideFunction("inspectorGraph", "fit"), Output(ids.GRAPH_CLIENT, "data", allow_duplicate=True),
         Input(ids.FIT_NET, "n_clicks"), Input(ids.FIT_SELECTION, "n_clicks"), prevent_initial_call=True)

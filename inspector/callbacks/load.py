@@ -320,6 +320,10 @@ def register(dash_app, app):
         r = handle_load_full(app, sid, trigger, device=device, search=search, example=example, path=path,
                              upload=upload, phase=phase, level=level, stages=stages)
         if r.noop:
+            if trigger == ids.LEVEL and level is None:      # an emptied (or non-numeric) Level box:
+                out = [no_update] * n_out                   # show the loaded net's level again
+                out[7 + len(upload_ids)] = int(r.session.loaded.spec.level or 0) if r.session.loaded is not None else 0
+                return tuple(out)
             raise PreventUpdate
         s = r.session
         ex, path_value, ph, lv, st, opts = controls(app, s, r.stages)

@@ -101,13 +101,14 @@ def save_input_file(app, sid, kind, contents, filename):
 def register(dash_app, app):
     @dash_app.callback(
         Output(ids.RUN_VERSION, "data"), Output(ids.RUN_MESSAGE, "children"),
+        Output(ids.INPUT_FILE_STATUS, "children", allow_duplicate=True),
         *[Input(a, "n_clicks") for a in ACTIONS[:-1]], Input(ids.DEVICE, "value"),
         State(ids.START, "value"), State(ids.END, "value"), State(ids.SELECTION, "data"),
         State(ids.INPUT_KIND, "value"), State(ids.INPUT_VALUE, "value"), State(ids.INPUT_SEED, "value"),
         State(ids.LABEL_CLASSES, "value"), State(ids.PRE_RESIZE, "value"), State(ids.PRE_CROP, "value"),
         State(ids.PRE_CHANNEL_SWAP, "value"), State(ids.PRE_RAW_SCALE, "value"), State(ids.PRE_MEAN, "value"),
         State(ids.SESSION, "data"), prevent_initial_call=True)
-    @guarded(2, "running")
+    @guarded(3, "running")
     def run_cb(*args):
         device = args[len(ACTIONS) - 1]
         start, end, selection = args[len(ACTIONS):len(ACTIONS) + 3]
@@ -115,7 +116,9 @@ def register(dash_app, app):
         sid = args[-1]
         action = triggered()
         settings = input_settings(*settings_args) if action == ids.APPLY_INPUTS else None
-        return act(app, sid, action, start, end, selection, settings, device)
+        version, msg = act(app, sid, action, start, end, selection, settings, device)
+        # Apply inputs answers beside its button too (the status line is far and cut short)
+        return version, msg, (msg if action == ids.APPLY_INPUTS else no_update)
 
     @dash_app.callback(
         Output(ids.START, "options"), Output(ids.START, "value"), Output(ids.END, "options"),

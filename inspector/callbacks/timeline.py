@@ -99,6 +99,15 @@ def diff(app, sid, a, b):
     return table(rows, DIFF_COLUMNS)
 
 
+def _two_steps(view, a, b):
+    """The steps chosen in a pair of dropdowns, or the last two steps while
+    there is no real choice yet (empty, gone, or the same step twice)."""
+    values = {o["value"] for o in view["options"]}
+    if a not in values or b not in values or a == b:
+        return view["a"], view["b"]
+    return a, b
+
+
 def register(dash_app, app):
     @dash_app.callback(
         Output(ids.TIMELINE_SLIDER, "min"), Output(ids.TIMELINE_SLIDER, "max"), Output(ids.TIMELINE_SLIDER, "value"),
@@ -107,23 +116,23 @@ def register(dash_app, app):
         Output(ids.TIMELINE_MEMORY, "children"), Output(ids.TIMELINE_TABLE, "children"),
         Output(ids.TIMELINE_DIFF_A, "options"), Output(ids.TIMELINE_DIFF_A, "value"),
         Output(ids.TIMELINE_DIFF_B, "options"), Output(ids.TIMELINE_DIFF_B, "value"),
-        Output(ids.COMPARE_A, "options"), Output(ids.COMPARE_B, "options"),
+        Output(ids.COMPARE_A, "options"), Output(ids.COMPARE_A, "value"),
+        Output(ids.COMPARE_B, "options"), Output(ids.COMPARE_B, "value"),
         Input(ids.RUN_VERSION, "data"), Input(ids.NET_VERSION, "data"), Input(ids.TABS, "value"),
-        State(ids.TIMELINE_DIFF_A, "value"), State(ids.TIMELINE_DIFF_B, "value"), State(ids.SESSION, "data"))
-    @guarded(14, "showing the timeline")
-    def timeline_cb(_rv, _nv, tab, cur_a, cur_b, sid):
+        State(ids.TIMELINE_DIFF_A, "value"), State(ids.TIMELINE_DIFF_B, "value"),
+        State(ids.COMPARE_A, "value"), State(ids.COMPARE_B, "value"), State(ids.SESSION, "data"))
+    @guarded(16, "showing the timeline")
+    def timeline_cb(_rv, _nv, tab, cur_a, cur_b, cmp_a, cmp_b, sid):
         if tab not in ("timeline", "compare"):
-            return (no_update,) * 14
+            return (no_update,) * 16
         v = timeline_view(app, sid)
         if v is None:
-            return (no_update,) * 14
-        values = {o["value"] for o in v["options"]}
-        a, b = cur_a, cur_b
-        if a not in values or b not in values or a == b:    # no real choice yet: the last two steps
-            a, b = v["a"], v["b"]
+            return (no_update,) * 16
+        a, b = _two_steps(v, cur_a, cur_b)
+        ca, cb = _two_steps(v, cmp_a, cmp_b)
         return (v["min"], v["max"], v["value"], v["marks"], v["n"] < 2, v["info"], v["memory"],
                 table(v["rows"], TABLE_COLUMNS, empty="no steps yet"), v["options"], a, v["options"], b,
-                v["options"], v["options"])
+                v["options"], ca, v["options"], cb)
 
     @dash_app.callback(
         Output(ids.RUN_VERSION, "data", allow_duplicate=True),

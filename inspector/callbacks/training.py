@@ -13,6 +13,7 @@ import time
 from dash import Input, Output, State, no_update
 
 from inspector import debug_figures, debug_views, ids, jobs, runner, training
+from inspector.figures import empty_figure
 
 from .common import guarded, run_failed
 
@@ -104,7 +105,8 @@ def curves(app, sid):
         h = ld.training
         if ld.solver is None:
             note = ld.solver_note or "No solver: load a solver prototxt (Upload “solver”, or --solver) to train here."
-            return (debug_figures.training_figure({}), debug_figures.ratios_figure({}), note)
+            blank = empty_figure("no solver loaded: nothing to train (Upload “solver”, or --solver)")
+            return blank, blank, note
         cur = debug_views.training_curves(h)
         ratios = dict(h.ratios) if h is not None else {}
         summary = debug_views.training_summary(h)
@@ -115,13 +117,15 @@ def register(dash_app, app):
     manager = getattr(dash_app, "job_manager", None)
 
     def job_cb(set_progress, _n, action, iterations, sid):
-        return run_job(app, sid, action, iterations, set_progress)
+        version, msg = run_job(app, sid, action, iterations, set_progress)
+        return version, msg, msg        # the job's own status line ends on how it ended, not its last progress
 
     if manager is not None:
         manager.own(job_cb)
     dash_app.callback(
         Output(ids.RUN_VERSION, "data", allow_duplicate=True),
         Output(ids.RUN_MESSAGE, "children", allow_duplicate=True),
+        Output(ids.JOB_STATUS, "children", allow_duplicate=True),
         Input(ids.JOB_RUN, "n_clicks"),
         State(ids.JOB_ACTION, "value"), State(ids.JOB_ITERATIONS, "value"), State(ids.SESSION, "data"),
         background=True, manager=manager, prevent_initial_call=True, interval=400,

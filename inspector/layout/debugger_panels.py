@@ -4,6 +4,7 @@ Compare (two runs side by side)."""
 from dash import dcc, html
 
 from inspector import ids
+from inspector.figures import empty_figure
 
 from .common import button, field, section, upload
 
@@ -28,7 +29,7 @@ def timeline_tab():
                          className="muted"),
                 _labelled("Timeline step", dcc.Slider(id=ids.TIMELINE_SLIDER, min=0, max=0, step=1, value=0,
                                                       marks=None, disabled=True,
-                                                      tooltip={"placement": "bottom", "always_visible": False})),
+                                                      tooltip={"placement": "top", "always_visible": False})),
                 html.Div([button(ids.TIMELINE_LIVE, "Live net", "show the live net again"),
                           html.Span(id=ids.TIMELINE_INFO, className="timeline-info")], className="inline"),
                 html.Div(id=ids.TIMELINE_MEMORY, className="muted"),
@@ -39,9 +40,9 @@ def timeline_tab():
         section("Diff two steps",
                 html.Div([
                     field("A", _labelled("Diff step A", dcc.Dropdown(id=ids.TIMELINE_DIFF_A, clearable=False,
-                                                                     className="small-dropdown"))),
+                                                                     className="small-dropdown wide"))),
                     field("B", _labelled("Diff step B", dcc.Dropdown(id=ids.TIMELINE_DIFF_B, clearable=False,
-                                                                     className="small-dropdown"))),
+                                                                     className="small-dropdown wide"))),
                     button(ids.TIMELINE_DIFF_BUTTON, "Diff",
                            "which blobs changed from step A to step B, and by how much"),
                 ], className="inline"),
@@ -108,9 +109,9 @@ def compare_tab(limit):
                     id=ids.COMPARE_KIND, clearable=False, className="small-dropdown wide"))),
                 html.Div([
                     field("Step A", _labelled("Compare step A", dcc.Dropdown(id=ids.COMPARE_A,
-                                                                             className="small-dropdown"))),
+                                                                             className="small-dropdown wide"))),
                     field("Step B", _labelled("Compare step B", dcc.Dropdown(id=ids.COMPARE_B,
-                                                                             className="small-dropdown"))),
+                                                                             className="small-dropdown wide"))),
                     field("rtol", dcc.Input(id=ids.COMPARE_RTOL, type="number", value=1e-3, min=0,
                                             className="num-input")),
                 ], className="inline"),
@@ -120,7 +121,7 @@ def compare_tab(limit):
                           button(ids.COMPARE_CLEAR, "Clear", "stop colouring the graph by the comparison")],
                          className="inline")),
         html.Div(id=ids.COMPARE_SUMMARY, className="compare-summary"),
-        dcc.Graph(id=ids.COMPARE_CHART, config={"displaylogo": False}),
+        dcc.Graph(id=ids.COMPARE_CHART, figure=empty_figure("nothing compared yet"), config={"displaylogo": False}),
         html.Div(id=ids.COMPARE_TABLE),
     ], className="compare-tab")
 

@@ -75,7 +75,7 @@ def findings_tab():
         section("Time by layer (latest run of each)", dcc.Graph(id=ids.TIME_CHART, config=plot_config())),
         section("Init transcript and debug_info",
                 dcc.Input(id=ids.TRANSCRIPT_FILTER, type="text", placeholder="filter lines…",
-                          debounce=True, className="path-input"),
+                          debounce=0.4, className="path-input"),
                 html.Pre(id=ids.TRANSCRIPT, className="log")),
         section("debug_info (from the records)", html.Pre(id=ids.DEBUG_LINES, className="log")),
     ], className="findings")

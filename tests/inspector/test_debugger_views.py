@@ -491,3 +491,14 @@ def test_graph_colours_reach_the_cytoscape_elements(trained_store, tmp_path):
     block = next(n for n in folded.nodes if n.kind == "block" and n.name == "res2")
     inside = [n.value for n in opened.nodes if n.kind == "layer" and n.members[0].startswith(("res2", "bn2"))]
     assert block.value == max(v for v in inside if v is not None)
+
+
+def test_training_charts_without_a_solver_say_there_is_none(app_ctx):
+    sid = "f" * 32
+    with app_ctx.store.use(sid) as s:
+        s.loaded = build_loaded(LENET)
+    curves_fig, ratios_fig, note = training_cb.curves(app_ctx, sid)
+    assert "No solver" in note
+    for fig in (curves_fig, ratios_fig):        # not "run some (Run, or Solver step)": nothing can run
+        text = fig.layout.annotations[0].text
+        assert "no solver loaded" in text and "Solver step" not in text

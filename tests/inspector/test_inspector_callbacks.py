@@ -292,3 +292,21 @@ def test_error_text_shows_a_python_layers_note():
     assert error_text(exc) == ("ZeroDivisionError: division by zero (raised by forward() of Python layer 'py' "
                                "(mod.Fails))")
     assert error_text(ValueError("plain")) == "ValueError: plain"
+
+
+def test_findings_say_what_an_empty_list_means(app_ctx, tmp_path):
+    # a net whose run raises no finding: the empty list says the checks ran, not "run forward first"
+    net = tmp_path / "calm.prototxt"
+    net.write_text('name: "Calm"\n'
+                   'layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 5 } } }\n'
+                   'layer { name: "half" type: "Power" bottom: "data" top: "out" power_param { scale: 0.5 } }\n')
+    sid = new_session_id()
+    app_ctx.config.model = str(net)
+    load.handle_load(app_ctx, sid, None)
+    assert "run forward/backward first" in str(findings.findings(app_ctx, sid, "")[0])
+    stepping.act(app_ctx, sid, ids.FORWARD_BACKWARD)
+    out = findings.findings(app_ctx, sid, "")
+    assert "found nothing in the records" in str(out[0]) and "run forward" not in str(out[0])
+    # a log filter that matches nothing says so (not "run forward")
+    out = findings.findings(app_ctx, sid, "no-such-text")
+    assert out[6] == out[7] == "(no line contains 'no-such-text')"

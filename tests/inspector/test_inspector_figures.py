@@ -53,6 +53,10 @@ def test_stylesheet_maps_data():
     assert sel["node[lw]"]["background-color"] == "data(fill)"
     assert sel["node[lw]"]["min-zoomed-font-size"] > 0           # labels by level of detail
     assert sel["edge[label]"]["min-zoomed-font-size"] > sel["node[lw]"]["min-zoomed-font-size"]
+    # frames' names hide with the nodes' (zoom <= 0.5, which cytoscape rounds to 0.5): nested frames'
+    # names, a few pixels high and a few apart, ran into each other when zoomed out
+    for key in ("node.group", "node[lw]"):
+        assert sel[key].get("font-size", 11) * 0.5 < sel[key]["min-zoomed-font-size"] <= sel[key].get("font-size", 11)
     # frames behind edges behind nodes
     assert sel["node.group"]["z-index"] == "data(z)" and sel["edge"]["z-index"] < sel["node[lw]"]["z-index"]
     assert max(e["data"]["z"] for e in cyto.elements(_view()) if e["data"].get("kind") == "group") \

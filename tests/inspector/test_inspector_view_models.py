@@ -91,6 +91,15 @@ def test_recolour_after_forward(lenet):
     assert states["conv1"] == rs.FRESH and states["ip1"] == rs.NOT_RUN
 
 
+def test_numeric_colouring_with_nothing_to_show_says_why(lenet):
+    # nothing ran, no solver step, nothing compared: every node grey, and the legend says
+    # what to do instead of staying empty
+    for mode, needle in (("data", "run Forward"), ("update_ratio", "Solver step"), ("reldiff", "Compare tab")):
+        v = _view(lenet, mode)
+        assert v.scale is None
+        assert [label for label, colour in v.legend if needle in label and colour == vm.NO_DATA_COLOUR], mode
+
+
 def test_metrics_from_records(lenet):
     s = session_for(lenet, "y")
     runner.forward_backward(s)

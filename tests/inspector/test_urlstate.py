@@ -43,6 +43,8 @@ def test_encode_is_short_and_readable():
     UrlState(source="upload", name="my net (2).prototxt", phase="TRAIN", selection=("ghost", "loss")),
     UrlState(source="cli", name="deploy.prototxt", phase="TEST", expanded=()),
     UrlState(source="model", name="nets/ünïcode.prototxt", phase="TRAIN", selection=("layer", "слой")),
+    UrlState(source="model", name="r152.prototxt", phase="TEST", selection=("block", "res4b22"),
+             expanded=("res4",)),
 ])
 def test_decode_inverts_encode(state):
     back = decode(encode(state))
