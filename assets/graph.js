@@ -7,6 +7,7 @@
 (function () {
     'use strict';
     var IDS = {graph: 'net-graph', holder: 'net-graph-holder', minimap: 'graph-minimap', hover: 'graph-hover',
+               mapToggle: 'graph-minimap-toggle',
                search: 'graph-search', results: 'graph-search-results', pick: 'graph-search-pick',
                toggle: 'block-toggle'};
     var S = {cy: null, net: null, viewed: false, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
@@ -109,8 +110,14 @@
     // ------------------------------------------------------------------ views
     var LABEL_ZOOM = 0.7;      // node labels (11px) show above 0.5, edge labels from 0.7: a first view reads well
 
+    function viewWidth(cy) {       // the graph's width left of the overview (nodes stay clickable)
+        var canvas = document.getElementById(IDS.minimap);
+        var map = canvas && canvas.offsetParent !== null ? canvas.offsetWidth + 16 : 0;
+        return Math.max(cy.width() - map, cy.width() * 0.5);
+    }
+
     function firstZoom(cy, bb) {   // readable labels, the whole width if it fits, never above 1
-        var w = cy.width(), h = cy.height();
+        var w = viewWidth(cy), h = cy.height();
         var z = Math.min(1.0, Math.max(LABEL_ZOOM, (w - 60) / bb.w));
         if (bb.h * z < h - 40 && bb.w * z < w - 40) {
             z = Math.min(1.0, (h - 40) / bb.h, (w - 40) / bb.w);
@@ -124,7 +131,7 @@
         if (!isFinite(bb.w) || bb.w <= 0) { return; }
         var z = firstZoom(cy, bb);
         cy.zoom(z);
-        cy.pan({x: cy.width() / 2 - (bb.x1 + bb.w / 2) * z, y: 44 - bb.y1 * z});   // below the legend
+        cy.pan({x: viewWidth(cy) / 2 - (bb.x1 + bb.w / 2) * z, y: 44 - bb.y1 * z});   // below the legend
     }
 
     // Labels by level of detail: cytoscape hides small text only at powers of two of the zoom,
@@ -166,7 +173,7 @@
     function centreOn(cy, eles, animate) {
         if (!eles || eles.empty()) { return false; }
         var bb = eles.boundingBox();
-        var w = cy.width(), h = cy.height();
+        var w = viewWidth(cy), h = cy.height();
         var z = Math.max(cy.zoom(), 0.9);
         z = Math.min(z, 1.6, (w - 80) / Math.max(bb.w, 1), (h - 80) / Math.max(bb.h, 1));
         z = Math.max(z, cy.minZoom());
@@ -323,6 +330,15 @@
     }, true);
     document.addEventListener('click', function (ev) {
         if (ev.target && ev.target.id === IDS.minimap) { mapTo(ev); }
+        var tog = ev.target && ev.target.closest ? ev.target.closest('#' + IDS.mapToggle) : null;
+        if (tog) {                 // hide / show the overview (the graph under it becomes clickable)
+            var holder = document.getElementById(IDS.holder), hidden = holder.classList.toggle('no-minimap');
+            tog.setAttribute('aria-label', hidden ? 'Show overview' : 'Hide overview');
+            tog.setAttribute('aria-pressed', hidden ? 'false' : 'true');
+            tog.textContent = hidden ? '\u25a3' : '\u00d7';
+            tog.title = hidden ? 'show the overview' : 'hide the overview';
+            if (!hidden) { queueMap(true); }
+        }
         var open = document.querySelectorAll('details.menu[open]');      // the View / Save menus
         for (var i = 0; i < open.length; i++) {
             if (!open[i].contains(ev.target)) { open[i].removeAttribute('open'); }
@@ -378,9 +394,14 @@
                 if (!cy) { return window.dash_clientside.no_update; }
                 if (which === 'btn-fit-selection') {
                     centreOn(cy, matches(cy, S.selection), true);
-                } else {
+                } else {           // the whole net in the area left of the overview
+                    var bb = cy.elements().boundingBox(), w = viewWidth(cy), h = cy.height();
+                    if (!isFinite(bb.w) || bb.w <= 0) { return {fit: which}; }
+                    var z = Math.min((w - 60) / Math.max(bb.w, 1), (h - 60) / Math.max(bb.h, 1), cy.maxZoom());
+                    z = Math.max(z, cy.minZoom());
                     cy.stop(true, false);
-                    cy.animate({fit: {eles: cy.elements(), padding: 30}}, {duration: 220});
+                    cy.animate({zoom: z, pan: {x: w / 2 - (bb.x1 + bb.w / 2) * z, y: h / 2 - (bb.y1 + bb.h / 2) * z}},
+                               {duration: 220});
                 }
                 return {fit: which};
             }

@@ -48,6 +48,7 @@ GRAPH_HOLDER = "net-graph-holder"     # wraps the graph (aria-label "Network gra
 GRAPH_TITLE = "graph-title"
 GRAPH_LEGEND = "graph-legend"
 MINIMAP = "graph-minimap"             # the overview canvas with the visible window
+MINIMAP_TOGGLE = "graph-minimap-toggle"   # hides / shows the overview (assets/graph.js)
 IMAGE_SAVE = "btn-image-save"         # saves the graph as PNG (cytoscape) or SVG (the server draws it)
 GRAPH_DOWNLOAD = "graph-download"     # dcc.Download of the SVG
 SEARCH_BOX = "graph-search-box"       # wrapper of the search input (aria-label "Search layers and blobs")

@@ -132,6 +132,18 @@ def search_results(app, sid, text):
     return items
 
 
+def opened_around(loaded, kind, name, expanded):
+    """The expanded block ids with every block around ``kind`` ``name`` opened (so it is
+    drawn on its own), or no_update when nothing changes."""
+    opened = list(presenter.expanded_set(loaded, expanded))
+    need = [b for b in search_mod.blocks_to_open(loaded.graph, presenter.blocks(loaded), kind, name)
+            if b not in opened]
+    if not need:
+        return no_update
+    new = opened + need
+    return new
+
+
 def pick(app, sid, choice, expanded):
     """(selection, expanded, focus) for a chosen search match."""
     if not isinstance(choice, dict) or choice.get("kind") not in ("layer", "blob", "block"):
@@ -140,10 +152,8 @@ def pick(app, sid, choice, expanded):
     with app.store.use(sid) as s:
         if s.loaded is None:
             return no_update, no_update, no_update
-        opened = list(presenter.expanded_set(s.loaded, expanded))
-        need = search_mod.blocks_to_open(s.loaded.graph, presenter.blocks(s.loaded), sel["kind"], sel["name"])
-    new = opened + [b for b in need if b not in opened]
-    return sel, (new if new != opened or expanded is None else no_update), dict(sel, n=choice.get("n", 0))
+        new = opened_around(s.loaded, sel["kind"], sel["name"], expanded)
+    return sel, new, dict(sel, n=choice.get("n", 0))
 
 
 FOLD_BUTTONS = {ids.EXPAND: "expand", ids.COLLAPSE: "collapse", ids.EXPAND_ALL: "expand_all",

@@ -17,6 +17,7 @@ from ..layout.header import load_error_box, load_status
 from ..netstate import default_phase
 from ..sessions import ModelSpec
 from .common import guarded, triggered
+from .graph import opened_around
 
 UPLOAD_KINDS = {ids.UPLOAD_MODEL: "model", ids.UPLOAD_WEIGHTS: "weights", ids.UPLOAD_SOLVER: "solver",
                 ids.UPLOAD_MEAN: "mean"}
@@ -337,5 +338,10 @@ def register(dash_app, app):
                 sel = r.restore["selection"]
             if r.restore["expanded"] is not None:
                 expanded = r.restore["expanded"]
+            elif (s.loaded is not None and isinstance(r.restore["selection"], dict)
+                  and r.restore["selection"].get("kind") in ("layer", "blob")):
+                # a link naming a layer (no open=): the blocks around it open, as a search pick does
+                sel_ = r.restore["selection"]
+                expanded = opened_around(s.loaded, sel_["kind"], sel_.get("name"), None)
         return (r.version, load_error_box(r.error, describe(s)), load_status(s), opts, *clear,
                 ex, path_value, ph, lv, st, sel, expanded)

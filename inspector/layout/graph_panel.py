@@ -108,6 +108,8 @@ def graph_canvas():
         html.Div(id=ids.GRAPH_LEGEND, className="graph-legend"),
         html.Div(id=ids.GRAPH_TITLE, className="graph-title"),
         html.Canvas(id=ids.MINIMAP, className="minimap", width=170, height=230, title="overview: click to go there"),
+        html.Button("\u00d7", id=ids.MINIMAP_TOGGLE, className="minimap-toggle", title="hide the overview",
+                    n_clicks=0, **{"aria-label": "Hide overview", "aria-pressed": "true"}),
         html.Div(className="graph-hover", id="graph-hover"),
     ], id=ids.GRAPH_HOLDER, className="graph-holder", role="application", **{"aria-label": "Network graph"})
 

@@ -103,10 +103,11 @@ def test_search_select_details_and_reveal(dash_duo, resnet152):
     assert "layer=res4b22_branch2b" in _address(dash_duo)
     assert not d.find_element("id", ids.SEARCH_RESULTS).is_displayed()    # the pick closes the list
 
-    def centred():
+    def centred():        # in the part of the graph left of the overview
         p = find_point(dash_duo, "res4b22_branch2b")
         r = d.find_element("id", ids.GRAPH).rect
-        return p and abs(p[0] - (r["x"] + r["width"] / 2)) < 60 and abs(p[1] - (r["y"] + r["height"] / 2)) < 60
+        left = r["width"] - d.find_element("id", ids.MINIMAP).rect["width"] - 16
+        return p and abs(p[0] - (r["x"] + left / 2)) < 60 and abs(p[1] - (r["y"] + r["height"] / 2)) < 60
     wait_for(centred, what="the view centred on the match")
     # a type name finds layers too; arrows move, Enter picks the second match
     box = d.find_element("css selector", "#%s" % ids.SEARCH)
@@ -319,3 +320,37 @@ def test_screenshot_big_net_folded_with_a_search_result(dash_duo, resnet152, tmp
         target = tmp_path / "screenshot.png"     # keep the committed one unless asked
     d.save_screenshot(str(target))
     assert target.stat().st_size > 10000
+
+
+def _net_box(dash_duo):
+    """The drawn net's box in the graph's pixels, the graph's width and the overview's."""
+    return cy_eval(dash_duo, """
+const bb = cy.elements().renderedBoundingBox();
+const map = document.getElementById(arguments[1]);
+return {x1: bb.x1, x2: bb.x2, w: cy.width(), map: map.offsetParent === null ? 0 : map.offsetWidth};""",
+                   ids.MINIMAP)
+
+
+def test_fit_net_keeps_the_overview_corner_free_and_the_overview_can_be_hidden(dash_duo, resnet152):
+    """Nodes under the overview could not be clicked: Fit net and the first view use the width
+    left of it; the overview hides and shows again from its own button (aria-label)."""
+    _start(dash_duo, resnet152)
+    dash_duo.find_element("#" + ids.EXPAND_ALL).click()          # the widest view of the net
+    wait_for(lambda: _kinds(dash_duo).get("layer", 0) > 500, timeout=30, what="expanded")
+    dash_duo.find_element("#" + ids.FIT_NET).click()
+    time.sleep(0.6)
+    box = wait_for(lambda: _net_box(dash_duo), what="the net's box")
+    assert box["map"] > 100
+    assert box["x2"] <= box["w"] - box["map"] - 8, box
+    toggle = dash_duo.find_element("#" + ids.MINIMAP_TOGGLE)
+    assert toggle.get_attribute("aria-label") == "Hide overview"
+    toggle.click()
+    wait_for(lambda: _net_box(dash_duo)["map"] == 0, what="the overview hidden")
+    assert toggle.get_attribute("aria-label") == "Show overview"
+    dash_duo.find_element("#" + ids.FIT_NET).click()
+    time.sleep(0.6)
+    box = _net_box(dash_duo)
+    assert abs((box["x1"] + box["x2"]) / 2 - box["w"] / 2) < 20, box     # centred in the whole width
+    toggle.click()
+    wait_for(lambda: _net_box(dash_duo)["map"] > 100, what="the overview shown again")
+    assert toggle.get_attribute("aria-label") == "Hide overview"

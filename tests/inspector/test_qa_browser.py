@@ -1,6 +1,7 @@
 """Browser tests of defects found by exploratory QA on big nets (headless
 Chromium): each one a page behaviour a user met."""
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from browser_helpers import cy_eval, text_of, wait_for, wait_text
@@ -84,6 +85,13 @@ def test_deep_link_to_a_layer_deep_in_a_big_net_shows_it(dash_duo, tmp_path):
     # holding it), not on the net's top
     wait_for(lambda: cy_eval(dash_duo, _IN_VIEW_JS, "res5c_branch2b"), timeout=20,
              what="res5c_branch2b inside the visible graph")
+    # the link names a layer (no open=): the blocks around it open, as a search pick opens them,
+    # so the layer itself is drawn and selected, and the address says which blocks are open
+    wait_for(lambda: cy_eval(dash_duo, """
+const n = cy.nodes().filter(x => x.data('kind') === 'layer' && x.data('name') === arguments[1]);
+return n.length === 1 && n[0].hasClass('sel');""", "res5c_branch2b"), timeout=20, what="the layer itself, selected")
+    wait_for(lambda: "open=" in unquote(dash_duo.driver.current_url)
+             and "res5c" in unquote(dash_duo.driver.current_url).split("open=")[1], what="open= in the address")
 
 
 def test_cut_status_line_keeps_its_full_text_as_tooltip(dash_duo):
