@@ -54,6 +54,7 @@ from typing import Optional
 import numpy as np
 
 from engine.core import backend
+from engine.core.layers.registry import find_layer_class
 from engine.instruments import nonfinite
 
 SEVERITIES = ("error", "warning", "info")
@@ -165,15 +166,17 @@ def check_dead_relu(step, config):
     return out
 
 
-# layer types whose param blobs are running statistics, not weights: their Backward never
-# writes a param diff (Caffe's BatchNorm keeps mean, variance and the moving-average factor)
-STATISTICS_PARAMS = frozenset({"BatchNorm"})
+def _params_are_statistics(layer_type):
+    """True for a type whose param blobs are running statistics, not weights: its Backward
+    never writes a param diff (Caffe's BatchNorm: mean, variance, moving-average factor)."""
+    cls = find_layer_class(layer_type)
+    return bool(cls is not None and cls.params_are_statistics)
 
 
 def check_param_gradients(step, config):
     out = []
     for rec in step.layers:
-        if rec.type in STATISTICS_PARAMS:
+        if _params_are_statistics(rec.type):
             continue
         for b in rec.blobs:
             if b.role != "param" or b.propagate is False or b.data is None or b.diff is None:

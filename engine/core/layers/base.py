@@ -102,6 +102,7 @@ class Layer:
     param_fields = ()          # the LayerParameter fields holding its settings
     shares_data_on_run = False  # top data shares the bottom's memory once it runs (Split, Flatten)
     shares_diff_on_run = False  # top diff shares the bottom's (Flatten)
+    params_are_statistics = False  # its param blobs are running statistics Backward never writes (BatchNorm)
     # Blob-count declarations (-1: no constraint), as layer.hpp's virtuals.
     exact_num_bottom = -1
     min_bottom = -1

@@ -24,6 +24,7 @@ class BatchNormLayer(Layer):
     ParamSpecs (and rejects a nonzero lr_mult given for them).
     """
     type = "BatchNorm"
+    params_are_statistics = True
     category = "norm"
     summary = "Normalises by batch (or stored) mean and variance."
     param_fields = ("batch_norm_param",)
