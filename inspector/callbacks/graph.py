@@ -4,7 +4,7 @@ one or all, double-click), search (matches listed, a pick selects, reveals
 and centres), and the legend."""
 from dash import ClientsideFunction, Input, Output, State, html, no_update
 
-from inspector import ids, presenter
+from inspector import debugger, ids, presenter
 from inspector import search as search_mod
 
 from .common import guarded, triggered
@@ -19,7 +19,17 @@ def render(app, sid, colour_by, blob_mode, options, expanded):
         opts = presenter.display_options(blob_mode, options)
         els, view = presenter.graph_elements(s.loaded, colour_by, opts, expanded)
         meta = {"net": "%s-%d" % (view.uirevision, s.net_version), "n": len(els)}
-    return els, view.title, legend_children(view), meta
+        title = graph_title(view.title, debugger.viewed_step(s.loaded))
+    return els, title, legend_children(view), meta
+
+
+def graph_title(title, step):
+    """The graph's caption; while the timeline is scrubbed back, a badge naming the step
+    shown (the colours and panels are that step's, not the live net's)."""
+    if step is None:
+        return title
+    return [title, html.Span(" · viewing step %d: %s (Timeline ▸ Live net returns)" % (step.index, step.label),
+                             className="scrub-badge")]
 
 
 def legend_children(view):

@@ -223,6 +223,7 @@ def test_scrub_back_shows_a_step_as_it_was(dash_duo, tmp_path):
     _slider_to(dash_duo, 0)
     wait_text(dash_duo, ids.TIMELINE_INFO, "Showing step 0")
     assert _session(app).loaded.view_step == 0
+    wait_text(dash_duo, ids.GRAPH_TITLE, "viewing step 0")       # the graph says it is not live
     _tab(dash_duo, "Details")
     wait_text(dash_duo, ids.DETAILS, "as recorded at step 0")
     assert panel_models._fmt(step0.asum_mean) in text_of(dash_duo, ids.DETAILS)
@@ -246,6 +247,7 @@ def test_scrub_back_shows_a_step_as_it_was(dash_duo, tmp_path):
     _click(dash_duo, ids.TIMELINE_LIVE)
     wait_text(dash_duo, ids.TIMELINE_INFO, "Live net")
     assert _session(app).loaded.view_step is None
+    wait_for(lambda: "viewing step" not in text_of(dash_duo, ids.GRAPH_TITLE), what="the badge gone")
 
 
 OVERFLOW = """name: "Overflow"
