@@ -84,35 +84,20 @@ def _make_lanes_intrinsic():
     from numba import types
     from numba.extending import intrinsic
 
+    from engine.core.kernels.jit import accumulate_loop, declare
+
     def codegen(context, builder, signature, args):
         ptr, groups, out = args
-        i64 = ir.IntType(64)
         vec = ir.VectorType(ir.FloatType(), LANES)
         vptr = vec.as_pointer()
         base = builder.inttoptr(ptr, vptr)
-        mod = builder.module
-        name = "llvm.fabs.v%df32" % LANES
-        fabs = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(vec, [vec]), name=name)
-        zero = ir.Constant(vec, None)
-        entry = builder.block
-        loop = builder.append_basic_block("lanes.loop")
-        done = builder.append_basic_block("lanes.done")
-        builder.cbranch(builder.icmp_signed(">", groups, ir.Constant(i64, 0)), loop, done)
-        builder.position_at_end(loop)
-        g = builder.phi(i64)
-        g.add_incoming(ir.Constant(i64, 0), entry)
-        acc = builder.phi(vec)
-        acc.add_incoming(zero, entry)
-        v = builder.load(builder.gep(base, [g]), align=4)
-        acc1 = builder.fadd(acc, builder.call(fabs, [v]))
-        g1 = builder.add(g, ir.Constant(i64, 1))
-        g.add_incoming(g1, loop)
-        acc.add_incoming(acc1, loop)
-        builder.cbranch(builder.icmp_signed("<", g1, groups), loop, done)
-        builder.position_at_end(done)
-        res = builder.phi(vec)
-        res.add_incoming(zero, entry)
-        res.add_incoming(acc1, loop)
+        fabs = declare(builder, "llvm.fabs.v%df32" % LANES, vec, [vec])
+
+        def body(g, accs):      # one group of sixteen: the lanes += |x[16 g : 16 g + 16]|
+            v = builder.load(builder.gep(base, [g]), align=4)
+            return [builder.fadd(accs[0], builder.call(fabs, [v]))]
+
+        res, = accumulate_loop(builder, groups, [ir.Constant(vec, None)], body, "lanes")
         builder.store(res, builder.inttoptr(out, vptr), align=4)
         return context.get_dummy_value()
 

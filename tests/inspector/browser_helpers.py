@@ -1,9 +1,13 @@
 """Helpers for the browser tests: find and click graph nodes, wait for text."""
 import time
+from pathlib import Path
 
 from selenium.webdriver.common.actions.action_builder import ActionBuilder
 
-from inspector import ids
+from inspector import create_app, ids
+from inspector.config import InspectorConfig
+
+ROOT = Path(__file__).resolve().parents[2]
 
 _CY = """
 const el = document.getElementById(arguments[0]);
@@ -125,3 +129,24 @@ def graph_fills(dash_duo):
 const out = {};
 cy.nodes().forEach(n => { if (n.data('kind') === 'layer') { out[n.data('name')] = n.data('fill'); } });
 return out;""") or {}
+
+
+def start_app(dash_duo, **kw):
+    """The inspector with the checkout as its model root (the bundled example), loaded."""
+    app = create_app(InspectorConfig(model_root=str(ROOT), **kw))
+    dash_duo.start_server(app)
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=60)
+    return app
+
+
+def click_id(dash_duo, id_):
+    dash_duo.find_element("#" + id_).click()
+
+
+def open_tab(dash_duo, label):
+    """Click the side panel's tab called ``label``."""
+    for el in dash_duo.driver.find_elements("css selector", ".tab"):
+        if el.text.strip() == label:
+            el.click()
+            return
+    raise AssertionError("no tab %r" % label)

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from browser_helpers import click_id as _click
 from browser_helpers import click_node, cy_eval, details_show, text_of, wait_for, wait_text
+from browser_helpers import open_tab as _tab
+from browser_helpers import start_app as _start
 from inspector_testlib import LENET
 
-from inspector import create_app, ids
-from inspector.config import InspectorConfig
+from inspector import ids
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,26 +30,6 @@ max_iter: 10000
 test_iter: 1
 test_interval: 5
 """
-
-
-def _start(dash_duo, **kw):
-    cfg = InspectorConfig(model_root=str(ROOT), **kw)
-    app = create_app(cfg)
-    dash_duo.start_server(app)
-    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=60)
-    return app
-
-
-def _click(dash_duo, id_):
-    dash_duo.find_element("#" + id_).click()
-
-
-def _tab(dash_duo, label):
-    for el in dash_duo.driver.find_elements("css selector", ".tab"):
-        if el.text.strip() == label:
-            el.click()
-            return
-    raise AssertionError("no tab %r" % label)
 
 
 def _figure_points(dash_duo, id_):

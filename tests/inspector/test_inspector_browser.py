@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 
 import pytest
+from browser_helpers import click_id as _click
 from browser_helpers import click_node, details_show, graph_fills, text_of, wait_for, wait_text
 
 from inspector import create_app, ids
@@ -32,10 +33,6 @@ def test_load_example_and_click_node(dash_duo):
 
 def _select(dash_duo, id_, label):
     dash_duo.select_dcc_dropdown("#" + id_, value=label)
-
-
-def _click(dash_duo, id_):
-    dash_duo.find_element("#" + id_).click()
 
 
 def test_forward_range_shows_stats_and_recolours(dash_duo):

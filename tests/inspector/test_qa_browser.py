@@ -4,32 +4,16 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from browser_helpers import click_id as _click
 from browser_helpers import cy_eval, text_of, wait_for, wait_text
+from browser_helpers import open_tab as _tab
+from browser_helpers import start_app as _start
 
 from inspector import create_app, ids
 from inspector.config import InspectorConfig
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _start(dash_duo, **kw):
-    app = create_app(InspectorConfig(model_root=str(ROOT), **kw))
-    dash_duo.start_server(app)
-    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=60)
-    return app
-
-
-def _click(dash_duo, id_):
-    dash_duo.find_element("#" + id_).click()
-
-
-def _tab(dash_duo, label):
-    for el in dash_duo.driver.find_elements("css selector", ".tab"):
-        if el.text.strip() == label:
-            el.click()
-            return
-    raise AssertionError("no tab %r" % label)
 
 
 def _forward_twice(dash_duo):

@@ -69,9 +69,7 @@ def _make_microkernel(accumulate, tables=False):
         vec = ir.VectorType(f32, VL)
         fptr, vptr, iptr = f32.as_pointer(), vec.as_pointer(), i64.as_pointer()
         a0, b0, c0 = (builder.inttoptr(v, fptr) for v in (a, b, c))
-        mod = builder.module
-        name = "llvm.fma.v%df32" % VL
-        fma = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(vec, [vec, vec, vec]), name=name)
+        fma = _jit.declare(builder, "llvm.fma.v%df32" % VL, vec, [vec, vec, vec])
         zero = ir.Constant(vec, None)
         undef = ir.Constant(vec, ir.Undefined)
         splat_mask = ir.Constant(ir.VectorType(i32, VL), None)
@@ -81,41 +79,23 @@ def _make_microkernel(accumulate, tables=False):
                       for r in range(MR)]
         else:           # row r of a: a + r*sai
             a_rows = [builder.gep(a0, [builder.mul(a_rows_arg, ir.Constant(i64, r))]) for r in range(MR)]
-        entry = builder.block
-        loop = builder.append_basic_block("uk.loop")
-        done = builder.append_basic_block("uk.done")
-        builder.cbranch(builder.icmp_signed(">", kc, ir.Constant(i64, 0)), loop, done)
-        builder.position_at_end(loop)
-        k = builder.phi(i64)
-        k.add_incoming(ir.Constant(i64, 0), entry)
-        acc = []
-        for _ in range(MR * NV):
-            p = builder.phi(vec)
-            p.add_incoming(zero, entry)
-            acc.append(p)
-        ka = builder.mul(k, sak)
-        b_row = builder.load(builder.gep(bo, [k]), align=8) if tables else builder.mul(k, b_rows_arg)
-        bp = builder.gep(b0, [b_row])
-        bv = [builder.load(builder.bitcast(builder.gep(bp, [ir.Constant(i64, v * VL)]), vptr), align=4)
-              for v in range(NV)]
-        new = []
-        for r in range(MR):
-            s = builder.load(builder.gep(a_rows[r], [ka]), align=4)
-            sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, splat_mask)
-            for v in range(NV):
-                new.append(builder.call(fma, [sv, bv[v], acc[r * NV + v]]))
-        k1 = builder.add(k, ir.Constant(i64, 1))
-        k.add_incoming(k1, loop)
-        for p, n in zip(acc, new):
-            p.add_incoming(n, loop)
-        builder.cbranch(builder.icmp_signed("<", k1, kc), loop, done)
-        builder.position_at_end(done)
-        outs = []
-        for j in range(MR * NV):
-            p = builder.phi(vec)
-            p.add_incoming(zero, entry)
-            p.add_incoming(new[j], loop)
-            outs.append(p)
+
+        def body(k, acc):           # one k: the MR x NR tile += a[:, k] (splat) * b[k, :]
+            ka = builder.mul(k, sak)
+            b_row = builder.load(builder.gep(bo, [k]), align=8) if tables else builder.mul(k, b_rows_arg)
+            bp = builder.gep(b0, [b_row])
+            bv = [builder.load(builder.bitcast(builder.gep(bp, [ir.Constant(i64, v * VL)]), vptr), align=4)
+                  for v in range(NV)]
+            new = []
+            for r in range(MR):
+                s = builder.load(builder.gep(a_rows[r], [ka]), align=4)
+                sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)), undef,
+                                            splat_mask)
+                for v in range(NV):
+                    new.append(builder.call(fma, [sv, bv[v], acc[r * NV + v]]))
+            return new
+
+        outs = _jit.accumulate_loop(builder, kc, [zero] * (MR * NV), body, "uk")
         for r in range(MR):
             row = builder.gep(c0, [builder.mul(ldc, ir.Constant(i64, r))])
             for v in range(NV):
