@@ -291,19 +291,27 @@ def _max_bwd_loop(dtop, mask, N, C, HW, PHW, dx):
                 dx[nc * HW + m] += dtop[nc * PHW + t]
 
 
+def _ave_window_loop(i, j, H, W, kh, kw, sh, sw, ph, pw):
+    """Output (i, j)'s window of AVE pooling: its rows h0..h1 and columns w0..w1 inside the
+    image, and Caffe's divisor (the window clipped to the padded image, padding counted)."""
+    hs = i * sh - ph
+    he = min(hs + kh, H + ph)
+    ws = j * sw - pw
+    we = min(ws + kw, W + pw)
+    return max(hs, 0), min(he, H), max(ws, 0), min(we, W), (he - hs) * (we - ws)
+
+
+_ave_window = jit(_ave_window_loop) or _ave_window_loop
+
+
 def _ave_fwd_loop(x, N, C, H, W, kh, kw, sh, sw, ph, pw, PH, PW, top):
     size_t = np.empty(1, top.dtype)      # the window size in the blob's type (Caffe: Dtype / int)
     for nc in range(N * C):
         xo = nc * H * W
         to = nc * PH * PW
         for i in range(PH):
-            hs = i * sh - ph
-            he = min(hs + kh, H + ph)
             for j in range(PW):
-                ws = j * sw - pw
-                we = min(ws + kw, W + pw)
-                size = (he - hs) * (we - ws)
-                h0, h1, w0, w1 = max(hs, 0), min(he, H), max(ws, 0), min(we, W)
+                h0, h1, w0, w1, size = _ave_window(i, j, H, W, kh, kw, sh, sw, ph, pw)
                 k = to + i * PW + j
                 top[k] = 0
                 for h in range(h0, h1):
@@ -321,13 +329,8 @@ def _ave_bwd_loop(dtop, N, C, H, W, kh, kw, sh, sw, ph, pw, PH, PW, dx):
         xo = nc * H * W
         to = nc * PH * PW
         for i in range(PH):
-            hs = i * sh - ph
-            he = min(hs + kh, H + ph)
             for j in range(PW):
-                ws = j * sw - pw
-                we = min(ws + kw, W + pw)
-                size = (he - hs) * (we - ws)
-                h0, h1, w0, w1 = max(hs, 0), min(he, H), max(ws, 0), min(we, W)
+                h0, h1, w0, w1, size = _ave_window(i, j, H, W, kh, kw, sh, sw, ph, pw)
                 size_t[0] = size
                 g = dtop[to + i * PW + j] / size_t[0]
                 for h in range(h0, h1):
