@@ -124,3 +124,29 @@ def test_gpu_selftest_conformance_on_one_case(shared_dir, tmp_path):
     assert code == 0, out.getvalue()
     assert section["conformance"]["matched"] == 1
 
+
+
+def _line(blob, value):
+    return ["net.cpp:0", "    [Forward] Layer %s, top blob %s data: %s" % (blob, blob, value)]
+
+
+@pytest.mark.shared
+def test_gpu_debug_lines_that_print_the_exact_mean_are_explained_not_hidden(shared_dir):
+    # Caffe's CPU golden printed cblas_sasum's float32-lane sum (0.725789); the engine on the
+    # GPU prints the exact mean |x| (cuBLAS's sum), which the golden's float64 statistic confirms.
+    compare = selftest._shared_module(str(shared_dir), "compare")
+    ref = {"rc": 0, "log": {"forward": [_line("conv1", "0.725789"), _line("pool1", "0.5")]},
+           "blobs_data": {"conv1": {"asum_mean": 0.7287081}, "pool1": {"asum_mean": 0.5}}}
+    got = {"log": {"forward": [_line("conv1", "0.728708"), _line("pool1", "0.5")]}}
+    problems = compare.compare(ref, dict(got, rc=0))
+    assert any("value differs" in p for p in problems)
+    kept, explained = selftest._explain_gpu_debug_lines(compare, ref, got, problems, 1e-5)
+    assert not any("differs" in p for p in kept) and explained and "conv1" in explained[0]
+    # a line the exact statistic does not confirm stays a difference, and so do later ones
+    got_wrong = {"log": {"forward": [_line("conv1", "0.728708"), _line("pool1", "0.51")]}}
+    kept, explained = selftest._explain_gpu_debug_lines(compare, ref, got_wrong,
+                                                        compare.compare(ref, dict(got_wrong, rc=0)), 1e-5)
+    assert any("pool1" in p and "value differs" in p for p in kept)
+    ref_far = dict(ref, blobs_data={"conv1": {"asum_mean": 0.74}, "pool1": {"asum_mean": 0.5}})
+    kept, _ = selftest._explain_gpu_debug_lines(compare, ref_far, got, problems, 1e-5)
+    assert any("conv1" in p for p in kept)

@@ -451,11 +451,16 @@ def test_zero_buffers_give_caffes_numbers(mode):
                                      [g(2, 3), g(2, 3)])
     np.testing.assert_array_equal(bottom[0].diff, top[0].diff)
     assert not bottom[1].diff.any()
-    # Pooling MAX: max_idx_ = 0 -> every top diff of a plane lands on its first element.
+    # Pooling MAX: max_idx_ = 0.  The CPU scatters: every top diff of a plane lands on its
+    # first element.  The GPU gathers (MaxPoolBackward: a bottom element takes the diffs of
+    # the windows covering it whose mask names it): element 0 only gets window (0, 0)'s.
     _, bottom, top = _backward_first('type: "Pooling" pooling_param { pool: MAX kernel_size: 2 }',
                                      [g(2, 3, 4, 4)])
     want = np.zeros((2, 3, 16))
-    want[:, :, 0] = top[0].diff.reshape(2, 3, -1).sum(axis=2)
+    if mode == "gpu":
+        want[:, :, 0] = top[0].diff[:, :, 0, 0]
+    else:
+        want[:, :, 0] = top[0].diff.reshape(2, 3, -1).sum(axis=2)
     np.testing.assert_allclose(bottom[0].diff.reshape(2, 3, 16), want, rtol=1e-12)
     # Dropout (TRAIN): rand_vec_ = 0 -> no gradient gets through.
     _, bottom, _ = _backward_first('type: "Dropout"', [g(3, 4)])

@@ -414,12 +414,13 @@ def _dropout_forward(ratio, x):
     count = x.size
     std_error = np.sqrt(ratio * (1 - ratio) / count)
     empirical = 1 - kept.sum() / count
-    assert abs(empirical - ratio) <= 1.96 * std_error
+    # 4 standard errors: a seeded draw (cuRAND's on the GPU) fails this by chance 6e-5 of the time
+    assert abs(empirical - ratio) <= 4 * std_error
 
 
 @pytest.mark.parametrize("ratio", [0.5, 0.75])
 def test_dropout_forward(mode, ratio):
-    # A larger blob than Caffe's so the 95% bound is not a coin toss.
+    # A larger blob than Caffe's so the bound is tight.
     x = gaussian_blob((20, 30, 4, 5)).data.copy()
     _dropout_forward(ratio, x)
 

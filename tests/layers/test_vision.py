@@ -844,7 +844,7 @@ def test_crop_out_of_bounds_error():
 # ====================================================================== GPU vs CPU
 GPU_CASES = [
     (CONV % "kernel_size: 3 stride: 2 pad: 1 num_output: 4 group: 2 dilation: 2", [(2, 4, 9, 8)], 1),
-    (CONV % "kernel_h: 3 kernel_w: 2 stride_h: 2 num_output: 3 bias_term: false", [(2, 3, 7, 6)], 1),
+    (CONV % "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 num_output: 3 bias_term: false", [(2, 3, 7, 6)], 1),
     (CONV % "kernel_size: 1 num_output: 3", [(2, 4, 3, 3), (2, 4, 3, 3)], 2),
     (CONV % "kernel_size: 2 stride: 2 pad: 1 num_output: 2", [(2, 2, 4, 3, 4)], 1),
     (DECONV % "kernel_size: 4 stride: 2 pad: 1 num_output: 3", [(2, 4, 5, 5)], 1),

@@ -273,7 +273,7 @@ def weighted_loss(layer: Layer, top: BlobVec, dtype: Any, xp: Any) -> Any:
         if loss_weight(layer, i):
             d = t.get_data().reshape(-1)
             w = t.get_diff().reshape(-1)
-            loss += dtype.type(xp.dot(d, w))
+            loss += dtype.type(xp.dot(d, w).item())   # .item(): a CuPy 0-d array has no implicit NumPy form
     return loss
 
 

@@ -390,8 +390,11 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 and _conv2d.applies(self.kernel_shape, self.stride, self.pad, self.dilation, self.group,
                                     *arrays))
 
-    def _work32(self, name, n):
-        return self._work(name, n, np.float32)
+    @staticmethod
+    def _work32(name, n):
+        """The implicit GEMM's host scratch.  NumPy by name, not ``self.xp``: the kernel asks
+        for it from its pool threads, whose mode is not the caller's."""
+        return workspace(np, "conv." + name, (int(n),), np.float32)
 
     def _forward_implicit(self, bottom, top):
         w = self.blobs[0].get_data()
