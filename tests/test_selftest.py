@@ -59,6 +59,10 @@ def test_numeric_check_holds_the_engine_to_the_relative_tolerance():
 def test_pytest_summary_is_parsed():
     c = selftest.parse_pytest_summary("...\n3 failed, 120 passed, 4 skipped, 1 error in 9.1s\n")
     assert c == {"passed": 120, "failed": 3, "skipped": 4, "errors": 1}
+    # -q -q (pytest.ini's -q and the selftest's) ends on the warnings' docs line, not the counts
+    c = selftest.parse_pytest_summary("....\n568 passed, 890 deselected, 73 warnings in 100.06s (0:01:40)\n"
+                                      "\n-- Docs: https://docs.pytest.org/en/stable/how-to/capture-warnings.html\n")
+    assert c["passed"] == 568 and c["failed"] == 0
 
 
 def test_results_are_merged_into_the_results_file(tmp_path):

@@ -89,7 +89,10 @@ def run_tests(device, out, root=ROOT, extra=()):
 
 def parse_pytest_summary(text):
     counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
-    lines = text.strip().splitlines()
+    # pytest's closing line ("3 failed, 120 passed ... in 9.1s"), wherever the warnings
+    # summary or a plugin's lines put it
+    lines = [ln for ln in text.strip().splitlines() if re.search(r"\d+ (passed|failed|errors?|skipped)", ln)
+             and re.search(r" in [\d.]+s", ln)]
     last = lines[-1] if lines else ""
     for n, word in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", last):
         key = "errors" if word.startswith("error") else word

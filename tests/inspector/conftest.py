@@ -67,8 +67,10 @@ def pytest_configure(config):
         os.environ["DASH_TEST_CHROMEPATH"] = chrome
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_setup_options():
-    """dash.testing's hook: the Chrome options for every browser test."""
+    """dash.testing's hook: the Chrome options for every browser test (optional: where
+    dash is installed without its testing extra, selenium, pytest knows no such hook)."""
     from selenium.webdriver.chrome.options import Options
     options = Options()
     options.add_argument("--window-size=1600,1000")
