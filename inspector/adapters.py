@@ -56,6 +56,17 @@ def health_findings(steps, net=None):
              "message": f.message} for f in health_check(list(steps), net=net)]
 
 
+def root_cause(net, nonfinite_finding):
+    """The degenerate parameter upstream of a NaN/Inf source that explains it
+    ({"kind", "layer", "layers", "message"}), or None."""
+    from engine.instruments.health import nonfinite_root_cause
+    cause, weights = nonfinite_root_cause(net, nonfinite_finding)
+    if cause is None:
+        return None
+    msg = cause.message + (" (the weights are not loaded)" if weights else "")
+    return {"kind": cause.kind, "layer": cause.layers[0], "layers": list(cause.layers), "message": msg}
+
+
 # ------------------------------------------------------------------ reports
 REPORT_FORMATS = ("json", "html", "markdown", "csv")
 _EXT = {"json": "json", "html": "html", "markdown": "md", "csv": "csv"}

@@ -96,10 +96,13 @@ def states(loaded):
 def findings_by_layer(loaded):
     """{layer: (severity, message)}, the worst health finding per layer, cached per step."""
     steps = loaded.recorder.steps
-    key = ("findings", len(steps), steps[-1].id if steps else 0)
+    # the same findings as the Findings tab (with the net: weights not loaded and root
+    # causes fold what they explain), so one finding is one badge; new weights, new key
+    params = tuple(p.data_memory.version for p in getattr(loaded.net, "all_params", ()))
+    key = ("findings", len(steps), steps[-1].id if steps else 0, id(loaded.net), params)
     hit = loaded.cache.get("findings")
     if hit is None or hit[0] != key:
-        hit = (key, vm.worst_findings(adapters.health_findings(steps)))
+        hit = (key, vm.worst_findings(adapters.health_findings(steps, loaded.net)))
         loaded.cache["findings"] = hit
     return hit[1]
 
@@ -247,4 +250,12 @@ def _training_log(loaded):
 
 
 def nan_alert(loaded):
-    return pm.nan_alert(loaded.recorder.first_nonfinite) if loaded is not None else None
+    """The NaN/Inf alert's facts, with the root cause (a degenerate parameter upstream)
+    when one explains it."""
+    if loaded is None:
+        return None
+    first = loaded.recorder.first_nonfinite
+    a = pm.nan_alert(first)
+    if a is not None:
+        a["root_cause"] = adapters.root_cause(loaded.net, first)
+    return a

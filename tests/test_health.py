@@ -217,3 +217,67 @@ def test_filler_made_recognises_each_filler_and_not_a_changed_blob(text, shape):
     assert health.filler_made(b.data, fp)
     changed = b.data * 1.5 + 0.01
     assert not health.filler_made(changed, fp)
+
+
+# ---------------------------------------------------------------------- root causes
+def _bn_stack(depth, eps=1e-5):
+    """Input -> depth x (Convolution -> BatchNorm -> Scale -> ReLU) -> InnerProduct, a
+    deploy net (TEST: BatchNorm uses its stored statistics)."""
+    layers = ['layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 4 dim: 6 dim: 6 } } }']
+    prev = "data"
+    for i in range(depth):
+        layers.append('layer { name: "conv%d" type: "Convolution" bottom: "%s" top: "conv%d" convolution_param '
+                      '{ num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }' % (i, prev, i))
+        layers.append('layer { name: "bn%d" type: "BatchNorm" bottom: "conv%d" top: "conv%d" '
+                      'batch_norm_param { eps: %g } }' % (i, i, i, eps))
+        layers.append('layer { name: "scale%d" type: "Scale" bottom: "conv%d" top: "conv%d" '
+                      'scale_param { bias_term: true } }' % (i, i, i))
+        layers.append('layer { name: "relu%d" type: "ReLU" bottom: "conv%d" top: "conv%d" }' % (i, i, i))
+        prev = "conv%d" % i
+    layers.append('layer { name: "fc" type: "InnerProduct" bottom: "%s" top: "fc" inner_product_param '
+                  '{ num_output: 3 weight_filler { type: "xavier" } } }' % prev)
+    return "name: \"BNStack\"\n" + "\n".join(layers) + "\n"
+
+
+def test_unfilled_batchnorm_statistics_are_named_as_the_root_cause_of_an_overflow(tmp_path):
+    # each unfilled BatchNorm divides by sqrt(eps) (a gain of 316): 20 of them overflow float32
+    engine.set_random_seed(3)
+    net = _net(tmp_path, _bn_stack(20), engine.TEST)
+    rec = Recorder(net)
+    net.blobs["data"].data[...] = np.random.default_rng(0).standard_normal((2, 4, 6, 6))
+    net.forward()
+    f = health.check(rec.steps, net=net)
+    assert f[0].check == "root_cause" and f[0].severity == "error" and f[0].layer == "bn0"
+    assert "BatchNorm statistics never filled" in f[0].message and "a gain of 316" in f[0].message
+    nan = next(x for x in f if x.check == "nonfinite")
+    assert nan.layer != "bn0" and "root cause of the NaN/Inf at '%s'" % nan.layer in f[0].message
+    assert "follows from the root cause: bn unfilled in bn0" in nan.message
+    # the layer is in place (BatchNorm conv -> conv): what it read was finite, though the
+    # blob holds Inf after it ran; the recorder's first NaN/Inf says so
+    first = rec.first_nonfinite
+    assert first.layer == nan.layer and first.inputs_finite and "its inputs were finite" in first.message
+    causes = health.root_causes(net, net.layer_names.index(nan.layer))
+    assert [c.kind for c in causes] == ["bn_unfilled"] and causes[0].layers[0] == "bn0"
+    assert all(n.startswith("bn") for n in causes[0].layers)
+
+
+def test_filled_statistics_and_real_blowups_have_no_false_root_cause(tmp_path):
+    engine.set_random_seed(3)
+    net = _net(tmp_path, _bn_stack(3), engine.TEST)
+    assert [c.kind for c in health.root_causes(net)] == ["bn_unfilled"]
+    for i in range(3):
+        bn = net.params["bn%d" % i]
+        bn[0].data[...] = 0.1
+        bn[1].data[...] = 4.0          # stored sum of variances, times 1/factor
+        bn[2].data[...] = 2.0          # the moving-average factor: variance = 2
+    assert health.root_causes(net) == []
+    # a channel whose variance is ~0 is still a gain of 1/sqrt(eps) there
+    net.params["bn1"][1].data[2] = 0.0
+    causes = health.root_causes(net)
+    assert [c.kind for c in causes] == ["bn_zero_variance"] and causes[0].layers == ("bn1",)
+    # a Scale whose factors are all 0: its output is the bias alone
+    net.params["bn1"][1].data[2] = 4.0
+    net.params["scale2"][0].data[...] = 0.0
+    assert [(c.kind, c.layers) for c in health.root_causes(net)] == [("scale_zero", ("scale2",))]
+    # upstream only: conv0's subtree does not see scale2
+    assert health.root_causes(net, net.layer_names.index("conv1")) == []

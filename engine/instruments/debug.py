@@ -711,8 +711,7 @@ class Recorder:
                 continue
             in_role = "bottom" if kind == "forward" else "top"
             in_which = "data" if kind == "forward" else "diff"
-            inputs_ok = all(getattr(x, in_which) is None or getattr(x, in_which).finite
-                            for x in rec.blobs if x.role == in_role)
+            inputs_ok = all(self._input_finite(rec, x, in_which) for x in rec.blobs if x.role == in_role)
             params_ok = all(x.data is None or x.data.finite for x in rec.blobs if x.role == "param")
             f = NonFiniteFinding(self._cur.id, kind, i, rec.layer, rec.type, b.name, b.role, which,
                                  s.nan, s.inf, s.count, inputs_ok, params_ok)
@@ -728,6 +727,22 @@ class Recorder:
                                      b.diff.nan, b.diff.inf, b.diff.count, inputs_ok, params_ok)
                 self._found(f, kind)
                 return
+
+    def _input_finite(self, rec, x, which):
+        """Whether input ``x`` of ``rec`` was finite when the layer read it.  An in-place
+        input (the same blob as an output) is read after the layer overwrote it: its value
+        before is the one the last earlier layer of this step recorded for that blob."""
+        s = getattr(x, which)
+        if s is None:
+            return True
+        out_role = "top" if x.role == "bottom" else "bottom"
+        if any(o.role == out_role and o.name == x.name for o in rec.blobs):
+            for prev in reversed(self._cur.layers[:-1] if self._cur.layers and self._cur.layers[-1] is rec
+                                 else self._cur.layers):
+                for o in prev.blobs:
+                    if o.role == out_role and o.name == x.name and getattr(o, which) is not None:
+                        return getattr(o, which).finite
+        return s.finite
 
     def _found(self, f, kind):
         if self.first_nonfinite is None:

@@ -37,6 +37,13 @@ check                  rule (per step, per layer)                               
                        range and moments; a prototxt without fillers gives zeros):
                        one finding, which takes in the dead-ReLU findings it
                        explains instead of listing them one by one
+``root_cause``         with the net, when a NaN/Inf source has upstream a degenerate  error
+                       parameter that explains it (:func:`root_causes`): BatchNorm
+                       statistics never filled (moving-average factor 0: Caffe
+                       normalises with mean 0 and variance 0, a gain of
+                       1/sqrt(eps) per layer), a BatchNorm variance near zero on
+                       some channel, a Scale whose factors are all 0; listed
+                       first, and the NaN/Inf finding says it follows from it
 =====================  ===========================================================  ===========
 
 Why these defaults: gradient-to-weight ratios of healthy nets at initialisation
@@ -123,6 +130,8 @@ def check(steps, config=None, net=None):
             out += check_update_ratio(step, config)
     if net is not None and "weights_not_loaded" in config.checks and any(s.kind == "forward" for s in steps):
         out = fold_weights_not_loaded(check_weights_not_loaded(net), out)
+    if net is not None and "nonfinite" in config.checks:
+        out = fold_root_causes(net, out)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     return sorted(out, key=lambda f: order.get(f.severity, 9))
 
@@ -251,6 +260,139 @@ def findings_from_nonfinite(finding):
         return []
     return [Finding("error", "nonfinite", finding.layer, finding.blob, finding.message, finding.layer_index,
                     finding.step_id, finding.direction, float(finding.nan + finding.inf), 0.0)]
+
+
+# ---------------------------------------------------------------------- root causes
+#: a BatchNorm or Scale whose gain on some channel exceeds this is "degenerate": with
+#: statistics never filled, BatchNorm's gain is 1/sqrt(eps) (316 at Caffe's default eps)
+DEGENERATE_GAIN = 30.0
+
+
+@dataclass
+class RootCause:
+    """A parameter that makes the net blow up (or go flat) whatever its input."""
+    kind: str              # "bn_unfilled", "bn_zero_variance", "scale_zero"
+    layers: tuple          # the layers concerned, in net order
+    layer_index: int       # the first of them
+    gain: float            # the largest per-channel gain (0 for a zero scale)
+    message: str
+
+
+def _ancestors(net, layer_index):
+    """The indices of the layers whose output reaches ``layer_index`` (itself included)."""
+    producers = {}
+    for i in range(len(net.layers)):
+        for bid in net._top_id_vecs[i]:
+            producers.setdefault(bid, []).append(i)
+    seen, todo = set(), [layer_index]
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        for bid in net._bottom_id_vecs[i]:
+            todo += [j for j in producers.get(bid, ()) if j < i]
+    return seen
+
+
+def _bn_gain(layer):
+    """(kind, largest per-channel gain) of a BatchNorm that uses its stored statistics,
+    as Caffe computes them: scale factor s = blobs[2]; mean and variance are the stored
+    sums times 1/s (0 when s is 0); the output is (x - mean) / sqrt(var + eps)."""
+    if not getattr(layer, "use_global_stats", False) or len(layer.blobs) < 3:
+        return None, 0.0
+    s = float(backend.to_host(layer.blobs[2].get_data()).reshape(-1)[0])
+    factor = 0.0 if s == 0 else 1.0 / s
+    var = backend.to_host(layer.blobs[1].get_data()).astype(np.float64) * factor
+    eps = float(layer.eps)
+    if not var.size:
+        return None, 0.0
+    gain = float(np.max(1.0 / np.sqrt(np.maximum(var, 0.0) + eps)))
+    if gain <= DEGENERATE_GAIN:
+        return None, gain
+    return ("bn_unfilled" if s == 0 or not np.any(var) else "bn_zero_variance"), gain
+
+
+def root_causes(net, layer_index=None):
+    """Degenerate parameters upstream of ``layer_index`` (every layer when None), worst
+    kinds first: BatchNorm statistics never filled (Caffe then normalises with mean 0 and
+    variance 0: every such layer multiplies its input by 1/sqrt(eps)), BatchNorm
+    variances near zero on some channel (the same gain there), a Scale whose factors are
+    all zero (its output is its bias alone)."""
+    if net is None:
+        return []
+    scope = _ancestors(net, layer_index) if layer_index is not None else set(range(len(net.layers)))
+    groups = {}
+    for i in sorted(scope):
+        layer = net.layers[i]
+        if layer.type == "BatchNorm":
+            kind, gain = _bn_gain(layer)
+        elif layer.type == "Scale" and layer.blobs:
+            w = backend.to_host(layer.blobs[0].get_data())
+            kind, gain = ("scale_zero", 0.0) if w.size and not np.any(w) else (None, 0.0)
+        else:
+            continue
+        if kind:
+            g = groups.setdefault(kind, [[], [], 0.0])
+            g[0].append(net.layer_names[i])
+            g[1].append(i)
+            g[2] = max(g[2], gain)
+    out = []
+    for kind in ("bn_unfilled", "bn_zero_variance", "scale_zero"):
+        if kind not in groups:
+            continue
+        names, idx, gain = groups[kind]
+        out.append(RootCause(kind, tuple(names), idx[0], gain, _cause_text(kind, names, gain, net)))
+    return out
+
+
+def _cause_text(kind, names, gain, net):
+    n = len(names)
+    some = "%d %s layer%s (%s%s)" % (n, "Scale" if kind == "scale_zero" else "BatchNorm", "" if n == 1 else "s",
+                                   ", ".join(names[:4]), ", …" if n > 4 else "")
+    if kind == "bn_unfilled":
+        eps = float(net.layer_dict[names[0]].eps)
+        return ("BatchNorm statistics never filled in %s: their moving-average factor is 0, so Caffe "
+                "normalises with mean 0 and variance 0 and each divides its input by sqrt(eps) = %s "
+                "(a gain of %s); stacked, the activations grow until they overflow float32. Load the "
+                "trained weights (a .caffemodel holds the statistics), or fill them with TRAIN-phase "
+                "forward passes" % (some, _g(math.sqrt(eps)), _g(gain)))
+    if kind == "bn_zero_variance":
+        return ("BatchNorm variance near zero on some channel in %s: the channel is multiplied by up to "
+                "%s (1/sqrt(variance + eps)); check the statistics in the weights" % (some, _g(gain)))
+    return ("Scale factors all zero in %s: the output is the bias alone, whatever the input "
+            "(a scale factor of 0 in the weights?)" % some)
+
+
+def nonfinite_root_cause(net, finding):
+    """(RootCause or None, weights-not-loaded text or ""): what explains a NaN/Inf source,
+    if a degenerate parameter sits upstream of its layer."""
+    if net is None or finding is None or getattr(finding, "layer_index", None) is None:
+        return None, ""
+    causes = root_causes(net, finding.layer_index)
+    if not causes:
+        return None, ""
+    loaded = check_weights_not_loaded(net)
+    return causes[0], ("weights not loaded" if loaded else "")
+
+
+def fold_root_causes(net, findings):
+    """Put a ``root_cause`` error first when the first forward NaN/Inf source has a
+    degenerate parameter upstream; its nonfinite finding then says it follows from it."""
+    first = next((f for f in findings if f.check == "nonfinite" and f.direction != "backward"), None)
+    if first is None:
+        first = next((f for f in findings if f.check == "nonfinite"), None)
+    cause, weights = nonfinite_root_cause(net, first)
+    if cause is None:
+        return findings
+    msg = "root cause of the NaN/Inf at '%s': %s" % (first.layer, cause.message)
+    if weights:
+        msg += " (the weights are not loaded: every param still holds its filler's values)"
+    root = Finding("error", "root_cause", cause.layers[0], None, msg, cause.layer_index, first.step_id,
+                   first.direction, cause.gain, DEGENERATE_GAIN, first.iteration)
+    first.message += " — follows from the root cause: %s in %s" % (
+        cause.kind.replace("_", " "), cause.layers[0])
+    return [root] + findings
 
 
 def summarize(findings):

@@ -43,7 +43,11 @@ def nan_alert(app, sid):
             if a is not None else ""
     if a is None:
         return HIDDEN, ""
-    return {"display": "flex"}, "First NaN/Inf at layer %s — %s%s" % (a["layer"], a["message"], more)
+    text = "First NaN/Inf at layer %s — %s%s" % (a["layer"], a["message"], more)
+    cause = a.get("root_cause")
+    if cause:
+        text = "Root cause: %s. Then: %s" % (cause["message"], text)
+    return {"display": "flex"}, text
 
 
 def nan_selection(app, sid):

@@ -1,6 +1,7 @@
 """The callbacks as plain functions (no browser): load, graph, details,
 stepping, findings, export; and the app and its command line."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -310,3 +311,47 @@ def test_findings_say_what_an_empty_list_means(app_ctx, tmp_path):
     # a log filter that matches nothing says so (not "run forward")
     out = findings.findings(app_ctx, sid, "no-such-text")
     assert out[6] == out[7] == "(no line contains 'no-such-text')"
+
+
+def test_root_cause_first_in_the_alert_and_one_finding_one_badge(app_ctx, tmp_path):
+    # a deploy net whose BatchNorm statistics were never filled (no .caffemodel): the alert
+    # names that cause before the first NaN/Inf, and the graph's badges are the Findings tab's
+    from inspector import presenter
+    from tests.test_health import _bn_stack
+    p = tmp_path / "bn_stack.prototxt"
+    p.write_text(_bn_stack(20))
+    sid = new_session_id()
+    app_ctx.config.model = str(p)
+    load.handle_load(app_ctx, sid, None)
+    with app_ctx.store.use(sid) as s:
+        names = [layer.name for layer in s.loaded.graph.layers]
+    stepping.act(app_ctx, sid, ids.FORWARD, names[0], names[-1])
+    style, text = findings.nan_alert(app_ctx, sid)
+    assert style["display"] == "flex"
+    assert re.match(r"Root cause: BatchNorm statistics never filled in \d+ BatchNorm layers \(bn0, bn1", text)
+    assert text.index("Root cause") < text.index("First NaN/Inf at layer")
+    tab = findings.findings(app_ctx, sid, "")[0]
+    assert "root_cause" in str(tab)
+    with app_ctx.store.use(sid) as s:
+        badges = presenter.findings_by_layer(s.loaded)
+        health = presenter.findings(s.loaded)["health"]
+    worst = {}
+    for f in health:       # the tab's findings, worst per layer, are exactly the badges
+        worst.setdefault(f["layer"], f["severity"])
+    assert {k: v[0] for k, v in badges.items()} == {k: v for k, v in worst.items() if k}
+    assert badges["bn0"][0] == "error"
+
+
+def test_dead_relu_badges_fold_into_weights_not_loaded(app_ctx, tmp_path):
+    from inspector import presenter
+    from tests.test_health import DEPLOY
+    p = tmp_path / "deploy.prototxt"
+    p.write_text(DEPLOY)
+    sid = new_session_id()
+    app_ctx.config.model = str(p)
+    load.handle_load(app_ctx, sid, None)
+    stepping.act(app_ctx, sid, ids.FORWARD, "in", "relu3")
+    with app_ctx.store.use(sid) as s:
+        badges = presenter.findings_by_layer(s.loaded)
+    assert not any(n.startswith("relu") for n in badges), badges      # one finding, one badge
+    assert [v[1].split(":")[0] for v in badges.values()] == ["weights not loaded"]

@@ -1,5 +1,6 @@
 """Browser tests of defects found by exploratory QA on big nets (headless
 Chromium): each one a page behaviour a user met."""
+import os
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -193,3 +194,25 @@ def test_step_choices_show_their_whole_label(dash_duo):
             return [...box.querySelectorAll('*')].some(e => (e.innerText || '').includes('Forward') &&
                                                        e.scrollWidth > e.clientWidth + 1);""", id_)
         assert not cut, id_
+
+
+def test_mobilenet_without_weights_names_the_unfilled_batchnorm_first(dash_duo, tmp_path):
+    # QA: MobileNet without weights, Forward on random input: the red alert named conv5_2/dw while
+    # the cause is BatchNorm statistics never filled (each multiplies by 1/sqrt(eps))
+    from benchmarks import netgen
+    # the deploy file's own fillers (msra), no .caffemodel: BatchNorm statistics stay unfilled
+    text = netgen.mobilenet_prototxt(batch=1, image=64).replace(
+        "convolution_param {", 'convolution_param {\n    weight_filler { type: "msra" }')
+    (tmp_path / "mobilenet.prototxt").write_text(text)
+    app = create_app(InspectorConfig(model_root=str(tmp_path)))
+    dash_duo.start_server(app)
+    dash_duo.driver.get(dash_duo.server_url + "/?model=mobilenet.prototxt")
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=60)
+    _click(dash_duo, ids.FORWARD)
+    wait_text(dash_duo, ids.NAN_TEXT, "Root cause: BatchNorm statistics never filled", timeout=60)
+    alert = text_of(dash_duo, ids.NAN_TEXT)
+    assert alert.index("Root cause") < alert.index("First NaN/Inf at layer")
+    _tab(dash_duo, "Findings")
+    wait_text(dash_duo, ids.HEALTH_TABLE, "root_cause", timeout=30)
+    if os.environ.get("INSPECTOR_SCREENSHOTS"):
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "root_cause.png"))
