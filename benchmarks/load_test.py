@@ -315,7 +315,7 @@ class Dependencies:
 
     @classmethod
     def fetch(cls, base):
-        r = http().get(base + "/_dash-dependencies", timeout=30)
+        r = http().get(base + "/_dash-dependencies", timeout=120)
         r.raise_for_status()
         return cls(r.json())
 
@@ -364,7 +364,7 @@ class Tab:
     # ----------------------------------------------------------- HTTP
     def open(self):
         t = time.perf_counter()
-        r = http().get(self.base + "/_dash-layout", timeout=60)
+        r = http().get(self.base + "/_dash-layout", timeout=120)
         self.stats.request("layout", time.perf_counter() - t, r.status_code, "" if r.ok else r.text)
         r.raise_for_status()
         props = {}
@@ -926,7 +926,7 @@ def run_child(sessions=8, seconds=60.0, max_sessions=8, idle_seconds=3600.0, see
         expect = expected_nets()
 
         def remote(deep=False):
-            r = http().get(base + "/_load-test/stats" + ("?deep=1" if deep else ""), timeout=60)
+            r = http().get(base + "/_load-test/stats" + ("?deep=1" if deep else ""), timeout=120)
             r.raise_for_status()
             return r.json()
 

@@ -119,7 +119,7 @@ def test_idle_sessions_are_evicted_and_the_page_says_so(tmp_path, monkeypatch):
         store = app.inspector.store
         assert len(store) == 3 and lt.session_dirs(str(tmp_path)) == 3
         now[0] += 61                                        # a minute later: all three are idle
-        r = lt.http().get(server.url + "/_dash-layout", timeout=30)    # a new page: idle ones go
+        r = lt.http().get(server.url + "/_dash-layout", timeout=120)   # a new page: idle ones go
         assert r.status_code == 200
         assert len(store) == 0 and store.evicted == 3
         assert lt.session_dirs(str(tmp_path)) == 0
