@@ -31,6 +31,11 @@ expired"; the tab counts it and reloads, as a user would.
 
     python benchmarks/load_test.py --sessions 8 --seconds 60 [--max-sessions 8] [--json out.json]
 
+A run lasts ``--seconds`` (the benchmark) or, given a :class:`Goal` (``--goal steps=400,...``;
+the tests), until the tabs have done that much work, with a generous time cap that is
+only a hang guard: a run that hits it reports what was missing (``Result.hit_cap``,
+``Result.missing``) instead of a rate.
+
 Prints requests, errors (HTTP >= 400, error banners, answers with a
 traceback, isolation failures), p50/p95 latency (all callbacks and per
 callback), peak RSS of the server process and the sessions alive.
@@ -310,7 +315,7 @@ class Dependencies:
 
     @classmethod
     def fetch(cls, base):
-        r = http().get(base + "/_dash-dependencies", timeout=30)
+        r = http().get(base + "/_dash-dependencies", timeout=120)
         r.raise_for_status()
         return cls(r.json())
 
@@ -359,7 +364,7 @@ class Tab:
     # ----------------------------------------------------------- HTTP
     def open(self):
         t = time.perf_counter()
-        r = http().get(self.base + "/_dash-layout", timeout=60)
+        r = http().get(self.base + "/_dash-layout", timeout=120)
         self.stats.request("layout", time.perf_counter() - t, r.status_code, "" if r.ok else r.text)
         r.raise_for_status()
         props = {}
@@ -687,20 +692,55 @@ def data_url(text, mime="text/plain"):
     return "data:%s;base64,%s" % (mime, base64.b64encode(b).decode())
 
 
-def run_tab(base, deps, stats, pool, expect, index, deadline, tab_actions, seed):
-    """Tab ``index`` until the deadline: open, load its net, act, close, open another."""
+@dataclass
+class Goal:
+    """The work a run does before it stops: at least ``counts[event]`` of each event
+    (the Stats counts: ``steps``, ``tabs``, ``loaded lenet``, ...) and ``requests``
+    HTTP requests."""
+    counts: dict = field(default_factory=dict)
+    requests: int = 0
+
+    def missing(self, stats):
+        """What is still to do, e.g. ``["steps 31/40"]`` (empty when reached)."""
+        with stats.lock:
+            counts = dict(stats.counts)
+            requests = sum(stats.statuses.values())
+        out = ["%s %d/%d" % (k, counts.get(k, 0), n) for k, n in self.counts.items() if counts.get(k, 0) < n]
+        if requests < self.requests:
+            out.append("requests %d/%d" % (requests, self.requests))
+        return out
+
+    def reached(self, stats):
+        return not self.missing(stats)
+
+    @classmethod
+    def parse(cls, text):
+        """``"steps=400,selects=50,requests=3000"`` -> Goal."""
+        counts, requests = {}, 0
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, _, n = part.partition("=")
+            if key.strip() == "requests":
+                requests = int(n)
+            else:
+                counts[key.strip()] = int(n)
+        return cls(counts, requests)
+
+
+def run_tab(base, deps, stats, pool, expect, index, done, tab_actions, seed):
+    """Tab ``index`` until ``done()`` (the run's goal reached, its duration or its cap
+    past): open, load its net, act, close, open another."""
     rng = random.Random(seed * 1000 + index)
     keys = list(expect)
     own = expect[keys[index % len(keys)]]
     n = 0
-    while time.monotonic() < deadline:
+    while not done():
         n += 1
         tab = Tab(base, deps, stats, pool, expect, rng, label="tab%d.%d" % (index, n))
         try:
             tab.open()
             tab.load_example(own)
             for _ in range(tab_actions):
-                if time.monotonic() >= deadline:
+                if done():
                     break
                 r = rng.random()
                 if r < 0.45:
@@ -736,6 +776,9 @@ class Result:
     samples: list           # (t, rss, sessions alive)
     final: dict             # server stats at the end (deep)
     rss_start: int
+    goal: Goal = None       # the work asked for (None: a run of a fixed duration)
+    hit_cap: bool = False   # the run stopped at its time cap (the hang guard) before reaching its goal
+    missing: list = field(default_factory=list)   # what of the goal was not done when it stopped
 
     @property
     def peak_rss(self):
@@ -772,18 +815,36 @@ class Result:
             "evicted": self.final.get("evicted"), "nets_alive_end": self.final.get("nets_alive"),
             "session_dirs_end": self.final.get("session_dirs"), "events": dict(sorted(st.counts.items())),
             "layer_errors": dict(st.layer_errors),
+            "goal": None if self.goal is None else dict(self.goal.counts, requests=self.goal.requests),
+            "hit_cap": self.hit_cap, "missing": list(self.missing),
         }
 
 
-def drive(base, sessions, seconds, expect, sample, seed=0, tab_actions=25, interval=0.25):
-    """Run ``sessions`` tabs against ``base`` for ``seconds``; ``sample()`` gives
-    (rss, sessions alive) of the server."""
+DEFAULT_CAP = 600.0         # seconds: a run with a goal that has not reached it by then is hung
+
+
+def drive(base, sessions, seconds, expect, sample, seed=0, tab_actions=25, interval=0.25, goal=None,
+          cap=DEFAULT_CAP):
+    """Run ``sessions`` tabs against ``base`` for ``seconds`` or, with a ``goal``, until the
+    goal is reached (``seconds`` then unused; ``cap`` seconds at most, a hang guard);
+    ``sample()`` gives (rss, sessions alive) of the server.  Returns (stats, samples,
+    seconds taken, whether the cap stopped it)."""
     stats = Stats()
     deps = Dependencies.fetch(base)
     samples = []
     t0 = time.monotonic()
-    deadline = t0 + seconds
+    deadline = t0 + (cap if goal is not None else seconds)
     stop = threading.Event()
+    capped = threading.Event()
+
+    def done():
+        if goal is not None and goal.reached(stats):
+            return True
+        if time.monotonic() >= deadline:
+            if goal is not None:
+                capped.set()
+            return True
+        return False
 
     def sampler():
         while not stop.is_set():
@@ -794,23 +855,28 @@ def drive(base, sessions, seconds, expect, sample, seed=0, tab_actions=25, inter
     st = threading.Thread(target=sampler, daemon=True)
     st.start()
     with cf.ThreadPoolExecutor(max_workers=sessions * 4, thread_name_prefix="tab-cb") as pool:
-        tabs = [threading.Thread(target=run_tab, args=(base, deps, stats, pool, expect, i, deadline, tab_actions,
+        tabs = [threading.Thread(target=run_tab, args=(base, deps, stats, pool, expect, i, done, tab_actions,
                                                        seed), name="tab%d" % i, daemon=True)
                 for i in range(sessions)]
         for t in tabs:
             t.start()
         for t in tabs:
-            t.join(seconds + 300)
+            t.join(max(deadline - time.monotonic(), 0) + 300)
     stop.set()
     st.join(5)
     rss, alive = sample()
     samples.append((time.monotonic() - t0, rss, alive))
-    return stats, samples, time.monotonic() - t0
+    return stats, samples, time.monotonic() - t0, capped.is_set() and not (goal and goal.reached(stats))
+
+
+def _result(stats, took, sessions, max_sessions, samples, final, rss_start, goal, capped):
+    return Result(stats, took, sessions, max_sessions, samples, final, rss_start, goal=goal, hit_cap=capped,
+                  missing=goal.missing(stats) if goal is not None else [])
 
 
 def run_in_process(sessions=8, seconds=10.0, max_sessions=8, idle_seconds=3600.0, seed=0, tab_actions=25,
-                   config=None):
-    """Server in a thread of this process (the tests)."""
+                   config=None, goal=None, cap=DEFAULT_CAP):
+    """Server in a thread of this process (the tests: with a ``goal``, see :func:`drive`)."""
     from inspector import create_app
     expect = expected_nets()
     nets_before = nets_alive()
@@ -826,18 +892,19 @@ def run_in_process(sessions=8, seconds=10.0, max_sessions=8, idle_seconds=3600.0
             s = server_stats(app)
             return s["rss"], s["sessions"]
 
-        stats, samples, took = drive(server.url, sessions, seconds, expect, sample, seed, tab_actions)
+        stats, samples, took, capped = drive(server.url, sessions, seconds, expect, sample, seed, tab_actions,
+                                             goal=goal, cap=cap)
         final = server_stats(app, deep=True)
         final["nets_before"] = nets_before
     finally:
         server.stop()
         tempfile.tempdir = tmp_before
         shutil.rmtree(tmp, ignore_errors=True)
-    return Result(stats, took, sessions, config.max_sessions, samples, final, rss_start), app
+    return _result(stats, took, sessions, config.max_sessions, samples, final, rss_start, goal, capped), app
 
 
 def run_child(sessions=8, seconds=60.0, max_sessions=8, idle_seconds=3600.0, seed=0, tab_actions=25,
-              server="werkzeug", threads=8):
+              server="werkzeug", threads=8, goal=None, cap=DEFAULT_CAP):
     """Server in a child process (its own RSS, no GIL shared with the tabs);
     ``server``: werkzeug's threaded server or waitress with ``threads`` threads."""
     import psutil
@@ -859,7 +926,7 @@ def run_child(sessions=8, seconds=60.0, max_sessions=8, idle_seconds=3600.0, see
         expect = expected_nets()
 
         def remote(deep=False):
-            r = http().get(base + "/_load-test/stats" + ("?deep=1" if deep else ""), timeout=60)
+            r = http().get(base + "/_load-test/stats" + ("?deep=1" if deep else ""), timeout=120)
             r.raise_for_status()
             return r.json()
 
@@ -868,7 +935,8 @@ def run_child(sessions=8, seconds=60.0, max_sessions=8, idle_seconds=3600.0, see
         def sample():
             return child.memory_info().rss, remote()["sessions"]
 
-        stats, samples, took = drive(base, sessions, seconds, expect, sample, seed, tab_actions)
+        stats, samples, took, capped = drive(base, sessions, seconds, expect, sample, seed, tab_actions,
+                                             goal=goal, cap=cap)
         final = remote(deep=True)
         final["session_dirs"] = session_dirs(tmp)
     finally:
@@ -878,7 +946,7 @@ def run_child(sessions=8, seconds=60.0, max_sessions=8, idle_seconds=3600.0, see
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(tmp, ignore_errors=True)
-    return Result(stats, took, sessions, max_sessions, samples, final, rss_start)
+    return _result(stats, took, sessions, max_sessions, samples, final, rss_start, goal, capped)
 
 
 def serve_child(cfg_json):
@@ -897,6 +965,12 @@ def report(res):
     s = res.summary()
     lines = [
         "sessions (tabs at once) %d, %.1f s, --max-sessions %d" % (s["sessions"], s["seconds"], s["max_sessions"]),
+    ]
+    if res.goal is not None:
+        lines.append("goal          %s: %s" % (", ".join("%s %d" % kv for kv in s["goal"].items()),
+                                               "STOPPED AT THE TIME CAP, missing " + ", ".join(res.missing)
+                                               if res.hit_cap else "reached"))
+    lines += [
         "requests      %d  (HTTP statuses %s)" % (s["requests"], s["statuses"]),
         "errors        %d  (HTTP>=400 %d, of them 5xx %d; error banners %d; tracebacks %d; isolation %d)"
         % (s["errors"], s["http_errors"], s["http_5xx"], s["banners"], s["tracebacks"], s["violations"]),
@@ -927,6 +1001,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=8, help="browser tabs working at once")
     p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--goal", help="run until this much work is done instead of --seconds, e.g. "
+                                  "steps=400,selects=50,tabs=40,requests=3000 (event names as in the report)")
+    p.add_argument("--cap", type=float, default=DEFAULT_CAP, help="with --goal: stop after this many seconds "
+                                                                  "anyway (a hang guard; the run then fails)")
     p.add_argument("--max-sessions", type=int, default=None, help="the server's --max-sessions (default: --sessions)")
     p.add_argument("--idle-seconds", type=float, default=3600.0)
     p.add_argument("--tab-actions", type=int, default=25, help="actions before a tab is closed and another opened")
@@ -943,13 +1021,14 @@ def main(argv=None):
         return serve_child(a.serve)
     logging.basicConfig(level=logging.CRITICAL)
     kw = dict(sessions=a.sessions, seconds=a.seconds, max_sessions=a.max_sessions or a.sessions,
-              idle_seconds=a.idle_seconds, seed=a.seed, tab_actions=a.tab_actions)
+              idle_seconds=a.idle_seconds, seed=a.seed, tab_actions=a.tab_actions,
+              goal=Goal.parse(a.goal) if a.goal else None, cap=a.cap)
     res = run_in_process(**kw)[0] if a.in_process else run_child(server=a.server, threads=a.threads, **kw)
     print(report(res))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dict(res.summary(), samples=res.samples), f, indent=1)
-    return 0 if res.stats.errors == 0 else 1
+    return 0 if res.stats.errors == 0 and not res.hit_cap else 1
 
 
 if __name__ == "__main__":

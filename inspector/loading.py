@@ -204,11 +204,12 @@ def save_upload(session, kind, filename, contents, max_bytes):
 # ------------------------------------------------------------------ errors
 def load_error(exc, default_path=None):
     """A LoadError describing ``exc`` (ParseError: file:line:col; NetError:
-    layer/blob)."""
+    layer/blob, and file:line:col of the layer or field when the net came from a file)."""
     from engine import ParseError
-    msg = getattr(exc, "detail", None) if isinstance(exc, ParseError) else None
+    located = isinstance(exc, ParseError) or getattr(exc, "line", None) is not None
+    msg = getattr(exc, "detail", None) if located else None
     err = LoadError(message=str(msg or exc) or type(exc).__name__, kind=type(exc).__name__)
-    if isinstance(exc, ParseError):
+    if located:
         err.path, err.line, err.column = exc.path or default_path, exc.line, exc.column
     else:
         err.path = default_path

@@ -5,7 +5,8 @@ engine on it and checks the exact exception type (a subclass of
 :class:`engine.core.errors.CaffeError`, except for the exceptions a Python layer's
 own code raises, which keep their type as in pycaffe and name the layer in a note)
 and that the message (with its notes) names what it must:
-the file with line and column for text that does not parse, the layer, the
+the file with line and column for text that does not parse (and, for a net read
+from a file, the line of the layer or field at fault of every Init error), the layer, the
 blob, the shapes, Caffe's own CHECK text.  Rows whose exception is ``None``
 are inputs Caffe accepts; the engine must accept them too.
 
@@ -170,8 +171,8 @@ def _(tmp):
     net(tmp, INPUT + 'layer { name: "c" type: "Convolutoin" bottom: "data" top: "c" }\n')
 
 
-@row("unknown-bottom", NetError, "Unknown bottom blob 'dta' (layer 'r', bottom index 0)", layer="r",
-     blob="dta")
+@row("unknown-bottom", NetError, "{tmp}/net.prototxt:2:32: Unknown bottom blob 'dta' (layer 'r', bottom index 0)",
+     layer="r", blob="dta", line=2, column=32, layer_line=2, field="bottom")
 def _(tmp):
     net(tmp, INPUT + 'layer { name: "r" type: "ReLU" bottom: "dta" top: "o" }\n')
 
@@ -201,8 +202,8 @@ def _(tmp):
     n.forward()
 
 
-@row("produced-by-multiple-sources", NetError, "Top blob 'o' produced by multiple sources.",
-     "layer 'b', top index 0", layer="b", blob="o")
+@row("produced-by-multiple-sources", NetError, "{tmp}/net.prototxt:3:47: Top blob 'o' produced by multiple sources.",
+     "layer 'b', top index 0", layer="b", blob="o", line=3, column=47, field="top")
 def _(tmp):
     net(tmp, INPUT + 'layer { name: "a" type: "ReLU" bottom: "data" top: "o" }\n'
                      'layer { name: "b" type: "ReLU" bottom: "data" top: "o" }\n')
@@ -303,21 +304,21 @@ def _(tmp):
 
 
 # =========================================================================== shapes
-@row("concat-shapes", LayerError, "Check failed: top_shape[j] == bottom[i]->shape(j) (4 vs. 5) All "
-     "inputs must have the same shape, except at concat_axis.", "layer 'cat'", layer="cat")
+@row("concat-shapes", LayerError, "{tmp}/net.prototxt:2:1: Check failed: top_shape[j] == bottom[i]->shape(j) (4 vs. 5) "
+     "All inputs must have the same shape, except at concat_axis.", "layer 'cat'", layer="cat", line=2, column=1)
 def _(tmp):
     net(tmp, TWO_INPUTS + 'layer { name: "cat" type: "Concat" bottom: "a" bottom: "b" top: "o" '
                           'concat_param { axis: 1 } }\n')
 
 
-@row("concat-axis-out-of-range", ShapeError, "axis 5 out of range for 4-D Blob with shape 2 3 4 5 (120)",
-     "layer 'c'", layer="c")
+@row("concat-axis-out-of-range", ShapeError, "{tmp}/net.prototxt:2:73: axis 5 out of range for 4-D Blob with "
+     "shape 2 3 4 5 (120)", "layer 'c'", layer="c", line=2, column=73)
 def _(tmp):
     net(tmp, INPUT + 'layer { name: "c" type: "Concat" bottom: "data" top: "o" concat_param { axis: 5 } }\n')
 
 
-@row("eltwise-shapes", LayerError, "Check failed: bottom[0]->shape() == bottom[i]->shape()",
-     "bottom[0]: 2 3 4 (24), bottom[1]: 2 3 5 (30)", "layer 'e'", layer="e")
+@row("eltwise-shapes", LayerError, "{tmp}/net.prototxt:2:1: Check failed: bottom[0]->shape() == bottom[i]->shape()",
+     "bottom[0]: 2 3 4 (24), bottom[1]: 2 3 5 (30)", "layer 'e'", layer="e", line=2)
 def _(tmp):
     net(tmp, TWO_INPUTS + 'layer { name: "e" type: "Eltwise" bottom: "a" bottom: "b" top: "o" }\n')
 
@@ -331,8 +332,8 @@ def _(tmp):
              'crop_param { axis: 2 offset: 6 } }\n')
 
 
-@row("reshape-count", LayerError, "bottom count (120) must be divisible by the product of the specified "
-     "dimensions (7)", "layer 'r'", layer="r")
+@row("reshape-count", LayerError, "{tmp}/net.prototxt:2:1: ", "bottom count (120) must be divisible by the "
+     "product of the specified dimensions (7)", "layer 'r'", layer="r", line=2)
 def _(tmp):
     net(tmp, INPUT + 'layer { name: "r" type: "Reshape" bottom: "data" top: "o" '
                      'reshape_param { shape { dim: 7 dim: -1 } } }\n')
@@ -364,8 +365,8 @@ def _(tmp):
                      'convolution_param { num_output: 2 kernel_size: 9 } }\n')
 
 
-@row("conv-no-kernel-size", LayerError, "kernel_size must be specified once, or once per spatial "
-     "dimension", "layer 'c'")
+@row("conv-no-kernel-size", LayerError, "{tmp}/net.prototxt:2:1: ", "kernel_size must be specified once, or once "
+     "per spatial dimension", "layer 'c'", line=2, column=1)
 def _(tmp):
     net(tmp, INPUT + 'layer { name: "c" type: "Convolution" bottom: "data" top: "o" '
                      'convolution_param { num_output: 2 } }\n')
@@ -464,9 +465,10 @@ def _(tmp):
     net(tmp, IP_NET).copy_from(write(tmp, "empty.caffemodel", b""))
 
 
-@row("caffemodel-blob-shape", ShapeError, "Cannot copy param 0 weights from layer 'ip'; shape mismatch.",
+@row("caffemodel-blob-shape", ShapeError, "{tmp}/net.prototxt:2:1: Cannot copy param 0 weights from layer 'ip'; "
+     "shape mismatch.",
      "Source param shape is 4 60 (240); target param shape is 4 72 (288)",
-     "rename the layer", layer="ip")
+     "rename the layer", layer="ip", line=2, column=1)
 def _(tmp):
     # The same InnerProduct on a wider input: its weights no longer fit.
     model = saved_model(tmp)

@@ -159,7 +159,7 @@ def _prefetch_threads():
     return [t for t in threading.enumerate() if t.name.startswith("prefetch-") and t.is_alive()]
 
 
-def _wait_no_prefetch(timeout=10):
+def _wait_no_prefetch(timeout=120):          # a hang guard: returns as soon as they are gone
     end = time.time() + timeout
     while time.time() < end:
         gc.collect()

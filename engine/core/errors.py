@@ -31,12 +31,56 @@ class ParseError(CaffeError):
 class NetError(CaffeError):
     """The net is inconsistent (Init would CHECK-fail in Caffe).
 
-    ``layer`` and ``blob`` name the culprit when known.
+    ``layer`` and ``blob`` name the culprit when known; ``field`` (with
+    ``field_index`` for a repeated one) the layer's prototxt field at fault, when
+    the raiser knows it (``bottom``, ``top``, ``kernel_size``, ...).
+
+    When the net came from a prototxt file, the Net adds where in it:
+    ``path``, ``line``, ``column`` (1-based: the field's position when there is
+    one, else the layer's) and ``layer_line``/``layer_column`` (where the layer's
+    ``layer {`` is written); the message then starts with ``path:line:column:``
+    as a ParseError's does, and ``detail`` is the message without it.  All are
+    ``None`` for a net built from a NetParameter alone.
     """
 
-    def __init__(self, message, layer=None, blob=None):
+    def __init__(self, message, layer=None, blob=None, field=None, field_index=0):
         self.layer, self.blob = layer, blob
+        self.field, self.field_index = field, field_index
+        self.path = self.line = self.column = None
+        self.layer_line = self.layer_column = None
         super().__init__(message)
+
+    @property
+    def detail(self):
+        d = self.__dict__.get("_detail")
+        return d if d is not None else (str(self.args[0]) if self.args else "")
+
+    def locate(self, path, line, column, layer_line=None, layer_column=None):
+        """Say where in ``path`` the problem is (once; later calls change nothing)."""
+        if self.line is not None or line is None:
+            return
+        self._detail = self.detail
+        self.path, self.line, self.column = path, line, column
+        self.layer_line, self.layer_column = layer_line, layer_column
+        message = "%s:%d:%d: %s" % (path, line, column, self._detail)
+        if layer_line is not None and layer_line != line:
+            message += " [layer %sbegins at line %d]" % ("'%s' " % self.layer if self.layer else "", layer_line)
+        self.args = (message,) + tuple(self.args[1:])
+        if isinstance(self, ImportError):     # ImportError's str() is its .msg
+            self.msg = message
+
+
+def mark_layer(err, stage, index, field=None, field_index=0):
+    """Note on ``err`` which layer raised it: its ``index`` in the NetParameter of
+    Init's ``stage`` (``"upgraded"``: as read and upgraded; ``"filtered"``: after
+    FilterNet; ``"split"``: after InsertSplits, i.e. the Net's own layer index), and
+    the field at fault when known.  The Net turns it into a file position; the
+    first mark wins."""
+    if getattr(err, "_net_ref", None) is None:
+        if field is None and isinstance(err, NetError):
+            field, field_index = err.field, err.field_index
+        err._net_ref = (stage, index, field, field_index)
+    return err
 
 
 class LayerError(NetError):

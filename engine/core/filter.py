@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple
 
 from google.protobuf import text_format
 
-from engine.core.errors import NetError
+from engine.core.errors import NetError, mark_layer
 from engine.core.log import net_log
 from engine.proto import caffe_pb2
 
@@ -118,8 +118,8 @@ def filter_net(param, state=None, log=True):
     for i, layer in enumerate(param.layer):
         name = layer.name
         if len(layer.include) and len(layer.exclude):
-            raise NetError("Specify either include rules or exclude rules; not both. "
-                           "(layer '%s')" % name, layer=name)
+            raise mark_layer(NetError("Specify either include rules or exclude rules; not both. "
+                                      "(layer '%s')" % name, layer=name, field="exclude"), "upgraded", i)
         checks = []
         included = len(layer.include) == 0
         decider = None

@@ -25,10 +25,11 @@ from google.protobuf import text_format
 
 from engine.core import backend
 from engine.core.blob import Blob
-from engine.core.errors import CaffeError, NetError, ShapeError
+from engine.core.errors import CaffeError, NetError, ShapeError, UnknownLayerTypeError, mark_layer
 from engine.core.layers.base import Layer, loss_weight  # noqa: F401  (Layer: annotations)
 from engine.core.log import net_log as log
 from engine.core.log import num
+from engine.core.source_map import NetSource, guess_field, layer_signature
 from engine.core.weights import read_weights
 from engine.proto import caffe_pb2
 
@@ -109,6 +110,8 @@ class Net:
             p = caffe_pb2.NetParameter()
             p.CopyFrom(param)
             param = p
+        # errors name lines of this file (when ``param`` is not what it holds, they name none)
+        self._source_file = os.fspath(network_file) if isinstance(network_file, (str, os.PathLike)) else None
         param.state.phase = int(phase)
         for s in (stages or []):
             param.state.stage.append(s)
@@ -122,9 +125,11 @@ class Net:
     @classmethod
     def from_param(cls, param: caffe_pb2.NetParameter, phase: int | None = None, level: int | None = None,
                    stages: Sequence[str] | None = None, allow_python: bool = True, dtype: Any = np.float32,
-                   model_dir: str | None = None) -> Net:
+                   model_dir: str | None = None, source_file: str | os.PathLike | None = None) -> Net:
         """A Net from a NetParameter (Net(const NetParameter&)).  ``phase``/``level``/
-        ``stages`` override the param's state only when given."""
+        ``stages`` override the param's state only when given.  ``source_file``: the
+        prototxt the param was read from (errors then name its lines, when it still
+        holds this net)."""
         from engine.core.upgrade import net_needs_upgrade, upgrade_net
         p = caffe_pb2.NetParameter()
         p.CopyFrom(param)
@@ -139,6 +144,7 @@ class Net:
             p.state.level = int(level)
         self = cls.__new__(cls)
         self.model_file = os.path.join(model_dir, "<param>") if model_dir else None
+        self._source_file = os.fspath(source_file) if source_file is not None else None
         self._allow_python = allow_python
         self._dtype = np.dtype(dtype)
         self.init(p)
@@ -158,8 +164,12 @@ class Net:
             log.setLevel(logging.INFO)
             log.propagate = False
         log.addHandler(handler)
+        self._source_layers = layer_signature(in_param.layer)
         try:
             self._init(in_param, filter_net, insert_splits)
+        except Exception as e:
+            self._locate(e)
+            raise
         finally:
             log.removeHandler(handler)
             if quiet:
@@ -177,7 +187,12 @@ class Net:
         self._reset_state()
         blob_name_to_idx, available = {}, set()
         for layer_id in range(len(param.layer)):
-            self._init_layer(param, layer_id, available, blob_name_to_idx)
+            try:
+                self._init_layer(param, layer_id, available, blob_name_to_idx)
+            except Exception as e:
+                if isinstance(e, NetError) or getattr(e, "layer", None) is not None:   # Python layers' own
+                    mark_layer(e, "split", layer_id)
+                raise
         self._decide_backward_from_losses()
         if param.force_backward:
             self._force_backward()
@@ -191,6 +206,72 @@ class Net:
         self._layer_dict = OrderedDict(zip(self._layer_names, self._layers))
         self.debug_info = bool(param.debug_info)
         log.info("Network initialization done.")
+
+    # -------------------------------------------------------------- where errors are in the file
+    def _net_source(self):
+        """The prototxt this net was read from, with positions (None: no file, or unreadable)."""
+        if not getattr(self, "_source_file", None):
+            return None
+        cached = getattr(self, "_net_source_cached", False)
+        if cached is False:
+            cached = self._net_source_cached = NetSource.read(self._source_file)
+        return cached
+
+    def _layer_source(self, stage, index):
+        """``(NetSource, node as written, same layer)`` of the layer at ``index`` of Init's
+        ``stage`` (see :func:`engine.core.errors.mark_layer`), following it back through
+        InsertSplits, FilterNet and the upgrades; ``same layer`` is False for a Split layer
+        (its producer's node is given).  None when the file does not hold this net."""
+        rec = self.init_record
+        same = True
+        if stage == "split":
+            splits = {r.position: r for r in rec.splits}
+            if index in splits:
+                index, same = splits[index].producer_index, False
+                if index < 0:
+                    return None
+            else:
+                index -= sum(1 for pos in splits if pos < index)
+            stage = "filtered"
+        if stage == "filtered":
+            dropped = {d.index for d in rec.filtered}
+            kept = [i for i in range(len(self._source_layers)) if i not in dropped]
+            if not 0 <= index < len(kept):
+                return None
+            index = kept[index]
+        src = self._net_source()
+        if src is None:
+            return None
+        nodes = src.written_for(self._source_layers)
+        if nodes is None or not 0 <= index < len(nodes):
+            return None
+        return src, nodes[index], same
+
+    def _locate(self, e):
+        """Add the prototxt position of the layer (and field) that ``e`` names, when the
+        net came from a file that still holds it: a NetError's message starts with
+        ``file:line:column:``; another exception from a layer (a Python layer's own) gets
+        a note."""
+        ref = getattr(e, "_net_ref", None)
+        if ref is None:
+            return
+        try:
+            found = self._layer_source(ref[0], ref[1])
+        except Exception:   # noqa: BLE001 - a position is a nicety: never hide the error itself
+            found = None
+        if found is None:
+            return
+        src, node, same = found
+        fname, findex = ref[2], ref[3]
+        if isinstance(e, NetError):
+            if fname is None and same:
+                fname, findex = guess_field(node, e.detail) or (None, 0)
+            fnode = node.find(fname, findex) if fname and same else None
+            at = fnode or node
+            e.locate(src.path, at.line, at.column, node.line, node.column)
+        elif hasattr(e, "add_note"):
+            e.add_note("layer '%s' is written at %s:%d:%d" % (getattr(e, "layer", "?"), src.path, node.line,
+                                                             node.column))
 
     def _reset_state(self):
         """Empty per-layer and per-blob vectors, as Net's members before Init."""
@@ -222,11 +303,16 @@ class Net:
         if len(lp.propagate_down) > 0 and len(lp.propagate_down) != len(lp.bottom):
             raise NetError("propagate_down param must be specified either 0 or bottom_size times "
                            "(layer '%s': %d vs. %d)" % (lp.name, len(lp.propagate_down), len(lp.bottom)),
-                           layer=lp.name)
+                           layer=lp.name, field="propagate_down")
         kwargs = {"dtype": self._dtype}
         if lp.type == "Python":
             kwargs["model_dir"] = os.path.dirname(os.path.abspath(self.model_file)) if self.model_file else None
-        return create_layer(lp, allow_python=self._allow_python, **kwargs)
+        try:
+            return create_layer(lp, allow_python=self._allow_python, **kwargs)
+        except UnknownLayerTypeError as e:
+            if e.field is None:
+                e.field = "type"
+            raise
 
     def _init_layer(self, param, layer_id, available, blob_name_to_idx):
         """One iteration of Init's layer loop: create, wire bottoms and tops, SetUp,
@@ -260,7 +346,12 @@ class Net:
         self._setup_layer(lp, layer, layer_id)
         need_backward, why = self._param_backward(lp, layer, need_backward, why)
         for param_id in range(len(layer.blobs)):
-            self._append_param(param, layer_id, param_id)
+            try:
+                self._append_param(param, layer_id, param_id)
+            except NetError as e:           # sharing: the layer's param {} spec at fault
+                if e.field is None:
+                    e.field, e.field_index = "param", param_id
+                raise
         self._layer_need_backward.append(need_backward)
         if why is None:
             why = BackwardDecision(False, "none", "no bottom needs backward and no param has lr_mult > 0")
@@ -297,7 +388,8 @@ class Net:
         param_size = len(lp.param)
         num_param_blobs = len(layer.blobs)
         if param_size > num_param_blobs:
-            raise NetError("Too many params specified for layer %s" % lp.name, layer=lp.name)
+            raise NetError("Too many params specified for layer %s" % lp.name, layer=lp.name, field="param",
+                           field_index=num_param_blobs)
         default_spec = caffe_pb2.ParamSpec()
         for param_id in range(num_param_blobs):
             spec = lp.param[param_id] if param_id < param_size else default_spec
@@ -378,7 +470,8 @@ class Net:
             self.init_record.in_place.append((lp.name, top_id, blob_name))
         elif name_to_idx is not None and blob_name in name_to_idx:
             raise NetError("Top blob '%s' produced by multiple sources. (layer '%s', top index %d)"
-                           % (blob_name, lp.name, top_id), layer=lp.name, blob=blob_name)
+                           % (blob_name, lp.name, top_id), layer=lp.name, blob=blob_name, field="top",
+                           field_index=top_id)
         else:
             log.info("%s -> %s", lp.name, blob_name)
             blob = Blob(dtype=self._dtype)
@@ -398,7 +491,8 @@ class Net:
         blob_name = lp.bottom[bottom_id]
         if blob_name not in available:
             raise NetError("Unknown bottom blob '%s' (layer '%s', bottom index %d)"
-                           % (blob_name, lp.name, bottom_id), layer=lp.name, blob=blob_name)
+                           % (blob_name, lp.name, bottom_id), layer=lp.name, blob=blob_name, field="bottom",
+                           field_index=bottom_id)
         bid = name_to_idx[blob_name]
         log.info("%s <- %s", self._layer_names[layer_id], blob_name)
         self._bottom_vecs[layer_id].append(self._blobs[bid])
@@ -665,7 +759,17 @@ class Net:
         Every source layer is checked against its target (blob count, shapes,
         value counts) before anything is copied, so a model that does not fit
         raises and leaves every param as it was (Caffe copies layer by layer
-        and would leave the layers before the bad one overwritten)."""
+        and would leave the layers before the bad one overwritten).  An error
+        names the target layer's line in the net's prototxt."""
+        try:
+            self._copy_trained_layers_from(source)
+        except NetError as e:
+            if e.layer in self._layer_names_index:
+                mark_layer(e, "split", self._layer_names.index(e.layer))
+                self._locate(e)
+            raise
+
+    def _copy_trained_layers_from(self, source):
         if isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
             if path.endswith(".h5"):

@@ -14,7 +14,7 @@ its tops ``<blob>_<layer>_<top index>_split_<k>``.
 from dataclasses import dataclass, field
 from typing import List, Tuple
 
-from engine.core.errors import NetError
+from engine.core.errors import NetError, mark_layer
 from engine.proto import caffe_pb2
 
 __all__ = ["split_layer_name", "split_blob_name", "SplitConsumer", "InsertedSplit",
@@ -92,8 +92,9 @@ def insert_splits(param):
         names[i] = layer.name
         for j, blob in enumerate(layer.bottom):
             if blob not in last_top:
-                raise NetError("Unknown bottom blob '%s' (layer '%s', bottom index %d)"
-                               % (blob, layer.name, j), layer=layer.name, blob=blob)
+                raise mark_layer(NetError("Unknown bottom blob '%s' (layer '%s', bottom index %d)"
+                                          % (blob, layer.name, j), layer=layer.name, blob=blob,
+                                          field="bottom", field_index=j), "filtered", i)
             src = last_top[blob]
             source_of[(i, j)] = src
             use_count[src] = use_count.get(src, 0) + 1

@@ -60,7 +60,7 @@ def cy_eval(dash_duo, body, *args):
     return dash_duo.driver.execute_script(_CY + "if (!cy) return null;\n" + body, ids.GRAPH, *args)
 
 
-def wait_for(predicate, timeout=20, interval=0.1, what="condition"):
+def wait_for(predicate, timeout=120, interval=0.1, what="condition"):
     end = time.time() + timeout
     last = None
     while time.time() < end:
@@ -72,6 +72,32 @@ def wait_for(predicate, timeout=20, interval=0.1, what="condition"):
             last = e
         time.sleep(interval)
     raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
+_SETTLE_JS = _CY + """
+const done = arguments[arguments.length - 1];
+if (cy && cy.animated()) { done(false); return; }
+// two frames: what the page queued for the next frame (labels, the overview, a re-frame) has run
+window.requestAnimationFrame(() => window.requestAnimationFrame(() => done(!(cy && cy.animated()))));
+"""
+
+
+def settle(dash_duo, timeout=120):
+    """Wait until the graph is drawn and still: no animation running, and two animation
+    frames later still none (the page's deferred work runs in the next frame).  Instead
+    of a sleep, so a slow machine makes the wait longer, not the test wrong."""
+    wait_for(lambda: dash_duo.driver.execute_async_script(_SETTLE_JS, ids.GRAPH), timeout=timeout,
+             what="the graph to settle")
+
+
+def next_frames(driver, n=2):
+    """Return after the browser has drawn ``n`` more animation frames (what a scroll or an
+    opened element changed is on screen then)."""
+    driver.execute_async_script("""
+const done = arguments[arguments.length - 1];
+let n = arguments[0];
+const step = () => (n-- <= 0 ? done(true) : window.requestAnimationFrame(step));
+step();""", n)
 
 
 def click_at(dash_duo, x, y, double=False):
@@ -119,7 +145,7 @@ def text_of(dash_duo, id_):
         "const e = document.getElementById(arguments[0]); return e ? e.innerText : '';", id_)
 
 
-def wait_text(dash_duo, id_, needle, timeout=20):
+def wait_text(dash_duo, id_, needle, timeout=120):
     return wait_for(lambda: needle in text_of(dash_duo, id_), timeout, what="%r in #%s" % (needle, id_))
 
 
@@ -135,7 +161,7 @@ def start_app(dash_duo, **kw):
     """The inspector with the checkout as its model root (the bundled example), loaded."""
     app = create_app(InspectorConfig(model_root=str(ROOT), **kw))
     dash_duo.start_server(app)
-    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=60)
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=120)
     return app
 
 

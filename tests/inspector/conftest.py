@@ -38,10 +38,10 @@ def _browser_skip_reason():
 
 def _honour_test_port():
     """INSPECTOR_TEST_PORT: the port dash_duo's server uses (default 8050), so that
-    several test runs on one machine do not collide."""
+    several test runs on one machine do not collide.  And the server's start may take
+    up to 120 s (dash's default, 3 s, is a rate a busy machine does not always keep:
+    the wait ends as soon as the server answers)."""
     port = os.environ.get("INSPECTOR_TEST_PORT")
-    if not port:
-        return
     try:
         from dash.testing.application_runners import ThreadedRunner
     except Exception:  # pragma: no cover - dash[testing] missing: browser tests skip
@@ -50,9 +50,10 @@ def _honour_test_port():
     if getattr(start, "_port_patched", False):
         return
 
-    def start_on_port(self, app, start_timeout=3, **kwargs):
-        kwargs.setdefault("port", int(port))
-        return start(self, app, start_timeout=start_timeout, **kwargs)
+    def start_on_port(self, app, start_timeout=120, **kwargs):
+        if port:
+            kwargs.setdefault("port", int(port))
+        return start(self, app, start_timeout=max(start_timeout, 120), **kwargs)
     start_on_port._port_patched = True
     ThreadedRunner.start = start_on_port
 

@@ -3,13 +3,12 @@ a solver run with live curves cancelled midway, .npy download, compare two
 runs, scrub back in the timeline, a breakpoint hit on a net built to overflow."""
 import json
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from browser_helpers import click_id as _click
-from browser_helpers import click_node, cy_eval, details_show, text_of, wait_for, wait_text
+from browser_helpers import click_node, cy_eval, details_show, settle, text_of, wait_for, wait_text
 from browser_helpers import open_tab as _tab
 from browser_helpers import start_app as _start
 from inspector_testlib import LENET
@@ -30,6 +29,14 @@ max_iter: 10000
 test_iter: 1
 test_interval: 5
 """
+
+
+def _npy(path):
+    """The downloaded array once the whole file is there (None while it is not)."""
+    try:
+        return np.load(path) if path.is_file() else None
+    except (OSError, ValueError, EOFError):      # still being written
+        return None
 
 
 def _figure_points(dash_duo, id_):
@@ -63,10 +70,10 @@ def test_solver_run_live_curves_cancelled_midway(dash_duo, tmp_path):
     _set_input(dash_duo, ids.JOB_ITERATIONS, 2000)
     _click(dash_duo, ids.JOB_RUN)
     # live: the curves grow while the run goes on, and the progress says so
-    first = wait_for(lambda: _figure_points(dash_duo, ids.TRAIN_CURVES) >= 3, timeout=60, what="live curves")
+    first = wait_for(lambda: _figure_points(dash_duo, ids.TRAIN_CURVES) >= 3, timeout=120, what="live curves")
     assert first
     n1 = _figure_points(dash_duo, ids.TRAIN_CURVES)
-    wait_for(lambda: _figure_points(dash_duo, ids.TRAIN_CURVES) > n1 + 2, timeout=60, what="curves growing")
+    wait_for(lambda: _figure_points(dash_duo, ids.TRAIN_CURVES) > n1 + 2, timeout=120, what="curves growing")
     assert "solver run:" in text_of(dash_duo, ids.JOB_STATUS)
     assert dash_duo.find_element("#" + ids.JOB_RUN).get_attribute("disabled")
     # the page stays responsive: another tab's callbacks answer while the run goes on
@@ -74,30 +81,31 @@ def test_solver_run_live_curves_cancelled_midway(dash_duo, tmp_path):
     dash_duo.find_element("#" + ids.TRANSCRIPT_FILTER).send_keys("Iteration\n")
     # the unfiltered transcript (the tab's first answer) holds "Iteration 0" too: wait for the
     # answer to the filter, which supersedes it
-    lines = wait_for(lambda: _only_lines_with(text_of(dash_duo, ids.TRANSCRIPT), "Iteration"), timeout=30,
+    lines = wait_for(lambda: _only_lines_with(text_of(dash_duo, ids.TRANSCRIPT), "Iteration"), timeout=120,
                      what="the transcript filtered to 'Iteration' lines")
     assert any(l.startswith("Iteration 0 ") or " Iteration 0 " in l for l in lines), lines[:5]
     assert any(", loss = " in l for l in lines) and any(", lr = " in l for l in lines)
     _tab(dash_duo, "Training")
     _click(dash_duo, ids.JOB_CANCEL)
-    wait_text(dash_duo, ids.RUN_MESSAGE, "cancelled after", timeout=60)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "cancelled after", timeout=120)
     msg = text_of(dash_duo, ids.RUN_MESSAGE)
     done = int(msg.split("cancelled after ")[1].split(" ")[0])
     assert 3 <= done < 2000, msg
     s = next(iter(app.inspector.store._sessions.values()))      # the one tab's session
     h = s.loaded.training
+    # the run's thread has ended (so nothing can add to the history any more) ...
+    wait_for(lambda: not app.job_manager.running_jobs(), timeout=120, what="the run's thread to end")
     n_done = len(h.train)
-    time.sleep(1.5)
-    assert len(h.train) == n_done, "the run went on after Cancel"
-    assert n_done == done and s.job is None
+    # ... having done exactly the iterations the message reports: none went on after Cancel
+    assert n_done == done and s.job is None, (n_done, done)
     assert h.train[-1].loss < h.train[0].loss           # it learned the batch
     assert h.test, "test_interval 5: the test net ran"
-    wait_for(lambda: _figure_points(dash_duo, ids.TRAIN_CURVES) >= n_done, timeout=20, what="final curves")
+    wait_for(lambda: _figure_points(dash_duo, ids.TRAIN_CURVES) >= n_done, timeout=120, what="final curves")
     assert not dash_duo.find_element("#" + ids.JOB_RUN).get_attribute("disabled")
     dash_duo.driver.save_screenshot(str(tmp_path / "training.png"))
     if os.environ.get("INSPECTOR_SCREENSHOTS"):
         _tab(dash_duo, "Training")
-        time.sleep(1.0)
+        settle(dash_duo)
         dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "training.png"))
 
 
@@ -108,9 +116,7 @@ def test_npy_download_of_a_blob(dash_duo):
     click_node(dash_duo, "conv1", kind="blob", until=details_show(dash_duo, "mean |x|"))
     _click(dash_duo, ids.NPY_BUTTON)
     path = Path(dash_duo.download_path) / "conv1_data.npy"
-    wait_for(lambda: path.is_file() and path.stat().st_size > 0, timeout=30, what="the .npy download")
-    time.sleep(0.3)
-    arr = np.load(path)
+    arr = wait_for(lambda: _npy(path), timeout=120, what="the .npy download")
     s = next(iter(app.inspector.store._sessions.values()))
     live = s.loaded.net.blobs["conv1"].data
     assert arr.shape == live.shape == (64, 20, 24, 24) and arr.dtype == np.float32
@@ -146,18 +152,18 @@ def test_compare_with_a_saved_run(dash_duo, tmp_path):
     _tab(dash_duo, "Compare")
     upload = dash_duo.driver.find_element("css selector", "#%s input[type=file]" % ids.COMPARE_UPLOAD)
     upload.send_keys(str(report))
-    wait_text(dash_duo, ids.COMPARE_SUMMARY, "received", timeout=30)
+    wait_text(dash_duo, ids.COMPARE_SUMMARY, "received", timeout=120)
     _click(dash_duo, ids.COMPARE_BUTTON)
-    wait_text(dash_duo, ids.COMPARE_SUMMARY, "part at layer", timeout=60)
+    wait_text(dash_duo, ids.COMPARE_SUMMARY, "part at layer", timeout=120)
     summary = text_of(dash_duo, ids.COMPARE_SUMMARY)
     assert "this run and other_run.json part at layer 'conv2'" in summary, summary
     table = text_of(dash_duo, ids.COMPARE_TABLE)
     assert "DIFFERS" in table and "conv1" not in table.split("DIFFERS")[0]
     # the graph is coloured by the relative difference
-    wait_for(lambda: "relative difference" in text_of(dash_duo, ids.COLOUR_BY), timeout=20,
+    wait_for(lambda: "relative difference" in text_of(dash_duo, ids.COLOUR_BY), timeout=120,
              what="the colouring switched to the comparison")
     if os.environ.get("INSPECTOR_SCREENSHOTS"):
-        time.sleep(1.5)
+        settle(dash_duo)
         dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "compare.png"))
 
 
@@ -216,9 +222,7 @@ def test_scrub_back_shows_a_step_as_it_was(dash_duo, tmp_path):
     # the pinned array of step 0 downloads as it was
     _click(dash_duo, ids.NPY_BUTTON)
     path = Path(dash_duo.download_path) / "conv1_data_step0.npy"
-    wait_for(lambda: path.is_file() and path.stat().st_size > 0, timeout=30, what="the step-0 .npy download")
-    time.sleep(0.3)
-    assert np.array_equal(np.load(path), first)
+    assert np.array_equal(wait_for(lambda: _npy(path), timeout=120, what="the step-0 .npy download"), first)
     if os.environ.get("INSPECTOR_SCREENSHOTS"):
         dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "timeline_scrubbed.png"))
     # the diff of the two steps names conv1, then back to the live net
@@ -276,7 +280,7 @@ def test_breakpoint_hit_on_a_net_built_to_overflow(dash_duo, tmp_path):
     wait_text(dash_duo, ids.HEALTH_TABLE, "Exp overflowed float32")
     if os.environ.get("INSPECTOR_SCREENSHOTS"):
         _tab(dash_duo, "Timeline")
-        time.sleep(1.0)
+        settle(dash_duo)
         dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "breakpoint_hit.png"))
     # a watchpoint fires earlier; disabled, the range runs through
     _tab(dash_duo, "Timeline")

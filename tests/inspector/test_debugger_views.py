@@ -14,6 +14,8 @@ from inspector.callbacks import downloads
 from inspector.callbacks import training as training_cb
 from inspector.sessions import ModelSpec, Session, SessionStore
 
+HANG_GUARD = 120.0          # seconds a job thread may take before the test calls it hung (not a speed target)
+
 SOLVER = ('net: "%s"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: "inv"\ngamma: 0.0001\npower: 0.75\n'
           'display: 10\nmax_iter: 100\ntest_iter: 1\ntest_interval: 3\naverage_loss: 2\n')
 
@@ -256,12 +258,12 @@ def test_thread_job_manager_runs_cancels_and_keeps_results(tmp_path):
         m.handle.set(key, "finished")
 
     jid = m.call_job_fn("k1", job_fn, [], {})
-    assert started.wait(5) and m.job_running(jid)
+    assert started.wait(HANG_GUARD) and m.job_running(jid)
     m.terminate_job(str(jid))                 # Dash hands the handle back as a string
-    m.wait_all(5)
+    m.wait_all(HANG_GUARD)
     assert not m.job_running(jid) and m.handle.get("k1") == "stopped"
     jid2 = m.call_job_fn("k2", lambda *a: m.handle.set("k2", 42), [], {})
-    m.wait_all(5)
+    m.wait_all(HANG_GUARD)
     assert m.result_ready("k2") and m.get_result("k2", jid2) == 42
     assert not m.job_running("not-a-job") and m.terminate_unhealthy_job(jid2) is False
 

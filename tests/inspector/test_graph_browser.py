@@ -7,12 +7,21 @@ names; a light page open (no Plotly, Start/End searched on the server);
 panning the whole net restyles nothing; labels by level of detail and the
 view after Collapse all; the README's screenshot."""
 import os
-import time
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from browser_helpers import click_at, click_node, cy_eval, details_show, find_point, text_of, wait_for, wait_text
+from browser_helpers import (
+    click_at,
+    click_node,
+    cy_eval,
+    details_show,
+    find_point,
+    settle,
+    text_of,
+    wait_for,
+    wait_text,
+)
 from selenium.webdriver.common.keys import Keys
 
 from benchmarks.netgen import deploy_prototxt
@@ -36,8 +45,8 @@ def _start(dash_duo, model, path=""):
     dash_duo.start_server(app)
     if path:
         dash_duo.driver.get(dash_duo.server_url + path)
-    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=60)
-    wait_for(lambda: dash_duo.driver.execute_script("return window.inspectorGraphDrawn || null"), timeout=60,
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=120)
+    wait_for(lambda: dash_duo.driver.execute_script("return window.inspectorGraphDrawn || null"), timeout=120,
              what="the graph's first view")
     return app
 
@@ -153,13 +162,13 @@ def test_expand_and_collapse_a_block_in_place(dash_duo, resnet152):
 def test_clicks_on_node_centres_select_that_node_in_the_whole_net_view(dash_duo, resnet152):
     _start(dash_duo, resnet152)
     dash_duo.find_element("#" + ids.FIT_NET).click()
-    time.sleep(0.8)
-    assert cy_eval(dash_duo, "return cy.zoom();") < 0.3                # the whole net: tiny nodes
+    wait_for(lambda: cy_eval(dash_duo, "return cy.zoom();") < 0.3, what="the whole net: tiny nodes")
+    settle(dash_duo)
     names = ["res2b", "res3a", "res3b3", "res4b1", "res4b2", "res4b17", "res4b18", "res4b35", "res5a", "res5c"]
     for name in names:
         p = find_point(dash_duo, name, "block")
         click_at(dash_duo, p[0], p[1])
-        wait_for(lambda n=name: _selected_names(dash_duo) == [n], timeout=10,
+        wait_for(lambda n=name: _selected_names(dash_duo) == [n], timeout=120,
                  what="a click on %s's centre to select it" % name)
     # fit to the selection zooms back to a readable view
     dash_duo.find_element("#" + ids.FIT_SELECTION).click()
@@ -189,7 +198,7 @@ def test_page_open_is_light_and_start_end_search_the_server(dash_duo, resnet152)
     hit[0].click()
     wait_for(lambda: "res5c_branch2c" in text_of(dash_duo, ids.START), what="Start set")
     d.find_element("id", ids.FORWARD).click()
-    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(", timeout=60)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(", timeout=120)
     assert "res5c_branch2c" in text_of(dash_duo, ids.RUN_MESSAGE)
     # "← selected" puts a layer from the graph into End (and among its options)
     box = d.find_element("css selector", "#%s" % ids.SEARCH)
@@ -215,7 +224,7 @@ def test_panning_and_zooming_the_whole_net_restyles_nothing(dash_duo, resnet152)
     compound node's whole inside): pans of ResNet-152 expanded ran at 10 frames a second."""
     _start(dash_duo, resnet152)
     dash_duo.find_element("#" + ids.EXPAND_ALL).click()
-    wait_for(lambda: not _kinds(dash_duo).get("block"), timeout=60, what="every block open")
+    wait_for(lambda: not _kinds(dash_duo).get("block"), timeout=120, what="every block open")
     # block frames are plain nodes drawn behind edges and nodes, not compound nodes
     assert cy_eval(dash_duo, "return cy.nodes(':parent').length;") == 0
     assert cy_eval(dash_duo, "return cy.nodes('.group').length;") == 54
@@ -228,17 +237,17 @@ window.__restyled = 0;
 const st = cy.style(), apply = st.apply.bind(st);
 st.apply = function (eles) { window.__restyled += eles.length; return apply(eles); };
 cy.zoom(0.6); cy.center(cy.nodes('.layer')[300]);""")
-    time.sleep(0.5)
+    settle(dash_duo)                           # the zoom's own restyle (labels off) is done
     cy_eval(dash_duo, "window.__restyled = 0;")
     for k in range(16):                        # zoom 0.6 .. 0.39: one level of detail, nothing to restyle
         cy_eval(dash_duo, "cy.panBy({x: 23, y: -61}); if (arguments[1] % 4 === 3) { cy.zoom(cy.zoom() * 0.9); }", k)
-        time.sleep(0.06)                       # let each view be drawn
-    time.sleep(0.4)
+        settle(dash_duo)                       # each view drawn
     restyled = dash_duo.driver.execute_script("return window.__restyled;")
     assert restyled == 0
     # zooming in past 0.7 shows the edge labels: those edges restyled once, nothing else
     labelled = cy_eval(dash_duo, "cy.zoom(1.0); return cy.edges('[label]').length;")
-    time.sleep(0.8)
+    wait_for(lambda: dash_duo.driver.execute_script("return window.__restyled;") > 0, what="the labels restyled")
+    settle(dash_duo)
     assert 0 < dash_duo.driver.execute_script("return window.__restyled;") <= labelled
 
 
@@ -256,7 +265,7 @@ def test_labels_by_level_of_detail_and_the_view_after_collapse_all(dash_duo, res
     wait_for(lambda: cy_eval(dash_duo, far)[1] == 0, what="edge labels back")
     # the whole net expanded and fitted, then Collapse all: the view comes back to a readable first view
     dash_duo.find_element("#" + ids.EXPAND_ALL).click()
-    wait_for(lambda: not _kinds(dash_duo).get("block"), timeout=60, what="every block open")
+    wait_for(lambda: not _kinds(dash_duo).get("block"), timeout=120, what="every block open")
     dash_duo.find_element("#" + ids.FIT_NET).click()
     wait_for(lambda: cy_eval(dash_duo, "return cy.zoom();") < 0.05, what="the whole net fitted")
     dash_duo.find_element("#" + ids.COLLAPSE_ALL).click()
@@ -271,7 +280,7 @@ def test_clicks_at_every_zoom_level_select_what_is_under_the_pointer(dash_duo, r
     p = find_point(dash_duo, "res3b2", "block")
     click_at(dash_duo, p[0], p[1], double=True)           # a residual block opened inside its stage's frame
     wait_for(lambda: find_point(dash_duo, "res3b2_branch2b"), what="the block's layers drawn")
-    time.sleep(0.5)
+    settle(dash_duo)
     frame_edge = """
 const f = cy.nodes('.group').filter(n => n.data('name') === 'res3b2')[0];
 const x = f.position('x') + f.data('w') / 2 - 5, y = f.position('y') - f.data('h') / 2 + 8;   // top right margin
@@ -282,16 +291,16 @@ return [box.left + cy.width() / 2, box.top + cy.height() / 2];"""
         for name, kind in (("res3b2_branch2b", "layer"), ("res3b4", "block"), ("res3b2_branch2a_relu", "layer")):
             cy_eval(dash_duo, "cy.zoom(arguments[1]); cy.center(cy.nodes('.group').filter(n => n.data('name') === "
                               "'res3b2')[0]);", zoom)
-            time.sleep(0.3)
+            settle(dash_duo)
             q = find_point(dash_duo, name, kind)
             click_at(dash_duo, q[0], q[1])
-            wait_for(lambda n=name: _selected_names(dash_duo) == [n], timeout=10,
+            wait_for(lambda n=name: _selected_names(dash_duo) == [n], timeout=120,
                      what="a click on %s at zoom %s to select it" % (name, zoom))
         if zoom >= 1.0:                          # the frame's own margin (nothing drawn there) selects the block
             q = cy_eval(dash_duo, frame_edge)
-            time.sleep(0.3)
+            settle(dash_duo)
             click_at(dash_duo, q[0], q[1])
-            wait_for(lambda: _selected_names(dash_duo) == ["res3b2"], timeout=10,
+            wait_for(lambda: _selected_names(dash_duo) == ["res3b2"], timeout=120,
                      what="a click on res3b2's frame at zoom %s" % zoom)
 
 
@@ -314,7 +323,7 @@ def test_screenshot_big_net_folded_with_a_search_result(dash_duo, resnet152, tmp
     wait_for(lambda: cy_eval(dash_duo, "return cy.nodes('.stopped').length;") == 1, what="the stop marker")
     box.send_keys(Keys.ESCAPE)
     cy_eval(dash_duo, "const n = cy.nodes('.sel'); cy.zoom(0.75); cy.center(n); cy.panBy({x: 0, y: 15});")
-    time.sleep(1.5)
+    settle(dash_duo)
     target = ROOT / "docs" / "screenshot.png"
     if not os.environ.get("INSPECTOR_UPDATE_SCREENSHOT"):
         target = tmp_path / "screenshot.png"     # keep the committed one unless asked
@@ -336,10 +345,16 @@ def test_fit_net_keeps_the_overview_corner_free_and_the_overview_can_be_hidden(d
     left of it; the overview hides and shows again from its own button (aria-label)."""
     _start(dash_duo, resnet152)
     dash_duo.find_element("#" + ids.EXPAND_ALL).click()          # the widest view of the net
-    wait_for(lambda: _kinds(dash_duo).get("layer", 0) > 500, timeout=30, what="expanded")
+    wait_for(lambda: _kinds(dash_duo).get("layer", 0) > 500, timeout=120, what="expanded")
     dash_duo.find_element("#" + ids.FIT_NET).click()
-    time.sleep(0.6)
-    box = wait_for(lambda: _net_box(dash_duo), what="the net's box")
+
+    def fitted_left_of_the_overview():
+        b = _net_box(dash_duo)
+        return b if b and b["map"] > 100 and b["x2"] <= b["w"] - b["map"] - 8 else None
+
+    wait_for(fitted_left_of_the_overview, what="Fit net to leave the overview's corner free")
+    settle(dash_duo)
+    box = _net_box(dash_duo)
     assert box["map"] > 100
     assert box["x2"] <= box["w"] - box["map"] - 8, box
     toggle = dash_duo.find_element("#" + ids.MINIMAP_TOGGLE)
@@ -348,7 +363,9 @@ def test_fit_net_keeps_the_overview_corner_free_and_the_overview_can_be_hidden(d
     wait_for(lambda: _net_box(dash_duo)["map"] == 0, what="the overview hidden")
     assert toggle.get_attribute("aria-label") == "Show overview"
     dash_duo.find_element("#" + ids.FIT_NET).click()
-    time.sleep(0.6)
+    wait_for(lambda: abs((_net_box(dash_duo)["x1"] + _net_box(dash_duo)["x2"]) / 2 - _net_box(dash_duo)["w"] / 2)
+             < 20, what="Fit net to centre the net in the whole width")
+    settle(dash_duo)
     box = _net_box(dash_duo)
     assert abs((box["x1"] + box["x2"]) / 2 - box["w"] / 2) < 20, box     # centred in the whole width
     toggle.click()

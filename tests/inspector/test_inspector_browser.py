@@ -1,11 +1,10 @@
 """Browser tests: the inspector in headless Chromium (dash.testing's dash_duo)."""
 import json
-import time
 from pathlib import Path
 
 import pytest
 from browser_helpers import click_id as _click
-from browser_helpers import click_node, details_show, graph_fills, text_of, wait_for, wait_text
+from browser_helpers import click_node, details_show, graph_fills, settle, text_of, wait_for, wait_text
 
 from inspector import create_app, ids
 from inspector.config import InspectorConfig
@@ -18,7 +17,7 @@ def _start(dash_duo, **kw):
     cfg = InspectorConfig(model_root=str(ROOT), **kw)
     app = create_app(cfg)
     dash_duo.start_server(app)
-    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=30)
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=120)
     wait_for(lambda: graph_fills(dash_duo), what="the graph")
     return app
 
@@ -122,11 +121,11 @@ def test_screenshot_of_a_real_net(dash_duo, tmp_path):
         _click(dash_duo, ids.RUN_TO)
     else:
         _click(dash_duo, ids.FORWARD)
-    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo", timeout=60)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo", timeout=120)
     names = list(graph_fills(dash_duo))
     target_layer = "conv2/3x3" if "conv2/3x3" in names else names[min(3, len(names) - 1)]
     click_node(dash_duo, target_layer, until=details_show(dash_duo, "needs backward"))
-    time.sleep(1.0)
+    settle(dash_duo)
     target = tmp_path / "screenshot.png"         # README's: test_graph_browser.py
 
     dash_duo.driver.save_screenshot(str(target))

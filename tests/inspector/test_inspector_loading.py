@@ -77,6 +77,42 @@ def test_load_error_from_parse_and_net_errors(broken_net, tmp_path):
         loading.build(ModelSpec(model=str(bad)))
     err = loading.load_error(ei.value, str(bad))
     assert err.layer == "a" and err.blob == "nothing" and "Unknown bottom blob" in err.message
+    assert err.where == "%s:1:32" % bad and not err.message.startswith(str(bad))   # the place once, apart
+
+
+INPUT_2345 = """layer {
+  name: "data"
+  type: "Input"
+  top: "data"
+  input_param { shape { dim: 2 dim: 3 dim: 4 dim: 5 } }
+}
+"""
+
+
+@pytest.mark.parametrize("kind, text, where, needle", [
+    ("unknown bottom", INPUT_2345 + 'layer {\n  name: "r"\n  type: "ReLU"\n  bottom: "dta"\n  top: "o"\n}\n',
+     ":10:3", "Unknown bottom blob 'dta'"),
+    ("duplicate top", INPUT_2345 + 'layer {\n  name: "a"\n  type: "ReLU"\n  bottom: "data"\n  top: "o"\n}\n'
+     'layer {\n  name: "b"\n  type: "ReLU"\n  bottom: "data"\n  top: "o"\n}\n',
+     ":17:3", "Top blob 'o' produced by multiple sources"),
+    ("wrong shape", INPUT_2345 + 'layer {\n  name: "cat"\n  type: "Concat"\n  bottom: "data"\n  bottom: "data"\n'
+     '  top: "o"\n  concat_param {\n    axis: 7\n  }\n}\n', ":14:5", "axis 7 out of range"),
+    ("missing param", INPUT_2345 + '\nlayer {\n  name: "c"\n  type: "Convolution"\n  bottom: "data"\n  top: "o"\n'
+     '  convolution_param { num_output: 2 }\n}\n', ":8:1", "kernel_size must be specified"),
+])
+def test_load_errors_name_the_line_of_the_layer_or_field(tmp_path, kind, text, where, needle):
+    """Init errors (not only parse errors) are shown with file:line:column: the field at
+    fault (bottom, top, the parameter) or else the layer."""
+    p = tmp_path / "net.prototxt"
+    p.write_text(text)
+    with pytest.raises(Exception) as ei:
+        loading.build(ModelSpec(model=str(p)))
+    err = loading.load_error(ei.value, str(p))
+    assert err.where == str(p) + where, (kind, err.where, err.message)
+    assert needle in err.message and not err.message.startswith(str(p))
+    from inspector.layout.header import load_error_box
+    box = str(load_error_box(err))
+    assert str(p) + where in box and needle in box
 
 
 def test_python_layers_refused_unless_allowed(tmp_path):

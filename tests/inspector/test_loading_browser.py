@@ -38,11 +38,11 @@ def test_upload_is_checked_in_its_phase_and_relative_paths_say_where(dash_duo, t
     cwd.mkdir()
     monkeypatch.chdir(cwd)                    # the server's working directory: not the nets' folder
     dash_duo.start_server(create_app(InspectorConfig(model_root=str(root))))
-    wait_text(dash_duo, ids.LOAD_STATUS, "LeNetDigits", timeout=30)
+    wait_text(dash_duo, ids.LOAD_STATUS, "LeNetDigits", timeout=120)
 
     # the upload opens in TEST; its TRAIN-only layer (outside the root) is filtered out: accepted
     dash_duo.find_element("#%s input[type=file]" % ids.UPLOAD_MODEL).send_keys(str(upload))
-    wait_text(dash_duo, ids.LOAD_STATUS, "Phased", timeout=30)
+    wait_text(dash_duo, ids.LOAD_STATUS, "Phased", timeout=120)
     assert "TEST" in text_of(dash_duo, ids.LOAD_STATUS) and not text_of(dash_duo, ids.LOAD_ERROR).strip()
     wait_for(lambda: cy_eval(dash_duo, "return cy.nodes('.ghost').map(n => n.data('name'));") == ["train_data"],
              what="the filtered-out layer drawn as a ghost")

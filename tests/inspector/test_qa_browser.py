@@ -34,7 +34,7 @@ def test_compare_tab_starts_empty_and_offers_the_last_two_steps(dash_duo):
     wait_for(lambda: text_of(dash_duo, ids.COMPARE_A).startswith("0") and text_of(dash_duo, ids.COMPARE_B)
              .startswith("1"), what="steps 0 and 1 chosen")
     _click(dash_duo, ids.COMPARE_BUTTON)
-    wait_for(lambda: "step 0" in text_of(dash_duo, ids.COMPARE_SUMMARY), timeout=30, what="the comparison")
+    wait_for(lambda: "step 0" in text_of(dash_duo, ids.COMPARE_SUMMARY), timeout=120, what="the comparison")
     assert "choose step A" not in text_of(dash_duo, ids.COMPARE_SUMMARY)
 
 
@@ -64,17 +64,17 @@ def test_deep_link_to_a_layer_deep_in_a_big_net_shows_it(dash_duo, tmp_path):
     app = create_app(InspectorConfig(model_root=str(tmp_path)))
     dash_duo.start_server(app)
     dash_duo.driver.get(dash_duo.server_url + "/?model=r50.prototxt&layer=res5c_branch2b")
-    wait_text(dash_duo, ids.LOAD_STATUS, "ResNet-50", timeout=60)
-    wait_text(dash_duo, ids.DETAILS, "res5c_branch2b", timeout=30)
+    wait_text(dash_duo, ids.LOAD_STATUS, "ResNet-50", timeout=120)
+    wait_text(dash_duo, ids.DETAILS, "res5c_branch2b", timeout=120)
     # the layer sits near the end of the net: the first view opens on it (or on the folded block
     # holding it), not on the net's top
-    wait_for(lambda: cy_eval(dash_duo, _IN_VIEW_JS, "res5c_branch2b"), timeout=20,
+    wait_for(lambda: cy_eval(dash_duo, _IN_VIEW_JS, "res5c_branch2b"), timeout=120,
              what="res5c_branch2b inside the visible graph")
     # the link names a layer (no open=): the blocks around it open, as a search pick opens them,
     # so the layer itself is drawn and selected, and the address says which blocks are open
     wait_for(lambda: cy_eval(dash_duo, """
 const n = cy.nodes().filter(x => x.data('kind') === 'layer' && x.data('name') === arguments[1]);
-return n.length === 1 && n[0].hasClass('sel');""", "res5c_branch2b"), timeout=20, what="the layer itself, selected")
+return n.length === 1 && n[0].hasClass('sel');""", "res5c_branch2b"), timeout=120, what="the layer itself, selected")
     wait_for(lambda: "open=" in unquote(dash_duo.driver.current_url)
              and "res5c" in unquote(dash_duo.driver.current_url).split("open=")[1], what="open= in the address")
 
@@ -114,12 +114,12 @@ def test_long_action_status_ends_on_how_it_ended(dash_duo):
     _tab(dash_duo, "Training")
     # solver iterations without a solver: the status line says why nothing ran (it stayed empty)
     _click(dash_duo, ids.JOB_RUN)
-    wait_for(lambda: "solver" in text_of(dash_duo, ids.JOB_STATUS).lower(), timeout=30,
+    wait_for(lambda: "solver" in text_of(dash_duo, ids.JOB_STATUS).lower(), timeout=120,
              what="the refusal in the job status")
     # a full-records pass: the status ends on the pass's result, not on its last progress line
     _choose_job(dash_duo, "Forward (full records)")
     _click(dash_duo, ids.JOB_RUN)
-    wait_text(dash_duo, ids.JOB_STATUS, "ForwardFromTo(0, 8)", timeout=30)
+    wait_text(dash_duo, ids.JOB_STATUS, "ForwardFromTo(0, 8)", timeout=120)
     assert "/ 9 —" not in text_of(dash_duo, ids.JOB_STATUS)
 
 

@@ -2,7 +2,6 @@
 page opens it, readable (node labels at their size, not a hairball), each block opening in
 place; a screenshot is kept in the test's folder."""
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,16 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from browser_helpers import next_frames, wait_for  # noqa: E402
+
 
 def _open(dash_duo, path):
     d = dash_duo.driver
     d.set_window_size(1400, 1000)
     d.get(path.as_uri())
-    for _ in range(100):
-        if d.execute_script("return document.readyState") == "complete":
-            return d
-        time.sleep(0.1)
+    wait_for(lambda: d.execute_script("return document.readyState") == "complete", timeout=120,
+             what="the report page to load")
+    next_frames(d)
     return d
 
 
@@ -63,7 +63,7 @@ def test_resnet152_report_graph_folded_and_readable(dash_duo, tmp_path):
     assert 150 < top["w"] < 1400 and top["h"] > 2000                 # drawn at its size, one column of blocks
     assert top["px"] >= 9 and "res4b22 · 14 layers" in top["text"] and "res5c · 13 layers" in top["text"]
     d.execute_script("document.getElementById('graph').scrollIntoView()")
-    time.sleep(0.3)
+    next_frames(d)
     shot = tmp_path / "resnet152_report_graph.png"
     d.save_screenshot(str(shot))
     assert _non_white_fraction(shot, (20, 120, 400, 900)) > 0.02      # the graph is drawn where it says
@@ -71,7 +71,7 @@ def test_resnet152_report_graph_folded_and_readable(dash_duo, tmp_path):
     inner = "#block-res4b22 svg"
     assert _graph_facts(d, inner)["visible"] is False                  # folded away until opened
     d.execute_script("const e = document.getElementById('block-res4b22'); e.open = true; e.scrollIntoView();")
-    time.sleep(0.3)
+    next_frames(d)
     facts = _graph_facts(d, inner)
     assert facts["visible"] and facts["w"] > 150 and facts["layers"] == 13 and "res4b21" in facts["text"], facts
     d.save_screenshot(str(tmp_path / "resnet152_report_block.png"))
@@ -88,7 +88,7 @@ def test_googlenet_report_graph(dash_duo, shared_dir, tmp_path):
     top = _graph_facts(d, "#graph ~ div.graph svg")
     assert top["blocks"] == 9 and "inception_4c · 15 layers" in top["text"], top
     d.execute_script("document.getElementById('graph').scrollIntoView()")
-    time.sleep(0.3)
+    next_frames(d)
     shot = tmp_path / "googlenet_report_graph.png"
     d.save_screenshot(str(shot))
     assert _non_white_fraction(shot, (20, 120, 400, 900)) > 0.02

@@ -172,7 +172,7 @@ def test_uploads_over_the_limit_are_refused_with_a_message(serve):
     # a request body past the server's own limit is cut off before it is read: 413, no traceback
     body = json.dumps(tab.payload(srv.deps.find("net-version.data"), ["upload-model.contents"]))
     r = lt.http().post(srv.url + "/_dash-update-component", data=body + " " * (8 << 20),
-                       headers={"Content-Type": "application/json"}, timeout=60)
+                       headers={"Content-Type": "application/json"}, timeout=120)
     assert r.status_code == 413 and TRACEBACK not in r.text
     assert run(tab, "btn-step-forward").startswith("step: ForwardFromTo(1, 1)")
 
@@ -340,7 +340,7 @@ def test_malformed_requests_get_no_traceback(serve):
     srv = serve()
     tab = srv.tab()
     post = lambda body: lt.http().post(srv.url + "/_dash-update-component", data=body,   # noqa: E731
-                                       headers={"Content-Type": "application/json"}, timeout=30)
+                                       headers={"Content-Type": "application/json"}, timeout=120)
     for body in ("{", "{}", "[]", json.dumps({"output": "nope.x", "outputs": {"id": "nope", "property": "x"},
                                               "inputs": [], "state": [], "changedPropIds": []})):
         r = post(body)

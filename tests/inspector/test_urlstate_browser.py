@@ -4,7 +4,6 @@ a deploy net opened from the page is in TEST; Enter in the path box loads;
 after a failed load every control shows the net that is loaded; choosing SVG
 exports an SVG; no cloud-sharing button; the value table scrolls inside its
 panel."""
-import time
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -26,7 +25,7 @@ def _start(dash_duo, path="", **kw):
     dash_duo.start_server(app)
     if path:
         dash_duo.driver.get(dash_duo.server_url + path)
-    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=30)
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers", timeout=120)
     return app
 
 
@@ -34,7 +33,7 @@ def _address(dash_duo):
     return unquote(dash_duo.driver.execute_script("return window.location.search"))
 
 
-def _wait_address(dash_duo, *needles, timeout=15):
+def _wait_address(dash_duo, *needles, timeout=120):
     return wait_for(lambda: (lambda a: a if all(n in a for n in needles) else None)(_address(dash_duo)),
                     timeout, what="the address to hold %s (it is %r)" % (needles, _address(dash_duo)))
 
@@ -66,7 +65,7 @@ def _type_path(dash_duo, text):
     box.send_keys(Keys.ENTER)
 
 
-def _wait_status(dash_duo, needle, timeout=30):
+def _wait_status(dash_duo, needle, timeout=120):
     return wait_text(dash_duo, ids.LOAD_STATUS, needle, timeout)
 
 
@@ -200,7 +199,9 @@ def test_svg_export_downloads_an_svg_and_no_cloud_button(dash_duo):
     if not dash_duo.find_element("#" + ids.IMAGE_FORMAT).is_displayed():
         dash_duo.find_element("#%s summary" % ids.SAVE_MENU).click()
     dash_duo.find_element("#%s input[value='png']" % ids.IMAGE_FORMAT).click()
-    time.sleep(0.3)
+    # the radio shows the page's value: PNG is chosen before Save image reads it
+    wait_for(lambda: dash_duo.find_element("#%s input[value='png']" % ids.IMAGE_FORMAT).is_selected(),
+             what="PNG chosen")
     dash_duo.find_element("#" + ids.IMAGE_SAVE).click()
     png = _downloads(dash_duo, ".png")[0]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -47,17 +47,20 @@ def test_layer_type_list_is_caffes_registry_sorted():
 
 
 # ---------------------------------------------------------------------- Timer
-def test_timer_reads_whole_milliseconds_on_the_cpu():
+def test_timer_reads_whole_milliseconds_on_the_cpu(monkeypatch):
+    now = [5_000_000_000]                  # the clock, in ns, moved by hand: no real time is measured
+    monkeypatch.setattr(time, "perf_counter_ns", lambda: now[0])
     t = caffe.Timer()
     t.start()
-    time.sleep(0.012)
+    now[0] += 12_999_999                   # 12.999999 ms: boost's total_milliseconds() truncates
     ms = t.ms                              # reading stops a running timer
-    assert ms == int(ms) and 10 <= ms < 1000
-    time.sleep(0.005)
+    assert ms == 12.0 and isinstance(ms, float)
+    now[0] += 5_000_000
     assert t.ms == ms                      # stopped: the reading holds
     t.start()
+    now[0] += 3_000_000
     t.stop()
-    assert t.ms < ms
+    assert t.ms == 3.0
 
 
 def test_timer_never_started_reads_zero_with_a_warning(caplog):

@@ -301,10 +301,10 @@ class Solver:
         self.iter_ = 0
         self.current_step_ = 0
 
-    def _new_net(self, net_param, model_dir=None):
+    def _new_net(self, net_param, model_dir=None, source_file=None):
         from engine.core.net import Net
         return Net.from_param(net_param, allow_python=self._allow_python, dtype=self._dtype,
-                              model_dir=model_dir)
+                              model_dir=model_dir, source_file=source_file)
 
     @staticmethod
     def _read_net(path):
@@ -354,7 +354,7 @@ class Solver:
         state.MergeFrom(net_param.state)
         state.MergeFrom(p.train_state)
         net_param.state.CopyFrom(state)
-        self.net = self._new_net(net_param, model_dir)
+        self.net = self._new_net(net_param, model_dir, getattr(p, field) if is_file else None)
         for w in p.weights:
             self._load_net_weights(self.net, w)
 
@@ -403,7 +403,7 @@ class Solver:
                 state.MergeFrom(p.test_state[i])
             net_param.state.CopyFrom(state)
             log.info("Creating test net (#%d) specified by %s", i, specs[i][0])
-            net = self._new_net(net_param, model_dir)
+            net = self._new_net(net_param, model_dir, specs[i][1] if specs[i][2] else None)
             net.debug_info = bool(p.debug_info)
             self.test_nets.append(net)
             for w in p.weights:
