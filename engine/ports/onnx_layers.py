@@ -342,6 +342,8 @@ def _inner_product(c):
         ins.append(c.const(c.param_blob(1), "bias"))
     # weight (N, K): y = x W^T; with transpose the weight is stored (K, N): y = x W.
     y = c.node("Gemm", ins, "gemm", transB=0 if L.transpose else 1)
+    if tuple(c.top_shapes[0]) == (L.M, L.N):
+        return [y]
     return [c.reshape(y, c.top_shapes[0], "out")]
 
 

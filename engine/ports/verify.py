@@ -279,7 +279,8 @@ def randomize_params(net, seed=0, bn_scale_factor=None):
     """Random weights a test can see through: convolution/inner-product weights ~ N(0, 1/fan_in),
     biases ~ N(0, 0.1), Scale ~ U(0.5, 1.5), PReLU slopes ~ U(0, 0.5), BatchNorm statistics
     stored as Caffe stores them: mean and variance sums times a scale factor (``bn_scale_factor``,
-    default a random one in [0.5, 1000]; 0 is allowed, where Caffe then uses zeros)."""
+    default a random one in [0.5, 1000]; with 0, which Caffe reads as "no statistics: use
+    zeros", the sums are left random and non-zero)."""
     rng = np.random.default_rng(seed)
     for lname, blobs in net.params.items():
         ltype = net.layer_dict[lname].type
@@ -290,10 +291,13 @@ def randomize_params(net, seed=0, bn_scale_factor=None):
             shape = tuple(b.data.shape)
             n = int(np.prod(shape)) if shape else 1
             if ltype == "BatchNorm":
+                # sums times the factor; with a factor of 0 Caffe ignores the sums (zeros are used),
+                # so they are left random and non-zero there
+                times = sf if sf != 0 else 1.0
                 if j == 0:
-                    v = rng.standard_normal(n) * (0.1 * sf)
+                    v = rng.standard_normal(n) * (0.1 * times)
                 elif j == 1:
-                    v = rng.uniform(0.5, 1.5, n) * sf
+                    v = rng.uniform(0.5, 1.5, n) * times
                 else:
                     v = np.full(n, sf)
             elif ltype == "Scale" and j == 0:
