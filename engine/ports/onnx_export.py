@@ -203,6 +203,20 @@ class LayerContext:
         """Param blob ``i`` of the layer as a float32 array (a copy)."""
         return np.array(self.layer.blobs[i].data, dtype=np.float32, copy=True)
 
+    def param_const(self, i, what, shape=None):
+        """Param blob ``i`` as an initializer (``shape``: reshaped); a param shared between
+        layers (Caffe's ``param { name: ... }``) is one initializer, named after its owner."""
+        blob = self.layer.blobs[i]
+        shape = tuple(blob.shape) if shape is None else tuple(int(d) for d in shape)
+        key = (id(blob.data_memory), shape) if blob.data_memory is not None else None
+        cache = self.exporter.param_consts
+        if key is not None and key in cache:
+            return cache[key][1]
+        name = self.const(self.param_blob(i).reshape(shape), what)
+        if key is not None:
+            cache[key] = (blob.data_memory, name)     # the memory kept alive: its id stays unique
+        return name
+
     def reshape(self, x, shape, what="reshape"):
         if tuple(int(d) for d in shape) == tuple(self.exporter.shape_of(x) or ()) and \
                 self.exporter.shape_of(x) is not None:
@@ -276,6 +290,7 @@ class _Exporter:
         self.owner = {}                # tensor -> (blob, layer) that first held it
         self.versions = {}             # blob -> [tensor, ...] in order
         self.graph_inputs = []
+        self.param_consts = {}         # (param memory, shape) -> initializer
         self._next_storage = 0
 
     # ------------------------------------------------------------ blob state

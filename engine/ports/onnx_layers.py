@@ -42,11 +42,6 @@ REFUSED = {
     "LSTM": "a recurrent layer carries its hidden and cell state from one Forward to the next (h_T, c_T -> h_0, "
             "c_0) inside the layer; a stateless ONNX graph cannot hold it, and ONNX's LSTM op has other semantics "
             "(no cont input, another gate order [i o f c], peepholes)",
-    "ContrastiveLoss": "a training loss (pairs of features and a similarity label); not mapped: export the deploy "
-                       "net",
-    "HingeLoss": "a training loss; not mapped: export the deploy net",
-    "InfogainLoss": "a training loss (with an infogain matrix from a file); not mapped: export the deploy net",
-    "MultinomialLogisticLoss": "a training loss; not mapped: export the deploy net",
 }
 
 
@@ -166,10 +161,9 @@ def _convolution(c):
     L = c.layer
     if L.num_spatial_axes < 1:
         c.refuse("a convolution with no spatial axis (channel axis last)")
-    w = c.const(c.param_blob(0), "weight")
-    ins = [w]
+    ins = [c.param_const(0, "weight")]
     if L.bias_term:
-        ins.append(c.const(c.param_blob(1), "bias"))
+        ins.append(c.param_const(1, "bias"))
     outs = []
     for i, shape in enumerate(c.bottom_shapes):
         x = _spatial_reshape(c, c.x(i), shape, L.channel_axis)
@@ -187,10 +181,9 @@ def _deconvolution(c):
         c.refuse("a deconvolution with no spatial axis (channel axis last)")
     # Caffe's deconvolution weight (C_in, C_out/group, k...) is ConvTranspose's layout; the
     # output size stride*(in-1) + dilation*(k-1)+1 - 2*pad is ConvTranspose's with these pads.
-    w = c.const(c.param_blob(0), "weight")
-    ins = [w]
+    ins = [c.param_const(0, "weight")]
     if L.bias_term:
-        ins.append(c.const(c.param_blob(1), "bias"))
+        ins.append(c.param_const(1, "bias"))
     outs = []
     for i, shape in enumerate(c.bottom_shapes):
         x = _spatial_reshape(c, c.x(i), shape, L.channel_axis)
@@ -336,10 +329,9 @@ def _crop(c):
 def _inner_product(c):
     L = c.layer
     x = c.reshape(c.x(0), (L.M, L.K), "rows")
-    w = c.const(c.param_blob(0), "weight")
-    ins = [x, w]
+    ins = [x, c.param_const(0, "weight")]
     if L.bias_term:
-        ins.append(c.const(c.param_blob(1), "bias"))
+        ins.append(c.param_const(1, "bias"))
     # weight (N, K): y = x W^T; with transpose the weight is stored (K, N): y = x W.
     y = c.node("Gemm", ins, "gemm", transB=0 if L.transpose else 1)
     if tuple(c.top_shapes[0]) == (L.M, L.N):
@@ -413,9 +405,9 @@ def _reduction(c):
 def _embed(c):
     L = c.layer
     idx = c.cast(c.x(0), _tp(c).INT64, "index")       # static_cast<int>: truncation, as Cast
-    y = c.node("Gather", [c.const(c.param_blob(0), "weight"), idx], "gather", axis=0)
+    y = c.node("Gather", [c.param_const(0, "weight"), idx], "gather", axis=0)
     if L.bias_term:
-        y = c.node("Add", [y, c.const(c.param_blob(1), "bias")], "embed")
+        y = c.node("Add", [y, c.param_const(1, "bias")], "embed")
     return [y]
 
 
@@ -849,4 +841,108 @@ def _accuracy(c):
         per = c.node("Div", [class_hits, c.node("Max", [nums, c.scalar(1.0, "one_c")], "class_den")],
                      "per_class")
         tops.append(c.reshape(per, c.top_shapes[1], "per_class_out"))
+    return tops
+
+
+def _first_labels(c, k, num, what="label"):
+    """The first ``num`` values of bottom ``k`` as int64 labels (Caffe reads label[i], i < num)."""
+    flat = c.reshape(c.x(k), (int(np.prod(c.bottom_shapes[k], dtype=np.int64)),), what + "_flat")
+    if int(np.prod(c.bottom_shapes[k], dtype=np.int64)) != num:
+        flat = c.slice(flat, [0], [num], [0], what + "_first")
+    return c.cast(flat, _tp(c).INT64, what)
+
+
+@register("ContrastiveLoss")
+def _contrastive_loss(c):
+    L = c.layer
+    num, channels = c.bottom_shapes[0][0], int(np.prod(c.bottom_shapes[0][1:], dtype=np.int64))
+    margin, legacy = L._params()
+    a = c.reshape(c.x(0), (num, channels), "a")
+    b = c.reshape(c.x(1), (num, channels), "b")
+    d = c.node("Sub", [a, b], "diff")
+    dist_sq = c.reduce("ReduceSum", c.node("Mul", [d, d], "diff_sq"), [1], "dist_sq", keepdims=0)
+    similar = c.node("Not", [c.node("Equal", [_first_labels(c, 2, num, "similar_label"),
+                                              c.const(np.int64(0), "zero_label", dtype=np.int64)], "dissimilar")],
+                     "similar")
+    zero = c.scalar(0.0, "zero")
+    if legacy:
+        dissim = c.node("Max", [c.node("Sub", [c.scalar(margin, "margin"), dist_sq], "margin_gap"), zero], "dissim")
+    else:
+        dist = c.node("Max", [c.node("Sub", [c.scalar(margin, "margin"), c.node("Sqrt", [dist_sq], "dist")],
+                                     "margin_gap"), zero], "margin_dist")
+        dissim = c.node("Mul", [dist, dist], "dissim")
+    terms = c.node("Where", [similar, dist_sq, dissim], "terms")
+    total = c.reduce("ReduceSum", terms, [0], "sum", keepdims=0)
+    per_pair = c.node("Div", [total, c.scalar(np.float32(num), "num")], "per_pair")
+    loss = c.node("Div", [per_pair, c.scalar(2.0, "two")], "loss")
+    return [c.reshape(loss, c.top_shapes[0], "loss_out")]
+
+
+@register("HingeLoss")
+def _hinge_loss(c):
+    L = c.layer
+    shape = c.bottom_shapes[0]
+    num = int(shape[0])
+    dim = int(np.prod(shape, dtype=np.int64)) // num
+    a = c.reshape(c.x(0), (num, dim), "scores")
+    lab = c.unsqueeze(_first_labels(c, 1, num), [1], "label_col")                 # (num, 1)
+    onehot = c.node("Equal", [lab, c.const(np.arange(dim, dtype=np.int64).reshape(1, dim), "classes",
+                                           dtype=np.int64)], "onehot")
+    flipped = c.node("Where", [onehot, c.node("Neg", [a], "neg"), a], "flipped")
+    m = c.node("Max", [c.scalar(0.0, "zero"), c.node("Add", [c.scalar(1.0, "one"), flipped], "margin")], "hinge")
+    if L._norm() == "L1":
+        total = c.reduce("ReduceL1", m, [0, 1], "sum", keepdims=0)
+    else:
+        total = c.reduce("ReduceSumSquare", m, [0, 1], "sum", keepdims=0)
+    loss = c.node("Div", [total, c.scalar(np.float32(num), "num")], "loss")
+    return [c.reshape(loss, c.top_shapes[0], "loss_out")]
+
+
+@register("MultinomialLogisticLoss")
+def _multinomial_logistic_loss(c):
+    shape = c.bottom_shapes[0]
+    num = int(shape[0])
+    dim = int(np.prod(shape, dtype=np.int64)) // num
+    p = c.reshape(c.x(0), (num, dim), "probs")
+    lab = c.unsqueeze(_first_labels(c, 1, num), [1], "label_col")
+    picked = c.node("GatherElements", [p, lab], "picked", axis=1)
+    floored = c.node("Max", [picked, c.scalar(np.float32(1e-20), "log_threshold")], "floored")
+    total = c.reduce("ReduceSum", c.node("Log", [floored], "log"), [0, 1], "sum", keepdims=0)
+    loss = c.node("Div", [c.node("Neg", [total], "neg_sum"), c.scalar(np.float32(num), "num")], "loss")
+    return [c.reshape(loss, c.top_shapes[0], "loss_out")]
+
+
+@register("InfogainLoss")
+def _infogain_loss(c):
+    L = c.layer
+    axis = int(L.axis)
+    outer, inner, C = int(L.outer_num), int(L.inner_num), int(L.num_labels)
+    prob = c.node("Softmax", [c.x(0)], "prob", axis=axis)
+    logp = c.node("Log", [c.node("Max", [prob, c.scalar(np.float32(1e-20), "log_threshold")], "floored")], "logp")
+    logp = c.node("Transpose", [c.reshape(logp, (outer, C, inner), "logp3")], "logp_t", perm=[0, 2, 1])
+    if len(c.bottom_names) > 2:
+        H = c.reshape(c.x(2), (C, C), "H")
+    else:
+        H = c.const(np.asarray(L.infogain.data, dtype=np.float32).reshape(C, C), "H")
+    lab = _labels(c, 1, (outer, inner))
+    if L.has_ignore_label:
+        valid = c.node("Not", [c.node("Equal", [lab, c.const(np.int64(L.ignore_label), "ignore", dtype=np.int64)],
+                                      "ignored")], "valid")
+        lab = c.node("Where", [valid, lab, c.const(np.int64(0), "zero_label", dtype=np.int64)], "safe_label")
+    else:
+        valid = None
+    rows = c.node("Gather", [H, lab], "H_rows", axis=0)                          # (outer, inner, C)
+    per = c.reduce("ReduceSum", c.node("Mul", [rows, logp], "weighted"), [2], "per", keepdims=0)
+    if valid is not None:
+        per = c.node("Where", [valid, per, c.scalar(0.0, "zero")], "per_valid")
+    loss = c.node("Neg", [c.reduce("ReduceSum", per, [0, 1], "sum", keepdims=0)], "neg_sum")
+    norm = _normalizer(L, L.normalization, outer, inner, 1 if L.has_ignore_label else None)
+    if norm is None:
+        count = c.reduce("ReduceSum", c.cast(valid, _tp(c).FLOAT, "valid_f"), [0, 1], "count", keepdims=0)
+        den = c.node("Max", [count, c.scalar(1.0, "one")], "normalizer")
+    else:
+        den = c.scalar(norm, "normalizer")
+    tops = [c.reshape(c.node("Div", [loss, den], "loss"), c.top_shapes[0], "loss_out")]
+    if len(c.top_names) > 1:
+        tops.append(c.node("Identity", [prob], "prob_out"))
     return tops

@@ -235,12 +235,16 @@ def _label_blobs(net):
                 source[net.blob_names[tb]] = source.get(names[0], names[0])
         names = [source.get(n, n) for n in names]
         t = layer.type
-        if t in ("SoftmaxWithLoss", "Accuracy", "MultinomialLogisticLoss", "InfogainLoss") and len(names) > 1:
-            axis_param = layer.layer_param.accuracy_param.axis if t == "Accuracy" else \
-                layer.layer_param.softmax_param.axis
+        if t in ("SoftmaxWithLoss", "Accuracy", "InfogainLoss") and len(names) > 1:
+            lp = layer.layer_param
+            axis_param = {"Accuracy": lp.accuracy_param.axis, "InfogainLoss": lp.infogain_loss_param.axis}.get(
+                t, lp.softmax_param.axis)
             shape = net.bottom_vecs[i][0].shape
             axis = axis_param + len(shape) if axis_param < 0 else axis_param
             labels[names[1]] = ("class", int(shape[axis]) if shape else 1)
+        elif t in ("HingeLoss", "MultinomialLogisticLoss") and len(names) > 1:
+            shape = net.bottom_vecs[i][0].shape
+            labels[names[1]] = ("class", int(np.prod(shape[1:], dtype=np.int64)) if shape else 1)
         elif t == "Embed":
             labels[names[0]] = ("class", int(layer.K))
         elif t == "BatchReindex" and len(names) > 1:

@@ -188,6 +188,24 @@ layer { name: "sto" type: "Pooling" bottom: "data" top: "sto" pooling_param { po
     assert "layer 'sto' (Pooling)" in str(e) and "STOCHASTIC" in str(e)
 
 
+def test_infogain_matrix_from_source(tmp_path):
+    """InfogainLoss's H read from its source file becomes a constant of the model."""
+    from engine.core import io
+    rng = np.random.default_rng(2)
+    H = rng.uniform(0, 1, (1, 1, 4, 4)).astype(np.float32)
+    io.write_binary(str(tmp_path / "H.binaryproto"), io.array_to_blobproto(H))
+    text = input_layers({"data": (3, 4), "label": (3,)}) + """
+layer { name: "info" type: "InfogainLoss" bottom: "data" bottom: "label" top: "info"
+        infogain_loss_param { source: "%s" } }
+""" % (tmp_path / "H.binaryproto")
+    net = make_net('name: "info"\n' + text, tmp_path)
+    res, result = export_and_verify(net, rtol=1e-6)
+    assert_verified(result)
+    from onnx import numpy_helper
+    inits = {i.name: numpy_helper.to_array(i) for i in res.model.graph.initializer}
+    np.testing.assert_array_equal(inits["info/H"], H.reshape(4, 4))
+
+
 def test_refused_and_exportable_types_cover_the_registry():
     """Every registered layer type is either converted or refused with a reason."""
     types = set(engine.layer_type_list())

@@ -212,6 +212,18 @@ CASES = [
      + _L("loss_batch", "SoftmaxWithLoss", ["data", "label"], "loss_batch", "loss_param { normalization: "
           "BATCH_SIZE ignore_label: 2 }")
      + _L("acc", "Accuracy", ["data", "label"], "acc", "accuracy_param { ignore_label: 1 }"), {}),
+    ("contrastive_hinge_multinomial", {"a": (4, 3, 1, 1), "b": (4, 3), "sim": (4, 1, 1, 1), "p": (4, 5),
+                                       "label": (4,)},
+     _L("con", "ContrastiveLoss", ["a", "b", "sim"], "con", "contrastive_loss_param { margin: 2 }")
+     + _L("con_legacy", "ContrastiveLoss", ["a", "b", "sim"], "con_legacy", "contrastive_loss_param { margin: 3 "
+          "legacy_version: true }")
+     + _L("hinge", "HingeLoss", ["p", "label"], "hinge", "")
+     + _L("hinge2", "HingeLoss", ["p", "label"], "hinge2", "hinge_loss_param { norm: L2 }")
+     + _L("sm", "Softmax", "p", "probs", "")
+     + _L("mlr", "MultinomialLogisticLoss", ["probs", "label"], "mlr", ""), {}),
+    ("infogain_bottom_h", {"data": (2, 4, 3), "label": (2, 3), "H": (1, 1, 4, 4)},
+     _L("info", "InfogainLoss", ["data", "label", "H"], ["info", "prob"], "loss_weight: 1 loss_weight: 0 "
+        "loss_param { ignore_label: 2 }"), {}),
     ("sigmoid_ce_euclidean", {"x": (3, 4), "t": (3, 4), "y": (3, 2, 2)},
      _L("ce", "SigmoidCrossEntropyLoss", ["x", "t"], "ce", "")
      + _L("eu", "EuclideanLoss", ["x", "y"], "eu", ""), {}),

@@ -69,6 +69,7 @@ ZOO_NETS = [
      [13]),
     ("hdf5_nonlinear_input", "examples/hdf5_classification/nonlinear_train_val.input.prototxt", (), 2, None, [13]),
     ("siamese_deploy", "examples/siamese/mnist_siamese.prototxt", (), 2, None, [13]),
+    ("siamese_train_test_input", "examples/siamese/mnist_siamese_train_test.input.prototxt", (), 2, None, [13]),
 ]
 
 
@@ -95,7 +96,7 @@ def test_zoo_nets_all_covered(shared_dir):
     """Every zoo prototxt with a deploy or Input-layer version is exported above, or refused
     with a reason the test knows."""
     known = {c[1] for c in ZOO_NETS} | {"models/bvlc_reference_caffenet/deploy.prototxt"}
-    refused = {"examples/siamese/mnist_siamese_train_test.input.prototxt": "ContrastiveLoss"}
+    refused = {}
     zoo = shared_dir / ZOO
     found = set()
     for p in sorted(list(zoo.glob("models/*/*.prototxt")) + list(zoo.glob("examples/*/*.prototxt"))):
@@ -110,17 +111,6 @@ def test_zoo_nets_all_covered(shared_dir):
     found -= {"models/bvlc_googlenet/train_val.input.prototxt",
               "models/bvlc_reference_caffenet/train_val.input.prototxt"}
     assert found - known - set(refused) == set(), "zoo nets not exported by a test"
-
-
-@pytest.mark.shared
-def test_zoo_refused_net_names_layer(shared_dir):
-    from engine import ports
-    rel = "examples/siamese/mnist_siamese_train_test.input.prototxt"
-    net = _net(_zoo_param(shared_dir, rel), shared_dir, rel, batch=2)
-    with pytest.raises(ports.ExportError) as e:
-        ports.export_onnx(net)
-    assert "layer 'loss' (ContrastiveLoss)" in str(e.value)
-    assert e.value.layer == "loss"
 
 
 # ------------------------------------------------------------------ the issue's deploy nets
