@@ -38,6 +38,9 @@ import numpy as np
 from engine.ports.errors import ExportError, require
 
 PRODUCER = "caffe-inspector engine.ports"
+# Weights above this many bytes go to an external data file beside the .onnx (protobuf's
+# 2 GB limit on one message); the checker then reads the model from its path.
+EXTERNAL_DATA_BYTES = 1_800_000_000
 # Layer types whose top shares the bottom's data memory (Caffe's ShareData), besides in place.
 _SHARING = {"Split", "Flatten", "Reshape"}
 
@@ -503,6 +506,10 @@ def _phase(phase):
     return int(phase)
 
 
+def _weight_bytes(model):
+    return sum(len(t.raw_data) for t in model.graph.initializer)
+
+
 def build_onnx_model(net_or_model, opset=None, all_blobs=False, check=True, **net_kw):
     """The ONNX ModelProto of a net (see :func:`export_onnx`), checked, not written."""
     from engine.ports.opsets import resolve_opset
@@ -510,7 +517,7 @@ def build_onnx_model(net_or_model, opset=None, all_blobs=False, check=True, **ne
     op = resolve_opset(opset)
     ex = _Exporter(net, op, all_blobs=all_blobs)
     model, blob_tensors, inputs, outputs = ex.run()
-    if check:
+    if check and _weight_bytes(model) <= EXTERNAL_DATA_BYTES:
         check_model(model)
     res = ExportResult(model=model, opset=op, path=None, blob_tensors=blob_tensors, inputs=inputs, outputs=outputs,
                        layers=len(net.layers), nodes=len(model.graph.node))
@@ -518,8 +525,8 @@ def build_onnx_model(net_or_model, opset=None, all_blobs=False, check=True, **ne
 
 
 def check_model(model):
-    """onnx.checker with the full check (types and shapes inferred against the declared ones);
-    a failure is the exporter's bug, said so."""
+    """onnx.checker with the full check (types and shapes inferred against the declared ones)
+    of a ModelProto or a path; a failure is the exporter's bug, said so."""
     onnx = require("onnx", "ONNX export")
     try:
         onnx.checker.check_model(model, full_check=True)
@@ -543,16 +550,32 @@ def export_onnx(net_or_model, path=None, *, weights=None, phase=None, level=0, s
     """
     res = build_onnx_model(net_or_model, opset=opset, all_blobs=all_blobs, weights=weights, phase=phase,
                            level=level, stages=stages, seed=seed)
-    if path is not None:
-        path = os.fspath(path)
-        data = res.model.SerializeToString()
+    if path is None:
+        if _weight_bytes(res.model) > EXTERNAL_DATA_BYTES:
+            raise ExportError("the weights take %.2f GB: an ONNX model over 2 GB must be written to a file (its "
+                              "weights beside it); give a path" % (_weight_bytes(res.model) / 1e9))
+        return res
+    path = os.fspath(path)
+    if _weight_bytes(res.model) > EXTERNAL_DATA_BYTES:
+        onnx = require("onnx", "ONNX export")
+        model = onnx.ModelProto()
+        model.CopyFrom(res.model)          # saving moves the weights out of the message
+        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=os.path.basename(path) + ".data", size_threshold=1024)
+        check_model(path)
+    else:
         with open(path, "wb") as f:
-            f.write(data)
-        res.path = path
+            f.write(res.model.SerializeToString())
+    res.path = path
     return res
 
 
 def export_onnx_bytes(net, opset=None, all_blobs=False):
     """The ONNX model of ``net`` as bytes (for the inspector's Save menu); an
-    :class:`engine.ports.ExportError` (a CaffeError) when a layer cannot be exported."""
-    return build_onnx_model(net, opset=opset, all_blobs=all_blobs).model.SerializeToString()
+    :class:`engine.ports.ExportError` (a CaffeError) when a layer cannot be exported or the
+    weights pass protobuf's 2 GB (write those with :func:`export_onnx` and a path)."""
+    model = build_onnx_model(net, opset=opset, all_blobs=all_blobs).model
+    if _weight_bytes(model) > EXTERNAL_DATA_BYTES:
+        raise ExportError("the weights take %.2f GB: an ONNX model over 2 GB cannot be one file; export it with "
+                          "python -m engine export-onnx (the weights go beside it)" % (_weight_bytes(model) / 1e9))
+    return model.SerializeToString()

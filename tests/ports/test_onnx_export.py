@@ -239,6 +239,26 @@ def test_export_bytes_and_file(tmp_path):
     assert [o.name for o in res.model.graph.output] == ["prob"]
 
 
+def test_big_weights_go_to_external_data(tmp_path, monkeypatch):
+    """Weights over protobuf's 2 GB limit (here: a lowered threshold) are written beside the
+    model; the file is checked and verified from its path."""
+    from engine.ports import onnx_export
+    monkeypatch.setattr(onnx_export, "EXTERNAL_DATA_BYTES", 1000)
+    text = input_layers({"data": (2, 64)}) + """
+layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc" inner_product_param { num_output: 64 } }
+layer { name: "relu" type: "ReLU" bottom: "fc" top: "fc" }
+"""
+    net = make_net('name: "big"\n' + text, tmp_path)
+    ports.randomize_params(net, 0)
+    ports.random_inputs(net, 0)
+    res = ports.export_onnx(net, tmp_path / "big.onnx")
+    assert (tmp_path / "big.onnx.data").stat().st_size > 100
+    assert_verified(ports.verify(net, str(tmp_path / "big.onnx")))
+    with pytest.raises(ports.ExportError, match="2 GB"):
+        ports.export_onnx_bytes(net)
+    assert res.path == str(tmp_path / "big.onnx")
+
+
 def test_export_bytes_refusal_is_an_engine_error(tmp_path):
     text = input_layers({"data": (2, 3)}) + 'layer { name: "drop" type: "Dropout" bottom: "data" top: "d" }'
     net = make_net('name: "d"\n' + text, tmp_path, phase=engine.TRAIN)

@@ -92,7 +92,8 @@ CASES = [
     ("batchnorm_2d", {"data": (4, 5)},
      _L("bn", "BatchNorm", "data", "bn", "batch_norm_param { use_global_stats: true }"), {"bn_scale_factor": 0.5}),
     ("scale_second_bottom_axis", {"data": (2, 3, 4, 5), "s": (3, 4)},
-     _L("sc", "Scale", ["data", "s"], "sc", "scale_param { axis: 1 }"), {}),
+     _L("sc", "Scale", ["data", "s"], "sc", "scale_param { axis: 1 bias_term: true bias_filler { type: "
+        "\"gaussian\" } }"), {}),
     ("scale_axis0_num_axes2_bias", {"data": (2, 3, 4)},
      _L("sc", "Scale", "data", "sc", "scale_param { axis: 0 num_axes: 2 bias_term: true filler { type: "
         "\"gaussian\" } bias_filler { type: \"gaussian\" } }"), {}),
