@@ -294,6 +294,8 @@ class _Exporter:
         self.versions = {}             # blob -> [tensor, ...] in order
         self.graph_inputs = []
         self.param_consts = {}         # (param memory, shape) -> initializer
+        self.extra_names = {}          # tensor -> name, for the tensors of inlined inner nets
+        self.state_io = []             # (state input, internal tensor of the state output, layer, index, shape)
         self._next_storage = 0
 
     # ------------------------------------------------------------ blob state
@@ -397,6 +399,43 @@ class _Exporter:
         self.graph._used.add(blob)
         return blob
 
+    # ------------------------------------------------------------ inner nets (RNN, LSTM)
+    def add_state(self, layer, index, name, shape):
+        """A graph input for a recurrent layer's carried state (Caffe keeps it in the layer:
+        h_0 of this Forward is h_T of the last one, zeros at first)."""
+        owner = getattr(self, "outer", self)
+        tensor = owner.graph.fresh("%s/%s" % (layer, name))
+        owner.graph.inputs.append((tensor, tuple(shape)))
+        owner.shapes[tensor] = tuple(shape)
+        return tensor
+
+    def add_state_output(self, state_input, tensor, layer, index, shape):
+        owner = getattr(self, "outer", self)
+        owner.state_io.append((state_input, tensor, layer, index, tuple(shape)))
+
+    def inline(self, prefix, net, last_layer, input_map):
+        """Walk ``net`` (a recurrent layer's unrolled net) up to ``last_layer`` into this graph,
+        its input blobs bound to ``input_map``'s tensors; returns {inner blob: tensor}.  Inner
+        tensors are named ``<prefix>/<blob>`` (their last state) or ``<prefix>/<blob>@<layer>``."""
+        inner = _Inner(self, prefix, net, input_map)
+        refusals = self.layers_mod.check_net(net)
+        if refusals:
+            raise ExportError("the unrolled net of '%s' cannot be exported: %s"
+                              % (prefix, "; ".join("layer '%s' (%s): %s" % r for r in refusals)), layer=prefix)
+        for i in range(int(last_layer) + 1):
+            inner._layer(i)
+        for blob in list(inner.state):
+            inner.read(blob)
+        mapped = set(input_map.values())
+        owner = getattr(self, "outer", self)
+        for tensor, (blob, layer) in inner.owner.items():
+            if tensor in mapped or tensor in owner.extra_names:
+                continue
+            last = inner.state.get(blob, (None,))[0] == tensor
+            owner.extra_names[tensor] = owner.graph.fresh("%s/%s" % (prefix, blob) if last else
+                                                          "%s/%s@%s" % (prefix, blob, layer))
+        return {blob: inner.state[blob][0] for blob in inner.state}
+
     # ------------------------------------------------------------ names, outputs, the model
     def _finish(self):
         onnx, helper, net = self.onnx, self.onnx.helper, self.net
@@ -416,7 +455,8 @@ class _Exporter:
             if tensor in rename or tensor in inputs:
                 continue
             rename[tensor] = self.graph.fresh("%s@%s" % (blob, layer))
-        names = lambda t: rename.get(t, t)   # noqa: E731
+        extra = self.extra_names
+        names = lambda t: rename.get(t, extra.get(t, t))   # noqa: E731
         blob_tensors = {blob: names(final[blob]) for blob in net.blob_names if blob in final}
         # Outputs: Caffe's net outputs (or every blob); a blob whose last state is another
         # blob's tensor (Split tops, ...) or a graph input gets an Identity of its own name.
@@ -440,6 +480,16 @@ class _Exporter:
                                                      doc_string="caffe blob '%s' as an output" % blob))
             named_shapes[name] = tuple(net.blobs[blob].shape)
             outputs.append(name)
+        state = {}
+        for state_input, tensor, layer, index, shape in self.state_io:
+            out = names(tensor)
+            if out in outputs:
+                out = self.graph.fresh("%s/out" % out)
+                self.graph.nodes.append(helper.make_node("Identity", [tensor], [out],
+                                                         name=self.graph._node_name("%s/output" % out)))
+            outputs.append(out)
+            named_shapes[out] = shape
+            state[state_input] = {"layer": layer, "index": index, "output": out}
         for node in self.graph.nodes:
             for k, n in enumerate(node.input):
                 node.input[k] = names(n)
@@ -463,8 +513,35 @@ class _Exporter:
             "caffe.net": net.name or "",
             "caffe.phase": "TEST" if int(net.phase) == 1 else "TRAIN",
             "caffe.layers": json.dumps([[n, l.type] for n, l in zip(net.layer_names, net.layers)]),
+            "caffe.state": json.dumps(state),
         })
         return model, blob_tensors, [n for n, _ in self.graph.inputs], outputs
+
+
+class _Inner(_Exporter):
+    """The exporter of a recurrent layer's unrolled net, writing into the outer graph."""
+
+    def __init__(self, outer, prefix, net, input_map):
+        self.outer = outer
+        self.onnx = outer.onnx
+        self.net = net
+        self.layers_mod = outer.layers_mod
+        self.all_blobs = False
+        self.graph = outer.graph
+        self.shapes = outer.shapes
+        self.param_consts = outer.param_consts
+        self.extra_names = outer.extra_names
+        self.prefix = prefix
+        self.input_map = dict(input_map)
+        self.storage, self.storage_head, self.state, self.owner, self.versions = {}, {}, {}, {}, {}
+        self.graph_inputs = []
+        self._next_storage = 0
+
+    def add_input(self, blob, shape):
+        if blob not in self.input_map:
+            raise ExportError("the unrolled net of '%s' has an input '%s' the exporter does not bind"
+                              % (self.prefix, blob), layer=self.prefix)
+        return self.input_map[blob]
 
 
 def _version():

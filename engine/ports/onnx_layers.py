@@ -36,12 +36,6 @@ REFUSED = {
     "HDF5Output": "HDF5Output writes its bottoms to a file during Forward (a side effect with no ONNX form)",
     "Filter": "Filter's output batch size depends on the data (the selector), while the export writes the static "
               "shapes Caffe computed at Init for every later layer",
-    "RNN": "a recurrent layer carries its hidden state from one Forward to the next (h_T -> h_0) inside the layer; "
-           "a stateless ONNX graph cannot hold it, and ONNX's RNN op has other semantics (no cont input, another "
-           "gate layout)",
-    "LSTM": "a recurrent layer carries its hidden and cell state from one Forward to the next (h_T, c_T -> h_0, "
-            "c_0) inside the layer; a stateless ONNX graph cannot hold it, and ONNX's LSTM op has other semantics "
-            "(no cont input, another gate order [i o f c], peepholes)",
 }
 
 
@@ -663,6 +657,40 @@ def _mvn(c):
         std = c.node("Add", [c.node("Sqrt", [var], "sqrt"), c.scalar(L.eps, "eps")], "std")
         y = c.node("Div", [y, std], "normalized")
     return [c.reshape(y, c.top_shapes[0], "out")]
+
+
+# ====================================================================== recurrent
+@register("RNN", "LSTM")
+def _recurrent(c):
+    """Caffe's unrolled net itself (every timestep's InnerProduct, Eltwise, TanH or LSTMUnit,
+    with the weights shared across timesteps), not ONNX's RNN/LSTM ops (no cont input, other
+    gate order).  The state Caffe carries inside the layer from one Forward to the next
+    (h_0 := the last Forward's h_T; zeros at first) becomes explicit: without expose_hidden
+    the model takes ``<layer>/h_0`` (and ``<layer>/c_0``) as inputs and gives ``<layer>/h_T``
+    (``<layer>/c_T``) as outputs, to be fed back (model metadata ``caffe.state``)."""
+    L = c.layer
+    in_map = {"x": c.x(0), "cont": c.x(1)}
+    if L.static_input:
+        in_map["x_static"] = c.x(2)
+    recur_in = list(L.recurrent_input_blob_names())
+    recur_out = list(L.recurrent_output_blob_names())
+    offset = 2 + int(L.static_input)
+    states = []
+    for j, name in enumerate(recur_in):
+        if L.expose_hidden:
+            in_map[name] = c.x(offset + j)
+        else:
+            shape = tuple(L.recur_input_blobs[j].shape)
+            in_map[name] = c.exporter.add_state(c.name, j, name, shape)
+            states.append((in_map[name], j, shape))
+    outs = c.exporter.inline(c.name, L.unrolled_net, L.last_layer_index, in_map)
+    tops = [outs[n] for n in L.output_blob_names()]
+    if L.expose_hidden:
+        tops += [outs[n] for n in recur_out]
+    else:
+        for (state_input, j, shape), name in zip(states, recur_out):
+            c.exporter.add_state_output(state_input, outs[name], c.name, j, shape)
+    return tops
 
 
 # ====================================================================== recurrent (one step)

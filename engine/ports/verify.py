@@ -166,11 +166,20 @@ def verify(net, onnx_model, inputs=None, rtol=RTOL, atol=ATOL, blobs=None, provi
     model = onnx.ModelProto()
     model.CopyFrom(_load_model(onnx, onnx_model))
     mapping = blob_tensors(model, net)
+    meta = {p.key: p.value for p in model.metadata_props}
+    state = json.loads(meta.get("caffe.state", "{}"))
     graph_inputs = [i.name for i in model.graph.input]
     init_names = {i.name for i in model.graph.initializer}
     graph_inputs = [n for n in graph_inputs if n not in init_names]
     feeds = {}
     for name in graph_inputs:
+        if name in state:
+            # a recurrent layer's carried state: what the engine's Forward starts from (the
+            # last Forward's h_T, which it copies to h_0 first)
+            s = state[name]
+            layer = net.layer_dict[s["layer"]]
+            feeds[name] = np.array(layer.recur_output_blobs[int(s["index"])].data, dtype=np.float32, copy=True)
+            continue
         if inputs is not None and name in inputs:
             arr = np.asarray(inputs[name], dtype=np.float32)
         elif net.has_blob(name):
@@ -189,6 +198,11 @@ def verify(net, onnx_model, inputs=None, rtol=RTOL, atol=ATOL, blobs=None, provi
     # The engine: Forward on those inputs, every blob kept.
     net.Forward()
     engine_blobs = {b: np.array(net.blobs[b].data, copy=True) for b in net.blob_names}
+    state_rows = []                 # (label, output tensor, the engine's carried state after Forward)
+    for s in state.values():
+        layer = net.layer_dict[s["layer"]]
+        state_rows.append(("%s (state %s)" % (s["output"], s["layer"]), s["output"],
+                           np.array(layer.recur_output_blobs[int(s["index"])].data, copy=True)))
     # onnxruntime: every mapped tensor as an output.
     wanted = [b for b in (blobs or net.blob_names) if b in mapping]
     outputs = {o.name for o in model.graph.output}
@@ -219,6 +233,14 @@ def verify(net, onnx_model, inputs=None, rtol=RTOL, atol=ATOL, blobs=None, provi
             continue
         d, s, r, tol, ok, note = compare_arrays(ref, got[t], rtol, atol)
         res.rows.append(BlobRow(b, t, tuple(ref.shape), d, s, r, tol, ok, note))
+    if blobs is None:
+        for label, t, ref in state_rows:
+            if t not in got:
+                res.rows.append(BlobRow(label, t, tuple(ref.shape), np.inf, 0.0, np.inf, 0.0, False,
+                                        "not in the ONNX model"))
+                continue
+            d, s, r, tol, ok, note = compare_arrays(ref, got[t], rtol, atol)
+            res.rows.append(BlobRow(label, t, tuple(ref.shape), d, s, r, tol, ok, note))
     return res
 
 
@@ -255,6 +277,8 @@ def _label_blobs(net):
             labels[names[2]] = ("class", 2)
         elif t == "LSTMUnit" and len(names) > 2:
             labels[names[2]] = ("class", 2)
+        elif t in ("RNN", "LSTM") and len(names) > 1:
+            labels[names[1]] = ("class", 2)          # sequence continuation indicators
     return labels
 
 

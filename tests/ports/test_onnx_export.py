@@ -165,15 +165,44 @@ layer { name: "drop" type: "Dropout" bottom: "r" top: "r" }
     assert "Input layer" in msg
 
 
-def test_refuses_recurrent_layers(tmp_path):
+def test_recurrent_layers_unrolled_with_their_state(tmp_path):
+    """LSTM and RNN: Caffe's unrolled net itself; the hidden (and cell) state Caffe carries
+    inside the layer from one Forward to the next is an input (<layer>/h_0, <layer>/c_0) and
+    an output (<layer>/h_T, <layer>/c_T: Caffe's inner blobs h_4, c_4 for 4 timesteps) of the
+    model: fed the engine's state, every Forward of a sequence of three agrees, the state
+    included."""
     text = input_layers({"x": (4, 2, 3), "cont": (4, 2)}) + """
 layer { name: "lstm" type: "LSTM" bottom: "x" bottom: "cont" top: "h" recurrent_param { num_output: 5 } }
 layer { name: "rnn" type: "RNN" bottom: "x" bottom: "cont" top: "h2" recurrent_param { num_output: 5 } }
 """
     net = make_net('name: "rec"\n' + text, tmp_path)
-    e = _refusal(net)
-    assert "layer 'lstm' (LSTM)" in str(e) and "layer 'rnn' (RNN)" in str(e)
-    assert "hidden" in str(e) and "state" in str(e)
+    ports.randomize_params(net, 0)
+    res = ports.export_onnx(net, opset="latest")
+    assert {i.name for i in res.model.graph.input} == {"x", "cont", "lstm/h_0", "lstm/c_0", "rnn/h_0"}
+    state = json.loads(_meta(res.model)["caffe.state"])
+    assert state["lstm/c_0"] == {"layer": "lstm", "index": 1, "output": "lstm/c_4"}
+    assert not any(n.op_type in ("LSTM", "RNN") for n in res.model.graph.node)
+    for step in range(3):
+        ports.random_inputs(net, step)
+        net.blobs["cont"].data[...] = 1 if step else net.blobs["cont"].data    # sequences go on
+        result = ports.verify(net, res.model, rtol=1e-6)
+        assert_verified(result)
+        assert {"lstm/h_4 (state lstm)", "lstm/c_4 (state lstm)"} <= {r.blob for r in result.rows}
+    assert np.abs(net.layer_dict["lstm"].recur_output_blobs[0].data).max() > 0
+
+
+def test_recurrent_expose_hidden_and_static_input(tmp_path):
+    text = input_layers({"x": (3, 2, 4), "cont": (3, 2), "xs": (2, 6), "h0": (1, 2, 5), "c0": (1, 2, 5)}) + """
+layer { name: "lstm" type: "LSTM" bottom: "x" bottom: "cont" bottom: "xs" bottom: "h0" bottom: "c0"
+        top: "h" top: "hT" top: "cT" recurrent_param { num_output: 5 expose_hidden: true } }
+layer { name: "rnn" type: "RNN" bottom: "x" bottom: "cont" bottom: "h0" top: "o" top: "oT"
+        recurrent_param { num_output: 5 expose_hidden: true } }
+"""
+    net = make_net('name: "exposed"\n' + text, tmp_path)
+    res, result = export_and_verify(net, rtol=1e-6)
+    assert_verified(result)
+    assert [i.name for i in res.model.graph.input] == ["x", "cont", "xs", "h0", "c0"]
+    assert _meta(res.model)["caffe.state"] == "{}"
 
 
 def test_refuses_random_layers(tmp_path):
