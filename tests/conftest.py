@@ -16,6 +16,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs CuPy and a CUDA device (skipped without)")
     config.addinivalue_line("markers", "browser: drives headless Chromium (dash.testing)")
     config.addinivalue_line("markers", "shared: needs ../shared (Caffe's reference material)")
+    config.addinivalue_line("markers", "slow: a heavy test (big nets); CI runs it, -m 'not slow' skips it locally")
 
 
 def _gpu_ok():

@@ -17,6 +17,7 @@
     python -m engine extract_features W PROTO BLOBS DBS N lmdb|leveldb [CPU|GPU] [ID]
     python -m engine upgrade_net_proto_text|upgrade_net_proto_binary|upgrade_solver_proto_text IN OUT
     python -m engine run SCRIPT [ARGS...]      (a pycaffe script, with the engine as caffe)
+    python -m engine export-onnx MODEL -o OUT.onnx [--weights W] [--opset N|latest] [--all-blobs] [--verify]
 
 Caffe's spellings: every flag also as gflags writes it (``-solver s``, ``-solver=s``,
 ``--solver=s``; ``-gray``, ``-nogray``), before or after the command
@@ -708,6 +709,41 @@ def cmd_run(args, out, err):
     return run_script(args.script, args.args, err=err)
 
 
+def cmd_export_onnx(args, out, err):
+    """export-onnx: the net as an ONNX model with Caffe's exact semantics (engine.ports)."""
+    from engine.ports.onnx_export import export_onnx
+    net = build_net(args.model, _phase(args.phase, 1), args.level, _stages(args.stage), args.weights, args.seed)
+    res = export_onnx(net, args.output, opset=args.opset, all_blobs=args.all_blobs)
+    _say(out, "Wrote %s: %s" % (args.output, res.summary()))
+    if not args.verify:
+        return EXIT_OK
+    from engine.ports.verify import random_inputs, verify
+    random_inputs(net, args.seed)
+    result = verify(net, res.model)
+    if args.verbose or not result.ok:
+        _say(out, result.table(only_failures=not args.verbose))
+    _say(out, "verify (onnxruntime vs the engine, random inputs seed %d): %s" % (args.seed, result.summary()))
+    return EXIT_OK if result.ok else EXIT_DIFFER
+
+
+def _add_export_onnx_command(sub):
+    p = sub.add_parser("export-onnx", help="export the net to ONNX with Caffe's exact semantics (docs/ports.md)")
+    p.add_argument("model", help="the net prototxt")
+    p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
+    p.add_argument("--weights", help="a .caffemodel (default: the engine's fillers, seeded by --seed)")
+    p.add_argument("--opset", help="ONNX opset: 13 (default), a number (clamped to the newest onnxruntime runs), "
+                   "or 'latest'")
+    p.add_argument("--phase", help="TEST (default) or TRAIN")
+    p.add_argument("--level", type=int, default=0, help="NetState level (default 0)")
+    p.add_argument("--stage", action="append", default=[], help="NetState stage (repeatable; or comma separated)")
+    p.add_argument("--all-blobs", action="store_true", help="every blob (its state after Forward) as an output")
+    p.add_argument("--verify", action="store_true", help="then run onnxruntime and the engine on random inputs and "
+                   "compare every blob (exit 3 if one differs)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the fillers and of --verify's inputs (default 1)")
+    _log_flags(p)
+    p.set_defaults(func=cmd_export_onnx, log_default=False)
+
+
 # ---------------------------------------------------------------------- parser
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
@@ -780,6 +816,7 @@ def make_parser():
     _add_run_command(sub)
     from engine.tools import selftest
     selftest.add_parser(sub)
+    _add_export_onnx_command(sub)
     ap.command_parsers = sub.choices
     return ap
 
