@@ -1,6 +1,8 @@
 """Saving the graph as an image: PNG from the browser's drawing (cytoscape's
 own export of the whole graph), SVG drawn by the server from the same view
 (every node, frame and edge as vector shapes and text)."""
+import base64
+
 from dash import Input, Output, State, no_update
 
 from inspector import ids, presenter
@@ -34,7 +36,32 @@ def png_request(app, sid):
     return dict(PNG_REQUEST, filename=name)
 
 
+def onnx_download(app, sid):
+    """(dcc.Download data or None, status text): the loaded net as ONNX bytes, or why not
+    (a layer with no faithful ONNX form is named; a missing extra says which to install)."""
+    import engine.ports as ports
+    with app.store.use(sid) as s:
+        if s.loaded is None:
+            return None, "no net is loaded"
+        name = file_stem(s.loaded.graph)
+        try:
+            data = ports.export_onnx_bytes(s.loaded.net)
+        except (ports.ExportError, ports.MissingExtraError) as exc:
+            return None, "not saved: %s" % exc
+    return ({"content": base64.b64encode(data).decode(), "base64": True, "filename": "%s.onnx" % name,
+             "type": "application/octet-stream"},
+            "saved %s.onnx (%d KiB; verify it: python -m engine export-onnx --help)" % (name, len(data) // 1024))
+
+
 def register(dash_app, app):
+    @dash_app.callback(
+        Output(ids.ONNX_DOWNLOAD, "data"), Output(ids.ONNX_STATUS, "children"),
+        Input(ids.ONNX_SAVE, "n_clicks"), State(ids.SESSION, "data"), prevent_initial_call=True)
+    @guarded(2, "saving the net as ONNX")
+    def onnx_cb(_n, sid):
+        data, status = onnx_download(app, sid)
+        return (data if data is not None else no_update), status
+
     @dash_app.callback(
         Output(ids.GRAPH, "generateImage"), Output(ids.GRAPH_DOWNLOAD, "data"),
         Input(ids.IMAGE_SAVE, "n_clicks"), State(ids.IMAGE_FORMAT, "value"), State(ids.COLOUR_BY, "value"),

@@ -355,3 +355,35 @@ def test_dead_relu_badges_fold_into_weights_not_loaded(app_ctx, tmp_path):
         badges = presenter.findings_by_layer(s.loaded)
     assert not any(n.startswith("relu") for n in badges), badges      # one finding, one badge
     assert [v[1].split(":")[0] for v in badges.values()] == ["weights not loaded"]
+
+
+def test_save_onnx_gives_a_model_onnxruntime_reproduces_and_refuses_data_layers(app_ctx, sid, tmp_path):
+    pytest.importorskip("onnxruntime")
+    import base64
+
+    from inspector_testlib import DEPLOY_NET
+
+    import engine.ports as ports
+    from inspector.callbacks import image_export
+    # a Filter layer's output size depends on its data: no ONNX form, refused naming the layer
+    f = tmp_path / "filter.prototxt"
+    f.write_text('name: "F"\nlayer { name: "in" type: "Input" top: "x" top: "sel" input_param { shape { dim: 4 '
+                 'dim: 3 } shape { dim: 4 } } }\nlayer { name: "keep" type: "Filter" bottom: "x" bottom: "sel" '
+                 'top: "y" }\n')
+    sid1 = new_session_id()
+    app_ctx.config.model = str(f)
+    load.handle_load(app_ctx, sid1, None)
+    data, status = image_export.onnx_download(app_ctx, sid1)
+    assert data is None and status.startswith("not saved:") and "keep" in status and "Filter" in status
+    p = tmp_path / "deploy.prototxt"
+    p.write_text(DEPLOY_NET)
+    sid2 = new_session_id()
+    app_ctx.config.model = str(p)
+    load.handle_load(app_ctx, sid2, None)
+    data, status = image_export.onnx_download(app_ctx, sid2)
+    assert status.startswith("saved TinyDeploy.onnx") and data["filename"] == "TinyDeploy.onnx"
+    path = tmp_path / "tiny.onnx"
+    path.write_bytes(base64.b64decode(data["content"]))
+    with app_ctx.store.use(sid2) as s:
+        result = ports.verify(s.loaded.net, str(path))
+    assert result.ok, result

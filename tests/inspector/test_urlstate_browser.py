@@ -227,3 +227,16 @@ def test_value_table_scrolls_inside_its_panel(dash_duo, tmp_path):
     assert sizes["boxScroll"] > sizes["box"]
     assert sizes["sideScroll"] <= sizes["side"] + 1, sizes  # the panel itself does not overflow
     assert sizes["boxRight"] <= sizes["sideRight"] + 1, sizes
+
+
+def test_save_onnx_downloads_a_model_of_the_loaded_net(dash_duo):
+    onnx = pytest.importorskip("onnx")
+    _start(dash_duo, "/?example=lenet")
+    _wait_status(dash_duo, "LeNetDigits")
+    dash_duo.find_element("#%s summary" % ids.SAVE_MENU).click()
+    dash_duo.find_element("#" + ids.ONNX_SAVE).click()
+    wait_text(dash_duo, ids.ONNX_STATUS, "saved LeNetDigits.onnx")
+    model = onnx.load(str(_downloads(dash_duo, ".onnx")[0]))
+    onnx.checker.check_model(model)
+    names = {o.name for o in model.graph.output}
+    assert "loss" in names and {"conv1", "ip2"} <= {t for n in model.graph.node for t in n.output} | names
