@@ -719,7 +719,7 @@ def cmd_export_onnx(args, out, err):
         return EXIT_OK
     from engine.ports.verify import random_inputs, verify
     random_inputs(net, args.seed)
-    result = verify(net, res.model)
+    result = verify(net, res.model, rtol=args.rtol)
     if args.verbose or not result.ok:
         _say(out, result.table(only_failures=not args.verbose))
     _say(out, "verify (onnxruntime vs the engine, random inputs seed %d): %s" % (args.seed, result.summary()))
@@ -739,6 +739,8 @@ def _add_export_onnx_command(sub):
     p.add_argument("--all-blobs", action="store_true", help="every blob (its state after Forward) as an output")
     p.add_argument("--verify", action="store_true", help="then run onnxruntime and the engine on random inputs and "
                    "compare every blob (exit 3 if one differs)")
+    p.add_argument("--rtol", type=float, default=1e-5, help="--verify's tolerance: max |diff| <= rtol x max |blob| "
+                   "(+ 1e-6) for each blob (default 1e-5)")
     p.add_argument("--seed", type=int, default=1, help="seed of the fillers and of --verify's inputs (default 1)")
     _log_flags(p)
     p.set_defaults(func=cmd_export_onnx, log_default=False)

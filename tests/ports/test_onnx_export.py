@@ -154,14 +154,18 @@ layer { name: "mem" type: "MemoryData" top: "m" top: "ml" memory_data_param { ba
 layer { name: "h5" type: "HDF5Data" top: "data" hdf5_data_param { source: "%s" batch_size: 2 } }
 layer { name: "relu" type: "ReLU" bottom: "data" top: "r" }
 layer { name: "drop" type: "Dropout" bottom: "r" top: "r" }
-""" % (tmp_path / "list.txt")
+layer { name: "filter" type: "Filter" bottom: "r" bottom: "ml" top: "kept" }
+layer { name: "out" type: "HDF5Output" bottom: "m" bottom: "ml" hdf5_output_param { file_name: "%s" } }
+""" % (tmp_path / "list.txt", tmp_path / "out.h5")
     net = make_net('name: "data"\n' + text, tmp_path, phase=engine.TRAIN)
     e = _refusal(net)
     assert e.layer == "mem"
     msg = str(e)
     assert "layer 'mem' (MemoryData)" in msg and "layer 'h5' (HDF5Data)" in msg
     assert "layer 'drop' (Dropout)" in msg and "TRAIN" in msg        # random mask in TRAIN
-    assert [r[0] for r in e.refusals] == ["mem", "h5", "drop"]
+    assert "layer 'filter' (Filter)" in msg and "depends on the data" in msg
+    assert "layer 'out' (HDF5Output)" in msg and "writes" in msg
+    assert [r[0] for r in e.refusals] == ["mem", "h5", "drop", "filter", "out"]
     assert "Input layer" in msg
 
 
