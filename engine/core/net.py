@@ -793,7 +793,7 @@ class Net:
                 self._locate(e)
             raise
 
-    def _copy_trained_layers_from(self, source):
+    def _copy_trained_layers_from(self, source: str | os.PathLike | caffe_pb2.NetParameter) -> None:
         if isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
             if path.endswith(".h5"):
