@@ -208,8 +208,9 @@ def test_the_layer_is_followed_through_filter_splits_and_the_input_upgrade(tmp_p
     assert (e.line, e.layer_line) == (14, 9)
     # an error on the upgraded Input layer points at the `input:` field it came from
     bad_input = text.replace("input_dim: 5\n", "").replace('bottom: "nope"\n', "")
-    e = raises(write(tmp_path, bad_input, "bad_input.prototxt"))
-    assert "input_dim" in str(e)
+    p = write(tmp_path, bad_input, "bad_input.prototxt")
+    e = raises(p)
+    assert str(e) == "%s:1:1: input 'data' (index 0) needs 4 input_dim values: 3 input_dim for 1 inputs" % p
 
 
 def test_a_v1_net_names_the_layers_entry(tmp_path):

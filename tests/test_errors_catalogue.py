@@ -289,8 +289,8 @@ def _(tmp):
              'input_param { shape { dim: 1 } shape { dim: 2 } } }\n')
 
 
-@row("input-dim-count", NetError, "input 'data' (index 0) needs 4 input_dim values: 3 input_dim for 1 "
-     "inputs", blob="data")
+@row("input-dim-count", NetError, "{tmp}/net.prototxt:1:1: input 'data' (index 0) needs 4 input_dim values: "
+     "3 input_dim for 1 inputs", blob="data", line=1)
 def _(tmp):
     net(tmp, 'input: "data"\ninput_dim: 1\ninput_dim: 2\ninput_dim: 3\n'
              'layer { name: "r" type: "ReLU" bottom: "data" top: "o" }\n')

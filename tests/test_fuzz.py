@@ -1023,3 +1023,102 @@ def test_fuzz_layers(quiet_engine):
     run()
     _assert_no_prefetch_threads()
     camp.check()
+
+
+# =========================================================================== escapes found by benchmarks/fuzz.py
+# One test per class of escape the large campaigns (benchmarks/fuzz.py, docs/fuzzing.md "At scale")
+# found and the engine now turns into a CaffeError.
+
+def test_an_in_place_layer_that_reshapes_a_top_stops_backward_with_an_engine_error(quiet_engine):
+    """A Reduction (or any layer that reshapes its top) written in place after a layer: Caffe
+    lets it reshape the shared blob, then the first layer's Backward reads and writes past
+    the blob's data.  The engine raised NumPy's ValueError from Bias's backward; now a
+    ShapeError that names the blob, both shapes, the layer that changed it and the layer."""
+    from engine.core.errors import ShapeError
+    path = quiet_engine / "inplace_reshape.prototxt"
+    path.write_text(
+        'layer { name: "input" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 4 } } }\n'
+        'layer { name: "bias" type: "Bias" bottom: "x" top: "y" bias_param { axis: 1 num_axes: 1 } }\n'
+        'layer { name: "loss" type: "Reduction" bottom: "y" top: "y" loss_weight: 1 '
+        'reduction_param { operation: SUMSQ } }\n')
+    net = Net(str(path), TRAIN)
+    net.blobs["x"].data[...] = 1.0
+    net.forward()
+    with pytest.raises(ShapeError) as ei:
+        net.backward()
+    e = ei.value
+    assert e.layer == "bias" and e.blob == "y"
+    assert str(e) == ("Backward: top blob 'y' has shape (1) at Backward, not the 2 3 4 (24) its Forward gave it "
+                      "(changed by layer 'loss', in place after it): Caffe reads and writes past the blob's data "
+                      "here (layer 'bias', type Bias)")
+    # a reshape through the net (Net.Reshape) is the layer's own: Backward then runs
+    ok = quiet_engine / "ok.prototxt"
+    ok.write_text(path.read_text().replace('top: "y" loss_weight', 'top: "l" loss_weight'))
+    net = Net(str(ok), TRAIN)
+    net.forward()
+    net.blobs["x"].reshape(4, 3, 2)
+    net.reshape()
+    net.backward()
+    assert net.blobs["x"].diff.shape == (4, 3, 2)
+
+
+def test_forward_names_an_output_blob_that_never_got_a_shape(quiet_engine):
+    """pycaffe's forward() returns the outputs' data: an Input without a shape leaves its
+    top unshaped (Caffe: CHECK(data_) on reading it).  The ShapeError now names the blob."""
+    from engine.core.errors import ShapeError
+    path = quiet_engine / "noshape.prototxt"
+    path.write_text('layer { name: "data" type: "Input" top: "data" }\n')
+    net = Net(str(path), TEST)
+    with pytest.raises(ShapeError) as ei:
+        net.forward()
+    assert ei.value.blob == "data" and str(ei.value).endswith("(blob 'data')")
+    assert "Check failed: data_" in str(ei.value)
+
+
+def test_closing_a_data_layer_mid_batch_closes_its_database_only_after_its_thread(quiet_engine):
+    """A Data layer with a big batch (batch_size 65536 from a mutant) closed while its
+    prefetch thread still read the first batch: the close waited 5 s, then closed the LMDB
+    under the thread, which crashed the process (SIGSEGV).  Now the thread stops after the
+    record it reads, and the database closes after it."""
+    import threading
+
+    from engine.core.layers import data
+    started, seen = threading.Event(), {}
+
+    def load(batch):                    # a batch that would take ~forever
+        started.set()
+        for _ in range(10 ** 7):
+            data.stopping()
+            time.sleep(0.001)
+
+    class Resource:
+        def close(self):            # by the thread as it ends, or after it ended: never under it
+            seen["under the thread"] = p.thread.is_alive() and threading.current_thread() is not p.thread
+            seen["closes"] = seen.get("closes", 0) + 1
+
+    p = data.Prefetcher("mid-batch", load, 1, Resource())
+    assert started.wait(120)
+    p.stop()
+    assert not p.thread.is_alive() and seen == {"under the thread": False, "closes": 1}
+    p.stop()                            # again: nothing more to close
+    assert seen["closes"] == 1
+
+
+def test_a_data_layer_with_a_huge_batch_closes_cleanly(quiet_engine):
+    lmdb = pytest.importorskip("lmdb")
+    from engine.core.io import array_to_datum
+    db = quiet_engine / "db"
+    env = lmdb.open(str(db), map_size=1 << 22)
+    with env.begin(write=True) as txn:
+        for i, a in enumerate(np.random.default_rng(0).integers(0, 256, (6, 3, 5, 4), dtype=np.uint8)):
+            txn.put(b"%08d" % i, array_to_datum(a, i).SerializeToString())
+    env.close()
+    path = quiet_engine / "big_batch.prototxt"
+    path.write_text('layer { name: "d" type: "Data" top: "x" top: "y" transform_param { crop_size: 3 } '
+                    'data_param { source: "%s" batch_size: 65536 backend: LMDB } }\n' % db)
+    net = Net(str(path), TRAIN)
+    layer = net.layers[0]
+    thread = layer.prefetcher.thread
+    layer.close()                       # while the first batch is being read
+    assert not thread.is_alive() and layer.prefetcher.resource.resource is None   # stopped, then closed
+    _assert_no_prefetch_threads()

@@ -289,6 +289,7 @@ class Net:
         self._params_lr, self._params_weight_decay = [], []
         self._has_params_lr, self._has_params_decay = [], []
         self.memory_used = 0
+        self._top_shapes = {}              # layer index -> its tops' shapes after its last Forward
         self.debug_info = False
         self._before_forward, self._after_forward = [], []
         self._before_backward, self._after_backward = [], []
@@ -617,6 +618,7 @@ class Net:
                     _annotate(e, self._layer_names[i], layer.type, "Forward")
                     raise
                 loss += layer_loss
+                self._top_shapes[i] = tuple(t.shape for t in self._top_vecs[i])
                 for obs in self.debug_observers:
                     obs.after_layer("forward", i)
                 if self.debug_info:
@@ -652,6 +654,7 @@ class Net:
                         obs.before_layer("backward", i)
                     layer = self._layers[i]
                     try:
+                        self._check_top_shapes(i)
                         with backend.translate_gpu_errors():
                             layer.Backward(self._top_vecs[i], self._bottom_need_backward[i],
                                            self._bottom_vecs[i])
@@ -751,6 +754,27 @@ class Net:
             except CaffeError as e:
                 _annotate(e, self._layer_names[i], layer.type, "Reshape")
                 raise
+            self._top_shapes[i] = tuple(t.shape for t in self._top_vecs[i])
+
+    def _check_top_shapes(self, i):
+        """Before layer ``i``'s Backward: its tops still have the shapes its Forward (or
+        Reshape) gave them.  A later in-place layer that reshapes its top (a Reduction
+        or an InnerProduct written in place) changes them under it; Caffe then reads
+        and writes past the blob's count, the engine stops here."""
+        seen = self._top_shapes.get(i)
+        if seen is None:
+            return                          # never run forward: Backward on the shapes SetUp gave
+        for k, top in enumerate(self._top_vecs[i]):
+            if k < len(seen) and top.shape != seen[k]:
+                bid = self._top_id_vecs[i][k]
+                later = [self._layer_names[j] for j in range(i + 1, len(self._layers))
+                         if bid in self._top_id_vecs[j]]
+                raise ShapeError("top blob '%s' has shape %s at Backward, not the %s its Forward gave it%s: "
+                                 "Caffe reads and writes past the blob's data here"
+                                 % (self._blob_names[bid], _shape_str(top.shape), _shape_str(seen[k]),
+                                    " (changed by layer %s, in place after it)"
+                                    % ", ".join("'%s'" % n for n in later) if later else ""),
+                                 blob=self._blob_names[bid])
 
     # -------------------------------------------------------------- weights
     def CopyTrainedLayersFrom(self, source: str | os.PathLike | caffe_pb2.NetParameter) -> None:
@@ -769,7 +793,7 @@ class Net:
                 self._locate(e)
             raise
 
-    def _copy_trained_layers_from(self, source):
+    def _copy_trained_layers_from(self, source: str | os.PathLike | caffe_pb2.NetParameter) -> None:
         if isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
             if path.endswith(".h5"):
@@ -977,8 +1001,20 @@ class Net:
         if kwargs:
             self._set_batch_arrays(kwargs, self.inputs, "data", "Input blob", "inputs", "Input")
         self._forward(start_ind, end_ind)
-        allb = self.blobs
-        return {out: allb[out].data for out in outputs}
+        return self._arrays(outputs, "data")
+
+    def _arrays(self, names: Sequence[str], which: str) -> dict[str, np.ndarray]:
+        """{name: blob data or diff}; a blob that never got a shape is named in the error."""
+        allb, out = self.blobs, {}
+        for name in names:
+            try:
+                out[name] = getattr(allb[name], which)
+            except ShapeError as e:
+                if e.blob is None:
+                    e.blob = name
+                    e.args = ("%s (blob '%s')" % (e, name),) + tuple(e.args[1:])
+                raise
+        return out
 
     def _set_batch_arrays(self, arrays: dict[str, Any], names: Sequence[str], side: str, given: str,
                           expected: str, what: str) -> None:
@@ -1013,8 +1049,7 @@ class Net:
         if kwargs:
             self._set_batch_arrays(kwargs, self.outputs, "diff", "Top diff", "outputs", "Diff")
         self._backward(start_ind, end_ind)
-        allb = self.blobs
-        return {out: allb[out].diff for out in outputs}
+        return self._arrays(outputs, "diff")
 
     def forward_all(self, blobs: Sequence[str] | None = None, **kwargs: Any) -> dict[str, np.ndarray]:
         """pycaffe's forward_all: run in batches over all the given inputs (without

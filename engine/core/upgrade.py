@@ -520,14 +520,16 @@ def upgrade_net_input(net_param):
                 if i >= len(net_param.input_shape):
                     raise NetError("input '%s' (index %d) has no input_shape: %d input_shape "
                                    "for %d inputs" % (blob, i, len(net_param.input_shape),
-                                                      len(net_param.input)), blob=blob)
+                                                      len(net_param.input)), blob=blob,
+                                   field="input", field_index=i)
                 shape.CopyFrom(net_param.input_shape[i])
             else:
                 dims = net_param.input_dim[4 * i:4 * i + 4]
                 if len(dims) != 4:
                     raise NetError("input '%s' (index %d) needs 4 input_dim values: %d "
                                    "input_dim for %d inputs" % (blob, i, len(net_param.input_dim),
-                                                                len(net_param.input)), blob=blob)
+                                                                len(net_param.input)), blob=blob,
+                                   field="input", field_index=i)
                 shape.dim.extend(dims)
         layers = [layer] + [_copy(l) for l in out.layer]
         del out.layer[:]
@@ -674,9 +676,20 @@ def _read_or_die(reader, what, path):
 
 
 def read_net_params(path):
-    """ReadNetParamsFromTextFileOrDie: read a net prototxt and upgrade it."""
+    """ReadNetParamsFromTextFileOrDie: read a net prototxt and upgrade it (an upgrade's
+    error about a legacy ``input:`` field names that field's line)."""
     path = os.fspath(path)
-    return upgrade_net(_read_or_die("read_net_prototxt", "NetParameter", path), path)
+    param = _read_or_die("read_net_prototxt", "NetParameter", path)
+    try:
+        return upgrade_net(param, path)
+    except NetError as e:
+        if e.field == "input":
+            from engine.core.source_map import NetSource
+            src = NetSource.read(path)
+            if src is not None and e.field_index < len(src.inputs):
+                node = src.inputs[e.field_index]
+                e.locate(path, node.line, node.column)
+        raise
 
 
 def read_net_params_binary(path):

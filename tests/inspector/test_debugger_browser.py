@@ -32,9 +32,9 @@ test_interval: 5
 
 
 def _npy(path):
-    """The downloaded array once the whole file is there (None while it is not)."""
+    """[the downloaded array] once the whole file is there (None while it is not)."""
     try:
-        return np.load(path) if path.is_file() else None
+        return [np.load(path)] if path.is_file() else None
     except (OSError, ValueError, EOFError):      # still being written
         return None
 
@@ -116,7 +116,7 @@ def test_npy_download_of_a_blob(dash_duo):
     click_node(dash_duo, "conv1", kind="blob", until=details_show(dash_duo, "mean |x|"))
     _click(dash_duo, ids.NPY_BUTTON)
     path = Path(dash_duo.download_path) / "conv1_data.npy"
-    arr = wait_for(lambda: _npy(path), timeout=120, what="the .npy download")
+    arr = wait_for(lambda: _npy(path), timeout=120, what="the .npy download")[0]
     s = next(iter(app.inspector.store._sessions.values()))
     live = s.loaded.net.blobs["conv1"].data
     assert arr.shape == live.shape == (64, 20, 24, 24) and arr.dtype == np.float32
@@ -222,7 +222,7 @@ def test_scrub_back_shows_a_step_as_it_was(dash_duo, tmp_path):
     # the pinned array of step 0 downloads as it was
     _click(dash_duo, ids.NPY_BUTTON)
     path = Path(dash_duo.download_path) / "conv1_data_step0.npy"
-    assert np.array_equal(wait_for(lambda: _npy(path), timeout=120, what="the step-0 .npy download"), first)
+    assert np.array_equal(wait_for(lambda: _npy(path), timeout=120, what="the step-0 .npy download")[0], first)
     if os.environ.get("INSPECTOR_SCREENSHOTS"):
         dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "timeline_scrubbed.png"))
     # the diff of the two steps names conv1, then back to the live net

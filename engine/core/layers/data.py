@@ -183,21 +183,59 @@ class _Batch:
         self.label = None
 
 
+class _Stopped(BaseException):
+    """The layer was closed while its thread loaded a batch: the thread ends."""
+
+
+_thread_state = threading.local()
+
+
+def stopping():
+    """Called by a loader between records: ends the prefetch thread's batch when the layer
+    was closed meanwhile (a big batch would otherwise keep reading a database that closing
+    the layer closes under it)."""
+    stop = getattr(_thread_state, "stop", None)
+    if stop is not None and stop.is_set():
+        raise _Stopped()
+
+
+class _Resource:
+    """What a prefetch thread reads (a database cursor): closed once, by whichever of the
+    thread (when it ends) and the closing layer comes last."""
+
+    def __init__(self, resource):
+        self.resource = resource
+        self.lock = threading.Lock()
+
+    def close(self):
+        with self.lock:
+            r, self.resource = self.resource, None
+        if r is not None:
+            r.close()
+
+
 _PREFETCHERS = weakref.WeakSet()
 
 
-def _prefetch_loop(load_batch, free, full, stop):
-    while not stop.is_set():
-        try:
-            batch = free.get(timeout=0.05)
-        except queue.Empty:
-            continue
-        try:
-            load_batch(batch)
-        except BaseException as e:  # handed to the main thread by Forward
-            full.put(_Failure(e))
-            return
-        full.put(batch)
+def _prefetch_loop(load_batch, free, full, stop, resource=None):
+    _thread_state.stop = stop
+    try:
+        while not stop.is_set():
+            try:
+                batch = free.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            try:
+                load_batch(batch)
+            except _Stopped:
+                return
+            except BaseException as e:  # handed to the main thread by Forward
+                full.put(_Failure(e))
+                return
+            full.put(batch)
+    finally:
+        if resource is not None and stop.is_set():
+            resource.close()            # the layer was closed while this thread still read
 
 
 class Prefetcher:
@@ -206,13 +244,14 @@ class Prefetcher:
     ``load_batch(batch)`` runs on the thread; it must not reference the layer
     (so that an unused layer can be collected, which stops the thread)."""
 
-    def __init__(self, name, load_batch, count):
+    def __init__(self, name, load_batch, count, resource=None):
         self.free, self.full = queue.Queue(), queue.Queue()
         for _ in range(max(1, int(count))):
             self.free.put(_Batch())
         self._stop = threading.Event()
+        self.resource = _Resource(resource) if resource is not None else None
         self.thread = threading.Thread(target=_prefetch_loop, name="prefetch-%s" % name,
-                                       args=(load_batch, self.free, self.full, self._stop),
+                                       args=(load_batch, self.free, self.full, self._stop, self.resource),
                                        daemon=True)
         self.thread.start()
         _PREFETCHERS.add(self)
@@ -236,9 +275,13 @@ class Prefetcher:
         self.free.put(batch)
 
     def stop(self):
+        """Stop the thread (it ends after the record it reads) and close what it reads --
+        here when it has ended, else by the thread itself as it ends: never under it."""
         self._stop.set()
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
-            self.thread.join(timeout=5)
+            self.thread.join(timeout=60)
+        if self.resource is not None and not self.thread.is_alive():
+            self.resource.close()
 
 
 @atexit.register
@@ -291,8 +334,8 @@ class _BaseDataLayer(Layer):
         self.transformer.init_rand()
         _engine_seed()
         count = self.layer_param.data_param.prefetch
-        self.prefetcher = Prefetcher(self.name, load_batch, count)
-        self._finalizer = weakref.finalize(self, _shutdown, self.prefetcher, resource)
+        self.prefetcher = Prefetcher(self.name, load_batch, count, resource)
+        self._finalizer = weakref.finalize(self, _shutdown, self.prefetcher)
 
     def forward(self, bottom, top):
         batch = self.prefetcher.pop()
@@ -309,10 +352,8 @@ class _BaseDataLayer(Layer):
             self._finalizer()
 
 
-def _shutdown(prefetcher, resource):
+def _shutdown(prefetcher):
     prefetcher.stop()
-    if resource is not None:
-        resource.close()
 
 
 def _layer_error(layer_type, name, message, cls=LayerError):
@@ -401,6 +442,7 @@ class _DatumLoader:
     def __call__(self, batch):
         n = self.batch_size
         for item in range(n):
+            stopping()
             datum = self.parse()
             if item == 0:
                 shape = self.transformer.infer_blob_shape(datum)
@@ -489,6 +531,7 @@ class _ImageLoader:
             batch.label = np.empty((n,), self.dtype)
         size = len(self.lines)
         for item in range(n):
+            stopping()
             img = self.read(self.lines_id)
             x = self.transformer.transform_image(img)
             if x.shape != shape[1:]:
@@ -974,6 +1017,7 @@ class _WindowLoader:
         item = 0
         for is_fg, count in ((0, n - num_fg), (1, num_fg)):
             for _ in range(count):
+                stopping()
                 r = self.rand()
                 windows = self.fg if is_fg else self.bg
                 if not windows:
