@@ -330,6 +330,15 @@ def _(tmp):
              '} } }\n')
 
 
+@row("memory-budget", "MemoryBudgetExceeded", "the net needs at least 2.0 MiB of memory, more than the budget of "
+     "1.0 MiB", "up to a blob of shape 256 1024 (262144), which passed the budget): refused before that memory "
+     "is allocated", "(layer 'data', type Input)", layer="data")
+def _(tmp):
+    import engine
+    with engine.memory_budget(1 << 20):
+        net(tmp, 'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 256 dim: 1024 } } }\n')
+
+
 @row("buffer-exceeds-int-max", ShapeError, "Check failed: shape[i] <= 0x7fffffff / count_ (64 vs. 33) blob "
      "size exceeds INT_MAX (col_buffer_ of shape 1016064 64 64)", "(layer 'conv', type Convolution)",
      layer="conv")

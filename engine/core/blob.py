@@ -82,9 +82,9 @@ class MemoryLedger:
     def _check(self, what: str) -> None:
         if self.budget is not None and self.total > self.budget:
             raise MemoryBudgetExceeded(
-                "the net needs more memory than the budget of %s: its blobs (data and diff) and work "
-                "buffers reach %s at %s, refused before that memory is allocated"
-                % (human_bytes(self.budget), human_bytes(self.total), what),
+                "the net needs at least %s of memory, more than the budget of %s (its blobs' data and "
+                "diff and its work buffers, counted at Init up to %s, which passed the budget): refused "
+                "before that memory is allocated" % (human_bytes(self.total), human_bytes(self.budget), what),
                 needed=self.total, budget=self.budget)
 
 

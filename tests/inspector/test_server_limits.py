@@ -108,8 +108,8 @@ def test_a_net_over_the_memory_budget_is_refused_beside_another_session(serve):
     out = upload(b, "too_big.prototxt", BIG_NET)         # tab B opens a net of 1 GiB
     err = lt._text(out.get("load-error.children"))
     assert "MemoryBudgetExceeded" in err and "layer data" in err, err
-    assert "the net needs more memory than the budget of 64.0 MiB" in err
-    assert "reach 1.0 GiB at a blob of shape 1024 1024 128" in err and "before that memory is allocated" in err
+    assert "the net needs at least 1.0 GiB of memory, more than the budget of 64.0 MiB" in err
+    assert "up to a blob of shape 1024 1024 128" in err and "refused before that memory is allocated" in err
     assert "--max-net-mb 64" in err and "the other sessions go on" in err
     assert TRACEBACK not in err
     # B keeps its last net, usable
