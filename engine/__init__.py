@@ -68,6 +68,9 @@ _LAZY = {
     "read_blobproto": ("engine.core.io", "read_blobproto"),
     "human_bytes": ("engine.core.log", "human_bytes"),
     "loss_weight": ("engine.core.layers.base", "loss_weight"),
+    "memory_budget": ("engine.core.blob", "memory_budget"),
+    "MemoryBudgetExceeded": ("engine.core.errors", "MemoryBudgetExceeded"),
+    "EmptyBlobError": ("engine.core.errors", "EmptyBlobError"),
 }
 
 

@@ -11,6 +11,17 @@ from engine.instruments.health import check as health_check
 from engine.instruments.report import render as render_report
 
 
+# ------------------------------------------------------------------ blobs
+def blob_values(blob, which="data"):
+    """A blob's data (or diff) as a host array for looking at: empty for a blob without memory
+    (its count has been 0 since it was made: asking the engine for it is Caffe's CHECK(data_),
+    which a running layer gets, not the page)."""
+    import numpy as np
+    if not blob.has_memory:
+        return np.zeros(blob.shape, blob.dtype)
+    return np.asarray(blob.diff if which == "diff" else blob.data)
+
+
 # ------------------------------------------------------------------ GPU
 def gpu_available():
     return bool(engine.gpu_available())

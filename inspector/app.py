@@ -26,7 +26,8 @@ def create_app(config=None, store=None):
     _load_layer_registry()
     ctx = AppContext(config=config, store=store, examples=config.examples())
     if config.prebuild and not config.gpu:
-        ctx.spares = Spares(lambda spec: first_view(build(spec, allow_python=config.allow_python_layers)))
+        ctx.spares = Spares(lambda spec: first_view(build(spec, allow_python=config.allow_python_layers,
+                                                          max_bytes=config.max_net_bytes)))
         ctx.spares.prime(initial_spec(ctx))
     manager = ThreadJobManager(config.cache_dir, expire=config.job_expire_seconds)
     dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),

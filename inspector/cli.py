@@ -42,14 +42,23 @@ def parse_args(argv=None):
                         "default: a temporary folder removed at exit)")
     p.add_argument("--timeline-budget-mb", type=int, default=256,
                    help="memory each tab's timeline may keep (records of past steps, pinned arrays; default 256)")
-    return p.parse_args(argv)
+    p.add_argument("--max-net-mb", type=int, default=None,
+                   help="memory one net may need (its blobs' data and diff, params and buffers, as counted at "
+                        "Init before anything is allocated); a bigger net is refused with a message and the "
+                        "server goes on (default: half of this machine's memory; 0: no limit)")
+    args = p.parse_args(argv)
+    if args.max_net_mb is not None and args.max_net_mb < 0:
+        p.error("--max-net-mb must be 0 (no limit) or more")
+    return args
 
 
 def config_from_args(args):
     import os
 
-    from inspector.config import InspectorConfig
+    from inspector.config import InspectorConfig, default_max_net_bytes
     from inspector.netstate import default_phase
+    max_net_mb = getattr(args, "max_net_mb", None)
+    max_net = default_max_net_bytes() if max_net_mb is None else (int(max_net_mb) << 20 or None)
     return InspectorConfig(
         model=args.model, weights=args.weights, solver=args.solver,
         phase=args.phase or (default_phase(args.model) if args.model else None),
@@ -58,7 +67,7 @@ def config_from_args(args):
         allow_python_layers=args.allow_python_layers, max_upload_bytes=args.max_upload_mb * 2 ** 20,
         max_sessions=args.max_sessions, idle_seconds=args.idle_minutes * 60.0,
         cache_dir=getattr(args, "cache_dir", None), prebuild=not getattr(args, "no_prebuild", False),
-        timeline_budget_mb=args.timeline_budget_mb)
+        timeline_budget_mb=args.timeline_budget_mb, max_net_bytes=max_net)
 
 
 def main(argv=None):

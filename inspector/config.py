@@ -23,6 +23,17 @@ BUNDLED_EXAMPLES = (
 )
 
 
+def default_max_net_bytes():
+    """Half of the machine's memory (psutil; 4 GiB where it cannot be read): the default
+    budget of one net (``--max-net-mb``), so that one tab's net cannot take the server's
+    memory from the others."""
+    try:
+        import psutil
+        return int(psutil.virtual_memory().total // 2)
+    except Exception:  # pragma: no cover - psutil is a requirement
+        return 4 << 30
+
+
 @dataclass
 class InspectorConfig:
     model: Optional[str] = None               # prototxt given on the command line
@@ -44,6 +55,9 @@ class InspectorConfig:
     job_expire_seconds: int = 3600            # unread job results are dropped after this
     prebuild: bool = False                    # build the default net ahead for the next tab (the command line: on)
     timeline_budget_mb: int = 256             # per loaded net: the timeline's records and pinned arrays
+    # per net: what its blobs, params and buffers may declare at Init (engine.memory_budget);
+    # a net past it is refused before its memory is allocated.  None: no limit
+    max_net_bytes: Optional[int] = field(default_factory=default_max_net_bytes)
 
     def examples(self):
         """[(label, absolute path, phase)] of the bundled examples that exist."""

@@ -202,6 +202,14 @@ def save_upload(session, kind, filename, contents, max_bytes):
 
 
 # ------------------------------------------------------------------ errors
+def too_large_hint(max_bytes):
+    """What the page adds to a net refused for its memory (engine.MemoryBudgetExceeded)."""
+    import engine
+    return (" — refused by this server's limit of %s per net (--max-net-mb %d): the server and the other "
+            "sessions go on; a smaller batch (the first dim of the Input or data layer) needs less"
+            % (engine.human_bytes(max_bytes), max_bytes >> 20))
+
+
 def load_error(exc, default_path=None):
     """A LoadError describing ``exc`` (ParseError: file:line:col; NetError:
     layer/blob, and file:line:col of the layer or field when the net came from a file)."""
@@ -229,15 +237,17 @@ def _read_mean(path):
     return arr
 
 
-def build(spec, allow_python=False, device="CPU", model_root=None):
+def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=None):
     """A Loaded net for ``spec`` (raises on any failure).  With ``model_root``,
-    an untrusted spec (from the page) may read files only under it."""
+    an untrusted spec (from the page) may read files only under it.  With ``max_bytes``,
+    a net (with its solver's) that declares more memory at Init is refused
+    (engine.MemoryBudgetExceeded) before that memory is allocated."""
     import engine
     from engine.instruments.debug import Recorder
     if not spec.model:
         raise PathRefused("no model file")
     phase, level, stages = spec.state()
-    with engine.using_mode(device):
+    with engine.using_mode(device), engine.memory_budget(max_bytes or None):
         source = engine.read_net_params(spec.model)
         if model_root is not None and not spec.trusted:
             check_file_access(source, model_root, state=(phase, level, stages))
@@ -263,4 +273,4 @@ def build(spec, allow_python=False, device="CPU", model_root=None):
         mean = _read_mean(spec.mean) if spec.mean else None
     return Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
                   spec=spec, source_param=source, solver=solver, solver_note=note,
-                  analysis=adapters.layer_analysis(net), mean=mean)
+                  analysis=adapters.layer_analysis(net), mean=mean, max_bytes=max_bytes or None)

@@ -140,7 +140,7 @@ def layer_panel(loaded, name):
     d = pm.layer_details(g, l.index, metrics(loaded).get(l.index), states(loaded)[l.index], loaded.analysis)
     filt = None
     if l.params and l.type in ("Convolution", "Deconvolution") and len(l.params[0].shape) == 4:
-        w = loaded.net.layers[l.index].blobs[0].data
+        w = adapters.blob_values(loaded.net.layers[l.index].blobs[0])
         rgb = w.shape[1] == 3
         mosaic, _pages = pm.filter_mosaic(w, "rgb" if rgb else 0)
         title = "%s filters (%s)" % (name, "RGB" if rgb else "input channel 0")
@@ -177,8 +177,7 @@ def block_panel(loaded, block_id):
 
 
 def _blob_array(loaded, name, which):
-    b = loaded.net.blobs[name]
-    return np.asarray(b.diff if which == "diff" else b.data)
+    return adapters.blob_values(loaded.net.blobs[name], which)
 
 
 def blob_panel(loaded, name):
@@ -215,6 +214,9 @@ def blob_figures(loaded, name, which="data", item=0, page=0, index=()):
         arr = np.asarray(pinned)
     else:
         arr = _blob_array(loaded, name, which)
+    if arr.size == 0:               # a batch of 0: nothing to draw or list
+        note = "%s is empty (shape %s): no values" % (name, " ".join(str(d) for d in arr.shape))
+        return figures.empty_figure(note), figures.empty_figure(note), ([], (), tuple(arr.shape))
     st = array_stats(arr)
     hist = figures.histogram_figure(st.hist, st.hist_lo, st.hist_hi, "%s %s histogram" % (name, which),
                                     "#e15759" if which == "diff" else "#4e79a7")

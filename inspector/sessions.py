@@ -87,6 +87,7 @@ class Loaded:
     solver_note: str = ""
     analysis: Dict[str, dict] = field(default_factory=dict)
     mean: Any = None                    # mean array (C x H x W) from the mean file
+    max_bytes: Optional[int] = None     # the memory budget it was built under (other nets made from it too)
     cache: Dict[Any, Any] = field(default_factory=dict, repr=False)   # display graphs and layouts
     # the debugger (issue 14): engine.instruments.history.Timeline, training.TrainingHistory,
     # the timeline step shown instead of the live net (None: live), the active comparison

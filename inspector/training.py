@@ -282,7 +282,8 @@ def _test_net(session, loaded):
     from inspector import inputs as inp
     from inspector.model import build_graph
     spec = loaded.spec
-    net = engine.Net(spec.model, 1, level=spec.level, stages=list(spec.stages) or None)
+    with engine.memory_budget(getattr(loaded, "max_bytes", None)):     # the TEST net may have its own batch
+        net = engine.Net(spec.model, 1, level=spec.level, stages=list(spec.stages) or None)
     g = build_graph(net)
     if g.inputs:
         shapes = {n: tuple(net.blobs[n].shape) for n in g.inputs}

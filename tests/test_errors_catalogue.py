@@ -27,6 +27,7 @@ from engine.core.errors import (
     CaffeError,
     DBError,
     DeviceError,
+    EmptyBlobError,
     LayerError,
     NetError,
     ParseError,
@@ -296,11 +297,59 @@ def _(tmp):
              'layer { name: "r" type: "ReLU" bottom: "data" top: "o" }\n')
 
 
-@row("blob-never-shaped", ShapeError, "Check failed: data_", "never given a shape", "layer 'r', type ReLU",
-     layer="r")
+@row("blob-never-shaped", EmptyBlobError, "Check failed: data_", "blob 'data' was never given a shape",
+     "layer 'r', type ReLU", layer="r", blob="data")
 def _(tmp):
     net(tmp, 'layer { name: "data" type: "Input" top: "data" }\n'
              'layer { name: "r" type: "ReLU" bottom: "data" top: "o" }\n').forward()
+
+
+@row("zero-batch-init", None)
+def _(tmp):
+    # Caffe's Init takes a batch of 0 (Top shape: 0 1 8 8 (0)); nothing asks for the data yet
+    n = net(tmp, 'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 0 dim: 1 '
+                 'dim: 8 dim: 8 } } }\n'
+                 'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" '
+                 'convolution_param { num_output: 2 kernel_size: 3 } }\n')
+    assert n.blobs["conv"].shape == (0, 2, 6, 6)
+
+
+@row("zero-batch-forward", EmptyBlobError, "Forward: Check failed: data_ (blob 'data' has shape 0 1 8 8 (0): "
+     "its count has been 0 since it was made, so it holds no memory", "(layer 'conv', type Convolution)",
+     layer="conv", blob="data")
+def _(tmp):
+    net(tmp, 'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 0 dim: 1 dim: 8 '
+             'dim: 8 } } }\n'
+             'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" '
+             'convolution_param { num_output: 2 kernel_size: 3 } }\n').forward()
+
+
+@row("blob-exceeds-int-max", ShapeError, "Check failed: shape[i] <= 0x7fffffff / count_ (65536 vs. 32767) "
+     "blob size exceeds INT_MAX (blob of shape 65536 65536)", "(layer 'data', type Input)", layer="data")
+def _(tmp):
+    net(tmp, 'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 65536 dim: 65536 '
+             '} } }\n')
+
+
+@row("memory-budget", "MemoryBudgetExceeded", "the net needs at least 2.0 MiB of memory, more than the budget of "
+     "1.0 MiB", "up to a blob of shape 256 1024 (262144), which passed the budget): refused before that memory "
+     "is allocated", "(layer 'data', type Input)", layer="data")
+def _(tmp):
+    import engine
+    with engine.memory_budget(1 << 20):
+        net(tmp, 'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 256 dim: 1024 } } }\n')
+
+
+@row("buffer-exceeds-int-max", ShapeError, "Check failed: shape[i] <= 0x7fffffff / count_ (64 vs. 33) blob "
+     "size exceeds INT_MAX (col_buffer_ of shape 1016064 64 64)", "(layer 'conv', type Convolution)",
+     layer="conv")
+def _(tmp):
+    # every blob of the net is far below INT_MAX; Caffe's column buffer (C x 63 x 63 rows, one
+    # column per output pixel) is not, and Caffe's Blob::Reshape refuses it at Init
+    net(tmp, 'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 256 '
+             'dim: 64 dim: 64 } } }\n'
+             'layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" '
+             'convolution_param { num_output: 2 kernel_size: 63 pad: 31 } }\n')
 
 
 # =========================================================================== shapes

@@ -10,17 +10,19 @@ which return arrays on the device of the current mode.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from engine.core import backend
-from engine.core.errors import NetError, ShapeError
-from engine.core.log import shape_string
+from engine.core.errors import EmptyBlobError, MemoryBudgetExceeded, NetError, ShapeError
+from engine.core.log import check_failed, human_bytes, shape_string
 from engine.core.types import Array
 from engine.proto import caffe_pb2
 
 MAX_BLOB_AXES = 32
+INT_MAX = 0x7fffffff
 _ASUM_LANES = 16
 _ASUM_ROWS = 1 << 12            # rows of 16 per block (256 KiB)
 _asum_local = threading.local()
@@ -56,6 +58,110 @@ def caffe_asum(a):
     tail = np.abs(x[m:]).sum(dtype=np.float32)
     return float(np.float32(lanes.sum(dtype=np.float32) + tail))
 _UNINIT, _HOST, _DEV, _SYNCED = 0, 1, 2, 3
+
+
+# ------------------------------------------------------------------ memory ledger
+class MemoryLedger:
+    """The memory Blobs declare while the ledger is active (on this thread): every time a
+    Blob's capacity grows, its data and diff (both, as a Blob holds them once it has run
+    forward and backward), and the largest work buffer a layer declares (Caffe's
+    ``col_buffer_``; the engine shares one such scratch between layers).  Declared, not
+    allocated: memory is asked for lazily, at the first use, so a net's total is known at
+    the end of Init before its blobs hold any.  With a ``budget`` (bytes) the ledger raises
+    MemoryBudgetExceeded at the declaration that passes it."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self.budget = None if budget is None else int(budget)
+        self.blob_bytes = 0
+        self.buffer_bytes = 0
+
+    @property
+    def total(self) -> int:
+        return self.blob_bytes + self.buffer_bytes
+
+    def _check(self, what: str) -> None:
+        if self.budget is not None and self.total > self.budget:
+            raise MemoryBudgetExceeded(
+                "the net needs at least %s of memory, more than the budget of %s (its blobs' data and "
+                "diff and its work buffers, counted at Init up to %s, which passed the budget): refused "
+                "before that memory is allocated" % (human_bytes(self.total), human_bytes(self.budget), what),
+                needed=self.total, budget=self.budget)
+
+
+_LEDGERS = threading.local()
+
+
+def _ledgers() -> list:
+    stack = getattr(_LEDGERS, "stack", None)
+    if stack is None:
+        stack = _LEDGERS.stack = []
+    return stack
+
+
+@contextmanager
+def memory_ledger(budget: int | None = None) -> Iterator[MemoryLedger]:
+    """Count (and with ``budget`` bytes, limit) the memory Blobs declare on this thread inside
+    the block; nested ledgers each count what is declared inside them."""
+    ledger = MemoryLedger(budget)
+    stack = _ledgers()
+    stack.append(ledger)
+    try:
+        yield ledger
+    finally:
+        stack.remove(ledger)
+
+
+def memory_budget(max_bytes: int | None) -> Any:
+    """``with engine.memory_budget(n):`` nets built inside may declare at most ``n`` bytes (all
+    of them together): the first Blob or buffer past it raises MemoryBudgetExceeded before its
+    memory is asked for (``None``: no limit)."""
+    return memory_ledger(max_bytes)
+
+
+def declare_bytes(nbytes: int, what: str) -> None:
+    """``nbytes`` of memory a layer will hold besides its Blobs (e.g. prefetched batches),
+    declared to the active ledgers before it is allocated."""
+    for ledger in _ledgers():
+        ledger.blob_bytes += nbytes
+        ledger._check(what)
+
+
+def declare_buffer(shape: Sequence[int], what: str, dtype: Any = np.float32) -> int:
+    """A layer's work buffer that Caffe keeps as a Blob (e.g. ``col_buffer_``): Blob::Reshape's
+    INT_MAX check on ``shape`` (:func:`blob_count`), and its bytes declared to the active
+    ledgers as the largest buffer.  Returns its count.  Allocates nothing."""
+    count = blob_count(shape, what)
+    nbytes = count * np.dtype(dtype).itemsize
+    for ledger in _ledgers():
+        if nbytes > ledger.buffer_bytes:
+            ledger.buffer_bytes = nbytes
+            ledger._check("%s of shape %s" % (what, " ".join(str(int(d)) for d in shape)))
+    return count
+
+
+
+def blob_count(shape, what=None):
+    """The element count of a Blob of ``shape``, checked as Blob::Reshape checks it: at most
+    MAX_BLOB_AXES axes, no negative dimension, and dimension by dimension
+    ``shape[i] <= INT_MAX / count_`` (glog's text: ``Check failed: shape[i] <= 0x7fffffff /
+    count_ (d vs. q) blob size exceeds INT_MAX``).  Nothing is allocated: layers call it for
+    the buffers Caffe keeps as Blobs (``what`` names the buffer in the message) before they
+    make them, so that a net Caffe refuses is refused before its memory is asked for."""
+    shape = tuple(int(d) for d in shape)
+    where = "" if what is None else " (%s of shape %s)" % (what, " ".join(str(d) for d in shape))
+    if len(shape) > MAX_BLOB_AXES:
+        raise ShapeError("Blob shape has %d axes; at most %d are allowed%s" % (len(shape), MAX_BLOB_AXES, where))
+    count = 1
+    for d in shape:
+        if d < 0:
+            raise ShapeError("Blob shape %s has a negative dimension%s" % (shape, where))
+        if count != 0 and d > INT_MAX // count:
+            raise ShapeError(check_failed("shape[i] <= 0x7fffffff / count_", d, INT_MAX // count,
+                                          "blob size exceeds INT_MAX") + where)
+        count *= d
+    return count
+
+
 
 
 class SyncedMemory:
@@ -145,23 +251,19 @@ class Blob:
         given = shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
         dims: tuple[int, ...] = tuple(int(d) for d in given)  # type: ignore[arg-type]
         shape = dims
-        if len(shape) > MAX_BLOB_AXES:
-            raise ShapeError("Blob shape has %d axes; at most %d are allowed" % (len(shape), MAX_BLOB_AXES))
-        count = 1
-        for d in shape:
-            if d < 0:
-                raise ShapeError("Blob shape %s has a negative dimension" % (shape,))
-            count *= d
-        if count > np.iinfo(np.int32).max:
-            raise ShapeError("blob size exceeds INT_MAX")
-        self._shape, self._count = shape, count
+        count = blob_count(shape, "blob")
         if count > self._capacity:
+            if _ledgers():
+                declare_bytes(2 * (count - self._capacity) * self.dtype.itemsize,
+                              "a blob of shape %s" % shape_string(shape, count))
+            self._shape, self._count = shape, count
             self._capacity = count
             self._data = SyncedMemory(count, self.dtype)
             self._diff = SyncedMemory(count, self.dtype)
-        elif self._data is None:
-            self._data = SyncedMemory(0, self.dtype)
-            self._diff = SyncedMemory(0, self.dtype)
+        else:
+            self._shape, self._count = shape, count
+        # A count of 0 that never grew leaves the blob without memory (data_ and diff_ NULL
+        # in Caffe): asking for its data or diff is Caffe's CHECK(data_) (EmptyBlobError).
 
     Reshape = reshape
 
@@ -236,12 +338,31 @@ class Blob:
     def _gpu(self, gpu):
         return backend.mode() == backend.GPU if gpu is None else gpu
 
-    def _mem(self, mem):
-        if mem is None:   # Blob() never reshaped: Caffe's CHECK(data_) in cpu_data() & co.
-            raise ShapeError("Check failed: data_ (the blob was never given a shape, so it holds no "
-                             "memory: reshape it first, e.g. with input_param { shape {...} } or "
-                             "blob.reshape(...))")
+    def _mem(self, mem, which="data_"):
+        if mem is None:   # no memory: Caffe's CHECK(data_) / CHECK(diff_) in cpu_data() & co.
+            raise self.empty_error(which)
         return mem
+
+    @property
+    def has_memory(self) -> bool:
+        """Whether the blob holds memory (Caffe's data_ is not NULL): False for a blob whose
+        count has been 0 since it was made, whose data and diff cannot be asked for."""
+        return self._data is not None
+
+    def empty_error(self, which: str = "data_", name: str | None = None) -> EmptyBlobError:
+        """The error of asking for the data (``which`` "data_") or diff ("diff_") of a blob
+        without memory; ``name``: how the net calls the blob, when known."""
+        blob = "the blob" if name is None else "blob '%s'" % name
+        if not self._shape and self._count == 0:
+            why = ("%s was never given a shape, so it holds no memory: reshape it first, e.g. "
+                   "with input_param { shape {...} } or blob.reshape(...)" % blob)
+        else:
+            why = ("%s has shape %s: its count has been 0 since it was made, so it holds no "
+                   "memory, and Caffe aborts at the first use of its %s"
+                   % (blob, self.shape_string(), "data" if which == "data_" else "diff"))
+        e = EmptyBlobError("Check failed: %s (%s)" % (which, why), blob=name, shape=self._shape, source=self)
+        e.which = which
+        return e
 
     def get_data(self, gpu: bool | None = None) -> Array:
         """Data on the device of the current mode (read-only by convention)."""
@@ -252,10 +373,10 @@ class Blob:
         return self._view(self._mem(self._data).mutable(self._gpu(gpu)))
 
     def get_diff(self, gpu: bool | None = None) -> Array:
-        return self._view(self._mem(self._diff).get(self._gpu(gpu)))
+        return self._view(self._mem(self._diff, "diff_").get(self._gpu(gpu)))
 
     def mut_diff(self, gpu: bool | None = None) -> Array:
-        return self._view(self._mem(self._diff).mutable(self._gpu(gpu)))
+        return self._view(self._mem(self._diff, "diff_").mutable(self._gpu(gpu)))
 
     def set_data(self, value: Any) -> None:
         self.mut_data()[...] = value
@@ -275,7 +396,7 @@ class Blob:
     @property
     def diff(self) -> np.ndarray:
         """pycaffe's ``blob.diff``: a writable NumPy view of the host diff."""
-        return self._view(self._mem(self._diff).mutable_host())
+        return self._view(self._mem(self._diff, "diff_").mutable_host())
 
     @diff.setter
     def diff(self, value: Any) -> None:
@@ -336,10 +457,14 @@ class Blob:
         return self._reduce(self._diff, lambda a: backend.xp_of(a).dot(a, a))
 
     def scale_data(self, s: float) -> None:
+        if self._data is None:      # Caffe's scale_data: nothing to scale without memory
+            return
         d = self.mut_data()
         d *= d.dtype.type(s)
 
     def scale_diff(self, s: float) -> None:
+        if self._diff is None:
+            return
         d = self.mut_diff()
         d *= d.dtype.type(s)
 

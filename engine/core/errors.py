@@ -95,6 +95,31 @@ class ShapeError(LayerError):
     """Blob shapes do not fit (Reshape, CopyTrainedLayersFrom, ...)."""
 
 
+class EmptyBlobError(ShapeError):
+    """Data or diff of a blob that holds no memory was asked for: Caffe's ``Check failed:
+    data_`` (or ``diff_``).  A Blob gets memory the first time its count is above 0, so a
+    blob that has had count 0 since it was made (a batch of 0, a ``dim: 0``, an Input with
+    no shape) has none, and Caffe aborts at the first access to it.  ``blob`` names the
+    blob and ``shape`` is its shape once the net knows them (None before)."""
+
+    def __init__(self, message, layer=None, blob=None, shape=None, source=None):
+        super().__init__(message, layer=layer, blob=blob)
+        self.shape = shape
+        self.source = source        # the Blob object asked (the net finds its name)
+        self.which = "data_"        # or "diff_"
+
+
+class MemoryBudgetExceeded(NetError):
+    """A net being built declared more memory than the budget it was built under
+    (``engine.memory_budget``): raised at the Blob (or buffer) that passes it, before that
+    memory is asked for.  ``needed``: the bytes declared so far (a lower bound of the net's
+    total), ``budget``: the limit, both in bytes."""
+
+    def __init__(self, message, needed=0, budget=0, layer=None, blob=None):
+        super().__init__(message, layer=layer, blob=blob)
+        self.needed, self.budget = int(needed), int(budget)
+
+
 class SolverError(CaffeError):
     """A solver could not be built or stepped."""
 

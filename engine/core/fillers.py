@@ -44,6 +44,8 @@ def fill(blob, param):
     n = blob.count
     kind = param.type
     if n == 0 and kind in _RANDOM:
+        if kind in ("gaussian", "positive_unitball", "bilinear"):
+            blob.mut_data(gpu=False)    # Caffe asks for the data before CHECK(count): CHECK(data_) first
         raise LayerError("Check failed: blob->count() (the %s filler got a blob of shape %s)"
                          % (kind, blob.shape_string()))
     # Plain draws go straight into the blob's host memory (no temporary of its size).

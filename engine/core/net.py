@@ -24,8 +24,8 @@ import numpy as np
 from google.protobuf import text_format
 
 from engine.core import backend
-from engine.core.blob import Blob
-from engine.core.errors import CaffeError, NetError, ShapeError, UnknownLayerTypeError, mark_layer
+from engine.core.blob import Blob, memory_ledger
+from engine.core.errors import CaffeError, EmptyBlobError, NetError, ShapeError, UnknownLayerTypeError, mark_layer
 from engine.core.layers.base import Layer, loss_weight  # noqa: F401  (Layer: annotations)
 from engine.core.log import net_log as log
 from engine.core.log import num
@@ -166,7 +166,11 @@ class Net:
         log.addHandler(handler)
         self._source_layers = layer_signature(in_param.layer)
         try:
-            self._init(in_param, filter_net, insert_splits)
+            # What the blobs declare (data and diff, tops, params, layers' own buffers) is
+            # counted as Init goes, before any of it is allocated (memory is used lazily).
+            with memory_ledger() as ledger:
+                self._init(in_param, filter_net, insert_splits)
+            self.memory_required_bytes = ledger.total
         except Exception as e:
             self._locate(e)
             raise
@@ -290,6 +294,10 @@ class Net:
         self._has_params_lr, self._has_params_decay = [], []
         self.memory_used = 0
         self._top_shapes = {}              # layer index -> its tops' shapes after its last Forward
+        # bytes the net's blobs declare at Init (data and diff of tops, params and the
+        # layers' own blobs, plus the largest work buffer): what it holds once it has run
+        # forward and backward, known before any of it is allocated
+        self.memory_required_bytes = 0
         self.debug_info = False
         self._before_forward, self._after_forward = [], []
         self._before_backward, self._after_backward = [], []
@@ -368,6 +376,7 @@ class Net:
             with backend.translate_gpu_errors():
                 layer.SetUp(self._bottom_vecs[layer_id], self._top_vecs[layer_id])
         except CaffeError as e:
+            self._name_empty(e, layer_id)
             if getattr(e, "layer", None) is None:
                 e.layer = lp.name
                 e.args = ("%s (layer '%s', type %s)" % (e, lp.name, lp.type),)
@@ -615,6 +624,7 @@ class Net:
                     with backend.translate_gpu_errors():
                         layer_loss = layer.Forward(self._bottom_vecs[i], self._top_vecs[i])
                 except CaffeError as e:
+                    self._name_empty(e, i)
                     _annotate(e, self._layer_names[i], layer.type, "Forward")
                     raise
                 loss += layer_loss
@@ -629,6 +639,26 @@ class Net:
             for obs in self.debug_observers:
                 obs.end("forward", start, end)
         return loss
+
+    def _name_empty(self, e, i):
+        """Name the blob in an EmptyBlobError raised while layer ``i`` ran (Caffe's
+        ``Check failed: data_``): one of its bottoms or tops, a param, or a buffer of its own."""
+        if not isinstance(e, EmptyBlobError) or e.source is None:
+            return
+        src, e.source = e.source, None
+        name = None
+        for blob, bid in itertools.chain(zip(self._bottom_vecs[i], self._bottom_id_vecs[i]),
+                                         zip(self._top_vecs[i], self._top_id_vecs[i])):
+            if blob is src:
+                name = self._blob_names[bid]
+        if name is not None:
+            e.blob = name
+        else:
+            layer = self._layers[i]
+            pid = next((k for k, b in enumerate(layer.blobs) if b is src), None)
+            name = ("param %d of layer '%s'" % (pid, self._layer_names[i]) if pid is not None
+                    else "an internal buffer of layer '%s'" % self._layer_names[i])
+        e.args = src.empty_error(e.which, name).args
 
     def ForwardFrom(self, start: int) -> float:
         return self.ForwardFromTo(start, len(self._layers) - 1)
@@ -659,6 +689,7 @@ class Net:
                             layer.Backward(self._top_vecs[i], self._bottom_need_backward[i],
                                            self._bottom_vecs[i])
                     except CaffeError as e:
+                        self._name_empty(e, i)
                         _annotate(e, self._layer_names[i], layer.type, "Backward")
                         raise
                     for obs in self.debug_observers:
@@ -752,6 +783,7 @@ class Net:
             try:
                 layer.reshape(self._bottom_vecs[i], self._top_vecs[i])
             except CaffeError as e:
+                self._name_empty(e, i)
                 _annotate(e, self._layer_names[i], layer.type, "Reshape")
                 raise
             self._top_shapes[i] = tuple(t.shape for t in self._top_vecs[i])

@@ -651,6 +651,8 @@ def _sum(blob):
 def _array(blob, which):
     """The blob's data or diff where its current copy lives."""
     mem = blob.data_memory if which == "data" else blob.diff_memory
+    if mem is None:           # no memory (count 0 since it was made): nothing in it
+        return np.zeros(blob.shape, blob.dtype)
     gpu = mem.head == 2
     return blob.get_data(gpu) if which == "data" else blob.get_diff(gpu)
 

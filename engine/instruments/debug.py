@@ -493,8 +493,11 @@ class ParamSnapshot:
 
 
 def _current(blob, which):
-    """The blob's data or diff array where its current copy lives."""
+    """The blob's data or diff array where its current copy lives (an empty host array for
+    a blob without memory, whose count is 0: looked at, not used, as Caffe's asum_data())."""
     mem = blob.data_memory if which == "data" else blob.diff_memory
+    if mem is None:
+        return np.zeros(blob.shape, blob.dtype)
     gpu = mem.head == 2  # the device copy is the current one
     return blob.get_data(gpu) if which == "data" else blob.get_diff(gpu)
 
@@ -668,6 +671,9 @@ class Recorder:
         """The blob's data or diff statistics: cached while valid, else computed
         (``full``: array_stats, else health_stats) and cached."""
         mem = blob.data_memory if which == "data" else blob.diff_memory
+        if mem is None:             # no memory (count 0 since it was made): nothing to cache
+            arr = _current(blob, which)
+            return array_stats(arr, self.bins, self.hist_sample) if full else health_stats(arr)
         per_mem = self._cache.get(id(mem))
         if per_mem is None:
             per_mem = self._cache[id(mem)] = {}

@@ -196,7 +196,10 @@ class Timeline:
             blob = self._blob(key[0])
             if blob is None:
                 continue
-            arr = np.asarray(backend.to_host(blob.diff if key[1] == "diff" else blob.data))
+            if not blob.has_memory:           # count 0 since it was made: an empty array, no CHECK(data_)
+                arr = np.zeros(blob.shape, blob.dtype)
+            else:
+                arr = np.asarray(backend.to_host(blob.diff if key[1] == "diff" else blob.data))
             old = prev.get(key)
             if old is not None and old.shape == arr.shape and np.array_equal(old, arr, equal_nan=True):
                 out[key] = old                       # unchanged: share the previous copy

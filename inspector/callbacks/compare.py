@@ -30,7 +30,8 @@ def _fresh_run(ld, device, weights=None, params_from=None):
     spec = ld.spec
     phase, level, stages = spec.state()
     with engine.using_mode(device):
-        net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None)
+        with engine.memory_budget(getattr(ld, "max_bytes", None)):
+            net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None)
         if params_from is not None:
             for name, blobs in params_from.params.items():
                 if name in net.params:

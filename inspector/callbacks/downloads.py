@@ -6,7 +6,7 @@ import re
 import numpy as np
 from dash import Input, Output, State, dcc, no_update
 
-from inspector import debugger, ids
+from inspector import adapters, debugger, ids
 
 from .common import guarded
 
@@ -34,7 +34,7 @@ def blob_array(app, sid, selection, which):
             arr = np.array(arr, copy=True)
             suffix = "_step%d" % step.index
         else:
-            arr = np.array(ld.net.blobs[name].diff if which == "diff" else ld.net.blobs[name].data, copy=True)
+            arr = np.array(adapters.blob_values(ld.net.blobs[name], which), copy=True)
             suffix = ""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
     return "%s_%s%s.npy" % (safe, which, suffix), arr

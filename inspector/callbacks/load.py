@@ -129,11 +129,13 @@ def load(app, session, spec, device=None):
         loaded = _spare(app, session, spec)
         if loaded is None:
             loaded = loading.build(spec, allow_python=app.config.allow_python_layers, device=session.device,
-                                   model_root=app.config.model_root)
+                                   model_root=app.config.model_root, max_bytes=app.config.max_net_bytes)
     except Exception as exc:  # noqa: BLE001 - every failure is shown in the page
         err = loading.load_error(exc, spec.model)
         if type(exc).__name__ == "PythonLayerRefused":
             err.message += " (start the server with --allow-python-layers to run them)"
+        if isinstance(exc, engine.MemoryBudgetExceeded):
+            err.message += loading.too_large_hint(exc.budget)
         err.hint = _path_hint(spec, err)      # a relative data path: where it was looked for, where it is
         _hide_uploads(session, err)
         session.error = err

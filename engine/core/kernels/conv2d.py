@@ -166,7 +166,12 @@ def _padded_weights(w2, rows, work):
 
 
 def _macs(x, y, w):
-    return x.shape[0] * y[0].size * (w.size // w.shape[0])
+    return x.shape[0] * (y.size // max(y.shape[0], 1)) * (w.size // max(w.shape[0], 1))
+
+
+def _empty(*arrays):
+    """Nothing to compute: a batch of 0 (or any empty operand), as Caffe's loops over 0 images."""
+    return any(a.size == 0 for a in arrays)
 
 
 def forward(x, w, bias, pad, y, work):
@@ -176,6 +181,8 @@ def forward(x, w, bias, pad, y, work):
     N, C, H, W = x.shape
     O, _, kh, kw = w.shape
     ph, pw = pad
+    if _empty(x, w, y):
+        return
     pad_elems, out_elems, rows = sizes(C, H, W, O, kh, kw, ph, pw)
     wp = _padded_weights(w.reshape(O, -1), rows, lambda n: work("cv.w", n))
     b = bias if bias is not None else wp[0, :1]
@@ -193,6 +200,8 @@ def backward_data(dy, w, pad, dx, work):
     kernel - 1 - pad, with w flipped and its in/out channels swapped."""
     N, O, OH, OW = dy.shape
     _, C, kh, kw = w.shape
+    if _empty(dy, w, dx):
+        return
     wf = work("cv.wflip", w.size)[: w.size].reshape(C, O, kh, kw)
     wf[...] = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
     forward(dy, wf, None, (kh - 1 - pad[0], kw - 1 - pad[1]), dx, work)
@@ -203,6 +212,8 @@ def backward_weights(x, dy, pad, dw, work):
     N, C, H, W = x.shape
     O, _, kh, kw = dw.shape
     K = C * kh * kw
+    if _empty(x, dy, dw):       # no image: dW gets nothing added
+        return
     Kp, Op = -(-K // MR) * MR, -(-O // NR) * NR
     pad_elems = sizes(C, H, W, O, kh, kw, pad[0], pad[1])[0]
 

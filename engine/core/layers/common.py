@@ -168,7 +168,7 @@ def _check_axis_or_dim(layer, kind):
 def _parts_into_whole(parts, whole, outer, inner):
     """Concat's Forward, Slice's Backward: each ``(k, array)`` part, in order, into its ``k``
     rows of ``whole`` seen as outer x (Σ k) x inner."""
-    whole = whole.reshape(outer, -1, inner)
+    whole = whole.reshape(outer, sum(k for k, _ in parts), inner)    # explicit: a batch may be 0
     off = 0
     for k, a in parts:
         whole[:, off:off + k, :] = a.reshape(outer, k, inner)
@@ -178,7 +178,7 @@ def _parts_into_whole(parts, whole, outer, inner):
 def _whole_into_parts(whole, parts, outer, inner):
     """Concat's Backward, Slice's Forward: the rows of ``whole`` (outer x (Σ k) x inner), in
     order, into each ``(k, array)`` part; a part of None is passed over."""
-    whole = whole.reshape(outer, -1, inner)
+    whole = whole.reshape(outer, sum(k for k, _ in parts), inner)    # explicit: a batch may be 0
     off = 0
     for k, a in parts:
         if a is not None:
@@ -242,13 +242,13 @@ class ConcatLayer(Layer):
             top[0].share_diff(bottom[0])
 
     def forward(self, bottom, top):
-        if len(bottom) == 1 or top[0].count == 0:
+        if len(bottom) == 1:
             return
-        _parts_into_whole([(b.shape[self.axis], b.get_data()) for b in bottom], top[0].mut_data(),
-                          self.num_concats, self.inner)
+        y = top[0].mut_data()               # Caffe asks for the top first
+        _parts_into_whole([(b.shape[self.axis], b.get_data()) for b in bottom], y, self.num_concats, self.inner)
 
     def backward(self, top, propagate_down, bottom):
-        if len(bottom) == 1 or top[0].count == 0:
+        if len(bottom) == 1:
             return
         parts = [(b.shape[self.axis], b.mut_diff() if pd else None) for b, pd in zip(bottom, propagate_down)]
         _whole_into_parts(top[0].get_diff(), parts, self.num_concats, self.inner)
@@ -309,13 +309,13 @@ class SliceLayer(Layer):
             top[0].share_diff(bottom[0])
 
     def forward(self, bottom, top):
-        if len(top) == 1 or bottom[0].count == 0:
+        if len(top) == 1:
             return
         _whole_into_parts(bottom[0].get_data(), [(k, t.mut_data()) for t, k in zip(top, self.sizes)],
                           self.num_slices, self.inner)
 
     def backward(self, top, propagate_down, bottom):
-        if not propagate_down[0] or len(top) == 1 or bottom[0].count == 0:
+        if not propagate_down[0] or len(top) == 1:
             return
         _parts_into_whole([(k, t.get_diff()) for t, k in zip(top, self.sizes)], bottom[0].mut_diff(),
                           self.num_slices, self.inner)
@@ -871,7 +871,7 @@ class FilterLayer(Layer):
                     "bottom[selector_index]->shape(0) == bottom[i]->shape(0)", sel.shape[0],
                     b.shape[0],
                     "Each bottom should have the same 0th dimension as the selector blob"))
-        s = _host(sel).reshape(-1)[: sel.shape[0]] if sel.count else np.zeros(0)
+        s = _host(sel).reshape(-1)[: sel.shape[0]]      # read as Caffe's Reshape reads it (data_ checked)
         self.indices = np.flatnonzero(s != 0)
         n = len(self.indices)
         if self.first_reshape:
@@ -887,9 +887,9 @@ class FilterLayer(Layer):
         idx = self._device_indices()
         k = len(self.indices)
         for t, b in zip(top, bottom):
-            if t.count == 0 or k == 0:
-                continue
-            t.mut_data()[:k] = b.get_data()[idx]
+            x, y = b.get_data(), t.mut_data()       # asked for as Caffe does, empty or not
+            if k:
+                y[:k] = x[idx]
 
     def backward(self, top, propagate_down, bottom):
         if propagate_down[len(bottom) - 1]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.core import backend, db, rng
+from engine.core.blob import declare_bytes
 from engine.core.data_transformer import (
     DataTransformer,
     ImageError,
@@ -325,7 +326,7 @@ class _BaseDataLayer(Layer):
         pass
 
     # prefetching layers ----------------------------------------------------
-    def _start_prefetch(self, load_batch, resource=None):
+    def _start_prefetch(self, load_batch, resource=None, top=None):
         """Start the thread; ``resource.close()`` runs after it stops (at collection or close()).
 
         As BasePrefetchingDataLayer::LayerSetUp: the transformer's InitRand runs again, then
@@ -334,6 +335,9 @@ class _BaseDataLayer(Layer):
         self.transformer.init_rand()
         _engine_seed()
         count = self.layer_param.data_param.prefetch
+        if top is not None:     # Caffe's prefetch_ batches (Blobs shaped as the tops), before the thread fills them
+            declare_bytes(count * sum(t.count for t in top) * self.dtype.itemsize,
+                          "%d prefetched batches of layer '%s'" % (count, self.name))
         self.prefetcher = Prefetcher(self.name, load_batch, count, resource)
         self._finalizer = weakref.finalize(self, _shutdown, self.prefetcher)
 
@@ -490,7 +494,7 @@ class DataLayer(_BaseDataLayer):
         layer_log.info("output data size: %d,%d,%d,%d", *top[0].shape[:4])
         if self.output_labels:
             top[1].reshape((batch_size,))
-        self._start_prefetch(loader, cursor)
+        self._start_prefetch(loader, cursor, top)
 
 
 # =========================================================================== ImageData
@@ -626,7 +630,7 @@ class ImageDataLayer(_BaseDataLayer):
         layer_log.info("output data size: %d,%d,%d,%d", *top[0].shape[:4])
         top[1].reshape((batch_size,))
         self.output_labels = True
-        self._start_prefetch(loader)
+        self._start_prefetch(loader, top=top)
 
 
 # =========================================================================== HDF5Data
@@ -1126,7 +1130,7 @@ class WindowDataLayer(_BaseDataLayer):
         self.fg_windows, self.bg_windows, self.image_database = windows.fg, windows.bg, windows.image_db
         loader = _WindowLoader(self.name, wp, crop, bool(tp.mirror), windows.fg, windows.bg, windows.image_db,
                                windows.image_cache, mean, mean_values, channels, self.dtype, _engine_seed())
-        self._start_prefetch(loader)
+        self._start_prefetch(loader, top=top)
 
     def _read_window_file(self, wp):
         """The window file: for each image "# index path channels height width count" and

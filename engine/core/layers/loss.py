@@ -137,7 +137,8 @@ class SoftmaxWithLossLayer(_ClassLossMixin, LossLayer):
         p3 = prob.reshape(self.outer_num, C, self.inner_num)
         picked = p3[xp.arange(self.outer_num)[:, None], safe, xp.arange(self.inner_num)[None, :]]
         logp = xp.log(xp.maximum(picked, dt(FLT_MIN)))
-        loss = -xp.sum(xp.where(valid, logp, dt(0)), dtype=self.dtype)
+        # + 0: Caffe's loss starts at +0 and subtracts, so a sum of zeros (an empty batch) is 0, not -0
+        loss = -xp.sum(xp.where(valid, logp, dt(0)), dtype=self.dtype) + self.dtype.type(0)
         count = int(valid.sum())
         norm = self.get_normalizer(self.normalization, self.outer_num, self.inner_num, count)
         top[0].mut_data()[...] = loss / dt(norm)
@@ -202,7 +203,8 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
             count = int(valid.sum())
         else:
             count = bottom[0].count
-        loss = -xp.sum(terms, dtype=self.dtype)
+        # + 0: Caffe's loss starts at +0 and subtracts, so a sum of zeros (an empty batch) is 0, not -0
+        loss = -xp.sum(terms, dtype=self.dtype) + self.dtype.type(0)
         self.normalizer = self.get_normalizer(self.normalization, self.outer_num, self.inner_num, count)
         top[0].mut_data()[...] = loss / dt(self.normalizer)
 
@@ -392,6 +394,7 @@ class HingeLossLayer(LossLayer):
         norm = self._norm()
         num = bottom[0].num
         count = bottom[0].count
+        bottom[0].get_data(), bottom[1].get_data()      # asked for before Caffe divides: CHECK(data_) first
         if num == 0:
             raise self.error("empty batch: HingeLoss divides the count by num (Caffe stops with a "
                              "division by zero)")
@@ -511,7 +514,8 @@ class InfogainLossLayer(_ClassLossMixin, LossLayer):
         logp = logp.reshape(self.outer_num, L, self.inner_num).transpose(0, 2, 1)  # (outer, inner, L)
         rows = H[safe]  # (outer, inner, L)
         per = (rows * logp).sum(axis=2)
-        loss = -xp.sum(xp.where(valid, per, dt(0)), dtype=self.dtype)
+        # + 0: Caffe's loss starts at +0 and subtracts, so a sum of zeros (an empty batch) is 0, not -0
+        loss = -xp.sum(xp.where(valid, per, dt(0)), dtype=self.dtype) + self.dtype.type(0)
         count = int(valid.sum())
         norm = self.get_normalizer(self.normalization, self.outer_num, self.inner_num, count)
         top[0].mut_data()[...] = loss / dt(norm)
@@ -557,6 +561,7 @@ class MultinomialLogisticLossLayer(LossLayer):
     def _picked(self, bottom):
         xp = self.xp
         num = bottom[0].num
+        bottom[0].get_data(), bottom[1].get_data()      # asked for before Caffe divides: CHECK(data_) first
         if num == 0:
             raise self.error("empty batch: MultinomialLogisticLoss divides the count by num (Caffe "
                              "stops with a division by zero)")
@@ -574,7 +579,8 @@ class MultinomialLogisticLossLayer(LossLayer):
     def forward(self, bottom, top):
         xp = self.xp
         num, _, _, _, prob = self._picked(bottom)
-        loss = -xp.sum(xp.log(prob), dtype=self.dtype)
+        # + 0: Caffe's loss starts at +0 and subtracts, so a sum of zeros (an empty batch) is 0, not -0
+        loss = -xp.sum(xp.log(prob), dtype=self.dtype) + self.dtype.type(0)
         top[0].mut_data()[...] = loss / self.dtype.type(num)
 
     def backward(self, top, propagate_down, bottom):

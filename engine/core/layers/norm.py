@@ -79,7 +79,7 @@ class BatchNormLayer(Layer):
 
     def _view(self, a, bottom):
         num = bottom[0].shape_at(0)
-        return a.reshape(num, self.channels, -1)
+        return a.reshape(num, self.channels, bottom[0].count_range(2))
 
     def forward(self, bottom, top):
         xp = self.xp

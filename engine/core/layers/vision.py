@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from engine.core import backend, rng
-from engine.core.blob import Blob
+from engine.core.blob import Blob, blob_count, declare_buffer
 from engine.core.kernels import conv2d as _conv2d
 from engine.core.kernels import gemm as _gemm
 from engine.core.kernels import im2col as _im2col
@@ -216,6 +216,12 @@ class BaseConvolutionLayer(Layer):
             tuple(self.output_shape)
         for t in top:
             t.reshape(top_shape)
+        # Caffe's col_buffer_ (one image's columns) and bias_multiplier_ are Blobs reshaped
+        # here: Blob::Reshape's INT_MAX check holds for them too, before any memory is used.
+        col_spatial = self.bottom_spatial if self.reverse_dimensions else tuple(self.output_shape)
+        declare_buffer((self.kernel_dim * self.group,) + tuple(col_spatial), "col_buffer_", self.dtype)
+        if self.bias_term:
+            blob_count((int(np.prod(self.output_shape, dtype=np.int64)),), "bias_multiplier_")
 
     # ------------------------------------------------------------ GEMM helpers
     def _weights3(self, arr):
@@ -353,7 +359,7 @@ class BaseConvolutionLayer(Layer):
         if self.bias_term and self.get_param_propagate_down(1):
             db = self.blobs[1].mut_diff()
             for t in top:
-                dy = t.get_diff().reshape(self.num, self.num_output, -1)
+                dy = t.get_diff().reshape(self.num, self.num_output, int(np.prod(self.output_shape, dtype=np.int64)))
                 db += dy.sum(axis=(0, 2)).astype(db.dtype, copy=False)
 
 
@@ -586,14 +592,16 @@ class Im2colLayer(Layer):
         cols = _im2col.im2col(x, self.kernel_shape, self.pad, self.stride, self.dilation,
                               self.out_spatial)
         rows = cols.shape[0]
-        top[0].mut_data().reshape(n, rows, -1)[...] = cols.reshape(rows, n, -1).swapaxes(0, 1)
+        P = int(np.prod(self.out_spatial, dtype=np.int64))     # explicit sizes: n may be 0
+        top[0].mut_data().reshape(n, rows, P)[...] = cols.reshape(rows, n, P).swapaxes(0, 1)
 
     def backward(self, top, propagate_down, bottom):
         xp = self.xp
         C, n = self.channels, self.num
         rows = C * int(np.prod(self.kernel_shape, dtype=np.int64))
-        dy = top[0].get_diff().reshape(n, rows, -1)
-        cols = xp.ascontiguousarray(dy.swapaxes(0, 1)).reshape(rows, -1)
+        P = int(np.prod(self.out_spatial, dtype=np.int64))
+        dy = top[0].get_diff().reshape(n, rows, P)
+        cols = xp.ascontiguousarray(dy.swapaxes(0, 1)).reshape(rows, n * P)
         dx = _im2col.col2im(cols, n, C, self.in_spatial, self.kernel_shape, self.pad, self.stride,
                             self.dilation, self.out_spatial)
         bottom[0].mut_diff().reshape((n, C) + self.in_spatial)[...] = dx
@@ -1013,7 +1021,7 @@ class SPPLayer(Layer):
         N = bottom[0].shape[0]
         for i, layer in enumerate(self.pool_layers):
             layer.Forward([self.split_blobs[i]], [self.pool_outputs[i]])
-            d = self.pool_outputs[i].get_data().reshape(N, -1)
+            d = self.pool_outputs[i].get_data().reshape(N, self.pool_outputs[i].count_range(1))
             y[:, off:off + d.shape[1]] = d
             off += d.shape[1]
 
