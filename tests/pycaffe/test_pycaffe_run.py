@@ -259,6 +259,26 @@ def test_a_script_dying_on_a_name_numpy2_removed_gets_one_line_more(tmp_path, ca
     assert "requirements-legacy.txt" in lines[-1] and "[legacy]" in lines[-1]
 
 
+@pytest.mark.skipif(NUMPY2, reason="the legacy extra's NumPy 1.x runs these")
+def test_on_numpy_1x_a_legacy_script_runs_unchanged(tmp_path):
+    """With the legacy extra (NumPy < 2), what NumPy 2 removed is there: the script runs."""
+    (tmp_path / "m.prototxt").write_text(NET)
+    (tmp_path / "legacy.py").write_text(textwrap.dedent("""
+        import numpy as np
+        import caffe
+        net = caffe.Net('m.prototxt', caffe.TEST)
+        w = net.params['ip'][0].data
+        print(w.tostring() == w.tobytes(), np.product(w.shape), np.alltrue(np.isfinite(w)), np.NaN != np.NaN)
+        print(type(net.params['ip']) is caffe._caffe.BlobVec, np.__version__ < '2')
+        """))
+    r = _engine_run(["legacy.py"], tmp_path, GLOG_minloglevel="2")
+    assert (r.returncode, r.stdout) == (0, "True 4 True True\nTrue True\n"), r.stderr
+    (tmp_path / "newer.py").write_text("import numpy as np\n\nx = np.bool(1)\n")
+    newer = _engine_run(["newer.py"], tmp_path)
+    assert newer.returncode == 1
+    assert "`np.bool` is an alias NumPy 1.24 removed and NumPy 2 has again" in newer.stderr.splitlines()[-1]
+
+
 def test_an_alias_numpy_1_24_removed_is_named_with_what_to_use(tmp_path):
     (tmp_path / "older.py").write_text("import numpy as np\n\nx = np.float(3)\n")
     r = _engine_run(["older.py"], tmp_path)
