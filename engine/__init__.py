@@ -30,7 +30,7 @@ _LAZY = {
     "layer_type_list": ("engine.core.layers.registry", "layer_types"),
     "layer_class": ("engine.core.layers.registry", "find_layer_class"),
     "layer_categories": ("engine.core.layers.registry", "layer_categories"),
-    "Layer": ("engine.core.layers.python_layer", "PyLayer"),
+    "Layer": ("engine.pycaffe._caffe", "Layer"),
     "get_solver": ("engine.core.solvers", "get_solver"),
     "SGDSolver": ("engine.core.solvers", "SGDSolver"),
     "NesterovSolver": ("engine.core.solvers", "NesterovSolver"),

@@ -5,6 +5,8 @@ significant digits), so log lines read exactly as Caffe's.
 """
 import logging
 import math
+import os
+import re
 import time
 
 net_log = logging.getLogger("engine.core.net")
@@ -26,6 +28,71 @@ class GlogFormatter(logging.Formatter):
         return "%s%02d%02d %02d:%02d:%02d.%06d %5d %s:%d] %s" % (
             _LEVEL_CHAR.get(record.levelno, "I"), t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, us,
             record.process or 0, record.filename, record.lineno, record.getMessage())
+
+
+# ---------------------------------------------------------------------- glog's flags
+class GlogFlags:
+    """The glog flags the engine honours, as glog reads them from the environment:
+    ``minloglevel`` (GLOG_minloglevel: 0 INFO, 1 WARNING, 2 ERROR, 3 FATAL), ``logtostderr``
+    (GLOG_logtostderr), ``alsologtostderr`` (GLOG_alsologtostderr), ``stderrthreshold``
+    (GLOG_stderrthreshold, default 2: what reaches stderr when logging to files) and ``v``
+    (GLOG_v; the engine has no VLOG messages, so it changes nothing)."""
+
+    def __init__(self, environ):
+        self.minloglevel = _env_int(environ, "GLOG_minloglevel", 0)
+        self.logtostderr = _env_bool(environ, "GLOG_logtostderr", False)
+        self.alsologtostderr = _env_bool(environ, "GLOG_alsologtostderr", False)
+        self.stderrthreshold = _env_int(environ, "GLOG_stderrthreshold", 2)
+        self.v = _env_int(environ, "GLOG_v", 0)
+
+    def __repr__(self):
+        return "GlogFlags(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
+
+
+def _env_int(environ, name, default):
+    """glog's EnvToInt: strtol of the value (leading digits, else 0), the default when unset."""
+    value = environ.get(name)
+    if value is None:
+        return default
+    m = re.match(r"\s*([+-]?\d+)", value)
+    return int(m.group(1)) if m else 0
+
+
+def _env_bool(environ, name, default):
+    """glog's EnvToBool: true when the value is empty or starts with t, T, y, Y or 1."""
+    value = environ.get(name)
+    if value is None:
+        return default
+    return value == "" or value[0] in "tTyY1"
+
+
+_glog_flags = None
+
+
+def read_glog_flags(environ=None):
+    """Read glog's flags from the environment now and keep them: glog reads them once,
+    when the library loads (``import caffe``), and later changes to the environment
+    have no effect.  The engine reads them when it is first imported, and ``python -m
+    engine run`` reads them again when the script first imports ``caffe``."""
+    global _glog_flags
+    _glog_flags = GlogFlags(os.environ if environ is None else environ)
+    return _glog_flags
+
+
+def glog_flags():
+    """glog's flags as read by :func:`read_glog_flags` (``caffe.init_log(level, stderr)``
+    sets ``minloglevel`` and ``logtostderr``, as it sets FLAGS_minloglevel and
+    FLAGS_logtostderr)."""
+    return _glog_flags if _glog_flags is not None else read_glog_flags()
+
+
+def glog_level(level):
+    """The logging level of glog severity ``level`` (clipped to INFO..FATAL)."""
+    return _GLOG_LEVELS[min(max(int(level), 0), 3)]
+
+
+_GLOG_LEVELS = (logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
+read_glog_flags()
 
 
 def num(x):

@@ -30,6 +30,7 @@ from engine.core.layers.base import Layer, loss_weight  # noqa: F401  (Layer: an
 from engine.core.log import net_log as log
 from engine.core.log import num
 from engine.core.source_map import NetSource, guess_field, layer_signature
+from engine.core.vectors import BlobVec, DtypeVec, IntVec, LayerVec, StringVec
 from engine.core.weights import read_weights
 from engine.proto import caffe_pb2
 
@@ -202,12 +203,12 @@ class Net:
             self._force_backward()
         for name in sorted(available):
             log.info("This network produces output %s", name)
-            self._outputs.append(blob_name_to_idx[name])
-        self._blob_names_index = {n: i for i, n in enumerate(self._blob_names)}
-        self._layer_names_index = {n: i for i, n in enumerate(self._layer_names)}
+            self._output_ids.append(blob_name_to_idx[name])
+        self._blob_names_index = {n: i for i, n in enumerate(self._blob_name_list)}
+        self._layer_names_index = {n: i for i, n in enumerate(self._layer_name_list)}
         self._share_weights()
-        self._blobs_dict = OrderedDict(zip(self._blob_names, self._blobs))
-        self._layer_dict = OrderedDict(zip(self._layer_names, self._layers))
+        self._blobs_dict = OrderedDict(zip(self._blob_name_list, self._blob_list))
+        self._layer_dict = OrderedDict(zip(self._layer_name_list, self._layers))
         self.debug_info = bool(param.debug_info)
         log.info("Network initialization done.")
 
@@ -279,14 +280,14 @@ class Net:
 
     def _reset_state(self):
         """Empty per-layer and per-blob vectors, as Net's members before Init."""
-        self._layers, self._layer_names = [], []
-        self._blobs, self._blob_names = [], []
+        self._layers, self._layer_name_list = [], []
+        self._blob_list, self._blob_name_list = [], []
         self._blob_need_backward = []
-        self._blob_loss_weights = []
+        self._loss_weight_list = []
         self._bottom_vecs, self._top_vecs = [], []
         self._bottom_id_vecs, self._top_id_vecs, self._param_id_vecs = [], [], []
         self._bottom_need_backward, self._layer_need_backward = [], []
-        self._inputs, self._outputs = [], []
+        self._input_ids, self._output_ids = [], []
         self._params, self._param_owners, self._param_display_names = [], [], []
         self._param_layer_indices, self._param_names_index = [], {}
         self._learnable_params, self._learnable_param_ids = [], []
@@ -302,7 +303,9 @@ class Net:
         self._before_forward, self._after_forward = [], []
         self._before_backward, self._after_backward = [], []
         self.debug_observers = []
-        self._params_cache = None
+        self._params_cache = None           # pycaffe.py's dicts and lists, made at first use
+        self._input_list = self._output_list = None
+        self._top_names = self._bottom_names = None
 
     def _create_layer(self, lp):
         """The layer object for ``lp`` (Python layers learn the model's folder)."""
@@ -329,7 +332,7 @@ class Net:
         lp = param.layer[layer_id]
         layer = self._create_layer(lp)
         self._layers.append(layer)
-        self._layer_names.append(lp.name)
+        self._layer_name_list.append(lp.name)
         log.info("Creating Layer %s", lp.name)
         for vec in (self._bottom_vecs, self._top_vecs, self._bottom_id_vecs, self._top_id_vecs,
                     self._param_id_vecs, self._bottom_need_backward):
@@ -341,12 +344,12 @@ class Net:
             if self._blob_need_backward[blob_id]:
                 need_backward = True
                 why = why or BackwardDecision(True, "bottom", "bottom blob '%s' needs backward"
-                                              % self._blob_names[blob_id])
+                                              % self._blob_name_list[blob_id])
         num_top = len(lp.top)
         for top_id in range(num_top):
             self._append_top(param, layer_id, top_id, available, blob_name_to_idx)
             if lp.type == "Input":
-                self._inputs.append(len(self._blobs) - 1)
+                self._input_ids.append(len(self._blob_list) - 1)
         if layer.auto_top_blobs:
             needed = max(layer.min_top, layer.exact_num_top)
             while num_top < needed:
@@ -384,9 +387,9 @@ class Net:
         log.info("Setting up %s", lp.name)   # master logs it after SetUp
         for top_id, top in enumerate(self._top_vecs[layer_id]):
             bid = self._top_id_vecs[layer_id][top_id]
-            if len(self._blob_loss_weights) <= bid:
-                self._blob_loss_weights.extend([0.0] * (bid + 1 - len(self._blob_loss_weights)))
-            self._blob_loss_weights[bid] = loss_weight(layer, top_id)
+            if len(self._loss_weight_list) <= bid:
+                self._loss_weight_list.extend([0.0] * (bid + 1 - len(self._loss_weight_list)))
+            self._loss_weight_list[bid] = loss_weight(layer, top_id)
             log.info("Top shape: %s", top.shape_string())
             if loss_weight(layer, top_id):
                 log.info("    with loss weight %s", num(np.float32(loss_weight(layer, top_id))))
@@ -421,7 +424,7 @@ class Net:
             contributes = False
             skip_prop = True
             for top_id, bid in enumerate(self._top_id_vecs[layer_id]):
-                bname = self._blob_names[bid]
+                bname = self._blob_name_list[bid]
                 if loss_weight(layer, top_id) or bname in under_loss:
                     contributes = True
                 if bname not in skip_backp:
@@ -443,16 +446,16 @@ class Net:
                     rec.backward[layer_id].detail += "; no top blob contributes to a loss"
                 self._layer_need_backward[layer_id] = False
             if self._layer_need_backward[layer_id]:
-                log.info("%s needs backward computation.", self._layer_names[layer_id])
+                log.info("%s needs backward computation.", self._layer_name_list[layer_id])
             else:
-                log.info("%s does not need backward computation.", self._layer_names[layer_id])
+                log.info("%s does not need backward computation.", self._layer_name_list[layer_id])
             for b, bid in enumerate(self._bottom_id_vecs[layer_id]):
                 if contributes:
-                    under_loss.add(self._blob_names[bid])
+                    under_loss.add(self._blob_name_list[bid])
                 else:
                     self._bottom_need_backward[layer_id][b] = False
                 if not self._bottom_need_backward[layer_id][b]:
-                    skip_backp.add(self._blob_names[bid])
+                    skip_backp.add(self._blob_name_list[bid])
 
     def _force_backward(self):
         """force_backward: every layer needs backward, bottoms where the layer allows it."""
@@ -475,7 +478,7 @@ class Net:
         if name_to_idx is not None and top_id < len(lp.bottom) and blob_name == lp.bottom[top_id]:
             log.info("%s -> %s (in-place)", lp.name, blob_name)
             bid = name_to_idx[blob_name]
-            self._top_vecs[layer_id].append(self._blobs[bid])
+            self._top_vecs[layer_id].append(self._blob_list[bid])
             self._top_id_vecs[layer_id].append(bid)
             self.init_record.in_place.append((lp.name, top_id, blob_name))
         elif name_to_idx is not None and blob_name in name_to_idx:
@@ -485,9 +488,9 @@ class Net:
         else:
             log.info("%s -> %s", lp.name, blob_name)
             blob = Blob(dtype=self._dtype)
-            bid = len(self._blobs)
-            self._blobs.append(blob)
-            self._blob_names.append(blob_name)
+            bid = len(self._blob_list)
+            self._blob_list.append(blob)
+            self._blob_name_list.append(blob_name)
             self._blob_need_backward.append(False)
             if name_to_idx is not None:
                 name_to_idx[blob_name] = bid
@@ -504,8 +507,8 @@ class Net:
                            % (blob_name, lp.name, bottom_id), layer=lp.name, blob=blob_name, field="bottom",
                            field_index=bottom_id)
         bid = name_to_idx[blob_name]
-        log.info("%s <- %s", self._layer_names[layer_id], blob_name)
-        self._bottom_vecs[layer_id].append(self._blobs[bid])
+        log.info("%s <- %s", self._layer_name_list[layer_id], blob_name)
+        self._bottom_vecs[layer_id].append(self._blob_list[bid])
         self._bottom_id_vecs[layer_id].append(bid)
         available.discard(blob_name)
         # Master's rule: an explicit propagate_down decides, either way (the
@@ -542,7 +545,7 @@ class Net:
         self._param_owners.append(owner_id)
         owner_layer_id, owner_param_id = self._param_layer_indices[owner_id]
         log.info("Sharing parameters '%s' owned by layer '%s', param index %d",
-                 pname, self._layer_names[owner_layer_id], owner_param_id)
+                 pname, self._layer_name_list[owner_layer_id], owner_param_id)
         this_blob = layer.blobs[param_id]
         owner_blob = self._layers[owner_layer_id].blobs[owner_param_id]
         permissive = param_size > param_id and spec.share_mode == caffe_pb2.ParamSpec.PERMISSIVE
@@ -551,24 +554,24 @@ class Net:
                 raise NetError("Shared parameter blobs must have the same count. Cannot share param "
                                "'%s' owned by layer '%s' with layer '%s'; count mismatch.  Owner layer "
                                "param shape is %s; sharing layer shape is %s"
-                               % (pname, self._layer_names[owner_layer_id], self._layer_names[layer_id],
+                               % (pname, self._layer_name_list[owner_layer_id], self._layer_name_list[layer_id],
                                   owner_blob.shape_string(), this_blob.shape_string()),
-                               layer=self._layer_names[layer_id], blob=pname)
+                               layer=self._layer_name_list[layer_id], blob=pname)
         elif this_blob.shape != owner_blob.shape:
             raise NetError("Cannot share param '%s' owned by layer '%s' with layer '%s'; shape mismatch.  "
                            "Owner layer param shape is %s; sharing layer expects shape %s"
-                           % (pname, self._layer_names[owner_layer_id], self._layer_names[layer_id],
+                           % (pname, self._layer_name_list[owner_layer_id], self._layer_name_list[layer_id],
                               owner_blob.shape_string(), this_blob.shape_string()),
-                           layer=self._layer_names[layer_id], blob=pname)
+                           layer=self._layer_name_list[layer_id], blob=pname)
         lid = self._learnable_param_ids[owner_id]
         self._learnable_param_ids.append(lid)
-        layers = (self._layer_names[layer_id], self._layer_names[owner_layer_id])
+        layers = (self._layer_name_list[layer_id], self._layer_name_list[owner_layer_id])
         self._share_mult(spec, "lr_mult", self._has_params_lr, self._params_lr, lid, pname, layers)
         self._share_mult(spec, "decay_mult", self._has_params_decay, self._params_weight_decay, lid, pname,
                          layers)
         self.init_record.shared.append(SharedParam(
-            net_param_id, self._layer_names[layer_id], param_id, pname, owner_id,
-            self._layer_names[owner_layer_id], owner_param_id, "PERMISSIVE" if permissive else "STRICT"))
+            net_param_id, self._layer_name_list[layer_id], param_id, pname, owner_id,
+            self._layer_name_list[owner_layer_id], owner_param_id, "PERMISSIVE" if permissive else "STRICT"))
 
     @staticmethod
     def _share_mult(spec, field, has, values, lid, pname, layers):
@@ -625,7 +628,7 @@ class Net:
                         layer_loss = layer.Forward(self._bottom_vecs[i], self._top_vecs[i])
                 except CaffeError as e:
                     self._name_empty(e, i)
-                    _annotate(e, self._layer_names[i], layer.type, "Forward")
+                    _annotate(e, self._layer_name_list[i], layer.type, "Forward")
                     raise
                 loss += layer_loss
                 self._top_shapes[i] = tuple(t.shape for t in self._top_vecs[i])
@@ -656,8 +659,8 @@ class Net:
         else:
             layer = self._layers[i]
             pid = next((k for k, b in enumerate(layer.blobs) if b is src), None)
-            name = ("param %d of layer '%s'" % (pid, self._layer_names[i]) if pid is not None
-                    else "an internal buffer of layer '%s'" % self._layer_names[i])
+            name = ("param %d of layer '%s'" % (pid, self._layer_name_list[i]) if pid is not None
+                    else "an internal buffer of layer '%s'" % self._layer_name_list[i])
         e.args = src.empty_error(e.which, name).args
 
     def ForwardFrom(self, start: int) -> float:
@@ -669,7 +672,7 @@ class Net:
     def Forward(self) -> tuple[list[Blob], float]:
         """Net::Forward(&loss): run every layer; returns (outputs, loss)."""
         loss = self.ForwardFromTo(0, len(self._layers) - 1)
-        return [self._blobs[i] for i in self._outputs], loss
+        return [self._blob_list[i] for i in self._output_ids], loss
 
     def BackwardFromTo(self, start: int, end: int) -> None:
         self._check_range(start, end, False)
@@ -690,7 +693,7 @@ class Net:
                                            self._bottom_vecs[i])
                     except CaffeError as e:
                         self._name_empty(e, i)
-                        _annotate(e, self._layer_names[i], layer.type, "Backward")
+                        _annotate(e, self._layer_name_list[i], layer.type, "Backward")
                         raise
                     for obs in self.debug_observers:
                         obs.after_layer("backward", i)
@@ -732,20 +735,20 @@ class Net:
         return _mean_abs(blob, which, self.debug_observers)
 
     def _forward_debug_info(self, i):
-        name = self._layer_names[i]
+        name = self._layer_name_list[i]
         for top_id, blob in enumerate(self._top_vecs[i]):
-            bname = self._blob_names[self._top_id_vecs[i][top_id]]
+            bname = self._blob_name_list[self._top_id_vecs[i][top_id]]
             log.info("    [Forward] Layer %s, top blob %s data: %s", name, bname, self._mean_abs(blob, "data"))
         for pid, blob in enumerate(self._layers[i].blobs):
             pname = self._param_display_names[self._param_id_vecs[i][pid]]
             log.info("    [Forward] Layer %s, param blob %s data: %s", name, pname, self._mean_abs(blob, "data"))
 
     def _backward_debug_info(self, i):
-        name = self._layer_names[i]
+        name = self._layer_name_list[i]
         for b, blob in enumerate(self._bottom_vecs[i]):
             if not self._bottom_need_backward[i][b]:
                 continue
-            bname = self._blob_names[self._bottom_id_vecs[i][b]]
+            bname = self._blob_name_list[self._bottom_id_vecs[i][b]]
             log.info("    [Backward] Layer %s, bottom blob %s diff: %s", name, bname, self._mean_abs(blob, "diff"))
         layer = self._layers[i]
         for pid, blob in enumerate(layer.blobs):
@@ -757,13 +760,13 @@ class Net:
         """Net::UpdateDebugInfo for one net param (used by solvers under debug_info)."""
         blob = self._params[param_id]
         owner = self._param_owners[param_id]
-        lname = self._layer_names[self._param_layer_indices[param_id][0]]
+        lname = self._layer_name_list[self._param_layer_indices[param_id][0]]
         disp = self._param_display_names[param_id]
         if owner < 0:
             log.info("    [Update] Layer %s, param %s data: %s; diff: %s", lname, disp,
                      self._mean_abs(blob, "data"), self._mean_abs(blob, "diff"))
         else:
-            olname = self._layer_names[self._param_layer_indices[owner][0]]
+            olname = self._layer_name_list[self._param_layer_indices[owner][0]]
             log.info("    [Update] Layer %s, param blob %s (owned by layer %s, param %s) diff: %s",
                      lname, disp, olname, self._param_display_names[owner], self._mean_abs(blob, "diff"))
 
@@ -784,7 +787,7 @@ class Net:
                 layer.reshape(self._bottom_vecs[i], self._top_vecs[i])
             except CaffeError as e:
                 self._name_empty(e, i)
-                _annotate(e, self._layer_names[i], layer.type, "Reshape")
+                _annotate(e, self._layer_name_list[i], layer.type, "Reshape")
                 raise
             self._top_shapes[i] = tuple(t.shape for t in self._top_vecs[i])
 
@@ -799,7 +802,7 @@ class Net:
         for k, top in enumerate(self._top_vecs[i]):
             if k < len(seen) and top.shape != seen[k]:
                 bid = self._top_id_vecs[i][k]
-                later = [self._layer_names[j] for j in range(i + 1, len(self._layers))
+                later = [self._layer_name_list[j] for j in range(i + 1, len(self._layers))
                          if bid in self._top_id_vecs[j]]
                 raise ShapeError("top blob '%s' has shape %s at Backward, not the %s its Forward gave it%s: "
                                  "Caffe reads and writes past the blob's data here"
@@ -821,7 +824,7 @@ class Net:
             self._copy_trained_layers_from(source)
         except NetError as e:
             if e.layer in self._layer_names_index:
-                mark_layer(e, "split", self._layer_names.index(e.layer))
+                mark_layer(e, "split", self._layer_name_list.index(e.layer))
                 self._locate(e)
             raise
 
@@ -838,7 +841,7 @@ class Net:
             if lname not in self._layer_names_index:
                 log.info("Ignoring source layer %s", lname)
                 continue
-            target_id = self._layer_names.index(lname)
+            target_id = self._layer_name_list.index(lname)
             target_blobs = self._layers[target_id].blobs
             if len(target_blobs) != len(src.blobs):
                 raise ShapeError("Incompatible number of blobs for layer %s (source has %d, target %d)"
@@ -911,11 +914,11 @@ class Net:
         so a mismatch raises before anything is shared."""
         plan = []
         for i, src_layer in enumerate(other.layers):
-            lname = other._layer_names[i]
+            lname = other._layer_name_list[i]
             if lname not in self._layer_names_index:
                 log.info("Ignoring source layer %s", lname)
                 continue
-            target_blobs = self._layers[self._layer_names.index(lname)].blobs
+            target_blobs = self._layers[self._layer_name_list.index(lname)].blobs
             if len(target_blobs) != len(src_layer.blobs):
                 raise ShapeError("Incompatible number of blobs for layer %s" % lname, layer=lname)
             for j, tb in enumerate(target_blobs):
@@ -943,7 +946,7 @@ class Net:
             data = f.create_group("data")
             diff = f.create_group("diff") if write_diff else None
             for i, layer in enumerate(self._layers):
-                lname = self._layer_names[i]
+                lname = self._layer_name_list[i]
                 if lname in data:
                     raise NetError("Error saving weights to %s: two layers are named '%s'"
                                    % (os.fspath(filename), lname), layer=lname)
@@ -956,53 +959,100 @@ class Net:
                         gd.create_dataset(str(j), data=b.diff)
 
     # -------------------------------------------------------------- pycaffe API
+    # What _caffe.cpp returns by internal reference is a vector over the Net's own list
+    # (changing it changes the Net); what it returns by copy is a new vector each time.
     @property
-    def layers(self) -> list[Layer]:
-        return self._layers
+    def layers(self) -> LayerVec:
+        """pycaffe's ``net.layers``: a ``caffe._caffe.LayerVec`` over the net's layers."""
+        return LayerVec._view(self._layers)
 
+    @property
+    def _blobs(self) -> BlobVec:
+        """pycaffe's ``net._blobs``: a ``caffe._caffe.BlobVec`` over the net's blobs."""
+        return BlobVec._view(self._blob_list)
+
+    @property
+    def _blob_names(self) -> StringVec:
+        """pycaffe's ``net._blob_names``: a ``caffe._caffe.StringVec`` (a copy)."""
+        return StringVec._of(self._blob_name_list)
+
+    @property
+    def _layer_names(self) -> StringVec:
+        """pycaffe's ``net._layer_names``: a ``caffe._caffe.StringVec`` (a copy)."""
+        return StringVec._of(self._layer_name_list)
+
+    @property
+    def _inputs(self) -> IntVec:
+        """pycaffe's ``net._inputs``: the input blobs' indices, a ``caffe._caffe.IntVec`` (a copy)."""
+        return IntVec._of(self._input_ids)
+
+    @property
+    def _outputs(self) -> IntVec:
+        """pycaffe's ``net._outputs``: the output blobs' indices, a ``caffe._caffe.IntVec`` (a copy)."""
+        return IntVec._of(self._output_ids)
+
+    @property
+    def _blob_loss_weights(self) -> DtypeVec:
+        """pycaffe's ``net._blob_loss_weights``: a ``caffe._caffe.DtypeVec`` over the net's
+        loss weights (float32), indexed by blob."""
+        return DtypeVec._view(self._loss_weight_list)
+
+    def _bottom_ids(self, i: int) -> IntVec:
+        """pycaffe's ``net._bottom_ids(i)``: layer ``i``'s bottom blob indices (an IntVec copy)."""
+        return IntVec._of(self._bottom_id_vecs[i])
+
+    def _top_ids(self, i: int) -> IntVec:
+        """pycaffe's ``net._top_ids(i)``: layer ``i``'s top blob indices (an IntVec copy)."""
+        return IntVec._of(self._top_id_vecs[i])
+
+    # pycaffe.py's properties: OrderedDicts and lists, made once and kept (as pycaffe
+    # keeps them on the Net), but blob_loss_weights, which pycaffe makes anew each time.
     @property
     def blobs(self) -> OrderedDict[str, Blob]:
         return self._blobs_dict
 
     @property
     def blob_loss_weights(self) -> OrderedDict[str, float]:
-        return OrderedDict(zip(self._blob_names, self._blob_loss_weights))
+        return OrderedDict(zip(self._blob_name_list, self._blob_loss_weights))
 
     @property
     def layer_dict(self) -> OrderedDict[str, Layer]:
         return self._layer_dict
 
     @property
-    def params(self) -> OrderedDict[str, list[Blob]]:
-        # made once, as pycaffe caches it: the same dict (and the layers' own blob lists) each time
+    def params(self) -> OrderedDict[str, BlobVec]:
+        """pycaffe's ``net.params``: {layer name: the layer's ``blobs`` (a BlobVec)} for
+        the layers with params, made once."""
         if self._params_cache is None:
-            self._params_cache = OrderedDict((n, l.blobs) for n, l in zip(self._layer_names, self._layers)
-                                            if l.blobs)
+            self._params_cache = OrderedDict((n, l.blobs) for n, l in zip(self._layer_name_list, self._layers)
+                                             if len(l.blobs) > 0)
         return self._params_cache
 
     @property
     def inputs(self) -> list[str]:
-        return [self._blob_names[i] for i in self._inputs]
+        if self._input_list is None:
+            self._input_list = [self._blob_name_list[i] for i in self._input_ids]
+        return self._input_list
 
     @property
     def outputs(self) -> list[str]:
-        return [self._blob_names[i] for i in self._outputs]
+        if self._output_list is None:
+            self._output_list = [self._blob_name_list[i] for i in self._output_ids]
+        return self._output_list
 
     @property
     def top_names(self) -> OrderedDict[str, list[str]]:
-        return OrderedDict((n, [self._blob_names[b] for b in self._top_id_vecs[i]])
-                           for i, n in enumerate(self._layer_names))
+        if self._top_names is None:
+            self._top_names = OrderedDict((n, [self._blob_name_list[b] for b in self._top_id_vecs[i]])
+                                          for i, n in enumerate(self._layer_name_list))
+        return self._top_names
 
     @property
     def bottom_names(self) -> OrderedDict[str, list[str]]:
-        return OrderedDict((n, [self._blob_names[b] for b in self._bottom_id_vecs[i]])
-                           for i, n in enumerate(self._layer_names))
-
-    def _bottom_ids(self, i):
-        return list(self._bottom_id_vecs[i])
-
-    def _top_ids(self, i):
-        return list(self._top_id_vecs[i])
+        if self._bottom_names is None:
+            self._bottom_names = OrderedDict((n, [self._blob_name_list[b] for b in self._bottom_id_vecs[i]])
+                                             for i, n in enumerate(self._layer_name_list))
+        return self._bottom_names
 
     def _forward(self, start, end):
         return self.ForwardFromTo(start, end)
@@ -1012,7 +1062,7 @@ class Net:
 
     def _layer_index(self, name):
         try:
-            return self._layer_names.index(name)
+            return self._layer_name_list.index(name)
         except ValueError:
             raise NetError("Unknown layer name '%s'" % name, layer=name) from None
 
@@ -1188,15 +1238,15 @@ class Net:
     # -------------------------------------------------------------- debugger API
     @property
     def _blob_loss_weights_list(self):
-        return list(self._blob_loss_weights)
+        return list(self._loss_weight_list)
 
     @property
     def layer_names(self) -> list[str]:
-        return list(self._layer_names)
+        return list(self._layer_name_list)
 
     @property
     def blob_names(self) -> list[str]:
-        return list(self._blob_names)
+        return list(self._blob_name_list)
 
     @property
     def layer_need_backward(self) -> list[bool]:
@@ -1273,11 +1323,11 @@ class Net:
 
     @property
     def input_blob_indices(self) -> list[int]:
-        return list(self._inputs)
+        return list(self._input_ids)
 
     @property
     def output_blob_indices(self) -> list[int]:
-        return list(self._outputs)
+        return list(self._output_ids)
 
     @property
     def memory_used_bytes(self) -> int:
@@ -1293,7 +1343,7 @@ class Net:
     def blob_by_name(self, name: str) -> Blob:
         if name not in self._blob_names_index:
             raise NetError("Unknown blob name %s" % name, blob=name)
-        return self._blobs[self._blob_names_index[name]]
+        return self._blob_list[self._blob_names_index[name]]
 
     def has_layer(self, name: str) -> bool:
         return name in self._layer_names_index
@@ -1305,7 +1355,7 @@ class Net:
 
     def __repr__(self):
         return "<Net '%s' phase %s: %d layers, %d blobs>" % (
-            self.name, "TRAIN" if self.phase == TRAIN else "TEST", len(self._layers), len(self._blobs))
+            self.name, "TRAIN" if self.phase == TRAIN else "TEST", len(self._layers), len(self._blob_list))
 
 
 def _mean_abs(blob, which, observers=()):

@@ -594,7 +594,7 @@ class Recorder:
         ms = (time.perf_counter() - self._tl) * 1000.0
         net = self.net
         layer = net.layers[i]
-        rec = LayerRecord(i, net._layer_names[i], layer.type, kind, ms)
+        rec = LayerRecord(i, net._layer_name_list[i], layer.type, kind, ms)
         self._invalidate(kind, i)
         if self.stats:
             whiches = ("data",) if kind == "forward" else ("data", "diff")
@@ -648,14 +648,14 @@ class Recorder:
         for role in roles:
             if role == "bottom":
                 blobs = net.bottom_vecs[i]
-                names = [net._blob_names[b] for b in net._bottom_id_vecs[i]]
+                names = [net._blob_name_list[b] for b in net._bottom_id_vecs[i]]
             elif role == "top":
                 blobs = net.top_vecs[i]
-                names = [net._blob_names[b] for b in net._top_id_vecs[i]]
+                names = [net._blob_name_list[b] for b in net._top_id_vecs[i]]
             else:
                 blobs = layer.blobs
                 names = [net._param_display_names[p] for p in net._param_id_vecs[i]]
-            full = self.level == "full" and (self.focus is None or net._layer_names[i] in self.focus)
+            full = self.level == "full" and (self.focus is None or net._layer_name_list[i] in self.focus)
             for k, (blob, name) in enumerate(zip(blobs, names)):
                 br = BlobRecord(name, role, k)
                 if kind == "backward":

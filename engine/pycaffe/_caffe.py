@@ -5,9 +5,9 @@ the process-wide functions of ``_caffe.cpp`` and its two small classes:
 
 - ``init_log()``, ``init_log(level)``, ``init_log(level, stderr)``: glog's set-up.  Caffe's
   messages go to stderr in glog's format from ``level`` on (0 INFO, 1 WARNING, 2 ERROR,
-  3 FATAL; without ``level``, GLOG_minloglevel's); without ``stderr=True`` (or
-  GLOG_logtostderr) glog keeps INFO and WARNING for its log files and prints from ERROR
-  on, and so does this (the engine writes no log files).
+  3 FATAL; without ``level``, GLOG_minloglevel's as glog read it at start-up); without
+  ``stderr=True`` (or GLOG_logtostderr) glog keeps INFO and WARNING for its log files and
+  prints from ERROR on, and so does this (the engine writes no log files).
   ``log(message)`` logs a line at INFO (``LOG(INFO) << message``).
 - ``Timer``: ``start()``, ``stop()``, ``ms`` as Caffe's Timer: on the CPU whole
   milliseconds (boost's ``total_milliseconds``), on the GPU CUDA events' float time; reading
@@ -23,17 +23,16 @@ the process-wide functions of ``_caffe.cpp`` and its two small classes:
 - ``__version__``: the Caffe version the engine follows, "1.0.0".
 """
 import logging
-import os
 import sys
 import time
 
 from engine.core import backend
 from engine.core.blob import Blob
 from engine.core.errors import CaffeError
-from engine.core.layers.python_layer import BlobVec
-from engine.core.layers.python_layer import PyLayer as Layer
+from engine.core.layers.base import Layer as EngineLayer
+from engine.core.layers.python_layer import PyLayer
 from engine.core.layers.registry import layer_types
-from engine.core.log import GlogFormatter
+from engine.core.log import GlogFormatter, glog_flags, glog_level
 from engine.core.net import Net
 from engine.core.solvers import (
     AdaDeltaSolver,
@@ -45,8 +44,10 @@ from engine.core.solvers import (
     Solver,
     get_solver,
 )
+from engine.core.vectors import BlobVec, BoolVec, DtypeVec, IntVec, LayerVec, NetVec, RawBlobVec, StringVec
 
-__all__ = ["Net", "Blob", "Layer", "BlobVec", "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver",
+__all__ = ["Net", "Blob", "Layer", "BlobVec", "RawBlobVec", "LayerVec", "StringVec", "IntVec", "DtypeVec",
+           "NetVec", "BoolVec", "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver",
            "RMSPropSolver", "AdaDeltaSolver", "AdamSolver", "get_solver", "NCCL", "NCCLUnavailable", "Timer",
            "init_log", "log", "has_nccl", "layer_type_list", "set_mode_cpu", "set_mode_gpu",
            "set_random_seed", "set_device", "solver_count", "set_solver_count", "solver_rank",
@@ -64,10 +65,38 @@ set_solver_rank = backend.set_solver_rank
 set_multiprocess = backend.set_multiprocess
 
 pycaffe_log = logging.getLogger("engine.pycaffe")
-_GLOG_LEVELS = (logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
 
 
 layer_type_list = layer_types      # LayerRegistry::LayerTypeList: every registered type, sorted
+
+
+# ---------------------------------------------------------------------- Layer
+class _LayerClass(type):
+    """``caffe._caffe.Layer``'s metaclass: every layer of the engine is a ``caffe.Layer``,
+    as every layer pycaffe hands out is one (a built-in layer's Python object is of
+    class ``caffe._caffe.Layer`` itself there); Python layers subclass it."""
+
+    def __instancecheck__(cls, obj):
+        if cls is Layer:
+            return isinstance(obj, EngineLayer)
+        return type.__instancecheck__(cls, obj)
+
+    def __subclasscheck__(cls, sub):
+        if cls is Layer:
+            return isinstance(sub, type) and issubclass(sub, EngineLayer)
+        return type.__subclasscheck__(cls, sub)
+
+    def __repr__(cls):
+        if cls is Layer:
+            return "<class 'caffe._caffe.Layer'>"
+        return type.__repr__(cls)
+
+
+class Layer(PyLayer, metaclass=_LayerClass):
+    """pycaffe's ``caffe.Layer`` (``caffe._caffe.Layer``): the class a Python layer
+    subclasses (``setup``, ``reshape``, ``forward``, ``backward``; ``blobs``,
+    ``param_str``, ``phase``), and of which every layer of a net is an instance
+    (``isinstance(net.layers[i], caffe.Layer)``, as in pycaffe)."""
 
 
 def set_mode_gpu():
@@ -82,22 +111,30 @@ def set_mode_gpu():
 
 # ---------------------------------------------------------------------- logging
 def init_log(level=None, stderr=None):
-    """glog's InitGoogleLogging, with FLAGS_minloglevel = ``level`` and FLAGS_logtostderr =
-    ``stderr`` when given (else as glog reads them from GLOG_minloglevel and
-    GLOG_logtostderr: 0 and false by default).  From then on the engine's messages from
-    that level on go to stderr in glog's format when ``stderr``, else only from ERROR on
-    (glog keeps the rest for its log files; the engine writes none).  This routing
-    replaces the engine logger's other handlers that print to stderr (``python -m engine
-    run``'s), as glog's set-up ends its logging to stderr before InitGoogleLogging."""
-    if level is None:
-        env = os.environ.get("GLOG_minloglevel", "").strip()
-        level = min(int(env), 3) if env.isdigit() else 0
-    level = int(level)
-    if not 0 <= level <= 3:
-        raise ValueError("init_log: level must be 0 (INFO), 1 (WARNING), 2 (ERROR) or 3 (FATAL), not %d" % level)
-    if stderr is None:
-        stderr = os.environ.get("GLOG_logtostderr", "").strip().lower() in ("1", "true", "yes", "y", "t")
-    threshold = _GLOG_LEVELS[level] if stderr else max(_GLOG_LEVELS[level], logging.ERROR)
+    """glog's InitGoogleLogging, after setting FLAGS_minloglevel = ``level`` and
+    FLAGS_logtostderr = ``stderr`` when given.  Otherwise the flags are what glog read
+    from the environment once, at start-up (GLOG_minloglevel, GLOG_logtostderr,
+    GLOG_alsologtostderr, GLOG_stderrthreshold; :func:`engine.core.log.read_glog_flags`):
+    changing ``os.environ`` after ``import caffe`` changes nothing, as in Caffe.  From then
+    on the engine's messages from that level on go to stderr in glog's format when
+    logging to stderr, else only from GLOG_stderrthreshold (ERROR) on (glog keeps the rest
+    for its log files; the engine writes none).  This routing replaces the engine logger's
+    other handlers that print to stderr (``python -m engine run``'s), as glog's set-up
+    ends its logging to stderr before InitGoogleLogging."""
+    flags = glog_flags()
+    if level is not None:
+        level = int(level)
+        if not 0 <= level <= 3:
+            raise ValueError("init_log: level must be 0 (INFO), 1 (WARNING), 2 (ERROR) or 3 (FATAL), not %d"
+                             % level)
+        flags.minloglevel = level
+    if stderr is not None:
+        flags.logtostderr = bool(stderr)
+    least = glog_level(flags.minloglevel)
+    if flags.logtostderr or flags.alsologtostderr:
+        threshold = least
+    else:
+        threshold = max(least, glog_level(flags.stderrthreshold))
     engine_log = logging.getLogger("engine")
     for old in list(engine_log.handlers):
         if _writes_to_stderr(old):
@@ -106,7 +143,7 @@ def init_log(level=None, stderr=None):
     handler.setFormatter(GlogFormatter())
     handler.setLevel(threshold)
     engine_log.addHandler(handler)
-    engine_log.setLevel(_GLOG_LEVELS[level])
+    engine_log.setLevel(least)
     engine_log.propagate = False
 
 

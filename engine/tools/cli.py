@@ -18,6 +18,7 @@
     python -m engine upgrade_net_proto_text|upgrade_net_proto_binary|upgrade_solver_proto_text IN OUT
     python -m engine run SCRIPT [ARGS...]      (a pycaffe script, with the engine as caffe)
     python -m engine export-onnx MODEL -o OUT.onnx [--weights W] [--opset N|latest] [--all-blobs] [--verify]
+    python -m engine run -m MODULE [ARGS...]   (a module, as python -m runs it: -m pytest)
 
 Caffe's spellings: every flag also as gflags writes it (``-solver s``, ``-solver=s``,
 ``--solver=s``; ``-gray``, ``-nogray``), before or after the command
@@ -702,10 +703,16 @@ def cmd_test(args, out, err):
 
 
 def cmd_run(args, out, err):
-    from engine.tools.run_script import GlogEnvLevel, run_script
+    from engine.tools.run_script import GlogEnvLevel, run_module, run_script
+    if args.module is None and args.script is None:
+        raise UsageError("run: a script (run SCRIPT ARGS...) or a module (run -m MODULE ARGS...)")
+    if args.module == []:
+        raise UsageError("run: Argument expected for the -m option")
     if not (args.verbose or args.quiet):
         for handler in logging.getLogger("engine").handlers:      # _Logging's, for this command
             handler.addFilter(GlogEnvLevel(logging.INFO))
+    if args.module is not None:
+        return run_module(args.module[0], args.module[1:], err=err)
     return run_script(args.script, args.args, err=err)
 
 
@@ -988,7 +995,9 @@ def _add_convert_imageset_command(sub):
 
 def _add_run_command(sub):
     p = sub.add_parser("run", help="run a pycaffe script unchanged, with the engine as `caffe`")
-    p.add_argument("script", help="the Python script (run as __main__, as `python SCRIPT ARGS...`)")
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ARGS",
+                   help="run a module as `python -m MODULE ARGS...` does (e.g. -m pytest)")
+    p.add_argument("script", nargs="?", help="the Python script (run as __main__, as `python SCRIPT ARGS...`)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     _quiet_flags(p)
     p.set_defaults(func=cmd_run, log_default=True)

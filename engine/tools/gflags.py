@@ -68,13 +68,14 @@ def normalize(argv, parser):
     knows, ``-v`` or ``-o FILE``, as given), then the positional arguments in their
     order (after ``--`` when one starts with a dash).  A positional of variable length
     (``nargs`` REMAINDER, ``*`` or ``+``: a script's own arguments, say) takes the rest
-    of ``argv`` untouched, from its first argument on."""
+    of ``argv`` untouched, from its first argument on; so does a short option of nargs
+    REMAINDER (``run -m MODULE ARGS...``), from the option on."""
     opts = _options(parser)
     short = {s: a for a in parser._actions for s in a.option_strings if len(s) == 2}
     positional_actions = [a for a in parser._actions if not a.option_strings]
     rest_at = next((i for i, a in enumerate(positional_actions) if a.nargs in (argparse.REMAINDER, "*", "+")),
                    None)
-    flags, positional, i = [], [], 0
+    flags, positional, tail, i = [], [], [], 0
     while i < len(argv):
         tok = argv[i]
         i += 1
@@ -87,6 +88,9 @@ def normalize(argv, parser):
         if not _is_flag(tok):
             positional.append(tok)
             continue
+        if tok in short and short[tok].nargs == argparse.REMAINDER:   # run -m MODULE ARGS...: the rest
+            tail = argv[i - 1:]
+            break
         if tok[:2] in short and not tok.startswith("--") and tok[1:].partition("=")[0] not in opts:
             action = short[tok[:2]]
             flags.append(tok)
@@ -97,7 +101,7 @@ def normalize(argv, parser):
         i = _long_flag(tok, argv, i, opts, flags)
     if rest_at is None and any(p.startswith("-") for p in positional):
         positional = ["--"] + positional
-    return flags + positional
+    return flags + positional + tail
 
 
 def _long_flag(tok, argv, i, opts, flags):

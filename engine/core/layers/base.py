@@ -19,6 +19,7 @@ from engine.core.blob import Blob
 from engine.core.errors import LayerError, NetError
 from engine.core.log import check_failed
 from engine.core.types import BlobVec
+from engine.core.vectors import BlobVec as ParamVec
 from engine.proto import caffe_pb2
 
 _WORK = threading.local()
@@ -125,7 +126,7 @@ class Layer:
         self.layer_param = p
         self.phase = p.phase
         self.dtype = np.dtype(dtype)
-        self.blobs = []
+        self.__blobs = ParamVec._of((), dtype=self.dtype)
         self.param_propagate_down = []
         self.__loss = []          # mangled: a Python layer may have a `_loss` of its own
         if len(p.blobs):
@@ -136,6 +137,20 @@ class Layer:
                 self.blobs.append(b)
 
     # ---------------------------------------------------------------- helpers
+    @property
+    def blobs(self) -> ParamVec:
+        """The layer's param blobs: pycaffe's ``caffe._caffe.BlobVec`` (``layer.blobs``,
+        ``net.params[name]``), one object for the layer's life; assigning a sequence
+        replaces its contents."""
+        vec = self.__dict__.get("_Layer__blobs")
+        if vec is None:
+            vec = self.__blobs = ParamVec._of((), dtype=getattr(self, "dtype", np.float32))
+        return vec
+
+    @blobs.setter
+    def blobs(self, value: Sequence[Blob]) -> None:
+        self.blobs._items = list(value._items if isinstance(value, ParamVec) else value)
+
     @property
     def name(self) -> str:
         return self.layer_param.name

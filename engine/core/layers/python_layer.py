@@ -1,15 +1,16 @@
 """Caffe's Python layer (python_layer.hpp) and pycaffe's ``caffe.Layer``.
 
 A layer of type "Python" names a module and a class in ``python_param``; the
-class subclasses :class:`PyLayer` (pycaffe's ``caffe.Layer``, re-exported as
-``engine.Layer``) and implements::
+class subclasses :class:`PyLayer` (through pycaffe's ``caffe.Layer``,
+``engine.pycaffe._caffe.Layer``, also ``engine.Layer``) and implements::
 
     setup(self, bottom, top)
     reshape(self, bottom, top)
     forward(self, bottom, top)
     backward(self, top, propagate_down, bottom)
 
-on lists of Blobs (``blob.data`` / ``blob.diff`` are NumPy arrays, as in
+on vectors of Blobs (``caffe._caffe.RawBlobVec``, ``propagate_down`` a ``BoolVec``, as
+python_layer.hpp passes them; ``blob.data`` / ``blob.diff`` are NumPy arrays, as in
 pycaffe).  ``self.param_str``, ``self.phase`` (0 TRAIN, 1 TEST) and
 ``self.blobs`` (with ``add_blob(*shape)``) are available from ``setup`` on;
 the class is constructed as pycaffe constructs it, ``cls(layer_param)``.
@@ -44,23 +45,9 @@ from engine.core.errors import (
 )
 from engine.core.layers.base import Layer, weighted_loss
 from engine.core.layers.registry import register_layer
+from engine.core.vectors import BoolVec, RawBlobVec
 
 _import_lock = threading.RLock()
-
-
-class BlobVec(list):
-    """pycaffe's BlobVec: a list of Blobs with ``add_blob(*shape)``."""
-
-    def __init__(self, iterable=(), dtype=np.float32):
-        super().__init__(iterable)
-        self.dtype = np.dtype(dtype)
-
-    def add_blob(self, *shape):
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = tuple(shape[0])
-        b = Blob(tuple(int(d) for d in shape), dtype=self.dtype)
-        self.append(b)
-        return b
 
 
 class _OwnValue:
@@ -109,7 +96,6 @@ class PyLayer(Layer):
     def __init__(self, param, dtype=np.float32, model_dir=None):
         super().__init__(param, dtype)
         self.__dtype = self.dtype
-        self.blobs = BlobVec(self.blobs, dtype=self.dtype)
         self.model_dir = model_dir
         self.param_str = self.layer_param.python_param.param_str
         self.phase = int(self.layer_param.phase)
@@ -134,14 +120,13 @@ class PyLayer(Layer):
         dtype = np.dtype(dtype)
         if dtype != self.__dtype:
             self.dtype = self.__dtype = dtype
-            fresh = BlobVec(dtype=dtype)
+            fresh = []
             for b in self.blobs:
                 nb = Blob(b.shape, dtype=dtype)
                 nb.data[...] = b.data
                 fresh.append(nb)
             self.blobs = fresh
-        elif not isinstance(self.blobs, BlobVec):
-            self.blobs = BlobVec(self.blobs, dtype=self.__dtype)
+        self.blobs._dtype = dtype       # add_blob makes blobs of the net's dtype
         self.model_dir = model_dir
 
     # ----------------------------------------------------------- the pycaffe contract
@@ -179,23 +164,26 @@ class PyLayer(Layer):
             # python_layer.hpp: the GIL rules out several solver threads in one process
             raise LayerError("PythonLayer does not support CLI Multi-GPU, use train.py",
                              layer=self.layer_param.name)
-        self._call("setup", bottom, top)
+        self._call("setup", RawBlobVec._of(bottom), RawBlobVec._of(top))
 
     def SetUp(self, bottom, top):
         self.check_blob_counts(bottom, top)
         self.layer_setup(bottom, top)
-        self._call("reshape", bottom, top)
+        self._call("reshape", RawBlobVec._of(bottom), RawBlobVec._of(top))
         self.set_loss_weights(top)
 
+    # The layer's own methods get what python_layer.hpp passes them: copies of the
+    # vectors (RawBlobVec, and a BoolVec for propagate_down) holding the net's blobs.
     def Forward(self, bottom, top):
         # The layer's own code runs under the caller's NumPy error settings, as in pycaffe.
-        self._call("reshape", bottom, top)
-        self._call("forward", bottom, top)
+        b, t = RawBlobVec._of(bottom), RawBlobVec._of(top)
+        self._call("reshape", b, t)
+        self._call("forward", b, t)
         with np.errstate(all="ignore"):
             return weighted_loss(self, top, self.__dtype, backend.xp())
 
     def Backward(self, top, propagate_down, bottom):
-        self._call("backward", top, list(propagate_down), bottom)
+        self._call("backward", RawBlobVec._of(top), BoolVec._of(propagate_down), RawBlobVec._of(bottom))
 
     def __repr__(self):
         pp = self.layer_param.python_param

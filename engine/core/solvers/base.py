@@ -32,6 +32,7 @@ from engine.core.errors import SolverError
 from engine.core.log import num
 from engine.core.log import solver_log as log
 from engine.core.solvers.policies import check_failed
+from engine.core.vectors import NetVec
 from engine.proto import caffe_pb2
 
 if TYPE_CHECKING:
@@ -510,7 +511,7 @@ class Solver:
         for bid in net.output_blob_indices:
             name = names[bid]
             loss_weight = f(weights[name])
-            values = np.asarray(net._blobs[bid].get_data(gpu=False)).reshape(-1)
+            values = np.asarray(net._blob_list[bid].get_data(gpu=False)).reshape(-1)
             for v in values:
                 msg = "    Train net output #%d: %s = %s" % (score_index, name, num(v))
                 if loss_weight:
@@ -694,6 +695,15 @@ class Solver:
     def param(self) -> caffe_pb2.SolverParameter:
         """The live SolverParameter (pycaffe: ``solver.param``; changes take effect)."""
         return self._param
+
+    @property
+    def test_nets(self) -> NetVec:
+        """pycaffe's ``solver.test_nets``: a ``caffe._caffe.NetVec`` over the solver's test nets."""
+        return NetVec._view(self._test_net_list)
+
+    @test_nets.setter
+    def test_nets(self, nets: Any) -> None:
+        self._test_net_list = list(nets)
 
     @property
     def iter(self) -> int:
