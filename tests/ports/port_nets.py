@@ -1,0 +1,208 @@
+"""Small Caffe nets and ONNX ports of them built by hand with onnx.helper from the engine's
+weights (a faithful port, then bugs planted by editing it), for the port debugger's tests."""
+import numpy as np
+
+import engine
+
+SMALL = """
+name: "small"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 16 dim: 16 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1
+                            weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1" batch_norm_param { eps: 1e-5 } }
+layer { name: "scale1" type: "Scale" bottom: "conv1" top: "conv1" scale_param { bias_term: true
+        filler { type: "uniform" min: 0.5 max: 1.5 } bias_filler { type: "gaussian" std: 0.2 } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }
+layer { name: "norm1" type: "LRN" bottom: "pool1" top: "norm1" lrn_param { local_size: 5 alpha: 0.02 beta: 0.75 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "norm1" top: "ip1"
+        inner_product_param { num_output: 10 weight_filler { type: "gaussian" std: 0.1 }
+                              bias_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "prob" type: "Softmax" bottom: "ip1" top: "prob" }
+"""
+
+# the same with a second BatchNorm (for "every BatchNorm") and an AVE pooling with padding
+TWO_BN = """
+name: "two_bn"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 12 dim: 12 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+        convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1" }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "conv2" type: "Convolution" bottom: "conv1" top: "conv2"
+        convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "bn2" type: "BatchNorm" bottom: "conv2" top: "conv2" }
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
+        pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 } }
+"""
+
+
+def make_net(tmp_path, text=SMALL, seed=3, name="net.prototxt", scale_factor=2.0):
+    """A TEST net with seeded filler weights and BatchNorm statistics that are not trivial."""
+    p = tmp_path / name
+    p.write_text(text)
+    engine.set_random_seed(seed)
+    net = engine.Net(str(p), engine.TEST)
+    rng = np.random.default_rng(seed)
+    for layer in net.layers:
+        if layer.type == "BatchNorm":
+            C = layer.blobs[0].shape[0]
+            layer.blobs[0].data[...] = rng.normal(0.3, 0.5, C) * scale_factor
+            layer.blobs[1].data[...] = rng.uniform(0.5, 2.0, C) * scale_factor
+            layer.blobs[2].data[...] = scale_factor
+    return net, p
+
+
+def _arr(blob):
+    return np.array(blob.data, dtype=np.float32, copy=True)
+
+
+def build_port(net, opset=13, in_place_names="layer"):
+    """A faithful ONNX port of ``net`` (the layer types of SMALL/TWO_BN), tensors named as
+    Caffe's blobs; an in-place layer's value is named after the layer."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    nodes, inits = [], []
+    current = {}
+    shapes = {}
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name))
+        return name
+
+    def const_i64(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.int64), name))
+        return name
+
+    inputs = []
+    for i, layer in enumerate(net.layers):
+        name = net.layer_names[i]
+        bots = [current[net.blob_names[b]] for b in net.bottom_id_vecs[i]]
+        tops = [net.blob_names[t] for t in net.top_id_vecs[i]]
+        in_place = tops and tops[0] in [net.blob_names[b] for b in net.bottom_id_vecs[i]]
+        out = name if (in_place and in_place_names == "layer") else tops[0] if tops else name
+        lp = layer.layer_param
+        t = layer.type
+        if t == "Input":
+            for top in tops:
+                shape = list(net.blobs[top].shape)
+                inputs.append(helper.make_tensor_value_info(top, TensorProto.FLOAT, shape))
+                current[top] = top
+            continue
+        if t == "Convolution":
+            cp = lp.convolution_param
+            k, pad, stride = layer.kernel_shape, layer.pad, layer.stride
+            ins = [bots[0], const(name + "_W", _arr(layer.blobs[0]))]
+            if cp.bias_term:
+                ins.append(const(name + "_b", _arr(layer.blobs[1])))
+            nodes.append(helper.make_node("Conv", ins, [out], name=name, kernel_shape=list(k),
+                                          pads=list(pad) + list(pad), strides=list(stride), group=int(cp.group)))
+        elif t == "BatchNorm":
+            m, v, sf = (_arr(b) for b in layer.blobs)
+            f = 0.0 if sf[0] == 0 else 1.0 / sf[0]
+            C = m.shape[0]
+            nodes.append(helper.make_node("BatchNormalization", [bots[0], const(name + "_gamma", np.ones(C)),
+                                                                 const(name + "_beta", np.zeros(C)),
+                                                                 const(name + "_mean", m * f),
+                                                                 const(name + "_var", v * f)], [out], name=name,
+                                          epsilon=float(lp.batch_norm_param.eps)))
+        elif t == "Scale":
+            g = _arr(layer.blobs[0]).reshape(1, -1, 1, 1)
+            nodes.append(helper.make_node("Mul", [bots[0], const(name + "_gamma", g)], [name + "_mul"], name=name + "_m"))
+            if len(layer.blobs) > 1:
+                nodes.append(helper.make_node("Add", [name + "_mul", const(name + "_beta",
+                                                                           _arr(layer.blobs[1]).reshape(1, -1, 1, 1))],
+                                              [out], name=name))
+            else:
+                nodes[-1].output[0] = out
+        elif t == "ReLU":
+            nodes.append(helper.make_node("Relu", [bots[0]], [out], name=name))
+        elif t == "Pooling":
+            pp = lp.pooling_param
+            op = "MaxPool" if pp.pool == 0 else "AveragePool"
+            kw = dict(kernel_shape=[layer.kernel_h, layer.kernel_w], strides=[layer.stride_h, layer.stride_w],
+                      pads=[layer.pad_h, layer.pad_w, layer.pad_h, layer.pad_w], ceil_mode=1)
+            if op == "AveragePool":
+                kw["count_include_pad"] = 1
+            nodes.append(helper.make_node(op, [bots[0]], [out], name=name, **kw))
+        elif t == "LRN":
+            r = lp.lrn_param
+            nodes.append(helper.make_node("LRN", [bots[0]], [out], name=name, size=int(r.local_size),
+                                          alpha=float(r.alpha), beta=float(r.beta), bias=float(r.k)))
+        elif t == "InnerProduct":
+            nodes.append(helper.make_node("Flatten", [bots[0]], [name + "_flat"], name=name + "_flatten", axis=1))
+            nodes.append(helper.make_node("Gemm", [name + "_flat", const(name + "_W", _arr(layer.blobs[0])),
+                                                   const(name + "_b", _arr(layer.blobs[1]))], [out], name=name,
+                                          transB=1))
+        elif t == "Softmax":
+            nodes.append(helper.make_node("Softmax", [bots[0]], [out], name=name, axis=1))
+        else:
+            raise ValueError("build_port: no lowering for %s" % t)
+        for top in tops:
+            current[top] = out
+            shapes[out] = list(net.blobs[top].shape)
+    outputs = [helper.make_tensor_value_info(current[o], TensorProto.FLOAT, list(net.blobs[o].shape))
+               for o in net.outputs]
+    graph = helper.make_graph(nodes, net.name, inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    _ = const_i64
+    return model
+
+
+# ---------------------------------------------------------------------- planting bugs
+def node(model, name):
+    for n in model.graph.node:
+        if n.name == name:
+            return n
+    raise KeyError(name)
+
+
+def attr(n, key, value):
+    from onnx import helper
+    for a in n.attribute:
+        if a.name == key:
+            n.attribute.remove(a)
+            break
+    n.attribute.append(helper.make_attribute(key, value))
+
+
+def init_array(model, name):
+    from onnx import numpy_helper
+    for t in model.graph.initializer:
+        if t.name == name:
+            return numpy_helper.to_array(t)
+    raise KeyError(name)
+
+
+def set_init(model, name, arr):
+    from onnx import numpy_helper
+    for k, t in enumerate(model.graph.initializer):
+        if t.name == name:
+            model.graph.initializer[k].CopyFrom(numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name))
+            return
+    raise KeyError(name)
+
+
+def rename_all(model, prefix="t"):
+    """Every tensor (inputs, outputs, intermediates) renamed, initializers too."""
+    names = {}
+
+    def new(n):
+        if not n:
+            return n
+        if n not in names:
+            names[n] = "%s%d" % (prefix, len(names))
+        return names[n]
+    g = model.graph
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        vi.name = new(vi.name)
+    for t in g.initializer:
+        t.name = new(t.name)
+    for n in g.node:
+        n.input[:] = [new(i) for i in n.input]
+        n.output[:] = [new(o) for o in n.output]
+        n.name = ""
+    return model
