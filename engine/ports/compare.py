@@ -276,11 +276,16 @@ class _Port:
         so.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         so.intra_op_num_threads = 1
         so.inter_op_num_threads = 1
-        so.log_severity_level = 3
+        so.log_severity_level = 4
         try:
             return self.ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
         except Exception as e:
             raise PortError("onnxruntime cannot run the port %s: %s" % (self.label, _one_line(e))) from None
+
+    def run_options(self):
+        ro = self.ort.RunOptions()
+        ro.log_severity_level = 4
+        return ro
 
     def run_all(self, feeds):
         """Every tensor the inputs reach, by name.  A port onnxruntime cannot run whole (a
@@ -296,7 +301,7 @@ class _Port:
         try:
             sess = self.session(m)
             names = [o.name for o in sess.get_outputs()]
-            vals = sess.run(names, feeds)
+            vals = sess.run(names, feeds, self.run_options())
         except Exception as e:
             return self._run_nodewise(feeds, _one_line(e))
         out = dict(feeds)
@@ -324,7 +329,7 @@ class _Port:
             try:
                 sess = self.session(m)
                 outs = [o for o in node.output if o]
-                got = sess.run(outs, {i: values[i] for i in dict.fromkeys(ins) if i in values})
+                got = sess.run(outs, {i: values[i] for i in dict.fromkeys(ins) if i in values}, self.run_options())
             except Exception as e:
                 if self.failure is None:
                     self.failure = "node %s (%s): %s" % (node.name or node.output[0], node.op_type, _one_line(e))
@@ -517,6 +522,7 @@ class _Comparer:
         if missing:
             raise PortError("the port %s has inputs the net does not: %s" % (port.label, ", ".join(missing)))
         self.pvals = port.run_all(port_feeds)
+        self.sessions: Dict[Tuple[Tuple[str, ...], str], Any] = {}
         if port.failure:
             self.notes.append("onnxruntime cannot run the whole port; run node by node it stops at %s" % port.failure)
         self.match: Dict[int, str] = {}
@@ -605,7 +611,7 @@ class _Comparer:
             if fr is None or not fr[0]:
                 continue
             cands = self._candidates(act, fr[0], same_shape=True)
-            pick = self._choose(act, cands)
+            pick = self._choose(act, fr[0], cands)
             if pick is not None:
                 self._pair(act.id, pick, "topology")
 
@@ -642,7 +648,10 @@ class _Comparer:
             out.append(t)
         return out
 
-    def _choose(self, act, cands):
+    def _choose(self, act, front, cands):
+        """Among structurally possible tensors: one equal to the engine's value; else one whose
+        own part (fed the engine's values of the frontier) gives it; else the type-fitting one
+        closest so (skipping one closer to a later value of the same chain)."""
         if not cands:
             return None
         ref = self.values[act.id]
@@ -651,11 +660,20 @@ class _Comparer:
                 return t
         fit = [t for t in cands if _fits(act.type, self.port.op(t))]
         later = self._chain_after(act)
-        for t in fit:
+        scored = []
+        for t in fit[:12]:
             r = relative(self.pvals[t], ref)[1]
             if any(relative(self.pvals[t], self.values[y])[1] < 0.1 * r for y in later):
                 continue
-            return t
+            try:
+                own = relative(self._run_part(front, t), ref)[1]
+            except PortError:
+                continue
+            if own <= self.rtol:
+                return t
+            scored.append((own, t))
+        if scored:
+            return min(scored)[1]
         return None
 
     def _chain_after(self, act, depth=4):
@@ -674,7 +692,6 @@ class _Comparer:
         self.own: Dict[int, Tuple[float, float]] = {}
         self.groups: Dict[int, List[int]] = {}
         self.fronts: Dict[int, List[int]] = {}
-        self.subs: Dict[int, Any] = {}
         for a in sorted(self.match):
             act = self.tr.acts[a]
             if self.how[a] == "input" or not self._shape_ok(a):
@@ -689,13 +706,19 @@ class _Comparer:
     def _run_sub(self, a, replace=None):
         """The port's part for value ``a`` run on the engine's values of its frontier
         (``replace``: {frontier value: array} fed instead)."""
-        if a not in self.subs:
-            tens = [self.match[f] for f in self.fronts[a]]
-            model, names = self.port.sub_model(tens, self.match[a], self.pvals)
-            self.subs[a] = (self.port.session(model), names)
-        sess, names = self.subs[a]
+        return self._run_part(self.fronts[a], self.match[a], replace, label=self.tr.acts[a].label)
+
+    def _run_part(self, front, out, replace=None, label=None):
+        """The port's sub-graph from the tensors paired with the values ``front`` to the tensor
+        ``out``, fed the engine's values of ``front``."""
+        ftens = [self.match[f] for f in front]
+        key = (tuple(ftens), out)
+        if key not in self.sessions:
+            model, names = self.port.sub_model(ftens, out, self.pvals)
+            self.sessions[key] = (self.port.session(model), names)
+        sess, names = self.sessions[key]
         feeds = {}
-        by_tensor = {self.match[f]: f for f in self.fronts[a]}
+        by_tensor = dict(zip(ftens, front))
         for n in names:
             if n in by_tensor:
                 f = by_tensor[n]
@@ -704,10 +727,10 @@ class _Comparer:
             else:
                 feeds[n] = self.pvals[n]
         try:
-            return sess.run([self.match[a]], feeds)[0]
+            return sess.run([out], feeds, self.port.run_options())[0]
         except Exception as e:
             raise PortError("onnxruntime failed running the port's part for '%s': %s"
-                            % (self.tr.acts[a].label, _one_line(e)), layer=self.tr.acts[a].layer) from None
+                            % (label or out, _one_line(e))) from None
 
     # -------------------------------------------------------------- the result
     def _tolerance(self, a):

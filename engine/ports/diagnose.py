@@ -565,7 +565,7 @@ def _every_batchnorm(c, found):
         kinds.setdefault(d.kind, []).append(d)
     kind, ds = max(kinds.items(), key=lambda kv: len(kv[1]))
     rels = [d.evidence.get("own_rel") or 0 for d in ds]
-    first_text = ds[0].text.split(" (")[0]
+    first_text = ds[0].text.split(" (reproduces")[0]
     return Diagnosis("(every BatchNorm)", kind + "_every", "a small relative error at every BatchNorm (%d of %d, "
                      "own error %s..%s): %s" % (len(ds), total, _num(min(rels)), _num(max(rels)), first_text),
                      {"layers": [d.layer for d in ds], "reproduced": True})

@@ -206,3 +206,89 @@ def rename_all(model, prefix="t"):
         n.output[:] = [new(o) for o in n.output]
         n.name = ""
     return model
+
+
+def randomize(net, seed=0):
+    """Seeded weights that keep activations in range (He-style normal weights, small biases;
+    BatchNorm statistics and scale factors not trivial) -- deploy files have no fillers."""
+    rng = np.random.default_rng(seed)
+    for layer in net.layers:
+        if not layer.blobs:
+            continue
+        if layer.type == "BatchNorm":
+            C = layer.blobs[0].shape[0]
+            sf = 1.5
+            layer.blobs[0].data[...] = rng.normal(0.1, 0.3, C) * sf
+            layer.blobs[1].data[...] = rng.uniform(0.5, 1.5, C) * sf
+            layer.blobs[2].data[...] = sf
+            continue
+        for k, b in enumerate(layer.blobs):
+            shape = b.shape
+            if k == 0 and len(shape) >= 2:
+                fan_in = int(np.prod(shape[1:]))
+                if layer.type == "Deconvolution":
+                    fan_in = int(shape[0] * np.prod(shape[2:]))
+                b.data[...] = rng.normal(0, np.sqrt(2.0 / max(fan_in, 1)), shape)
+            elif layer.type in ("Scale", "PReLU") and k == 0:
+                b.data[...] = rng.uniform(0.5, 1.5, shape)
+            else:
+                b.data[...] = rng.normal(0, 0.1, shape)
+
+
+def zoo_net(path, batch=1, seed=0):
+    """A zoo deploy net in TEST, batch ``batch``, with randomized weights."""
+    engine.set_random_seed(seed)
+    net = engine.Net(str(path), engine.TEST)
+    for name in net.inputs:
+        s = net.blobs[name].shape
+        net.blobs[name].reshape(batch, *s[1:])
+    net.reshape()
+    randomize(net, seed)
+    return net
+
+
+def torch_onnx_port(net, tmp_path, opset=13):
+    """A port made by other tools: export-torch's module, exported by torch.onnx (tensor
+    names of torch's own, no Caffe names but the inputs)."""
+    import torch
+
+    from engine.ports.torch_export import export_torch, load_module
+    res = export_torch(net, tmp_path / "port_model.py")
+    mod = load_module(res.path)
+    model = getattr(mod, mod.__all__[0])()
+    model.load_state_dict(torch.load(res.state_dict_path, weights_only=True))
+    model.eval()
+    args = tuple(torch.zeros(tuple(net.blobs[n].shape)) for n in net.inputs)
+    path = tmp_path / "port.onnx"
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, str(path), dynamo=False, opset_version=opset,
+                          input_names=list(net.inputs), do_constant_folding=True)
+    return path
+
+
+def fuse_bn_scale(model, bn="bn1", scale="scale1"):
+    """The port with BatchNorm and the Scale after it folded into one BatchNormalization
+    (as converters do): gamma and beta from the Scale, its output named as the Scale's."""
+    n = node(model, bn)
+    gamma = init_array(model, scale + "_gamma").reshape(-1)
+    beta = init_array(model, scale + "_beta").reshape(-1)
+    set_init(model, bn + "_gamma", gamma)
+    set_init(model, bn + "_beta", beta)
+    out = node(model, scale).output[0]
+    for k in (scale + "_m", scale):
+        model.graph.node.remove(node(model, k))
+    n.output[0] = out
+    return model
+
+
+def prepend_mean(model, mean, input_name="data"):
+    """The port subtracting a per-channel mean from its input itself (it expects raw input)."""
+    from onnx import helper, numpy_helper
+    g = model.graph
+    g.initializer.append(numpy_helper.from_array(np.asarray(mean, np.float32).reshape(1, -1, 1, 1), "port_mean"))
+    for n in g.node:
+        n.input[:] = ["data_minus_mean" if i == input_name else i for i in n.input]
+    g.node.insert(0, helper.make_node("Sub", [input_name, "port_mean"], ["data_minus_mean"], name="sub_mean"))
+    return model
