@@ -19,6 +19,7 @@ Layer types: Input, Convolution, Deconvolution, Pooling (MAX, AVE; global), LRN,
 Eltwise (SUM with coefficients, PROD, MAX), Concat, Slice, Split, Flatten, Reshape,
 InnerProduct, Softmax, Dropout, Crop.  Others are refused by name (:class:`PortError`).
 """
+import builtins
 import importlib.util
 import io
 import keyword
@@ -41,7 +42,7 @@ _MODULE_NAMES = {
     "get_parameter", "get_buffer", "extra_repr", "dump_patches", "call_super_init", "share_memory",
     "compile", "ipu", "xpu", "mtia", "to_empty", "get_extra_state", "set_extra_state", "set_submodule",
 }
-_RESERVED_VARS = {"self", "torch", "nn", "F", "math", "x", "out"}
+_RESERVED_VARS = {"self", "torch", "nn", "F", "math", "x", "out"} | set(dir(builtins))
 
 SUPPORTED = ("Input", "Convolution", "Deconvolution", "Pooling", "LRN", "ReLU", "PReLU", "ELU", "Sigmoid", "TanH",
              "AbsVal", "BNLL", "Power", "Exp", "Log", "BatchNorm", "Scale", "Bias", "Eltwise", "Concat", "Slice",

@@ -292,3 +292,72 @@ def prepend_mean(model, mean, input_name="data"):
         n.input[:] = ["data_minus_mean" if i == input_name else i for i in n.input]
     g.node.insert(0, helper.make_node("Sub", [input_name, "port_mean"], ["data_minus_mean"], name="sub_mean"))
     return model
+
+
+# Every trap of export-torch in one net: pooling's ceil/clip rules and AVE divisors, padding
+# over half the kernel, grouped/dilated convolution, grouped Deconvolution, Crop offsets,
+# Eltwise coefficients/PROD/MAX, LRN both regions, Power/Exp/Log with base/scale/shift,
+# Scale/Bias on axes and from a second bottom, BatchNorm 4-d and 2-d, Flatten, Reshape with
+# 0 and -1, InnerProduct on an axis and transposed, Softmax on an axis, Slice by points and
+# equal parts, Concat on two axes, PReLU shared and not, names that are not identifiers.
+TRAPS = """
+name: "traps-net"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 4 dim: 9 dim: 10 } } }
+layer { name: "conv/g" type: "Convolution" bottom: "data" top: "conv/g"
+        convolution_param { num_output: 6 kernel_size: 3 group: 2 dilation: 2 pad: 2 bias_term: false
+                            weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "prelu_c" type: "PReLU" bottom: "conv/g" top: "conv/g" }
+layer { name: "deconv" type: "Deconvolution" bottom: "conv/g" top: "deconv"
+        convolution_param { num_output: 4 kernel_size: 4 stride: 2 pad: 1 group: 2
+                            weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "crop" type: "Crop" bottom: "deconv" bottom: "data" top: "crop" crop_param { axis: 2 offset: 3 offset: 5 } }
+layer { name: "elt_sum" type: "Eltwise" bottom: "crop" bottom: "data" top: "elt_sum"
+        eltwise_param { operation: SUM coeff: 0.5 coeff: -2 } }
+layer { name: "elt_prod" type: "Eltwise" bottom: "elt_sum" bottom: "data" top: "elt_prod" eltwise_param { operation: PROD } }
+layer { name: "elt_max" type: "Eltwise" bottom: "elt_prod" bottom: "crop" top: "elt_max" eltwise_param { operation: MAX } }
+layer { name: "abs" type: "AbsVal" bottom: "elt_max" top: "abs" }
+layer { name: "bnll" type: "BNLL" bottom: "abs" top: "bnll" }
+layer { name: "power" type: "Power" bottom: "bnll" top: "power" power_param { power: 2 scale: 0.5 shift: 1 } }
+layer { name: "log" type: "Log" bottom: "power" top: "log" log_param { base: 10 scale: 2 shift: 3 } }
+layer { name: "exp" type: "Exp" bottom: "log" top: "exp" exp_param { base: 2 scale: 0.5 shift: 0.1 } }
+layer { name: "lrn_w" type: "LRN" bottom: "exp" top: "lrn_w"
+        lrn_param { norm_region: WITHIN_CHANNEL local_size: 3 alpha: 0.5 beta: 0.75 } }
+layer { name: "lrn_a" type: "LRN" bottom: "lrn_w" top: "lrn_a" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 k: 2 } }
+layer { name: "elu" type: "ELU" bottom: "lrn_a" top: "elu" elu_param { alpha: 0.7 } }
+layer { name: "p1" type: "Pooling" bottom: "elu" top: "p1" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "p2" type: "Pooling" bottom: "elu" top: "p2" pooling_param { pool: MAX kernel_size: 2 stride: 2 pad: 1 } }
+layer { name: "p3" type: "Pooling" bottom: "elu" top: "p3" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 2 } }
+layer { name: "p4" type: "Pooling" bottom: "elu" top: "p4" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "p5" type: "Pooling" bottom: "elu" top: "p5" pooling_param { pool: AVE kernel_size: 2 stride: 2 pad: 1 } }
+layer { name: "p6" type: "Pooling" bottom: "elu" top: "p6" pooling_param { pool: AVE kernel_size: 3 stride: 2 } }
+layer { name: "p7" type: "Pooling" bottom: "elu" top: "p7" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "p8" type: "Pooling" bottom: "elu" top: "p8" pooling_param { pool: MAX global_pooling: true } }
+layer { name: "p9" type: "Pooling" bottom: "elu" top: "p9"
+        pooling_param { pool: MAX kernel_size: 3 stride: 2 round_mode: FLOOR } }
+layer { name: "concat1" type: "Concat" bottom: "p1" bottom: "p2" bottom: "p4" bottom: "p5" top: "concat1" }
+layer { name: "concat2" type: "Concat" bottom: "p1" bottom: "p3" top: "concat2" concat_param { axis: 2 } }
+layer { name: "slice1" type: "Slice" bottom: "concat1" top: "s_a" top: "s_b" top: "s_c"
+        slice_param { axis: 1 slice_point: 4 slice_point: 10 } }
+layer { name: "slice2" type: "Slice" bottom: "concat2" top: "s_d" top: "s_e" slice_param { axis: 3 } }
+layer { name: "bn" type: "BatchNorm" bottom: "s_b" top: "s_b" }
+layer { name: "sc" type: "Scale" bottom: "s_b" top: "s_b" scale_param { bias_term: true
+        filler { type: "uniform" min: 0.5 max: 1.5 } bias_filler { type: "gaussian" std: 0.2 } } }
+layer { name: "sc2" type: "Scale" bottom: "s_c" bottom: "s_b" top: "sc2" scale_param { axis: 0 } }
+layer { name: "bias" type: "Bias" bottom: "sc2" top: "bias" bias_param { axis: 1 num_axes: 2
+        filler { type: "gaussian" std: 0.3 } } }
+layer { name: "flat" type: "Flatten" bottom: "bias" top: "flat" }
+layer { name: "rs" type: "Reshape" bottom: "flat" top: "rs" reshape_param { shape { dim: 0 dim: -1 dim: 9 } } }
+layer { name: "ip_ax" type: "InnerProduct" bottom: "rs" top: "ip_ax" inner_product_param { num_output: 5 axis: 2
+        weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "ip_t" type: "InnerProduct" bottom: "ip_ax" top: "ip_t" inner_product_param { num_output: 7
+        transpose: true weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "bn2d" type: "BatchNorm" bottom: "ip_t" top: "bn2d" }
+layer { name: "tanh" type: "TanH" bottom: "bn2d" top: "tanh" }
+layer { name: "sig" type: "Sigmoid" bottom: "tanh" top: "sig" }
+layer { name: "drop" type: "Dropout" bottom: "sig" top: "sig" dropout_param { dropout_ratio: 0.3 } }
+layer { name: "sm" type: "Softmax" bottom: "ip_ax" top: "sm" softmax_param { axis: 2 } }
+layer { name: "prelu_s" type: "PReLU" bottom: "s_a" top: "prelu_s" prelu_param { channel_shared: true
+        filler { type: "constant" value: 0.2 } } }
+layer { name: "relu_l" type: "ReLU" bottom: "s_d" top: "relu_l" relu_param { negative_slope: 0.1 } }
+layer { name: "3x3/forward" type: "ReLU" bottom: "s_e" top: "3x3/forward" }
+"""
