@@ -41,7 +41,6 @@ The result is plain data (:meth:`PortComparison.to_dict`), the ``port_comparison
 section of a report (docs/report-schema.md).
 """
 import io
-import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -603,7 +602,6 @@ class _Comparer:
         return res
 
     def _match_by_topology(self):
-        tr, port = self.tr, self.port
         for act in self._values_to_match():
             if act.id in self.match:
                 continue
@@ -851,9 +849,4 @@ def _fits(caffe_type, op):
     return ops is None or op in ops
 
 
-def format_comparison(result, limit=None):
-    return result.format(limit)
-
-
 __all__ = ["compare_port", "PortComparison", "PortRow", "Diagnosis", "Preprocess", "load_onnx", "DEFAULT_RTOL"]
-_ = math

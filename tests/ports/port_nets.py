@@ -14,7 +14,8 @@ layer { name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1" batch_norm_pa
 layer { name: "scale1" type: "Scale" bottom: "conv1" top: "conv1" scale_param { bias_term: true
         filler { type: "uniform" min: 0.5 max: 1.5 } bias_filler { type: "gaussian" std: 0.2 } } }
 layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
-layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 3 stride: 2 } }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
+        pooling_param { pool: MAX kernel_size: 3 stride: 2 } }
 layer { name: "norm1" type: "LRN" bottom: "pool1" top: "norm1" lrn_param { local_size: 5 alpha: 0.02 beta: 0.75 } }
 layer { name: "ip1" type: "InnerProduct" bottom: "norm1" top: "ip1"
         inner_product_param { num_output: 10 weight_filler { type: "gaussian" std: 0.1 }
@@ -71,10 +72,6 @@ def build_port(net, opset=13, in_place_names="layer"):
         inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name))
         return name
 
-    def const_i64(name, arr):
-        inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.int64), name))
-        return name
-
     inputs = []
     for i, layer in enumerate(net.layers):
         name = net.layer_names[i]
@@ -109,7 +106,8 @@ def build_port(net, opset=13, in_place_names="layer"):
                                           epsilon=float(lp.batch_norm_param.eps)))
         elif t == "Scale":
             g = _arr(layer.blobs[0]).reshape(1, -1, 1, 1)
-            nodes.append(helper.make_node("Mul", [bots[0], const(name + "_gamma", g)], [name + "_mul"], name=name + "_m"))
+            nodes.append(helper.make_node("Mul", [bots[0], const(name + "_gamma", g)], [name + "_mul"],
+                                          name=name + "_m"))
             if len(layer.blobs) > 1:
                 nodes.append(helper.make_node("Add", [name + "_mul", const(name + "_beta",
                                                                            _arr(layer.blobs[1]).reshape(1, -1, 1, 1))],
@@ -148,7 +146,6 @@ def build_port(net, opset=13, in_place_names="layer"):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    _ = const_i64
     return model
 
 
@@ -310,11 +307,14 @@ layer { name: "prelu_c" type: "PReLU" bottom: "conv/g" top: "conv/g" }
 layer { name: "deconv" type: "Deconvolution" bottom: "conv/g" top: "deconv"
         convolution_param { num_output: 4 kernel_size: 4 stride: 2 pad: 1 group: 2
                             weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.1 } } }
-layer { name: "crop" type: "Crop" bottom: "deconv" bottom: "data" top: "crop" crop_param { axis: 2 offset: 3 offset: 5 } }
+layer { name: "crop" type: "Crop" bottom: "deconv" bottom: "data" top: "crop"
+        crop_param { axis: 2 offset: 3 offset: 5 } }
 layer { name: "elt_sum" type: "Eltwise" bottom: "crop" bottom: "data" top: "elt_sum"
         eltwise_param { operation: SUM coeff: 0.5 coeff: -2 } }
-layer { name: "elt_prod" type: "Eltwise" bottom: "elt_sum" bottom: "data" top: "elt_prod" eltwise_param { operation: PROD } }
-layer { name: "elt_max" type: "Eltwise" bottom: "elt_prod" bottom: "crop" top: "elt_max" eltwise_param { operation: MAX } }
+layer { name: "elt_prod" type: "Eltwise" bottom: "elt_sum" bottom: "data" top: "elt_prod"
+        eltwise_param { operation: PROD } }
+layer { name: "elt_max" type: "Eltwise" bottom: "elt_prod" bottom: "crop" top: "elt_max"
+        eltwise_param { operation: MAX } }
 layer { name: "abs" type: "AbsVal" bottom: "elt_max" top: "abs" }
 layer { name: "bnll" type: "BNLL" bottom: "abs" top: "bnll" }
 layer { name: "power" type: "Power" bottom: "bnll" top: "power" power_param { power: 2 scale: 0.5 shift: 1 } }
