@@ -83,7 +83,20 @@ COMPAT: Dict[str, Optional[set]] = {
     "Log": {"Log", "Mul", "Div"}, "BNLL": {"Softplus", "Log", "Add", "Where"},
 }
 
-_IMAGENET_MEAN_BGR = (104.0, 117.0, 123.0)
+# the ops a layer type is usually lowered to, its top made by the last of them
+PRIMARY = {
+    "Convolution": {"Conv", "Add"}, "Deconvolution": {"ConvTranspose", "Add"},
+    "Pooling": {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}, "LRN": {"LRN", "Div"},
+    "ReLU": {"Relu", "LeakyRelu"}, "PReLU": {"PRelu"}, "ELU": {"Elu"}, "Sigmoid": {"Sigmoid"}, "TanH": {"Tanh"},
+    "BatchNorm": {"BatchNormalization", "Div"}, "Scale": {"Mul", "Add"}, "Bias": {"Add"},
+    "Eltwise": {"Add", "Mul", "Max", "Sum"}, "Concat": {"Concat"}, "Slice": {"Slice", "Split"},
+    "Flatten": {"Flatten", "Reshape"}, "Reshape": {"Reshape"}, "InnerProduct": {"Gemm", "MatMul", "Add"},
+    "Softmax": {"Softmax"}, "Dropout": {"Dropout", "Identity"}, "Crop": {"Slice", "Crop"},
+    "Power": {"Pow", "Mul", "Add"}, "AbsVal": {"Abs"}, "Exp": {"Exp"}, "Log": {"Log"}, "BNLL": {"Softplus"},
+}
+
+# bottoms a layer reads only the shape of (a port need not depend on them)
+SHAPE_ONLY_BOTTOMS = {"Crop": (1,)}
 
 
 # ---------------------------------------------------------------------- result
@@ -553,6 +566,14 @@ class _Comparer:
 
     def _match_by_name(self):
         tr, port = self.tr, self.port
+        blobs = {a.blob for a in tr.acts}
+        # a tensor named as an in-place layer (or blob@layer) is that layer's value
+        for act in self._values_to_match():
+            for cand in (act.layer, "%s@%s" % (act.blob, act.layer), "%s/%s" % (act.layer, act.blob)):
+                if act.in_place and cand in port.bit and cand not in self.owner and cand not in port.inputs \
+                        and cand not in blobs:
+                    self._pair(act.id, cand, "name")
+                    break
         by_blob: Dict[str, List[int]] = {}
         for a in self._values_to_match():
             by_blob.setdefault(a.blob, []).append(a.id)
@@ -560,18 +581,28 @@ class _Comparer:
             if t in self.owner or t in port.inputs or t not in by_blob:
                 continue
             versions = [a for a in by_blob[t] if a not in self.match]
-            if not versions:
+            if versions:
+                self._pair(self._version_for(t, versions), t, "name")
+
+    def _version_for(self, t, versions):
+        """Which value of an in-place chain a tensor named as the blob is: the one equal to it,
+        else the last whose layer type the op that made it is the usual lowering of (else
+        merely fits, else the last)."""
+        op = self.port.op(t)
+        v = self.pvals.get(t)
+        types = [self.tr.acts[a].type for a in versions]
+        classes = [[a for a, ty in zip(versions, types) if op in PRIMARY.get(ty, ())],
+                   [a for a, ty in zip(versions, types) if _fits(ty, op)], versions]
+        for cls in classes:
+            if not cls:
                 continue
-            op = port.op(t)
-            fit = [a for a in versions if _fits(tr.acts[a].type, op)]
-            self._pair((fit or versions)[-1], t, "name")
-        for a in self._values_to_match():
-            act = a
-            for cand in (act.layer, "%s@%s" % (act.blob, act.layer), "%s/%s" % (act.layer, act.blob)):
-                if act.in_place and cand in port.bit and cand not in self.owner and cand not in port.inputs \
-                        and cand not in tr.final:
-                    self._pair(act.id, cand, "name")
-                    break
+            if v is not None:
+                for a in cls:
+                    if tuple(v.shape) == tuple(self.tr.acts[a].shape) and \
+                            relative(v, self.values[a])[1] <= self.rtol:
+                        return a
+            return cls[-1]
+        return versions[-1]
 
     def _frontier(self, a, memo=None):
         """(paired ancestor values nearest to ``a``, the layers between them and ``a``) or None
@@ -582,17 +613,17 @@ class _Comparer:
         act = self.tr.acts[a]
         front: List[int] = []
         layers: List[int] = [act.layer_index]
-        for b in act.bottoms:
+        shape_only = SHAPE_ONLY_BOTTOMS.get(act.type, ())
+        for k, b in enumerate(act.bottoms):
             b = self.tr.real(b)
             if b in self.match and self._shape_ok(b):
                 front.append(b)
                 continue
             bact = self.tr.acts[b]
-            if not bact.bottoms:
-                memo[a] = None
-                return None
-            sub = self._frontier(b, memo)
+            sub = self._frontier(b, memo) if bact.bottoms else None
             if sub is None:
+                if k in shape_only:        # a port need not read what gives only a shape
+                    continue
                 memo[a] = None
                 return None
             front.extend(sub[0])
@@ -613,14 +644,28 @@ class _Comparer:
             if pick is not None:
                 self._pair(act.id, pick, "topology")
 
+    def _data_front(self, act):
+        """The frontier through the bottoms whose values (not only shapes) the layer reads."""
+        out: List[int] = []
+        for k, b in enumerate(act.bottoms):
+            if k in SHAPE_ONLY_BOTTOMS.get(act.type, ()):
+                continue
+            b = self.tr.real(b)
+            if b in self.match and self._shape_ok(b):
+                out.append(b)
+            else:
+                sub = self._frontier(b) if self.tr.acts[b].bottoms else None
+                out.extend(sub[0] if sub else [])
+        return out
+
     def _candidates(self, act, front, same_shape=True):
         port = self.port
-        ftens = [self.match[f] for f in front]
         need = 0
         allowed = 0
-        for t in ftens:
-            need |= 1 << port.bit[t]
+        for t in [self.match[f] for f in front]:
             allowed |= port.anc[t] | (1 << port.bit[t])
+        for t in [self.match[f] for f in (self._data_front(act) or front)]:
+            need |= 1 << port.bit[t]
         matched_bits = 0
         blocked = 0
         for a, t in self.match.items():

@@ -23,6 +23,18 @@ layer { name: "ip1" type: "InnerProduct" bottom: "norm1" top: "ip1"
 layer { name: "prob" type: "Softmax" bottom: "ip1" top: "prob" }
 """
 
+# Crop (its second bottom gives a shape only), Power, Dropout
+CROP = """
+name: "crop_net"
+layer { name: "data" type: "Input" top: "data" top: "ref"
+        input_param { shape { dim: 1 dim: 3 dim: 12 dim: 12 } shape { dim: 1 dim: 4 dim: 8 dim: 8 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "crop1" type: "Crop" bottom: "conv1" bottom: "ref" top: "crop1" crop_param { axis: 2 offset: 2 offset: 3 } }
+layer { name: "pw" type: "Power" bottom: "crop1" top: "pw" power_param { scale: 2 } }
+layer { name: "drop" type: "Dropout" bottom: "pw" top: "pw" dropout_param { dropout_ratio: 0.5 } }
+"""
+
 # the same with a second BatchNorm (for "every BatchNorm") and an AVE pooling with padding
 TWO_BN = """
 name: "two_bn"
@@ -70,6 +82,10 @@ def build_port(net, opset=13, in_place_names="layer"):
 
     def const(name, arr):
         inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name))
+        return name
+
+    def const_i64(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.int64), name))
         return name
 
     inputs = []
@@ -135,6 +151,27 @@ def build_port(net, opset=13, in_place_names="layer"):
                                           transB=1))
         elif t == "Softmax":
             nodes.append(helper.make_node("Softmax", [bots[0]], [out], name=name, axis=1))
+        elif t == "Crop":
+            axis = lp.crop_param.axis
+            offs = list(layer.offsets[axis:])
+            ref = net.bottom_vecs[i][1].shape
+            axes = list(range(axis, axis + len(offs)))
+            nodes.append(helper.make_node("Slice", [bots[0], const_i64(name + "_starts", offs),
+                                                    const_i64(name + "_ends", [o + ref[a] for o, a in zip(offs, axes)]),
+                                                    const_i64(name + "_axes", axes)], [out], name=name))
+        elif t == "Dropout":
+            nodes.append(helper.make_node("Identity", [bots[0]], [out], name=name))
+        elif t == "Power":
+            pp = lp.power_param
+            cur = bots[0]
+            steps = [("Mul", pp.scale != 1, pp.scale), ("Add", pp.shift != 0, pp.shift), ("Pow", pp.power != 1,
+                                                                                          pp.power)]
+            todo = [st for st in steps if st[1]] or [("Identity", True, None)]
+            for k, (op, _, v) in enumerate(todo):
+                o = out if k == len(todo) - 1 else "%s_%d" % (name, k)
+                ins = [cur] if v is None else [cur, const("%s_%s" % (name, op), np.float32(v))]
+                nodes.append(helper.make_node(op, ins, [o], name=name if o == out else o))
+                cur = o
         else:
             raise ValueError("build_port: no lowering for %s" % t)
         for top in tops:
@@ -175,10 +212,12 @@ def init_array(model, name):
 
 
 def set_init(model, name, arr):
+    """Replace an initializer's value (keeping its dtype)."""
     from onnx import numpy_helper
     for k, t in enumerate(model.graph.initializer):
         if t.name == name:
-            model.graph.initializer[k].CopyFrom(numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name))
+            dtype = numpy_helper.to_array(t).dtype
+            model.graph.initializer[k].CopyFrom(numpy_helper.from_array(np.asarray(arr, dtype=dtype), name))
             return
     raise KeyError(name)
 

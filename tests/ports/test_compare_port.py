@@ -275,3 +275,37 @@ def test_googlenet_ported_through_torch_onnx(shared_dir, tmp_path):
     r = compare_port(net, m)
     assert r.first_departing == "pool1/3x3_s2", r.format(limit=0)
     assert _first_diag(r).kind == "pool_ceil_floor"
+
+
+@pytest.fixture
+def crop_net(tmp_path):
+    net, _ = pn.make_net(tmp_path, pn.CROP)
+    return net
+
+
+@pytest.mark.parametrize("rename", [False, True])
+def test_crop_offset_is_named(crop_net, rename):
+    m = pn.build_port(crop_net)
+    assert compare_port(crop_net, pn.rename_all(pn.build_port(crop_net)) if rename else m).faithful
+    pn.set_init(m, "crop1_starts", [1, 3])
+    pn.set_init(m, "crop1_ends", [9, 11])
+    r = compare_port(crop_net, pn.rename_all(m) if rename else m)
+    assert r.first_departing == "crop1", r.format()
+    d = _first_diag(r)
+    assert d.kind == "crop_offset" and d.evidence["port_offset"] == [1, 3] and d.evidence["caffe_offset"] == [2, 3]
+
+
+def test_dropout_and_power_scales_are_named(crop_net):
+    from onnx import numpy_helper
+    m = pn.build_port(crop_net)
+    n = pn.node(m, "drop")                        # the port scales by (1 - ratio) at test time
+    n.op_type = "Mul"
+    n.input.append("half")
+    m.graph.initializer.append(numpy_helper.from_array(np.float32(0.5), "half"))
+    r = compare_port(crop_net, m)
+    assert r.first_departing == "drop" and _first_diag(r).kind == "dropout_scale", r.format()
+    assert r.row("pw").status == "ok" and r.row("pw@drop").matched == "name"
+    m = pn.build_port(crop_net)
+    pn.set_init(m, "pw_Mul", 1.0)                  # Power's scale 2 lost
+    r = compare_port(crop_net, m)
+    assert r.first_departing == "pw" and _first_diag(r).kind == "power_scale", r.format()
