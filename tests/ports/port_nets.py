@@ -30,7 +30,8 @@ layer { name: "data" type: "Input" top: "data" top: "ref"
         input_param { shape { dim: 1 dim: 3 dim: 12 dim: 12 } shape { dim: 1 dim: 4 dim: 8 dim: 8 } } }
 layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
         convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
-layer { name: "crop1" type: "Crop" bottom: "conv1" bottom: "ref" top: "crop1" crop_param { axis: 2 offset: 2 offset: 3 } }
+layer { name: "crop1" type: "Crop" bottom: "conv1" bottom: "ref" top: "crop1"
+        crop_param { axis: 2 offset: 2 offset: 3 } }
 layer { name: "pw" type: "Power" bottom: "crop1" top: "pw" power_param { scale: 2 } }
 layer { name: "drop" type: "Dropout" bottom: "pw" top: "pw" dropout_param { dropout_ratio: 0.5 } }
 """
