@@ -633,16 +633,22 @@ class _Comparer:
         return res
 
     def _match_by_topology(self):
-        for act in self._values_to_match():
-            if act.id in self.match:
-                continue
-            fr = self._frontier(act.id)
-            if fr is None or not fr[0]:
-                continue
-            cands = self._candidates(act, fr[0], same_shape=True)
-            pick = self._choose(act, fr[0], cands)
-            if pick is not None:
-                self._pair(act.id, pick, "topology")
+        # first the values the port reproduces exactly (end to end, or its part fed the
+        # engine's values); then, in Caffe's order, the rest, each under the tensors of the
+        # paired values that depend on it
+        for exact in (True, False):
+            for act in self._values_to_match():
+                if act.id in self.match:
+                    continue
+                fr = self._frontier(act.id)
+                if fr is None or not fr[0]:
+                    continue
+                if exact and len(fr[1]) > 4:           # far from anything paired: later
+                    continue
+                cands = self._candidates(act, fr[0], same_shape=True, under_paired=not exact)
+                pick = self._choose(act, fr[0], cands, exact_only=exact)
+                if pick is not None:
+                    self._pair(act.id, pick, "topology")
 
     def _data_front(self, act):
         """The frontier through the bottoms whose values (not only shapes) the layer reads."""
@@ -658,7 +664,11 @@ class _Comparer:
                 out.extend(sub[0] if sub else [])
         return out
 
-    def _candidates(self, act, front, same_shape=True):
+    def _candidates(self, act, front, same_shape=True, under_paired=False):
+        """Port tensors that can hold ``act``: computed from the tensors of ``front`` (all those
+        the layer reads values of), from no other paired tensor, feeding no tensor paired with
+        a value that does not depend on ``act`` (``under_paired``: feeding every tensor paired
+        with one that does), floating point, of ``act``'s shape (``same_shape``)."""
         port = self.port
         need = 0
         allowed = 0
@@ -668,6 +678,7 @@ class _Comparer:
             need |= 1 << port.bit[t]
         matched_bits = 0
         blocked = 0
+        feeds = []
         for a, t in self.match.items():
             if t not in port.bit:
                 continue
@@ -675,6 +686,8 @@ class _Comparer:
             matched_bits |= bt
             if not (self.cafanc[a] >> act.id) & 1:       # a value that does not depend on act
                 blocked |= port.anc[t] | bt
+            elif under_paired:
+                feeds.append(port.anc[t])
         out = []
         for t in port.order:
             if t in self.owner or t in port.inputs:
@@ -682,6 +695,8 @@ class _Comparer:
             bt = 1 << port.bit[t]
             anc = port.anc[t]
             if anc & need != need or blocked & bt or (anc & matched_bits) & ~allowed:
+                continue
+            if any(not f & bt for f in feeds):
                 continue
             v = self.pvals.get(t)
             if v is None or not np.issubdtype(v.dtype, np.floating):
@@ -691,10 +706,11 @@ class _Comparer:
             out.append(t)
         return out
 
-    def _choose(self, act, front, cands):
+    def _choose(self, act, front, cands, exact_only=False):
         """Among structurally possible tensors: one equal to the engine's value; else one whose
-        own part (fed the engine's values of the frontier) gives it; else the type-fitting one
-        closest so (skipping one closer to a later value of the same chain)."""
+        own part (fed the engine's values of the frontier) gives it; else (not ``exact_only``)
+        the first type-fitting one in the port's order whose own error is near the least
+        (skipping one closer to a later value of the same chain)."""
         if not cands:
             return None
         ref = self.values[act.id]
@@ -704,7 +720,7 @@ class _Comparer:
         fit = [t for t in cands if _fits(act.type, self.port.op(t))]
         later = self._chain_after(act)
         scored = []
-        for t in fit[:12]:
+        for t in fit[:3 if exact_only else 8]:
             r = relative(self.pvals[t], ref)[1]
             if any(relative(self.pvals[t], self.values[y])[1] < 0.1 * r for y in later):
                 continue
@@ -715,9 +731,10 @@ class _Comparer:
             if own <= self.rtol:
                 return t
             scored.append((own, t))
-        if scored:
-            return min(scored)[1]
-        return None
+        if exact_only or not scored:
+            return None
+        least = min(own for own, _ in scored)
+        return next(t for own, t in scored if own <= 3 * least)
 
     def _chain_after(self, act, depth=4):
         """Unpaired values of the same shape within ``depth`` layers after ``act`` that depend on it."""

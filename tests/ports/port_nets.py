@@ -133,6 +133,19 @@ def build_port(net, opset=13, in_place_names="layer"):
                 nodes[-1].output[0] = out
         elif t == "ReLU":
             nodes.append(helper.make_node("Relu", [bots[0]], [out], name=name))
+        elif t == "Split":
+            for top in tops:
+                current[top] = bots[0]
+            continue
+        elif t == "Eltwise":
+            cur = bots[0]
+            for k, b in enumerate(bots[1:]):
+                o = out if k == len(bots) - 2 else "%s_%d" % (name, k)
+                nodes.append(helper.make_node("Add", [cur, b], [o], name=name if o == out else o))
+                cur = o
+        elif t == "Pooling" and lp.pooling_param.global_pooling:
+            op = "GlobalMaxPool" if lp.pooling_param.pool == 0 else "GlobalAveragePool"
+            nodes.append(helper.make_node(op, [bots[0]], [out], name=name))
         elif t == "Pooling":
             pp = lp.pooling_param
             op = "MaxPool" if pp.pool == 0 else "AveragePool"
@@ -401,3 +414,14 @@ layer { name: "prelu_s" type: "PReLU" bottom: "s_a" top: "prelu_s" prelu_param {
 layer { name: "relu_l" type: "ReLU" bottom: "s_d" top: "relu_l" relu_param { negative_slope: 0.1 } }
 layer { name: "3x3/forward" type: "ReLU" bottom: "s_e" top: "3x3/forward" }
 """
+
+
+def resnet_tiny_deploy(root, tmp_path, batch=2):
+    """examples/resnet_tiny as a deploy net (no label, no loss), batch ``batch``."""
+    text = (root / "examples" / "resnet_tiny" / "resnet_tiny.prototxt").read_text()
+    text = text[:text.index('layer {\n  name: "loss"')]
+    text = text.replace('  top: "label"\n', "").replace(" shape { dim: 8 }", "")
+    text = text.replace("shape { dim: 8 dim: 3", "shape { dim: %d dim: 3" % batch)
+    p = tmp_path / "resnet_tiny_deploy.prototxt"
+    p.write_text(text)
+    return zoo_net(p)

@@ -2,6 +2,7 @@
 planted by editing the ONNX file; the first departing layer and the cause are named."""
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -309,3 +310,42 @@ def test_dropout_and_power_scales_are_named(crop_net):
     pn.set_init(m, "pw_Mul", 1.0)                  # Power's scale 2 lost
     r = compare_port(crop_net, m)
     assert r.first_departing == "pw" and _first_diag(r).kind == "power_scale", r.format()
+
+
+# ---------------------------------------------------------------------- a residual net
+def test_caffe2onnx_batchnorm_bug_is_found_at_the_first_batchnorm(tmp_path):
+    """The issue's case: every BatchNorm's variance divided by (scale factor + 1e-5); the
+    output drifts by ~1e-5 only, the port (renamed throughout) departs at stem_bn, the first."""
+    root = Path(__file__).resolve().parents[2]
+    net = pn.resnet_tiny_deploy(root, tmp_path)
+    m = pn.build_port(net)
+    assert compare_port(net, pn.rename_all(pn.build_port(net))).faithful
+    for n in m.graph.node:
+        if n.op_type == "BatchNormalization":
+            pn.set_init(m, n.input[4], pn.init_array(m, n.input[4]) * 1.5 / (1.5 + 1e-5))
+    r = compare_port(net, pn.rename_all(m))
+    assert r.first_departing == "stem_bn", r.format()
+    assert r.matching["topology"] == 27
+    assert [row.layer for row in r.rows if row.status == "departs"] == \
+        ["stem_bn", "res1a_bn", "res1b_bn", "res2a_bn", "res2b_bn", "res2_proj_bn"]
+    every = next(d for d in r.diagnosis if d.layer == "(every BatchNorm)")
+    assert "6 of 6" in every.text and every.kind == "batchnorm_scale_factor_eps_every"
+    assert r.outputs[0]["rel"] < 1e-4                     # under rtol at the output, and still found
+
+
+def test_port_with_batchnorm_folded_into_convolution(tmp_path):
+    """torch.onnx folds BatchNorm into the convolution: the convolutions' own values have no
+    tensor, the BatchNorms' do, and the port is faithful."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    root = Path(__file__).resolve().parents[2]
+    net = pn.resnet_tiny_deploy(root, tmp_path)
+    try:
+        path = pn.torch_onnx_port(net, tmp_path)
+    except Exception as e:
+        pytest.skip("torch.onnx cannot export here: %s" % e)
+    if any(n.op_type == "BatchNormalization" for n in onnx.load(str(path)).graph.node):
+        pytest.skip("this torch.onnx keeps BatchNormalization")
+    r = compare_port(net, path)
+    assert r.faithful, r.format()
+    assert r.row("stem").matched is None and r.row("stem@stem_bn").group == ["stem", "stem_bn"]
