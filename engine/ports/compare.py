@@ -567,11 +567,20 @@ class _Comparer:
     def _match_by_name(self):
         tr, port = self.tr, self.port
         blobs = {a.blob for a in tr.acts}
-        # a tensor named as an in-place layer (or blob@layer) is that layer's value
+        # the exporter's own map (engine.ports' export-onnx writes caffe.blob_tensors: each blob's
+        # tensor after Forward)
+        for blob, t in self._blob_tensors().items():
+            a = tr.final.get(blob)
+            if a is not None and tr.acts[a].alias_of is None and a not in self.match and t in port.bit \
+                    and t not in self.owner and t not in port.inputs:
+                self._pair(a, t, "name")
+        # blob@layer (a value an in-place layer later overwrote), or an in-place layer's name
         for act in self._values_to_match():
-            for cand in (act.layer, "%s@%s" % (act.blob, act.layer), "%s/%s" % (act.layer, act.blob)):
-                if act.in_place and cand in port.bit and cand not in self.owner and cand not in port.inputs \
-                        and cand not in blobs:
+            cands = ["%s@%s" % (act.blob, act.layer)]
+            if act.in_place:
+                cands += [act.layer, "%s/%s" % (act.layer, act.blob)]
+            for cand in cands:
+                if cand in port.bit and cand not in self.owner and cand not in port.inputs and cand not in blobs:
                     self._pair(act.id, cand, "name")
                     break
         by_blob: Dict[str, List[int]] = {}
@@ -583,6 +592,17 @@ class _Comparer:
             versions = [a for a in by_blob[t] if a not in self.match]
             if versions:
                 self._pair(self._version_for(t, versions), t, "name")
+
+    def _blob_tensors(self):
+        import json
+        for p in self.port.model.metadata_props:
+            if p.key == "caffe.blob_tensors":
+                try:
+                    d = json.loads(p.value)
+                except ValueError:
+                    return {}
+                return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
+        return {}
 
     def _version_for(self, t, versions):
         """Which value of an in-place chain a tensor named as the blob is: the one equal to it,
@@ -733,8 +753,40 @@ class _Comparer:
             scored.append((own, t))
         if exact_only or not scored:
             return None
-        least = min(own for own, _ in scored)
-        return next(t for own, t in scored if own <= 3 * least)
+        # the tensor after which the next layer's own arithmetic is exact is this layer's output
+        nxt = self._consumer(act)
+        if nxt is not None and len(scored) > 1:
+            for _, t in scored:
+                if self._next_exact(act, t, nxt):
+                    return t
+        primary = [(own, t) for own, t in scored if self.port.op(t) in PRIMARY.get(act.type, ())] or scored
+        least = min(own for own, _ in primary)
+        return next(t for own, t in primary if own <= 3 * least)
+
+    def _consumer(self, act):
+        """The first value computed from ``act`` (through Split copies)."""
+        for other in self.tr.acts[act.id + 1:]:
+            if other.alias_of is None and other.id not in self.match and \
+                    any(self.tr.real(b) == act.id for b in other.bottoms):
+                return other
+        return None
+
+    def _next_exact(self, act, t, nxt):
+        """Whether, with ``act`` paired with ``t``, a tensor reproduces ``nxt`` exactly from it."""
+        self._pair(act.id, t, "topology")
+        try:
+            fr = self._frontier(nxt.id)
+            if fr is None or act.id not in fr[0]:
+                return False
+            for t2 in [c for c in self._candidates(nxt, fr[0]) if _fits(nxt.type, self.port.op(c))][:4]:
+                try:
+                    if relative(self._run_part(fr[0], t2), self.values[nxt.id])[1] <= self.rtol:
+                        return True
+                except PortError:
+                    continue
+            return False
+        finally:
+            del self.match[act.id], self.how[act.id], self.owner[t]
 
     def _chain_after(self, act, depth=4):
         """Unpaired values of the same shape within ``depth`` layers after ``act`` that depend on it."""

@@ -274,6 +274,12 @@ def _batchnorm(c, a, row, group, port_out, caffe, base, tol):
             variants.append(("batchnorm_scale_factor",
                              "BatchNorm's mean and variance multiplied by the scale factor (%g) instead of divided"
                              % sf, _caffe_variant(c, a, {li: with_stats(1.0 / sf ** 2, 1.0 / sf ** 2)})))
+            variants.append(("batchnorm_scale_factor",
+                             "BatchNorm's variance not divided by the stored scale factor (%g); the mean is" % sf,
+                             _caffe_variant(c, a, {li: with_stats(sf, 1.0)})))
+            variants.append(("batchnorm_scale_factor",
+                             "BatchNorm's mean not divided by the stored scale factor (%g); the variance is" % sf,
+                             _caffe_variant(c, a, {li: with_stats(1.0, sf)})))
     cands = list(BN_EPS_CANDIDATES)
     est = _estimate_eps(c, a, li, group)
     if est is not None:
@@ -457,8 +463,8 @@ def _crop(c, a, row, group, port_out, caffe, base, tol):
             got = list(off[axis:])
             if got == caffe_off:
                 return None
-            return _D(net.layer_names[li], "crop_offset", "Crop offset %s in the port where Caffe's (as coord_map "
-                      "computes it) is %s: its output is the engine's bottom shifted" % (tuple(got), tuple(caffe_off or
+            return _D(net.layer_names[li], "crop_offset", "Crop offset %s in the port where Caffe's is %s: its "
+                      "output is the engine's bottom shifted" % (tuple(got), tuple(caffe_off or
                                                                                                   ())),
                       reproduced=True, port_offset=got, caffe_offset=caffe_off)
     return None

@@ -349,3 +349,88 @@ def test_port_with_batchnorm_folded_into_convolution(tmp_path):
     r = compare_port(net, path)
     assert r.faithful, r.format()
     assert r.row("stem").matched is None and r.row("stem@stem_bn").group == ["stem", "stem_bn"]
+
+
+# ---------------------------------------------------------------------- ports made by editing export-onnx's files
+def _exported(net):
+    """engine.ports' own exact export (export-onnx), as an onnx.ModelProto."""
+    ox = pytest.importorskip("engine.ports.onnx_export", reason="the ONNX exporter is not in this tree")
+    return ox.build_onnx_model(net).model
+
+
+def _bn_std(net, layer, eps=None, sf_plus=0.0):
+    """sqrt(var / (scale factor + sf_plus) + eps) of a BatchNorm layer (its eps by default)."""
+    lyr = net.layer_dict[layer]
+    var, sf = np.asarray(lyr.blobs[1].data, np.float64), float(lyr.blobs[2].data[0])
+    eps = float(lyr.layer_param.batch_norm_param.eps) if eps is None else eps
+    return np.sqrt(var / (sf + sf_plus) + eps)
+
+
+def test_exported_port_faithful_and_planted_bugs_named(small):
+    m = _exported(small)
+    r = compare_port(small, m)
+    assert r.faithful and r.matching["name"] == 8, r.format()
+    assert compare_port(small, pn.rename_all(_exported(small))).faithful
+    pool = next(n for n in m.graph.node if n.op_type == "MaxPool")
+    cases = []
+    # ceil -> floor: the exporter's extra end padding removed
+    m = _exported(small)
+    pn.attr(next(n for n in m.graph.node if n.op_type == "MaxPool"), "pads", [0, 0, 0, 0])
+    cases.append((m, "pool1", "pool_ceil_floor"))
+    m = _exported(small)
+    pn.attr(next(n for n in m.graph.node if n.op_type == "LRN"), "alpha", 0.02 / 5)
+    cases.append((m, "norm1", "lrn_alpha"))
+    m = _exported(small)
+    conv = next(n for n in m.graph.node if n.op_type == "Conv")
+    pn.set_init(m, conv.input[1], pn.init_array(m, conv.input[1])[:, ::-1])
+    cases.append((m, "conv1", "bgr_rgb"))
+    m = _exported(small)
+    div = next(n for n in m.graph.node if n.op_type == "Div" and n.output[0] == "conv1@bn1")
+    std = pn.init_array(m, div.input[1])
+    pn.set_init(m, div.input[1], _bn_std(small, "bn1", eps=1e-3).reshape(std.shape))
+    cases.append((m, "bn1", "batchnorm_eps"))
+    m = _exported(small)
+    pn.set_init(m, div.input[1], np.sqrt(np.asarray(small.layer_dict["bn1"].blobs[1].data, np.float64) + 1e-5)
+                .reshape(std.shape))                       # the scale factor (2) ignored
+    cases.append((m, "bn1", "batchnorm_scale_factor"))
+    for model, layer, kind in cases:
+        for rename in (False, True):
+            r = compare_port(small, pn.rename_all(model) if rename else model)
+            assert r.first_departing == layer, (kind, rename, r.format())
+            assert _first_diag(r).kind == kind, (kind, rename, r.format())
+    assert pool.op_type == "MaxPool"
+
+
+def test_exported_resnet_with_caffe2onnx_batchnorm_bug(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    net = pn.resnet_tiny_deploy(root, tmp_path)
+    m = _exported(net)
+    assert compare_port(net, m).faithful
+    bns = [n for n in net.layer_names if net.layer_dict[n].type == "BatchNorm"]
+    for node in m.graph.node:
+        if node.op_type == "Div" and "@" in node.output[0] and node.output[0].split("@")[1] in bns:
+            layer = node.output[0].split("@")[1]
+            shape = pn.init_array(m, node.input[1]).shape
+            pn.set_init(m, node.input[1], _bn_std(net, layer, sf_plus=1e-5).reshape(shape))
+    r = compare_port(net, m)
+    assert r.first_departing == "stem_bn", r.format()
+    every = next(d for d in r.diagnosis if d.layer == "(every BatchNorm)")
+    assert "6 of 6" in every.text
+
+
+@pytest.mark.shared
+def test_exported_googlenet_floor_pooling_and_lrn(shared_dir):
+    net = pn.zoo_net(shared_dir / "zoo" / "models" / "bvlc_googlenet" / "deploy.prototxt")
+    m = _exported(net)
+    pn.attr(next(n for n in m.graph.node if n.op_type == "LRN" and n.output[0] == "conv2/norm2"), "alpha",
+            1e-4 * 5)
+    r = compare_port(net, m)
+    assert r.first_departing == "conv2/norm2", r.format(limit=0)
+    assert _first_diag(r).kind == "lrn_alpha" and "alpha×size" in _first_diag(r).text
+    assert r.matching["name"] >= 140
+    m = _exported(net)
+    pn.attr(next(n for n in m.graph.node if n.op_type == "MaxPool" and n.output[0] == "pool1/3x3_s2"), "pads",
+            [0, 0, 0, 0])                                     # the exporter's ceil padding dropped
+    r = compare_port(net, m)
+    assert r.first_departing == "pool1/3x3_s2", r.format(limit=0)
+    assert _first_diag(r).kind == "pool_ceil_floor"
