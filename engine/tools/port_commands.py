@@ -17,12 +17,19 @@ import numpy as np
 EXIT_OK, EXIT_DIFFER = 0, 3
 
 
+def _test_default(p):
+    for a in p._actions:
+        if a.dest == "phase":
+            a.help = "TEST (default) or TRAIN"
+
+
 def add_parsers(sub):
     from engine.tools.cli import _common
     p = sub.add_parser("compare-port", help="a Caffe net against an ONNX port of it: every blob, the first layer "
                        "whose own arithmetic departs, and why (exit 3 when it departs)")
     p.add_argument("model", help="the Caffe net (deploy) prototxt")
     _common(p)
+    _test_default(p)
     p.add_argument("--onnx", required=True, metavar="PORT", help="the ONNX port to check")
     p.add_argument("--input", metavar="FILE", help="an image (preprocessed caffe.io-style with the options below) "
                    "or a .npy array; default: seeded normal values")
@@ -44,6 +51,7 @@ def add_parsers(sub):
                        "(model.pth) for a Caffe net")
     p.add_argument("model", help="the Caffe net (deploy) prototxt")
     _common(p, gpu=False)
+    _test_default(p)
     p.add_argument("-o", "--output", required=True, metavar="model.py", help="the Python file to write")
     p.add_argument("--state-dict", metavar="model.pth", help="where the weights go (default: beside -o, .pth)")
     p.add_argument("--class-name", help="the nn.Module's class name (default: from the net's name)")
