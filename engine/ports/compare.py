@@ -529,7 +529,18 @@ class _Comparer:
         self.cafanc = tr.ancestors()
         port_feeds = {}
         for name, pname in pairs.items():
-            port_feeds[pname] = self.values[tr.inputs[name]].astype(port.input_dtype(pname))
+            v = self.values[tr.inputs[name]]
+            want = port.input_shape(pname)
+            if want is not None and (len(want) != v.ndim or any(d is not None and d != s
+                                                                 for d, s in zip(want, v.shape))):
+                raise PortError("the port's input '%s' is %s, the net's input '%s' is %s (another layout or size: "
+                                "give --input-size, or a port of this net)" % (
+                                    pname, "x".join("?" if d is None else str(d) for d in want), name,
+                                    _shape(v.shape)), blob=name)
+            port_feeds[pname] = v.astype(port.input_dtype(pname))
+        if net.phase == 0 and any(l.type == "Dropout" for l in net.layers):
+            self.notes.append("the net is in TRAIN: its Dropout layers draw random masks (compare a deploy net in "
+                              "TEST)")
         missing = [p for p in port.inputs if p not in port_feeds]
         if missing:
             raise PortError("the port %s has inputs the net does not: %s" % (port.label, ", ".join(missing)))

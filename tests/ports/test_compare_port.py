@@ -198,6 +198,11 @@ def test_bad_inputs_name_the_file_or_blob(small, tmp_path):
         compare_port(small, pn.build_port(small), np.zeros((5, 5), np.float32))
     with pytest.raises(PortError, match="no input blob 'image'"):
         compare_port(small, pn.build_port(small), {"image": np.zeros((2, 3, 16, 16))})
+    nhwc = pn.build_port(small)
+    nhwc.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 16
+    nhwc.graph.input[0].type.tensor_type.shape.dim[3].dim_value = 3
+    with pytest.raises(PortError, match="the port's input 'data' is 2x16x16x3, the net's input 'data' is 2x3x16x16"):
+        compare_port(small, nhwc)
 
 
 # ---------------------------------------------------------------------- the command
