@@ -150,9 +150,26 @@ class PortComparison:
                 return r
         raise KeyError(label)
 
+    def by_layer(self):
+        """{layer: {"rel", "own_rel", "status"}}: the largest end-to-end and own divergence of
+        the values each layer wrote, and its worst status -- what colours a graph of the net."""
+        rank = {s: k for k, s in enumerate(("input", "ok", "unmatched", "unchecked", "small", "not run", "shape",
+                                            "departs"))}
+        out: Dict[str, Dict[str, Any]] = {}
+        for r in self.rows:
+            d = out.setdefault(r.layer, {"rel": None, "own_rel": None, "status": r.status})
+            for k in ("rel", "own_rel"):
+                v = getattr(r, k)
+                if v is not None and (d[k] is None or v > d[k]):
+                    d[k] = v
+            if rank.get(r.status, 0) > rank.get(d["status"], 0):
+                d["status"] = r.status
+        return out
+
     def to_dict(self):
         d = asdict(self)
         d["schema"] = "engine-port-comparison"
+        d["layers"] = self.by_layer()
         return d
 
     def format(self, limit=None):

@@ -74,6 +74,12 @@ def test_port_given_as_bytes_and_plain_data(small):
     json.dumps(d)
     assert d["faithful"] is True and d["first_departing"] is None
     assert {row["label"] for row in d["rows"]} >= {"conv1", "conv1@bn1", "prob"}
+    assert set(d["layers"]) == set(small.layer_names) and d["layers"]["bn1"]["status"] == "ok"
+    m = pn.build_port(small)
+    pn.attr(pn.node(m, "bn1"), "epsilon", 1e-3)
+    layers = compare_port(small, m).to_dict()["layers"]
+    assert layers["bn1"]["status"] == "departs" and layers["conv1"]["status"] == "ok"
+    assert layers["bn1"]["own_rel"] > 1e-4 and layers["relu1"]["own_rel"] < 1e-6 < layers["relu1"]["rel"]
 
 
 # ---------------------------------------------------------------------- planted bugs
