@@ -137,13 +137,14 @@ def _layer_rows(net, analysis, steps):
 
 def build_report(net, recorder=None, steps=None, findings=None, timing=None, analysis=None, comparison=None,
                  health_config=None, meta=None, include_transcript=True, breakpoints=None, timeline=None,
-                 model_label=None):
+                 model_label=None, port_comparison=None):
     """The report document (a JSON-ready dict; see docs/report-schema.md).
 
     ``breakpoints`` (engine.instruments.breakpoints.Breakpoints) and ``timeline``
     (engine.instruments.history.Timeline) add their conditions, hits and steps;
     ``model_label`` is how the model is named instead of its path (an uploaded
-    file's name, not the folder it was saved in)."""
+    file's name, not the folder it was saved in); ``port_comparison`` (an
+    engine.ports.compare.PortComparison or its dict) adds the net-vs-port section."""
     from engine import __version__
     from engine.instruments import health
     if steps is None:
@@ -184,6 +185,7 @@ def build_report(net, recorder=None, steps=None, findings=None, timing=None, ana
         "comparison": comparison.to_dict() if hasattr(comparison, "to_dict") else comparison,
         "breakpoints": None if breakpoints is None else breakpoints.to_dict(),
         "timeline": _timeline_doc(timeline, numbers),
+        "port_comparison": port_comparison.to_dict() if hasattr(port_comparison, "to_dict") else port_comparison,
         "meta": dict(meta or {}),
     }
     return _clean(doc)
@@ -305,8 +307,49 @@ def to_markdown(doc):
         out.append("")
         out.append("Average forward %s ms, backward %s ms, forward-backward %s ms." % (
             _cell(tm["forward_ms"]), _cell(tm["backward_ms"]), _cell(tm["forward_backward_ms"])))
+    out += _md_port(doc.get("port_comparison"))
     out.append("")
     return "\n".join(out)
+
+
+PORT_COLUMNS = ("layer", "type", "value", "shape", "port tensor", "matched", "own rel", "end-to-end rel", "status")
+
+
+def port_rows(pc):
+    """The port comparison's rows as table cells (PORT_COLUMNS), in the net's order."""
+    rows = []
+    for r in pc["rows"]:
+        shape = "x".join(str(d) for d in r["shape"])
+        if r.get("tensor_shape") is not None and r["tensor_shape"] != r["shape"]:
+            shape += " (port %s)" % "x".join(str(d) for d in r["tensor_shape"])
+        rows.append([r["layer"], r["type"], r["label"], shape, r["tensor"] or "", r["matched"] or "",
+                     _cell(r["own_rel"]), _cell(r["rel"]), r["status"]])
+    return rows
+
+
+def _port_summary(pc):
+    m = pc["matching"]
+    lines = ["port `%s` against net `%s` (rtol %s): %s" % (pc["port"], pc["net"], _cell(pc["rtol"]),
+                                                         "faithful" if pc["faithful"] else "departs"),
+             "matched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched; "
+             "%d port tensors matched to none" % (m["input"] + m["name"] + m["topology"], m["values"], m["input"],
+                                                   m["name"], m["topology"], m["unmatched"],
+                                                   len(pc["unmatched_tensors"])),
+             pc["message"]]
+    lines += ["diagnosis: %s: %s" % (d["layer"], d["text"]) for d in pc["diagnosis"]]
+    lines += ["note: %s" % n for n in pc.get("notes", [])]
+    return lines
+
+
+def _md_port(pc):
+    if not pc:
+        return []
+    out = ["", "## Port comparison", ""]
+    out += ["- %s" % _md_escape(l) for l in _port_summary(pc)]
+    out += ["", "| %s |" % " | ".join(PORT_COLUMNS), "|%s" % ("---|" * len(PORT_COLUMNS))]
+    for cells in port_rows(pc):
+        out.append("| %s |" % " | ".join(_md_escape(c) for c in cells))
+    return out
 
 
 def _md_list(title, items):
@@ -695,6 +738,7 @@ def to_html(doc, net=None, figures=True):
         for k, (title, fig) in enumerate(_figures(net, doc)):
             parts.append("<h2>%s</h2>" % e(title))
             parts.append(fig.to_html(include_plotlyjs=False, full_html=False, div_id="fig%d" % k))
+    parts += _html_port(doc.get("port_comparison"), e)
     parts += _html_layers(doc, e)
     parts += _html_init(doc["init"], e)
     if doc.get("timing"):
@@ -724,6 +768,22 @@ def _html_summary(doc, e):
                                                 _count(len(doc["findings"]), "finding")))
     parts.append("<li>generated %s by engine %s (report schema %d)</li></ul>" % (
         e(doc["generated"]), e(doc["engine_version"]), doc["schema_version"]))
+    return parts
+
+
+def _html_port(pc, e):
+    """The net-vs-port section: summary, first departing layer, diagnosis, the per-value table."""
+    if not pc:
+        return []
+    parts = ["<h2 id='port-comparison'>Port comparison</h2>", "<ul class='summary'>"]
+    parts += ["<li>%s</li>" % e(l) for l in _port_summary(pc)]
+    parts.append("</ul><table id='port-table'><tr>%s</tr>" % "".join("<th>%s</th>" % e(c) for c in PORT_COLUMNS))
+    first = pc.get("first_departing_label")
+    for r, cells in zip(pc["rows"], port_rows(pc)):
+        bad = r["status"] in ("departs", "shape") or r["label"] == first
+        parts.append("<tr%s>%s</tr>" % (" class='bad'" if bad else "", "".join(
+            "<td%s>%s</td>" % (" class='num'" if k in (6, 7) else "", e(str(c))) for k, c in enumerate(cells))))
+    parts.append("</table>")
     return parts
 
 

@@ -19,6 +19,8 @@
     python -m engine run SCRIPT [ARGS...]      (a pycaffe script, with the engine as caffe)
     python -m engine export-onnx MODEL -o OUT.onnx [--weights W] [--opset N|latest] [--all-blobs] [--verify]
     python -m engine run -m MODULE [ARGS...]   (a module, as python -m runs it: -m pytest)
+    python -m engine compare-port MODEL --weights W --onnx PORT [--input IMG|X.npy] [preprocessing]
+    python -m engine export-torch MODEL --weights W -o model.py   (engine.tools.port_commands)
 
 Caffe's spellings: every flag also as gflags writes it (``-solver s``, ``-solver=s``,
 ``--solver=s``; ``-gray``, ``-nogray``), before or after the command
@@ -35,7 +37,8 @@ Exit codes: 0 success; 1 an engine error (one line on stderr:
 ``error: <where: file:line:col / layer / blob>: <Caffe's message>``; where Caffe
 stops with a fatal CHECK, its message); 2 a usage error (no command: the usage; an
 unknown command: Caffe's "Available caffe actions" lines), and, as Caffe's upgrade
-tools, an input that does not parse; 3 ``compare`` found the runs differ; 4 ``debug
+tools, an input that does not parse; 3 ``compare`` found the runs differ (``compare-port``:
+the port departs); 4 ``debug
 --break-when``: a breakpoint fired (the line ``break: LAYER: COND`` says where); 130
 interrupted.  ``train --break-when COND`` stops the same way (exit 4).
 """
@@ -823,9 +826,10 @@ def make_parser():
     _add_caffe_commands(sub)
     _add_caffe_tool_commands(sub)
     _add_run_command(sub)
-    from engine.tools import selftest
+    from engine.tools import port_commands, selftest
     selftest.add_parser(sub)
     _add_export_onnx_command(sub)
+    port_commands.add_parsers(sub)      # compare-port, export-torch
     ap.command_parsers = sub.choices
     return ap
 

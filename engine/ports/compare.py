@@ -1,0 +1,994 @@
+"""The port debugger: a Caffe net against anyone's ONNX port of it, blob by blob.
+
+    result = compare_port(net, "port.onnx")                 # seeded normal inputs
+    result = compare_port(net, onnx_bytes, {"data": x})     # the inspector: bytes or a path
+    result.faithful, result.first_departing, result.diagnosis
+    print(result.format())
+
+1. **Matching.** Every value the net computes (a layer's top as that layer wrote it; an
+   in-place chain gives a blob several values) is paired with a tensor of the port: by
+   name first (an ONNX tensor named as the blob; within an in-place chain, the value whose
+   layer type fits the ONNX node that made the tensor; or named as the in-place layer),
+   then by topology and shape: walking from the inputs, a tensor computed from the tensors
+   paired with the value's nearest paired ancestors, feeding no tensor paired with a value
+   that does not depend on it, of the value's shape, made by a node that fits the layer type
+   (among several, one equal to the engine's value, else the first in the port's order).
+   Each row says how it was paired (``input``, ``name``, ``topology``) or that it was not.
+2. **Both run on the same input**: the engine's Forward one layer at a time (each top kept
+   as its layer left it) and onnxruntime (CPU, graph optimisations off: the port's
+   arithmetic as its graph states it) with every intermediate tensor exposed as an output.
+   The end-to-end divergence of a value is ``max |port - engine|`` and that relative to the
+   value's scale (``max |engine|``).
+3. **First departing layer.** For each paired value, the port's sub-graph between the
+   tensors paired with its nearest paired ancestors and its own tensor is cut out and run
+   on the *engine's* values of those ancestors: the layer's own arithmetic, fed Caffe's own
+   inputs (the layers of a value the port fused away are checked together with the next
+   paired one).  The first layer, in Caffe's order, whose own result departs by more than
+   ``rtol`` relative (or whose output shape differs) is the first departing layer: a
+   BatchNorm bug is found at the first BatchNorm, not where the drift adds up.
+4. **Diagnosis.** Known causes are tested, each by recomputing Caffe's layer the way the
+   suspected bug would and checking it reproduces the port (the engine's own layer code
+   with the parameter changed, on the same inputs): BatchNorm's variance divided by
+   (scale factor + eps), the scale factor ignored, another eps; pooling output off by one
+   (ceil vs floor, Caffe's last-window rule); AVE pooling differing only on the border
+   (the divisor counts padding differently); LRN's alpha off by local_size; Crop offsets;
+   channels BGR vs RGB, a mean or scale not applied (the first layer is rerun on the input
+   transformed); Softmax on another axis; a constant factor (Dropout's or Power's scale).
+   A small error (between float32 rounding and ``rtol``) counts as departing when such a
+   cause reproduces it: "a small relative error at every BatchNorm".
+
+The result is plain data (:meth:`PortComparison.to_dict`), the ``port_comparison``
+section of a report (docs/report-schema.md).
+"""
+import io
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from engine.ports.activations import PortError, relative, require, run, set_inputs, trace
+
+DEFAULT_RTOL = 1e-4
+
+# float32 rounding of a layer's own arithmetic, relative to its output's scale: an error
+# over this (and under rtol) is "small"; it departs only when a known cause reproduces it.
+ROUNDING = {
+    "BatchNorm": 2e-6, "Scale": 2e-6, "Bias": 2e-6, "ReLU": 1e-6, "PReLU": 1e-6, "Dropout": 1e-6,
+    "Split": 1e-6, "Concat": 1e-6, "Slice": 1e-6, "Flatten": 1e-6, "Reshape": 1e-6, "Crop": 1e-6,
+    "Eltwise": 2e-6, "Power": 1e-5, "Softmax": 1e-5, "LRN": 1e-5, "Pooling": 1e-5, "ELU": 1e-5,
+    "Sigmoid": 1e-5, "TanH": 1e-5,
+}
+
+# ONNX ops whose output can be a Caffe layer type's top (the last op of its lowering).
+ANY = None
+COMPAT: Dict[str, Optional[set]] = {
+    "Convolution": {"Conv", "Add", "ConvInteger", "QLinearConv", "Reshape", "Identity", "Cast"},
+    "Deconvolution": {"ConvTranspose", "Add", "Slice", "Pad", "Identity"},
+    "Pooling": {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "LpPool", "Mul", "Div", "Slice",
+                "ReduceMean", "ReduceMax", "Identity", "Pad"},
+    "LRN": {"LRN", "Div", "Mul", "Pow"},
+    "ReLU": {"Relu", "LeakyRelu", "Max", "PRelu", "Clip", "Where", "Mul", "Add"},
+    "PReLU": {"PRelu", "LeakyRelu", "Where", "Add", "Max"},
+    "ELU": {"Elu", "Where", "Add"}, "Sigmoid": {"Sigmoid", "HardSigmoid"}, "TanH": {"Tanh"},
+    "BatchNorm": {"BatchNormalization", "Mul", "Add", "Div", "Sub", "InstanceNormalization"},
+    "Scale": {"Mul", "Add", "BatchNormalization"}, "Bias": {"Add"},
+    "Eltwise": {"Add", "Mul", "Max", "Sum", "Sub"},
+    "Concat": {"Concat"}, "Slice": {"Slice", "Split"}, "Flatten": {"Flatten", "Reshape", "Identity"},
+    "Reshape": {"Reshape", "Flatten", "Identity", "Squeeze", "Unsqueeze"},
+    "InnerProduct": {"Gemm", "MatMul", "Add", "Reshape", "Flatten"},
+    "Softmax": {"Softmax", "Transpose", "Reshape", "Div", "Exp"},
+    "Dropout": {"Dropout", "Identity", "Mul"}, "Crop": {"Slice", "Crop"},
+    "Power": {"Pow", "Mul", "Add", "Identity", "Sub", "Div"}, "AbsVal": {"Abs"}, "Exp": {"Exp", "Pow", "Mul"},
+    "Log": {"Log", "Mul", "Div"}, "BNLL": {"Softplus", "Log", "Add", "Where"},
+}
+
+# the ops a layer type is usually lowered to, its top made by the last of them
+PRIMARY = {
+    "Convolution": {"Conv", "Add"}, "Deconvolution": {"ConvTranspose", "Add"},
+    "Pooling": {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"}, "LRN": {"LRN", "Div"},
+    "ReLU": {"Relu", "LeakyRelu"}, "PReLU": {"PRelu"}, "ELU": {"Elu"}, "Sigmoid": {"Sigmoid"}, "TanH": {"Tanh"},
+    "BatchNorm": {"BatchNormalization", "Div"}, "Scale": {"Mul", "Add"}, "Bias": {"Add"},
+    "Eltwise": {"Add", "Mul", "Max", "Sum"}, "Concat": {"Concat"}, "Slice": {"Slice", "Split"},
+    "Flatten": {"Flatten", "Reshape"}, "Reshape": {"Reshape"}, "InnerProduct": {"Gemm", "MatMul", "Add"},
+    "Softmax": {"Softmax"}, "Dropout": {"Dropout", "Identity"}, "Crop": {"Slice", "Crop"},
+    "Power": {"Pow", "Mul", "Add"}, "AbsVal": {"Abs"}, "Exp": {"Exp"}, "Log": {"Log"}, "BNLL": {"Softplus"},
+}
+
+# bottoms a layer reads only the shape of (a port need not depend on them)
+SHAPE_ONLY_BOTTOMS = {"Crop": (1,)}
+
+
+# ---------------------------------------------------------------------- result
+@dataclass
+class PortRow:
+    """One value the net computes, and the port's tensor paired with it."""
+    label: str                 # blob, or blob@layer for a value a later in-place layer overwrote
+    blob: str
+    layer: str
+    layer_index: int
+    type: str
+    shape: List[int]
+    tensor: Optional[str] = None
+    tensor_shape: Optional[List[int]] = None
+    matched: Optional[str] = None          # "input", "name", "topology" or None
+    max_abs: Optional[float] = None        # end to end: port vs engine on the same input
+    rel: Optional[float] = None
+    own_max_abs: Optional[float] = None    # the layer's own arithmetic, fed the engine's inputs
+    own_rel: Optional[float] = None
+    group: List[str] = field(default_factory=list)   # the layers that own check covers
+    status: str = "unmatched"              # input, ok, small, departs, shape, unchecked, unmatched
+
+
+@dataclass
+class Diagnosis:
+    layer: str
+    kind: str                  # e.g. "batchnorm_scale_factor_eps", "pool_ceil_floor", "bgr_rgb"
+    text: str                  # one line: what the fingerprint is and what it means
+    evidence: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PortComparison:
+    net: str
+    port: str
+    rtol: float
+    rows: List[PortRow]
+    faithful: bool
+    first_departing: Optional[str]            # a layer name
+    first_departing_label: Optional[str]      # the value (row label) where it was seen
+    diagnosis: List[Diagnosis]
+    matching: Dict[str, int]
+    unmatched_tensors: List[str]
+    outputs: List[Dict[str, Any]]
+    notes: List[str] = field(default_factory=list)
+    message: str = ""
+
+    def row(self, label):
+        for r in self.rows:
+            if r.label == label or (r.blob == label and r.label == r.blob):
+                return r
+        raise KeyError(label)
+
+    def by_layer(self):
+        """{layer: {"rel", "own_rel", "status"}}: the largest end-to-end and own divergence of
+        the values each layer wrote, and its worst status -- what colours a graph of the net."""
+        rank = {s: k for k, s in enumerate(("input", "ok", "unmatched", "unchecked", "small", "not run", "shape",
+                                            "departs"))}
+        out: Dict[str, Dict[str, Any]] = {}
+        for r in self.rows:
+            d = out.setdefault(r.layer, {"rel": None, "own_rel": None, "status": r.status})
+            for k in ("rel", "own_rel"):
+                v = getattr(r, k)
+                if v is not None and (d[k] is None or v > d[k]):
+                    d[k] = v
+            if rank.get(r.status, 0) > rank.get(d["status"], 0):
+                d["status"] = r.status
+        return out
+
+    def to_dict(self):
+        d = asdict(self)
+        d["schema"] = "engine-port-comparison"
+        d["layers"] = self.by_layer()
+        return d
+
+    def format(self, limit=None):
+        """The table, the matching summary, the first departing layer and the diagnosis."""
+        out = io.StringIO()
+        w = out.write
+        w("Port %s vs net %s (rtol %g)\n" % (self.port, self.net, self.rtol))
+        head = ("layer", "type", "value", "shape", "port tensor (how)", "own rel", "end-to-end rel", "status")
+        rows = self.rows
+        shown = rows
+        if limit is not None and len(rows) > limit:
+            bad = [r for r in rows if r.status in ("departs", "shape", "small")]
+            shown = rows[:limit] + [r for r in bad if r not in rows[:limit]]
+        cells = [head]
+        for r in shown:
+            how = "-" if r.tensor is None else "%s (%s)" % (r.tensor, r.matched)
+            if r.tensor_shape is not None and list(r.tensor_shape) != list(r.shape):
+                how += " shape %s" % _shape(r.tensor_shape)
+            cells.append((r.layer, r.type, r.label, _shape(r.shape), how, _num(r.own_rel), _num(r.rel), r.status))
+        widths = [min(max(len(c[k]) for c in cells), 48) for k in range(len(head))]
+        for c in cells:
+            w("  ".join(str(x)[:48].ljust(widths[k]) for k, x in enumerate(c)).rstrip() + "\n")
+        if len(shown) < len(rows):
+            w("... %d more rows (--all shows every row)\n" % (len(rows) - len(shown)))
+        m = self.matching
+        w("\nMatched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched%s\n" % (
+            m["input"] + m["name"] + m["topology"], m["values"], m["input"], m["name"], m["topology"], m["unmatched"],
+            (" (%s)" % ", ".join(r.label for r in rows if r.matched is None)[:300]) if m["unmatched"] else ""))
+        if self.unmatched_tensors:
+            w("Port tensors matched to no value: %d (%s)\n" % (len(self.unmatched_tensors),
+                                                              ", ".join(self.unmatched_tensors[:12]) +
+                                                              (", ..." if len(self.unmatched_tensors) > 12 else "")))
+        for o in self.outputs:
+            w("Output %s: %s\n" % (o["blob"], "not matched" if o.get("tensor") is None else
+                                   "port tensor %s, max abs %s, rel %s" % (o["tensor"], _num(o["max_abs"]),
+                                                                         _num(o["rel"]))))
+        for n in self.notes:
+            w("Note: %s\n" % n)
+        w("\n%s\n" % self.message)
+        if self.diagnosis:
+            w("Diagnosis:\n")
+            for d in self.diagnosis:
+                w("  %s: %s\n" % (d.layer, d.text))
+        return out.getvalue()
+
+
+def _shape(s):
+    return "x".join(str(int(d)) for d in s) if s is not None else "-"
+
+
+def _num(v):
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    return "%.3g" % v
+
+
+# ---------------------------------------------------------------------- preprocessing
+@dataclass
+class Preprocess:
+    """caffe.io-style preprocessing of the input (what ``--mean-value`` etc. say): ``transform``
+    turns a raw input (an image path or array) into the net's input; the rest are hints the
+    diagnosis uses (a port that applies the mean or scale itself, or not at all)."""
+    mean: Optional[Any] = None            # per channel (C,) or (C, H, W), in the net's channel order
+    raw_scale: Optional[float] = None
+    input_scale: Optional[float] = None
+    channel_swap: Optional[Sequence[int]] = None
+    input_size: Optional[Tuple[int, int]] = None
+    transform: Optional[Callable[[Any], np.ndarray]] = None
+
+
+# ---------------------------------------------------------------------- the port's graph
+class _Port:
+    """An ONNX model's graph: its tensors in order, who makes them, what each depends on."""
+
+    def __init__(self, model, label):
+        self.onnx = require("onnx", "onnx", "compare-port")
+        self.ort = require("onnxruntime", "onnx", "compare-port")
+        self.model = model
+        self.label = label
+        g = model.graph
+        self.const = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+        self.inputs = [vi.name for vi in g.input if vi.name not in self.const]
+        self.input_info = {vi.name: vi for vi in g.input}
+        self.nodes = list(g.node)
+        self.producer: Dict[str, int] = {}
+        self.order: List[str] = []
+        self.bit: Dict[str, int] = {}
+        self.anc: Dict[str, int] = {}
+        for name in self.inputs:
+            self._add(name, 0)
+        for k, node in enumerate(self.nodes):
+            ins = [i for i in node.input if i] + _implicit_inputs(node)
+            live = [i for i in ins if i in self.bit]
+            for o in node.output:
+                if not o:
+                    continue
+                self.producer[o] = k
+                if live:
+                    m = 0
+                    for i in live:
+                        m |= self.anc[i] | (1 << self.bit[i])
+                    self._add(o, m)
+
+    def _add(self, name, anc):
+        if name in self.bit:
+            return
+        self.bit[name] = len(self.order)
+        self.order.append(name)
+        self.anc[name] = anc
+
+    def op(self, tensor):
+        k = self.producer.get(tensor)
+        return None if k is None else self.nodes[k].op_type
+
+    def input_shape(self, name):
+        """The declared shape: ints, or None for a symbolic/unknown dimension."""
+        t = self.input_info[name].type.tensor_type
+        if not t.HasField("shape"):
+            return None
+        return [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+
+    def input_dtype(self, name):
+        elem = self.input_info[name].type.tensor_type.elem_type
+        try:
+            return np.dtype(self.onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype(np.float32)
+        except Exception:
+            return np.dtype(np.float32)
+
+    def session(self, model):
+        so = self.ort.SessionOptions()
+        so.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 4
+        try:
+            return self.ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        except Exception as e:
+            raise PortError("onnxruntime cannot run the port %s: %s" % (self.label, _one_line(e))) from None
+
+    def run_options(self):
+        ro = self.ort.RunOptions()
+        ro.log_severity_level = 4
+        return ro
+
+    def run_all(self, feeds):
+        """Every tensor the inputs reach, by name.  A port onnxruntime cannot run whole (a
+        shape that no longer fits downstream of a bug) is run node by node, as far as it goes;
+        ``self.failure`` then says where it stopped."""
+        self.failure = None
+        m = self.onnx.ModelProto()
+        m.CopyFrom(self.model)
+        have = {o.name for o in m.graph.output}
+        for name in self.order:
+            if name not in have and name not in self.inputs:
+                m.graph.output.append(self.onnx.ValueInfoProto(name=name))
+        try:
+            sess = self.session(m)
+            names = [o.name for o in sess.get_outputs()]
+            vals = sess.run(names, feeds, self.run_options())
+        except Exception as e:
+            return self._run_nodewise(feeds, _one_line(e))
+        out = dict(feeds)
+        out.update({n: np.asarray(v) for n, v in zip(names, vals)})
+        return out
+
+    def _run_nodewise(self, feeds, why):
+        helper = self.onnx.helper
+        g = self.model.graph
+        values = {k: np.asarray(v) for k, v in feeds.items()}
+        inits = {t.name: t for t in g.initializer}
+        for node in self.nodes:
+            ins = [i for i in list(node.input) + _implicit_inputs(node) if i]
+            if any(i not in values and i not in self.const for i in ins):
+                continue                           # after a node that failed
+            graph_in = [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(values[i].dtype),
+                                                      list(values[i].shape)) for i in dict.fromkeys(ins) if i in values]
+            graph = helper.make_graph([node], "node", graph_in, [self.onnx.ValueInfoProto(name=o) for o in node.output
+                                                                 if o],
+                                      initializer=[inits[i] for i in dict.fromkeys(ins) if i in inits],
+                                      sparse_initializer=[t for t in g.sparse_initializer if t.values.name in ins])
+            m = helper.make_model(graph, opset_imports=list(self.model.opset_import))
+            m.ir_version = self.model.ir_version
+            m.functions.extend(self.model.functions)
+            try:
+                sess = self.session(m)
+                outs = [o for o in node.output if o]
+                got = sess.run(outs, {i: values[i] for i in dict.fromkeys(ins) if i in values}, self.run_options())
+            except Exception as e:
+                if self.failure is None:
+                    self.failure = "node %s (%s): %s" % (node.name or node.output[0], node.op_type, _one_line(e))
+                continue
+            values.update({o: np.asarray(v) for o, v in zip(outs, got)})
+        if self.failure is None:
+            raise PortError("onnxruntime cannot run the port %s: %s" % (self.label, why))
+        return values
+
+    def sub_model(self, inputs, output, values):
+        """The port's sub-graph computing ``output`` from the tensors ``inputs`` (other graph
+        inputs it still reaches are kept as inputs); ``values`` give their types and shapes."""
+        helper = self.onnx.helper
+        inputs = list(dict.fromkeys(inputs))
+        stop = set(inputs)
+        need_nodes, need_const, extra = set(), set(), []
+        stack = [output]
+        seen = set()
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            if t in stop:
+                continue
+            if t in self.const:
+                need_const.add(t)
+                continue
+            k = self.producer.get(t)
+            if k is None:
+                if t in self.input_info:
+                    extra.append(t)
+                continue
+            if k in need_nodes:
+                continue
+            need_nodes.add(k)
+            node = self.nodes[k]
+            stack.extend(i for i in list(node.input) + _implicit_inputs(node) if i)
+        g = self.model.graph
+        ins = []
+        for name in inputs + extra:
+            v = values[name]
+            ins.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)))
+        graph = helper.make_graph([self.nodes[k] for k in sorted(need_nodes)], "port_part", ins,
+                                  [self.onnx.ValueInfoProto(name=output)],
+                                  initializer=[t for t in g.initializer if t.name in need_const],
+                                  sparse_initializer=[t for t in g.sparse_initializer if t.values.name in need_const])
+        m = helper.make_model(graph, opset_imports=list(self.model.opset_import))
+        m.ir_version = self.model.ir_version
+        m.functions.extend(self.model.functions)
+        return m, inputs + extra
+
+
+def _implicit_inputs(node):
+    """Names a node's sub-graphs (If, Loop, Scan) read from the outer scope."""
+    out = []
+    for a in node.attribute:
+        graphs = list(a.graphs) + ([a.g] if a.HasField("g") else [])
+        for sg in graphs:
+            made = {i.name for i in sg.input} | {t.name for t in sg.initializer}
+            for n in sg.node:
+                for i in list(n.input) + _implicit_inputs(n):
+                    if i and i not in made:
+                        out.append(i)
+                made.update(n.output)
+    return out
+
+
+def _one_line(e):
+    return " ".join(str(e).split())[:400]
+
+
+def load_onnx(onnx_model):
+    """An ``onnx.ModelProto`` from a path, bytes or a ModelProto; and a label for it."""
+    onnx = require("onnx", "onnx", "compare-port")
+    if isinstance(onnx_model, onnx.ModelProto):
+        return onnx_model, onnx_model.graph.name or "<ONNX model>"
+    if isinstance(onnx_model, (bytes, bytearray, memoryview)):
+        try:
+            return onnx.load_model_from_string(bytes(onnx_model)), "<ONNX bytes>"
+        except Exception as e:
+            raise PortError("<ONNX bytes>: not an ONNX model: %s" % _one_line(e)) from None
+    path = os.fspath(onnx_model)
+    if not os.path.isfile(path):
+        raise PortError("%s: no such ONNX file" % path)
+    try:
+        return onnx.load(path), path
+    except Exception as e:
+        raise PortError("%s: not an ONNX model: %s" % (path, _one_line(e))) from None
+
+
+# ---------------------------------------------------------------------- the comparison
+def compare_port(net, onnx_model, inputs=None, preprocess=None, rtol=DEFAULT_RTOL, seed=0):
+    """Compare ``net`` (an engine Net, TEST phase for a deploy net) with an ONNX port of it.
+
+    ``onnx_model``: a path, the file's bytes, or an ``onnx.ModelProto``.  ``inputs``: None
+    (seeded normal values), an array (the first input), or {input blob: array, .npy path,
+    or -- with ``preprocess.transform`` -- an image path}.  ``preprocess``: a
+    :class:`Preprocess` (or a dict of its fields, or a callable raw -> array).
+    Returns a :class:`PortComparison`."""
+    if preprocess is not None and not isinstance(preprocess, Preprocess):
+        preprocess = Preprocess(transform=preprocess) if callable(preprocess) else Preprocess(**dict(preprocess))
+    model, label = load_onnx(onnx_model)
+    port = _Port(model, label)
+    return _Comparer(net, port, inputs, preprocess, float(rtol), seed).run()
+
+
+class _Comparer:
+    def __init__(self, net, port, inputs, preprocess, rtol, seed):
+        self.net, self.port, self.rtol, self.seed = net, port, rtol, seed
+        self.pre = preprocess
+        self.raw_inputs = inputs
+        self.notes: List[str] = []
+
+    # -------------------------------------------------------------- inputs
+    def _input_pairs(self):
+        """{net input blob: port input name}: by name, then in order."""
+        net_in = list(self.net.inputs)
+        if not net_in:
+            raise PortError("the net has no inputs (Input layers) to feed; compare-port needs a deploy net")
+        pairs = {n: n for n in net_in if n in self.port.inputs}
+        rest = [p for p in self.port.inputs if p not in pairs.values()]
+        for n in net_in:
+            if n not in pairs and rest:
+                pairs[n] = rest.pop(0)
+        return pairs
+
+    def _feeds(self, pairs):
+        raw = self.raw_inputs
+        if raw is not None and not isinstance(raw, dict):
+            raw = {self.net.inputs[0]: raw}
+        raw = dict(raw or {})
+        for k in raw:
+            if k not in self.net.inputs:
+                raise PortError("no input blob '%s' in the net (its inputs: %s)" % (k, ", ".join(self.net.inputs)),
+                                blob=k)
+        rng = np.random.default_rng(self.seed)
+        feeds = {}
+        for name in self.net.inputs:
+            shape = tuple(self.net.blobs[name].shape)
+            pshape = self.port.input_shape(pairs[name]) if name in pairs else None
+            if pshape is not None and len(pshape) == len(shape) and pshape[0] is not None \
+                    and list(pshape[1:]) == [d if p is not None else None for d, p in zip(shape[1:], pshape[1:])] \
+                    and pshape[0] != shape[0]:
+                shape = (pshape[0],) + shape[1:]
+                self.notes.append("input '%s' batch set to the port's %d" % (name, pshape[0]))
+            if name in raw:
+                feeds[name] = self._load_input(name, raw[name], shape)
+            else:
+                feeds[name] = rng.standard_normal(shape).astype(np.float32)
+        return feeds
+
+    def _load_input(self, name, value, shape):
+        if isinstance(value, (str, os.PathLike)):
+            path = os.fspath(value)
+            if path.lower().endswith(".npy"):
+                try:
+                    value = np.load(path)
+                except (OSError, ValueError) as e:
+                    raise PortError("%s: cannot read the input array: %s" % (path, _one_line(e)), blob=name) from None
+            elif self.pre is not None and self.pre.transform is not None:
+                value = self.pre.transform(path)
+            else:
+                raise PortError("%s: an image input needs preprocessing options (caffe.io-style: mean, scale, "
+                                "channel swap, input size)" % path, blob=name)
+        elif self.pre is not None and self.pre.transform is not None and np.asarray(value).ndim == 3 \
+                and np.asarray(value).shape[-1] in (1, 3, 4):
+            value = self.pre.transform(value)
+        arr = np.asarray(value, dtype=np.float32)
+        if arr.ndim == len(shape) - 1:
+            arr = arr[None]
+        if arr.ndim != len(shape) or tuple(arr.shape[1:]) != tuple(shape[1:]):
+            raise PortError("input '%s': got an array of shape %s, the net takes %s" % (
+                name, _shape(arr.shape), _shape(shape)), blob=name)
+        return arr
+
+    # -------------------------------------------------------------- run
+    def run(self):
+        net, port = self.net, self.port
+        pairs = self._input_pairs()
+        feeds = self._feeds(pairs)
+        set_inputs(net, feeds)
+        self.tr = tr = trace(net)
+        self.values = run(net, tr)
+        self.cafanc = tr.ancestors()
+        port_feeds = {}
+        for name, pname in pairs.items():
+            v = self.values[tr.inputs[name]]
+            want = port.input_shape(pname)
+            if want is not None and (len(want) != v.ndim or any(d is not None and d != s
+                                                                 for d, s in zip(want, v.shape))):
+                raise PortError("the port's input '%s' is %s, the net's input '%s' is %s (another layout or size: "
+                                "give --input-size, or a port of this net)" % (
+                                    pname, "x".join("?" if d is None else str(d) for d in want), name,
+                                    _shape(v.shape)), blob=name)
+            port_feeds[pname] = v.astype(port.input_dtype(pname))
+        if net.phase == 0 and any(l.type == "Dropout" for l in net.layers):
+            self.notes.append("the net is in TRAIN: its Dropout layers draw random masks (compare a deploy net in "
+                              "TEST)")
+        missing = [p for p in port.inputs if p not in port_feeds]
+        if missing:
+            raise PortError("the port %s has inputs the net does not: %s" % (port.label, ", ".join(missing)))
+        self.pvals = port.run_all(port_feeds)
+        self.sessions: Dict[Tuple[Tuple[str, ...], str], Any] = {}
+        if port.failure:
+            self.notes.append("onnxruntime cannot run the whole port; run node by node it stops at %s" % port.failure)
+        self.match: Dict[int, str] = {}
+        self.how: Dict[int, str] = {}
+        self.owner: Dict[str, int] = {}
+        for name, pname in pairs.items():
+            self._pair(tr.inputs[name], pname, "input")
+        self._match_by_name()
+        self._match_by_topology()
+        self._check_own()
+        return self._result()
+
+    # -------------------------------------------------------------- matching
+    def _pair(self, a, tensor, how):
+        self.match[a] = tensor
+        self.how[a] = how
+        self.owner[tensor] = a
+
+    def _shape_ok(self, a):
+        t = self.match.get(a)
+        if t is None:
+            return False
+        v = self.pvals.get(t)
+        return v is not None and tuple(v.shape) == tuple(self.tr.acts[a].shape)
+
+    def _values_to_match(self):
+        return [a for a in self.tr.acts if a.alias_of is None and a.id not in self.match
+                and not (a.type == "Input" or a.id in self.tr.inputs.values())]
+
+    def _match_by_name(self):
+        tr, port = self.tr, self.port
+        blobs = {a.blob for a in tr.acts}
+        # the exporter's own map (engine.ports' export-onnx writes caffe.blob_tensors: each blob's
+        # tensor after Forward)
+        for blob, t in self._blob_tensors().items():
+            a = tr.final.get(blob)
+            if a is not None and tr.acts[a].alias_of is None and a not in self.match and t in port.bit \
+                    and t not in self.owner and t not in port.inputs:
+                self._pair(a, t, "name")
+        # blob@layer (a value an in-place layer later overwrote), or an in-place layer's name
+        for act in self._values_to_match():
+            cands = ["%s@%s" % (act.blob, act.layer)]
+            if act.in_place:
+                cands += [act.layer, "%s/%s" % (act.layer, act.blob)]
+            for cand in cands:
+                if cand in port.bit and cand not in self.owner and cand not in port.inputs and cand not in blobs:
+                    self._pair(act.id, cand, "name")
+                    break
+        by_blob: Dict[str, List[int]] = {}
+        for a in self._values_to_match():
+            by_blob.setdefault(a.blob, []).append(a.id)
+        for t in port.order:
+            if t in self.owner or t in port.inputs or t not in by_blob:
+                continue
+            versions = [a for a in by_blob[t] if a not in self.match]
+            if versions:
+                self._pair(self._version_for(t, versions), t, "name")
+
+    def _blob_tensors(self):
+        import json
+        for p in self.port.model.metadata_props:
+            if p.key == "caffe.blob_tensors":
+                try:
+                    d = json.loads(p.value)
+                except ValueError:
+                    return {}
+                return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
+        return {}
+
+    def _version_for(self, t, versions):
+        """Which value of an in-place chain a tensor named as the blob is: the one equal to it,
+        else the last whose layer type the op that made it is the usual lowering of (else
+        merely fits, else the last)."""
+        op = self.port.op(t)
+        v = self.pvals.get(t)
+        types = [self.tr.acts[a].type for a in versions]
+        classes = [[a for a, ty in zip(versions, types) if op in PRIMARY.get(ty, ())],
+                   [a for a, ty in zip(versions, types) if _fits(ty, op)], versions]
+        for cls in classes:
+            if not cls:
+                continue
+            if v is not None:
+                for a in cls:
+                    if tuple(v.shape) == tuple(self.tr.acts[a].shape) and \
+                            relative(v, self.values[a])[1] <= self.rtol:
+                        return a
+            return cls[-1]
+        return versions[-1]
+
+    def _frontier(self, a, memo=None):
+        """(paired ancestor values nearest to ``a``, the layers between them and ``a``) or None
+        when a path leads to an input the port does not take."""
+        memo = {} if memo is None else memo
+        if a in memo:
+            return memo[a]
+        act = self.tr.acts[a]
+        front: List[int] = []
+        layers: List[int] = [act.layer_index]
+        shape_only = SHAPE_ONLY_BOTTOMS.get(act.type, ())
+        for k, b in enumerate(act.bottoms):
+            b = self.tr.real(b)
+            if b in self.match and self._shape_ok(b):
+                front.append(b)
+                continue
+            bact = self.tr.acts[b]
+            sub = self._frontier(b, memo) if bact.bottoms else None
+            if sub is None:
+                if k in shape_only:        # a port need not read what gives only a shape
+                    continue
+                memo[a] = None
+                return None
+            front.extend(sub[0])
+            layers.extend(sub[1])
+        res = (list(dict.fromkeys(front)), sorted(set(layers)))
+        memo[a] = res
+        return res
+
+    def _match_by_topology(self):
+        # first the values the port reproduces exactly (end to end, or its part fed the
+        # engine's values); then, in Caffe's order, the rest, each under the tensors of the
+        # paired values that depend on it
+        for exact in (True, False):
+            for act in self._values_to_match():
+                if act.id in self.match:
+                    continue
+                fr = self._frontier(act.id)
+                if fr is None or not fr[0]:
+                    continue
+                if exact and len(fr[1]) > 4:           # far from anything paired: later
+                    continue
+                cands = self._candidates(act, fr[0], same_shape=True, under_paired=not exact)
+                pick = self._choose(act, fr[0], cands, exact_only=exact)
+                if pick is not None:
+                    self._pair(act.id, pick, "topology")
+
+    def _data_front(self, act):
+        """The frontier through the bottoms whose values (not only shapes) the layer reads."""
+        out: List[int] = []
+        for k, b in enumerate(act.bottoms):
+            if k in SHAPE_ONLY_BOTTOMS.get(act.type, ()):
+                continue
+            b = self.tr.real(b)
+            if b in self.match and self._shape_ok(b):
+                out.append(b)
+            else:
+                sub = self._frontier(b) if self.tr.acts[b].bottoms else None
+                out.extend(sub[0] if sub else [])
+        return out
+
+    def _candidates(self, act, front, same_shape=True, under_paired=False):
+        """Port tensors that can hold ``act``: computed from the tensors of ``front`` (all those
+        the layer reads values of), from no other paired tensor, feeding no tensor paired with
+        a value that does not depend on ``act`` (``under_paired``: feeding every tensor paired
+        with one that does), floating point, of ``act``'s shape (``same_shape``)."""
+        port = self.port
+        need = 0
+        allowed = 0
+        for t in [self.match[f] for f in front]:
+            allowed |= port.anc[t] | (1 << port.bit[t])
+        for t in [self.match[f] for f in (self._data_front(act) or front)]:
+            need |= 1 << port.bit[t]
+        matched_bits = 0
+        blocked = 0
+        feeds = []
+        for a, t in self.match.items():
+            if t not in port.bit:
+                continue
+            bt = 1 << port.bit[t]
+            matched_bits |= bt
+            if not (self.cafanc[a] >> act.id) & 1:       # a value that does not depend on act
+                blocked |= port.anc[t] | bt
+            elif under_paired:
+                feeds.append(port.anc[t])
+        out = []
+        for t in port.order:
+            if t in self.owner or t in port.inputs:
+                continue
+            bt = 1 << port.bit[t]
+            anc = port.anc[t]
+            if anc & need != need or blocked & bt or (anc & matched_bits) & ~allowed:
+                continue
+            if any(not f & bt for f in feeds):
+                continue
+            v = self.pvals.get(t)
+            if v is None or not np.issubdtype(v.dtype, np.floating):
+                continue
+            if same_shape and tuple(v.shape) != tuple(act.shape):
+                continue
+            out.append(t)
+        return out
+
+    def _choose(self, act, front, cands, exact_only=False):
+        """Among structurally possible tensors: one equal to the engine's value; else one whose
+        own part (fed the engine's values of the frontier) gives it; else (not ``exact_only``)
+        the first type-fitting one in the port's order whose own error is near the least
+        (skipping one closer to a later value of the same chain)."""
+        if not cands:
+            return None
+        ref = self.values[act.id]
+        for t in cands:
+            if relative(self.pvals[t], ref)[1] <= self.rtol:
+                return t
+        fit = [t for t in cands if _fits(act.type, self.port.op(t))]
+        later = self._chain_after(act)
+        scored = []
+        for t in fit[:3 if exact_only else 8]:
+            r = relative(self.pvals[t], ref)[1]
+            if any(relative(self.pvals[t], self.values[y])[1] < 0.1 * r for y in later):
+                continue
+            try:
+                own = relative(self._run_part(front, t), ref)[1]
+            except PortError:
+                continue
+            if own <= self.rtol:
+                return t
+            scored.append((own, t))
+        if exact_only or not scored:
+            return None
+        # the tensor after which the next layer's own arithmetic is exact is this layer's output
+        nxt = self._consumer(act)
+        if nxt is not None and len(scored) > 1:
+            for _, t in scored:
+                if self._next_exact(act, t, nxt):
+                    return t
+        primary = [(own, t) for own, t in scored if self.port.op(t) in PRIMARY.get(act.type, ())] or scored
+        least = min(own for own, _ in primary)
+        return next(t for own, t in primary if own <= 3 * least)
+
+    def _consumer(self, act):
+        """The first value computed from ``act`` (through Split copies)."""
+        for other in self.tr.acts[act.id + 1:]:
+            if other.alias_of is None and other.id not in self.match and \
+                    any(self.tr.real(b) == act.id for b in other.bottoms):
+                return other
+        return None
+
+    def _next_exact(self, act, t, nxt):
+        """Whether, with ``act`` paired with ``t``, a tensor reproduces ``nxt`` exactly from it."""
+        self._pair(act.id, t, "topology")
+        try:
+            fr = self._frontier(nxt.id)
+            if fr is None or act.id not in fr[0]:
+                return False
+            for t2 in [c for c in self._candidates(nxt, fr[0]) if _fits(nxt.type, self.port.op(c))][:4]:
+                try:
+                    if relative(self._run_part(fr[0], t2), self.values[nxt.id])[1] <= self.rtol:
+                        return True
+                except PortError:
+                    continue
+            return False
+        finally:
+            del self.match[act.id], self.how[act.id], self.owner[t]
+
+    def _chain_after(self, act, depth=4):
+        """Unpaired values of the same shape within ``depth`` layers after ``act`` that depend on it."""
+        out = []
+        for other in self.tr.acts[act.id + 1:]:
+            if other.layer_index > act.layer_index + depth:
+                break
+            if other.alias_of is None and other.id not in self.match and (self.cafanc[other.id] >> act.id) & 1 \
+                    and other.shape == act.shape:
+                out.append(other.id)
+        return out
+
+    # -------------------------------------------------------------- own arithmetic
+    def _check_own(self):
+        self.own: Dict[int, Tuple[float, float]] = {}
+        self.groups: Dict[int, List[int]] = {}
+        self.fronts: Dict[int, List[int]] = {}
+        for a in sorted(self.match):
+            act = self.tr.acts[a]
+            if self.how[a] == "input" or not self._shape_ok(a):
+                continue
+            fr = self._frontier(a)
+            if fr is None or not fr[0]:
+                continue
+            self.fronts[a], self.groups[a] = fr
+            out = self._run_sub(a)
+            self.own[a] = relative(out, self.values[act.id])
+
+    def _run_sub(self, a, replace=None):
+        """The port's part for value ``a`` run on the engine's values of its frontier
+        (``replace``: {frontier value: array} fed instead)."""
+        return self._run_part(self.fronts[a], self.match[a], replace, label=self.tr.acts[a].label)
+
+    def _run_part(self, front, out, replace=None, label=None):
+        """The port's sub-graph from the tensors paired with the values ``front`` to the tensor
+        ``out``, fed the engine's values of ``front``."""
+        ftens = [self.match[f] for f in front]
+        key = (tuple(ftens), out)
+        if key not in self.sessions:
+            model, names = self.port.sub_model(ftens, out, self.pvals)
+            self.sessions[key] = (self.port.session(model), names)
+        sess, names = self.sessions[key]
+        feeds = {}
+        by_tensor = dict(zip(ftens, front))
+        for n in names:
+            if n in by_tensor:
+                f = by_tensor[n]
+                v = (replace or {}).get(f, self.values[f])
+                feeds[n] = np.asarray(v).astype(self.pvals[n].dtype, copy=False)
+            else:
+                feeds[n] = self.pvals[n]
+        try:
+            return sess.run([out], feeds, self.port.run_options())[0]
+        except Exception as e:
+            raise PortError("onnxruntime failed running the port's part for '%s': %s"
+                            % (label or out, _one_line(e))) from None
+
+    # -------------------------------------------------------------- the result
+    def _tolerance(self, a):
+        types = []
+        for li in self.groups.get(a, [self.tr.acts[a].layer_index]):
+            layer = self.net.layers[li]
+            t = layer.type
+            if t == "Pooling" and layer.layer_param.pooling_param.pool == 0:
+                types.append(1e-6)
+            else:
+                types.append(ROUNDING.get(t, self.rtol))
+        return min(self.rtol, max(types) if types else self.rtol)
+
+    def _result(self):
+        from engine.ports import diagnose
+        tr, net = self.tr, self.net
+        rows: List[PortRow] = []
+        by_act: Dict[int, PortRow] = {}
+        for act in tr.acts:
+            if act.alias_of is not None:
+                continue
+            t = self.match.get(act.id)
+            row = PortRow(label=act.label, blob=act.blob, layer=act.layer, layer_index=act.layer_index, type=act.type,
+                          shape=list(act.shape), tensor=t, matched=self.how.get(act.id))
+            if t is not None:
+                pv = self.pvals.get(t)
+                row.tensor_shape = list(pv.shape) if pv is not None else None
+                if pv is not None:
+                    row.max_abs, row.rel = relative(pv, self.values[act.id])
+                if pv is None:
+                    row.status = "not run"
+                elif row.matched == "input":
+                    row.status = "input"
+                elif not self._shape_ok(act.id):
+                    row.status = "shape"
+                elif act.id in self.own:
+                    row.own_max_abs, row.own_rel = self.own[act.id]
+                    row.group = [net.layer_names[i] for i in self.groups[act.id]]
+                    if row.own_rel > self.rtol:
+                        row.status = "departs"
+                    elif row.own_rel > self._tolerance(act.id):
+                        row.status = "small"
+                    else:
+                        row.status = "ok"
+                else:
+                    row.status = "unchecked"
+            rows.append(row)
+            by_act[act.id] = row
+        self.rows, self.by_act = rows, by_act
+        self.row_act = {id(r): a for a, r in by_act.items()}
+        diags = diagnose.diagnose(self)
+        # a small error a known cause reproduces departs
+        explained = {d.evidence.get("value") for d in diags if d.evidence.get("reproduced")}
+        for r in rows:
+            if r.status == "small" and r.label in explained:
+                r.status = "departs"
+        first = None
+        for r in sorted(rows, key=lambda r: (r.layer_index if not r.group else
+                                             min(net.layer_names.index(g) for g in r.group), r.layer_index)):
+            if r.status in ("departs", "shape"):
+                first = r
+                break
+        if first is None:
+            shape_diag = [d for d in diags if d.kind.startswith("pool_") or d.kind == "shape"]
+            if shape_diag:
+                first = next((r for r in rows if r.layer == shape_diag[0].layer), None)
+        outputs = []
+        e2e_ok = True
+        for name in net.outputs:
+            a = tr.final[name]
+            a = tr.real(a)
+            r = by_act[a]
+            outputs.append({"blob": name, "tensor": r.tensor, "max_abs": r.max_abs, "rel": r.rel})
+            if r.tensor is None or r.rel is None or r.rel > self.rtol:
+                e2e_ok = False
+        faithful = first is None and e2e_ok
+        if first is None and not e2e_ok:
+            small = [r for r in rows if r.status == "small"]
+            if small:
+                first = small[0]
+        counts = {"values": len(rows), "input": 0, "name": 0, "topology": 0, "unmatched": 0}
+        for r in rows:
+            counts[r.matched or "unmatched"] += 1
+        unmatched = [t for t in self.port.order if t not in self.owner and t not in self.port.inputs
+                     and self.pvals.get(t) is not None and np.issubdtype(self.pvals[t].dtype, np.floating)]
+        first_layer = None
+        if first is not None:
+            first_layer = _group_layer_named(diags, first.group or [first.layer]) or first.layer
+        if faithful:
+            worst = max((r.rel for r in rows if r.rel is not None and r.matched != "input"), default=0.0)
+            msg = "Faithful: every checked layer's own arithmetic within rounding, outputs within rtol %g " \
+                  "(largest end-to-end rel %s)." % (self.rtol, _num(worst))
+        elif first is not None:
+            what = "own result departs by %s relative" % _num(first.own_rel) if first.status in ("departs", "small") \
+                else "output shape %s where Caffe's is %s" % (_shape(first.tensor_shape), _shape(first.shape)) \
+                if first.tensor_shape is not None else "no port tensor of Caffe's shape %s" % _shape(first.shape)
+            msg = "First departing layer: %s (%s) at %s: %s." % (first_layer, net.layers[net.layer_names.index(
+                first_layer)].type if first_layer in net.layer_names else first.type, first.label, what)
+        else:
+            msg = "Departs: the outputs %s differ (or are not matched) though no layer's own check departs." % (
+                ", ".join(o["blob"] for o in outputs if o["rel"] is None or o["rel"] > self.rtol))
+        return PortComparison(net=net.name, port=self.port.label, rtol=self.rtol, rows=rows, faithful=faithful,
+                              first_departing=None if faithful else first_layer,
+                              first_departing_label=None if (faithful or first is None) else first.label,
+                              diagnosis=diags, matching=counts, unmatched_tensors=unmatched, outputs=outputs,
+                              notes=self.notes, message=msg)
+
+
+def _group_layer_named(diags, group):
+    for d in diags:
+        if d.layer in group:
+            return d.layer
+    return None
+
+
+def _fits(caffe_type, op):
+    ops = COMPAT.get(caffe_type, ANY)
+    return ops is None or op in ops
+
+
+__all__ = ["compare_port", "PortComparison", "PortRow", "Diagnosis", "Preprocess", "load_onnx", "DEFAULT_RTOL"]
