@@ -36,6 +36,12 @@ STAGES = "stages"
 DEVICE = "device"
 LOAD_STATUS = "load-status"
 LOAD_ERROR = "load-error"
+# structure-only nets: data layers whose source is missing, stood in by Inputs (engine.core.standins)
+STANDIN_BOX = "standin-box"           # shown while the net has stand-ins
+STANDIN_TEXT = "standin-text"         # which source is missing, what was assumed
+STANDIN_FORM = "standin-form"         # one shape box per stood-in top
+STANDIN_SHAPE = "standin-shape"       # pattern-matching id type: {"type": STANDIN_SHAPE, "top": name}
+STANDIN_APPLY = "btn-standin-apply"   # rebuild the net with the shapes typed
 
 # ---------------------------------------------------------------- graph
 GRAPH = "net-graph"

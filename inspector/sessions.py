@@ -45,6 +45,7 @@ class ModelSpec:
     label: str = ""                     # how the page names it (example name, file name)
     uploaded: bool = False              # came from the browser
     trusted: bool = False               # the command line's or a bundled example: no file-access checks
+    data_shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()   # stood-in data tops' per-item shapes, given
 
     def state(self):
         return (0 if self.phase == "TRAIN" else 1, int(self.level), tuple(self.stages))
@@ -61,6 +62,7 @@ class LoadError:
     layer: Optional[str] = None
     blob: Optional[str] = None
     hint: str = ""                      # what to do about it (e.g. where relative paths were looked for)
+    fallback: bool = False              # the page opened the default net instead (a fresh tab)
 
     @property
     def where(self):
