@@ -154,7 +154,7 @@ def root_reader(model_root):
     def can_read(path):
         real = os.path.realpath(path)
         if os.path.commonpath([root, real]) != root:
-            return "outside the model root %s (the page reads no file there)" % root
+            return "outside the model root (not read)"
         return None if os.path.exists(real) else "not found"
     return can_read
 

@@ -140,9 +140,11 @@ def standin_hints(session):
         if ld.source_param is None or not si.source or os.path.isabs(si.source):
             continue
         hint = loading.relative_path_hint(ld.source_param, si.layer, ld.spec.model,
-                                          private_model_dir=ld.spec.uploaded)
-        if hint:
-            out[si.layer] = hint
+                                          private_model_dir=ld.spec.uploaded) or ""
+        own = "%s = %r" % (si.field, si.source)       # its own source (a layer of another phase may share its name)
+        lines = [line for line in hint.splitlines() if line.startswith(own)]
+        if lines:
+            out[si.layer] = "\n".join(lines)
     return out
 
 

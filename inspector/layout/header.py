@@ -91,7 +91,9 @@ def standin_children(graph, hints=None):
             html.Span("%s %s is %s%s" % (s.field, "'%s'" % s.source if s.source else "", s.reason, where),
                       className="standin-missing"),
             html.Div("stood in by an Input: " + "; ".join(t.text for t in s.tops), className="standin-shapes"),
-            html.Pre(hints[s.layer], className="err-hint") if hints and hints.get(s.layer) else None]))
+            html.Details([html.Summary("where it was looked for, and where it is", className="standin-why"),
+                          html.Pre(hints[s.layer], className="err-hint")])
+            if hints and hints.get(s.layer) else None]))
         for t in s.tops:
             if len(t.shape) < 2:
                 continue            # labels: one per item

@@ -61,6 +61,12 @@ def test_upload_is_checked_in_its_phase_and_relative_paths_say_where(dash_duo, t
     box.send_keys("nets/reader.prototxt")
     box.send_keys(Keys.ENTER)
     wait_text(dash_duo, ids.STANDIN_TEXT, "looked for at")
+
+    def opened():       # where it was looked for, and why (a click on the summary; again if the box re-rendered)
+        if "working directory" not in text_of(dash_duo, ids.STANDIN_TEXT):
+            dash_duo.find_element("#%s summary" % ids.STANDIN_TEXT).click()
+        return "working directory" in text_of(dash_duo, ids.STANDIN_TEXT)
+    wait_for(opened, what="the details of where the source was looked for")
     text = text_of(dash_duo, ids.STANDIN_TEXT)
     assert str(Path(cwd) / "digits_lmdb") in text and "working directory" in text
     assert str(root / "nets" / "digits_lmdb") in text and "start the server in %s" % (root / "nets") in text
