@@ -113,6 +113,10 @@ class Session:
     run_version: int = 0
     cursor_forward: int = 0             # next layer "step" runs forward
     cursor_backward: int = -1           # next layer "step back" runs backward (-1: the last)
+    paused: Optional[Dict[str, Any]] = None   # where Continue resumes (inspector/runner.py: pause)
+    cursor_bp: Optional[int] = None     # the id of Run to cursor's one-shot breakpoint while it runs
+    solver_resume: int = 0              # how many times Continue asked to go on with a stopped solver run
+    solver_resume_pending: Optional[int] = None   # the request the job runner has not taken yet
     message: str = ""
     uploads: Dict[str, str] = field(default_factory=dict)   # kind -> saved path
     upload_names: Dict[str, str] = field(default_factory=dict)

@@ -186,6 +186,7 @@ def load(app, session, spec, device=None):
     session.net_version += 1
     session.cursor_forward = 0
     session.cursor_backward = -1
+    session.paused = None
     try:
         settings = InputSettings(**session.input_settings) if session.input_settings else InputSettings()
         if settings.kind in ("npy", "image"):
