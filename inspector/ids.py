@@ -123,6 +123,7 @@ HISTOGRAM = "blob-histogram"
 FEATURE_MAPS = "feature-maps"
 VALUE_SLICE = "value-slice"
 VALUE_TABLE = "value-table"
+VALUE_PIN = "btn-value-pin"           # Pin, offered by the value table of a scrubbed blob whose arrays were not kept
 
 # ---------------------------------------------------------------- findings
 TRANSCRIPT_FILTER = "transcript-filter"

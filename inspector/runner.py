@@ -61,7 +61,11 @@ class _Tracking:
         g = ld.graph
         new = [step for step in ld.recorder.steps if step.id > self.last_id]
         if self.action and new:
-            label = self.label if exc is None else "%s (failed: %s)" % (self.label, type(exc).__name__)
+            label = self.label
+            if ld.runlog.inputs_label and self.action != "solver_iteration":
+                label += " · " + ld.runlog.inputs_label         # what it ran on: steps on other inputs read apart
+            if exc is not None:
+                label = "%s (failed: %s)" % (label, type(exc).__name__)
             hits = [h for h in self.hits if h is not None and not _at_cursor(self.session, h)]
             cursor = [h for h in self.hits if _at_cursor(self.session, h)]
             if hits:
@@ -96,7 +100,7 @@ def apply_inputs(session, settings=None):
     labels = inp.label_blobs(ld.graph)
     if settings.kind == "random":
         arrays = inp.random_inputs(shapes, labels, settings.value, settings.seed, settings.classes)
-        label = "random N(0, %g²), seed %d" % (settings.value, settings.seed)
+        label = "random seed %d%s" % (settings.seed, "" if settings.value == 1 else ", std %g" % settings.value)
     elif settings.kind == "constant":
         arrays = inp.constant_inputs(shapes, labels, settings.value)
         label = "constant %g" % settings.value

@@ -124,6 +124,7 @@ class Session:
     breakpoints: Any = None             # engine.instruments.breakpoints.Breakpoints (kept across loads)
     job: Optional[Dict[str, Any]] = None    # the long action running (inspector/jobs.py), if any
     last_hit: Any = None                # the breakpoint Hit that stopped the last action, if any
+    last_hit_cursor: bool = False       # ... Run to cursor's one-shot stop, not a breakpoint of the user's
     reveal: Any = None                  # {"kind", "name", "n"}: a layer the graph should select and show
     reveals: int = 0                    # how many reveals were asked (their "n")
     _dir: Optional[str] = field(default=None, repr=False)

@@ -34,6 +34,10 @@ def header(config, examples, gpu, steps=None):
                 upload(ids.UPLOAD_SOLVER, "solver", ".prototxt,.pbtxt,.txt", limit),
                 upload(ids.UPLOAD_MEAN, "mean", ".binaryproto", limit),
             ], className="uploads", title="Upload files (max %d MiB each)" % (limit // 2 ** 20)),
+            html.Div([
+                dcc.Dropdown([{"label": f, "value": f} for f in REPORT_FORMATS], "json",
+                             id=ids.REPORT_FORMAT, clearable=False, className="small-dropdown"),
+                button(ids.REPORT_BUTTON, "Download report")], className="inline export"),
         ], className="bar"),
         html.Div([
             field("Phase", dcc.RadioItems(["TRAIN", "TEST"], config.phase, id=ids.PHASE, inline=True)),
@@ -47,10 +51,6 @@ def header(config, examples, gpu, steps=None):
                          {"label": "GPU", "value": "GPU", "disabled": not gpu}],
                 value="GPU" if (config.gpu and gpu) else "CPU", id=ids.DEVICE, inline=True)),
             steps,
-            html.Div([
-                dcc.Dropdown([{"label": f, "value": f} for f in REPORT_FORMATS], "json",
-                             id=ids.REPORT_FORMAT, clearable=False, className="small-dropdown"),
-                button(ids.REPORT_BUTTON, "Download report")], className="inline export"),
             dcc.Download(id=ids.DOWNLOAD),
         ], className="bar bar2"),
         html.Div([html.Div(id=ids.LOAD_STATUS, className="load-status"),

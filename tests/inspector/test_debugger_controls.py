@@ -50,7 +50,7 @@ def test_continue_resumes_forward_and_backward_ranges_after_the_layer_that_stopp
     assert s.paused is None and [l.layer for l in s.loaded.recorder.steps[-1].layers] == ["pool1", "conv1"]
     assert [b.hit_count for b in bps.items] == [2, 2]
     labels = [st.label for st in s.loaded.timeline.steps]
-    assert labels[-1] == "continue: BackwardFromTo(2, 0)"
+    assert labels[-1] == "continue: BackwardFromTo(2, 0) · random seed 0"
 
 
 def test_continue_forward_backward_matches_the_uninterrupted_gradients():
@@ -183,3 +183,40 @@ layer { name: "half" type: "Power" bottom: "e2" top: "out" power_param { scale: 
     found = [f for f in adapters.health_findings(s.loaded.recorder.steps, s.loaded.net) if f["check"] == "nonfinite"]
     assert len(found) == 1 and found[0]["layer"] == "exp2" and "Carried on by 1 layer: half" in found[0]["message"]
     assert len(debug_views.nonfinite_sources(s.loaded.recorder.steps, s.loaded.net)) == 1
+
+
+def test_steps_name_their_input_and_number_and_a_scrubbed_blob_offers_pin(tmp_path):
+    """Three forwards on three inputs read apart in the Timeline, Diff and Compare lists; scrubbed
+    back to a step that kept statistics only, the value table offers Pin (not "showing 0×0")."""
+    from inspector import inputs as inp
+    from inspector.callbacks import details
+    from inspector.callbacks import timeline as timeline_cb
+    s = _session()
+    np.save(tmp_path / "three.npy", np.full((1, 28, 28), 3, np.float32))
+    s.uploads["npy"], s.upload_names["npy"] = str(tmp_path / "three.npy"), "three.npy"
+    runner.apply_inputs(s, inp.InputSettings(kind="random", seed=3))
+    runner.forward_range(s, 0, 8)
+    runner.apply_inputs(s, inp.InputSettings(kind="constant", value=0.5))
+    runner.forward_range(s, 0, 8)
+    runner.apply_inputs(s, inp.InputSettings(kind="npy"))
+    runner.forward_range(s, 0, 8)
+    opts = [o["label"] for o in debug_views.step_options(s.loaded.timeline)]
+    assert opts == ["#0 ForwardFromTo(0, 8) · random seed 3", "#1 ForwardFromTo(0, 8) · constant 0.5",
+                    "#2 ForwardFromTo(0, 8) · three.npy into data"]
+    rows = debug_views.timeline_rows(s.loaded.timeline, s.loaded.graph)
+    assert [r["label"] for r in rows][0] == "ForwardFromTo(0, 8) · three.npy into data"
+    store = SessionStore(2, 3600)
+    store._sessions[s.id] = s
+    app = type("A", (), {"store": store})()
+    s.loaded.view_step = 0
+    _h, _f, table, pin = details.blob_view(app, s.id, {"kind": "blob", "name": "conv1"}, "data", 0, 0, "0")
+    assert pin == {"display": "inline-block"}
+    assert "step 0 kept statistics of conv1 only" in str(table) and "0×0" not in str(table)
+    timeline_cb.pin(app, s.id, {"kind": "blob", "name": "conv1"})
+    _h, _f, table, pin = details.blob_view(app, s.id, {"kind": "blob", "name": "conv1"}, "data", 0, 0, "0")
+    assert pin == {"display": "none"} and "it is pinned now" in str(table)
+    s.loaded.view_step = None
+    runner.forward_range(s, 0, 8)
+    s.loaded.view_step = 3                                         # a step after the pin: its values
+    _h, _f, table, pin = details.blob_view(app, s.id, {"kind": "blob", "name": "conv1"}, "data", 0, 0, "0")
+    assert pin == {"display": "none"} and "values at [0" in str(table)
