@@ -105,9 +105,10 @@ def standin_children(graph, hints=None):
                 className="field" + (" assumed" if t.assumed else "")))
     assumed = any(s.assumed for s in graph.stand_ins)
     text = [html.Div([html.B("Structure only: "),
-                      "this net's data is not on the server; %s stood in by Input layers shaped from %s params. "
-                      % ("its data layer is" if len(graph.stand_ins) == 1 else "its data layers are",
-                         "its" if len(graph.stand_ins) == 1 else "their"),
+                      "this net's data is not on the server; %s. " % (
+                          "its data layer is stood in by an Input layer shaped from its params"
+                          if len(graph.stand_ins) == 1 else
+                          "its data layers are stood in by Input layers shaped from their params"),
                       "The inputs are synthetic (Inputs tab: random, constant, a .npy file or an image)."]),
             html.Ul(items, className="standin-list")]
     if assumed:

@@ -418,3 +418,35 @@ def test_forwards_on_three_images_read_apart_and_a_scrubbed_blob_offers_pin(dash
         time.sleep(1.0)
         dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "steps_tell_apart.png"))
 
+
+
+def test_continue_a_solver_run_stopped_at_a_breakpoint(dash_duo, tmp_path):
+    """Issue 22: a solver run (Training tab) stopped by a breakpoint inside an iteration; Continue
+    finishes that iteration after the layer that stopped and runs the rest of the run as a job."""
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(SOLVER % LENET)
+    app = _start(dash_duo, model=str(LENET), solver=str(solver), phase="TRAIN")
+    _tab(dash_duo, "Timeline")
+    _set_input(dash_duo, ids.BREAK_TEXT, "layer=ip2")
+    _click(dash_duo, ids.BREAK_ADD)
+    wait_text(dash_duo, ids.BREAK_STATUS, "added #1")
+    _tab(dash_duo, "Training")
+    _set_input(dash_duo, ids.JOB_ITERATIONS, 3)
+    _click(dash_duo, ids.JOB_RUN)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "stopped in forward after ip2", timeout=60)
+    s = _session(app)
+    assert int(s.loaded.solver.iter) == 0 and s.paused["remaining"] == 2
+    continue_btn = dash_duo.find_element("[aria-label='Continue']")
+    wait_for(lambda: "the solver run after ip2 (forward), 2 more iteration" in continue_btn.get_attribute("title"),
+             what="Continue's tooltip")
+    continue_btn.click()                                          # on into the same iteration's backward
+    wait_text(dash_duo, ids.RUN_MESSAGE, "stopped in backward after ip2", timeout=60)
+    assert int(s.loaded.solver.iter) == 0
+    _tab(dash_duo, "Timeline")
+    dash_duo.select_dcc_dropdown("#" + ids.BREAK_SELECT, index=0)
+    _click(dash_duo, ids.BREAK_TOGGLE)
+    wait_text(dash_duo, ids.BREAK_STATUS, "#1 disabled")
+    continue_btn.click()                                          # the rest of the run, no more hits
+    wait_text(dash_duo, ids.RUN_MESSAGE, "continue: solver run: 3 iterations", timeout=90)
+    assert int(s.loaded.solver.iter) == 3 and s.paused is None
+    assert len(s.loaded.training.train) == 3
