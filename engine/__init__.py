@@ -27,6 +27,9 @@ _LAZY = {
     "read_solver_params": ("engine.core.upgrade", "read_solver_params"),
     "filter_net": ("engine.core.filter", "filter_net"),
     "insert_splits": ("engine.core.splits", "insert_splits"),
+    "stand_in_data": ("engine.core.standins", "stand_in_data"),          # structure-only nets
+    "missing_data_source": ("engine.core.standins", "missing_source"),
+    "parse_data_shapes": ("engine.core.standins", "parse_shapes"),
     "layer_type_list": ("engine.core.layers.registry", "layer_types"),
     "layer_class": ("engine.core.layers.registry", "find_layer_class"),
     "layer_categories": ("engine.core.layers.registry", "layer_categories"),

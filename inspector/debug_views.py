@@ -110,7 +110,7 @@ def timeline_memory(timeline):
 def step_options(timeline, graph=None):
     if timeline is None:
         return []
-    return [{"label": "%d %s" % (st.index, st.label or ACTION_NAMES.get(st.action, st.action)), "value": st.index}
+    return [{"label": "#%d %s" % (st.index, st.label or ACTION_NAMES.get(st.action, st.action)), "value": st.index}
             for st in timeline.steps]
 
 

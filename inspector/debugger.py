@@ -101,6 +101,8 @@ def stopped(session, hit):
     """Keep ``hit`` (or None) as what stopped the session's last action; a hit asks the
     graph to select and show the layer that fired (:func:`reveal`)."""
     session.last_hit = hit
+    session.last_hit_cursor = bool(hit is not None and getattr(session, "cursor_bp", None) is not None
+                                   and hit.breakpoint_id == session.cursor_bp)
     if hit is not None and getattr(hit, "layer", None) and session.loaded is not None \
             and session.loaded.graph.has_layer(hit.layer):
         reveal(session, hit.layer)

@@ -36,6 +36,12 @@ STAGES = "stages"
 DEVICE = "device"
 LOAD_STATUS = "load-status"
 LOAD_ERROR = "load-error"
+# structure-only nets: data layers whose source is missing, stood in by Inputs (engine.core.standins)
+STANDIN_BOX = "standin-box"           # shown while the net has stand-ins
+STANDIN_TEXT = "standin-text"         # which source is missing, what was assumed
+STANDIN_FORM = "standin-form"         # one shape box per stood-in top
+STANDIN_SHAPE = "standin-shape"       # pattern-matching id type: {"type": STANDIN_SHAPE, "top": name}
+STANDIN_APPLY = "btn-standin-apply"   # rebuild the net with the shapes typed
 
 # ---------------------------------------------------------------- graph
 GRAPH = "net-graph"
@@ -80,7 +86,12 @@ FORWARD = "btn-forward"
 BACKWARD = "btn-backward"
 STEP_FORWARD = "btn-step-forward"
 STEP_BACKWARD = "btn-step-backward"
-RUN_TO = "btn-run-to-selected"
+RUN_TO = "btn-run-to-selected"       # Run to cursor (aria-label): to the selected layer
+CONTINUE = "btn-continue"             # resume after the layer that stopped (F8)
+STEP_OVER = "btn-step-over"           # the folded block at the step cursor as one step (F10)
+HELP_BUTTON = "btn-shortcuts"         # opens the keyboard shortcuts overlay (also "?")
+HELP_OVERLAY = "shortcuts-overlay"
+JOB_RESUME = "job-resume"             # dcc.Store {"n"}: Continue asks the job runner to go on with a solver run
 FORWARD_BACKWARD = "btn-forward-backward"
 RESET = "btn-reset"
 SOLVER_STEP = "btn-solver-step"
@@ -115,6 +126,7 @@ HISTOGRAM = "blob-histogram"
 FEATURE_MAPS = "feature-maps"
 VALUE_SLICE = "value-slice"
 VALUE_TABLE = "value-table"
+VALUE_PIN = "btn-value-pin"           # Pin, offered by the value table of a scrubbed blob whose arrays were not kept
 
 # ---------------------------------------------------------------- findings
 TRANSCRIPT_FILTER = "transcript-filter"

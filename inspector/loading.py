@@ -88,15 +88,18 @@ def _opened_at(value, cwd=None):
     return os.path.join(cwd or os.getcwd(), value) if not os.path.isabs(value) else value
 
 
-def check_file_access(param, model_root, state=None):
+def check_file_access(param, model_root, state=None, skip=None):
     """Refuse a net (from the page) whose layers would write files, or read
     files outside the model root (paths resolve against the working
     directory, as Caffe opens them).  With ``state`` (phase, level, stages),
     only the layers that NetState keeps are checked: a layer filtered out is
-    never built, so whatever it names is never opened."""
+    never built, so whatever it names is never opened.  ``skip(lp)``: layers
+    that will not be built as written (a data layer stood in, which opens nothing)."""
     root = os.path.realpath(model_root)
     layers = param.layer if state is None else surviving_layers(param, state)
     for lp in layers:
+        if skip is not None and skip(lp):
+            continue
         if lp.type in WRITING_TYPES:
             raise FileAccessRefused("layer '%s' (%s) writes files on the server; refused for models opened "
                                     "from the page" % (lp.name, lp.type), layer=lp.name)
@@ -141,6 +144,19 @@ def relative_path_hint(param, layer, model_path=None, cwd=None, private_model_di
                 line += "; an uploaded net's data files must be on the server: open the model by path instead"
             lines.append(line)
     return "\n".join(lines) or None
+
+
+def root_reader(model_root):
+    """``can_read(path)`` for structure-only nets opened from the page: None when the
+    page may read ``path`` (it exists under the model root), else why not."""
+    root = os.path.realpath(model_root)
+
+    def can_read(path):
+        real = os.path.realpath(path)
+        if os.path.commonpath([root, real]) != root:
+            return "outside the model root (not read)"
+        return None if os.path.exists(real) else "not found"
+    return can_read
 
 
 def resolve_model_path(path, root):
@@ -221,6 +237,9 @@ def load_error(exc, default_path=None):
         err.path, err.line, err.column = exc.path or default_path, exc.line, exc.column
     else:
         err.path = default_path
+        if getattr(exc, "line", None) is not None:        # an Init error that knows its prototxt line
+            err.path = getattr(exc, "path", None) or default_path
+            err.line, err.column = exc.line, getattr(exc, "column", None)
     err.layer = getattr(exc, "layer", None)
     err.blob = getattr(exc, "blob", None)
     if isinstance(exc, PathRefused):
@@ -247,10 +266,14 @@ def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=Non
     if not spec.model:
         raise PathRefused("no model file")
     phase, level, stages = spec.state()
+    # a data layer whose source is missing (or, opened from the page, outside the model root) is
+    # stood in by an Input shaped from its params: the net opens structure-only (engine.core.standins)
+    can_read = root_reader(model_root) if model_root is not None and not spec.trusted else None
     with engine.using_mode(device), engine.memory_budget(max_bytes or None):
         source = engine.read_net_params(spec.model)
         if model_root is not None and not spec.trusted:
-            check_file_access(source, model_root, state=(phase, level, stages))
+            check_file_access(source, model_root, state=(phase, level, stages),
+                              skip=lambda lp: engine.missing_data_source(lp, can_read) is not None)
         solver = None
         note = ""
         if spec.solver:
@@ -263,13 +286,14 @@ def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=Non
             net = solver.net
         else:
             net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None,
-                             allow_python=allow_python, param=source)     # the file is read once
+                             allow_python=allow_python, param=source,     # the file is read once
+                             structure_only=True, data_shapes=dict(spec.data_shapes), can_read=can_read)
             net.model_file = spec.model
             if spec.weights:
                 net.copy_from(spec.weights)
         graph = build_graph(net, source)
         recorder = Recorder(net, stats=True, sentinel=False)
-        inputs = tuple(l.index for l in graph.layers if l.type == "Input")
+        inputs = tuple(l.index for l in graph.layers if l.type == "Input" or l.stand_in)
         mean = _read_mean(spec.mean) if spec.mean else None
     return Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
                   spec=spec, source_param=source, solver=solver, solver_note=note,

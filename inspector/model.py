@@ -62,6 +62,7 @@ class LayerNode:
     top_bytes: int = 0                    # data bytes of the tops it allocates (not in place)
     caffe_top_count: int = 0              # Caffe's memory_used_ share: every top's count
     param_bytes: int = 0                  # data bytes of the params it owns
+    stand_in: str = ""                    # a data layer stood in by an Input (its source is missing): why
     # the LayerParameter as written: read only for ``written`` and ``settings``, when a layer's
     # details are shown (turning all 721 of ResNet-152 into text was a quarter of its graph's build)
     source: Any = field(default=None, compare=False, hash=False, repr=False)
@@ -152,6 +153,31 @@ class SharedInfo:
 
 
 @dataclass(frozen=True)
+class StandInTop:
+    name: str
+    shape: Tuple[int, ...]
+    text: str                             # the shape and where each part came from
+    assumed: Tuple[str, ...] = ()         # what was assumed (nothing: known from the params, or given)
+    given: bool = False
+
+
+@dataclass(frozen=True)
+class StandInInfo:
+    """A data layer whose source is missing, stood in by an Input (engine.core.standins)."""
+    layer: str
+    type: str
+    field: str
+    source: str
+    reason: str
+    tops: Tuple[StandInTop, ...]
+    path: str = ""                        # where the source was looked for
+
+    @property
+    def assumed(self):
+        return any(t.assumed for t in self.tops)
+
+
+@dataclass(frozen=True)
 class NetGraph:
     name: str
     phase: int
@@ -170,6 +196,7 @@ class NetGraph:
     itemsize: int = 4
     transcript: Tuple[Tuple[str, str], ...] = ()
     rule_stages: Tuple[str, ...] = ()       # every stage named by a rule in the source
+    stand_ins: Tuple[StandInInfo, ...] = ()  # data layers stood in (structure only)
     key: str = ""                           # identifies the structure (for layout caches)
     _layer_index: Dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     _blob_index: Dict[str, int] = field(default_factory=dict, compare=False, repr=False)
@@ -303,7 +330,13 @@ def build_graph(net, source_param=None):
     rec = net.init_record
     itemsize = int(net.dtype.itemsize)
     source_layers, source_index = _source_layers(net, source_param)
-    layers, edges, writers, readers = _layer_nodes(net, itemsize, source_layers, source_index)
+    stand_ins = tuple(StandInInfo(s.layer, s.type, s.field, s.source, s.reason,
+                                  tuple(StandInTop(t.name, tuple(int(d) for d in t.shape), t.describe(),
+                                                   tuple(t.assumed), bool(t.given)) for t in s.tops),
+                                  s.path)
+                      for s in getattr(rec, "stand_ins", ()))
+    layers, edges, writers, readers = _layer_nodes(net, itemsize, source_layers, source_index,
+                                                   {s.layer: s for s in stand_ins})
     blobs = _blob_nodes(net, itemsize, writers, readers)
     ghosts = _ghost_layers(rec, source_param)
     ghost_edges = _ghost_edges(layers, ghosts, source_param)
@@ -323,6 +356,7 @@ def build_graph(net, source_param=None):
         memory_used_bytes=int(net.memory_used_bytes), itemsize=itemsize,
         transcript=tuple((lvl, msg) for lvl, msg in rec.transcript),
         rule_stages=_rule_stages(source_param if source_param is not None else net.param),
+        stand_ins=stand_ins,
         key=hashlib.sha1(key_src.encode()).hexdigest()[:16],
         _layer_index={l.name: l.index for l in layers},
         _blob_index={b.name: b.id for b in blobs})
@@ -390,7 +424,7 @@ class _ParamTables:
         return tuple(params), param_bytes
 
 
-def _layer_nodes(net, itemsize, source_layers, source_index):
+def _layer_nodes(net, itemsize, source_layers, source_index, stand_ins=None):
     """``(layers, edges, writers, readers)``: a LayerNode per net layer, the
     edges its bottoms make (from the blob's last writer), and per blob id the
     layers writing it and the ``(layer, bottom index)`` pairs reading it."""
@@ -432,8 +466,10 @@ def _layer_nodes(net, itemsize, source_layers, source_index):
                 top_bytes += int(all_blobs[b].count) * itemsize
         decision = rec.backward[i] if i < len(rec.backward) else None
         sp = split_recs.get(name) if layer.type == "Split" else None
+        si = (stand_ins or {}).get(name) if layer.type == "Input" else None
+        ltype = si.type if si is not None else layer.type       # drawn as written: a Data layer stays one
         layers.append(LayerNode(
-            index=i, name=name, type=layer.type, category=layer_meta.category(layer.type),
+            index=i, name=name, type=ltype, category=layer_meta.category(ltype),
             bottoms=bottoms, bottom_ids=tuple(bottom_ids[i]), tops=tops, top_ids=tuple(top_ids[i]),
             in_place=in_place, params=params, need_backward=bool(lnb[i]),
             backward_rule=decision.rule if decision else "",
@@ -442,7 +478,8 @@ def _layer_nodes(net, itemsize, source_layers, source_index):
             loss_weights=tuple(float(engine.loss_weight(layer, t)) for t in range(len(tops))),
             is_split=sp is not None, split_blob=sp.blob if sp else "",
             source_index=source_index.get(i, -1), top_bytes=top_bytes, caffe_top_count=caffe_count,
-            param_bytes=param_bytes, source=lp))
+            param_bytes=param_bytes, source=lp,
+            stand_in="stood in by an Input: %s '%s' %s" % (si.field, si.source, si.reason) if si else ""))
     return layers, edges, writers, readers
 
 

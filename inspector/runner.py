@@ -61,10 +61,18 @@ class _Tracking:
         g = ld.graph
         new = [step for step in ld.recorder.steps if step.id > self.last_id]
         if self.action and new:
-            label = self.label if exc is None else "%s (failed: %s)" % (self.label, type(exc).__name__)
-            if any(h is not None for h in self.hits):
-                label += " — stopped: " + "; ".join(h.message for h in self.hits if h is not None)
-            debugger.record_action(ld, self.action, new, label, self.hits)
+            label = self.label
+            if ld.runlog.inputs_label and self.action != "solver_iteration":
+                label += " · " + ld.runlog.inputs_label         # what it ran on: steps on other inputs read apart
+            if exc is not None:
+                label = "%s (failed: %s)" % (label, type(exc).__name__)
+            hits = [h for h in self.hits if h is not None and not _at_cursor(self.session, h)]
+            cursor = [h for h in self.hits if _at_cursor(self.session, h)]
+            if hits:
+                label += " — stopped: " + "; ".join(h.message for h in hits)
+            if cursor:
+                label += " — at the cursor: " + cursor[0].layer
+            debugger.record_action(ld, self.action, new, label, hits)
         for step in new:
             for lr in step.layers:
                 if lr.direction == "forward":
@@ -92,7 +100,7 @@ def apply_inputs(session, settings=None):
     labels = inp.label_blobs(ld.graph)
     if settings.kind == "random":
         arrays = inp.random_inputs(shapes, labels, settings.value, settings.seed, settings.classes)
-        label = "random N(0, %g²), seed %d" % (settings.value, settings.seed)
+        label = "random seed %d%s" % (settings.seed, "" if settings.value == 1 else ", std %g" % settings.value)
     elif settings.kind == "constant":
         arrays = inp.constant_inputs(shapes, labels, settings.value)
         label = "constant %g" % settings.value
@@ -128,6 +136,7 @@ def apply_inputs(session, settings=None):
     session.input_settings = dict(settings.__dict__)
     session.cursor_forward = 0
     session.cursor_backward = -1
+    session.paused = None
     session.run_version += 1
     return "inputs set: %s" % label
 
@@ -140,24 +149,56 @@ def _first_data_input(shapes, labels):
 
 
 # ------------------------------------------------------------------ running
-def forward_range(session, start, end):
-    """ForwardFromTo(start, end) on exactly that range."""
+# Where Continue resumes (``session.paused``): a dict with "kind" ("forward", "backward",
+# "forward_backward" or "solver"), "next" (the layer to run next), "end" (where the range
+# Continue finishes ends), "phase" (forward or backward, for forward_backward and solver),
+# "remaining" (solver: iterations of the run left after the stopped one) and "layer" (the
+# layer that stopped).  Every run action sets it anew; inputs, reset and loads clear it.
+def pause(session, kind, next_=None, end=None, **extra):
+    session.paused = dict(kind=kind, next=next_, end=end, **extra)
+    return session.paused
+
+
+def _after_forward(session, g, stop, resume_end):
+    """The pause after a forward run that stopped after layer ``stop``."""
+    if resume_end is not None and stop + 1 <= resume_end:
+        pause(session, "forward", stop + 1, resume_end, layer=g.layers[stop].name)
+    else:
+        session.paused = None
+
+
+def forward_range(session, start, end, resume_end=None, label=None):
+    """ForwardFromTo(start, end) on exactly that range.  ``resume_end``: where Continue
+    runs to after this (default ``end``: a breakpoint stop resumes the same range)."""
     ld = _loaded(session)
     s, e = _layer_index(ld.graph, start), _layer_index(ld.graph, end)
     if s > e:
         raise RunRefused("ForwardFromTo needs start <= end (got %d > %d)" % (s, e))
     g = ld.graph
-    with _Tracking(session, "forward", "ForwardFromTo(%d, %d)" % (s, e)) as tr, _mode(session):
+    text = "ForwardFromTo(%d, %d)" % (s, e)
+    with _Tracking(session, "forward", label or text) as tr, _mode(session):
         loss, hit = debugger.run_forward(session, ld, s, e)
         tr.hits.append(hit)
     last = _stopped_at(hit, g, e)
     session.cursor_forward = last + 1 if last + 1 < len(g.layers) else 0
     debugger.stopped(session, hit)
-    msg = "ForwardFromTo(%d, %d): %s → %s%s" % (s, e, g.layers[s].name, g.layers[e].name,
-                                                _loss_text(ld, s, last, loss))
+    _after_forward(session, g, last, e if resume_end is None else resume_end)
+    msg = "%s: %s → %s%s" % (text, g.layers[s].name, g.layers[e].name, _loss_text(ld, s, last, loss))
     if hit is not None:
-        msg = "%s — stopped after %s: %s" % (msg, g.layers[last].name, debugger.hit_text(hit))
+        msg = "%s — %s" % (msg, _hit_phrase(session, hit, g.layers[last].name))
     return msg
+
+
+def _at_cursor(session, hit):
+    """Whether ``hit`` is Run to cursor's one-shot stop (not a breakpoint of the user's)."""
+    return hit is not None and session.cursor_bp is not None and hit.breakpoint_id == session.cursor_bp
+
+
+def _hit_phrase(session, hit, layer):
+    """How a message names a stop: a breakpoint, or Run to cursor's one-shot stop."""
+    if _at_cursor(session, hit):
+        return "at the cursor: %s" % layer
+    return "stopped after %s: %s" % (layer, debugger.hit_text(hit))
 
 
 def has_loss(graph, start=0, end=None):
@@ -219,8 +260,9 @@ def _stale_note(ld, s, e):
             "tops — run Forward first)" % (missing[0] if len(missing) == 1 else "%d layers" % len(missing)))
 
 
-def backward_range(session, start, end):
-    """BackwardFromTo(start, end): from the later layer down to the earlier."""
+def backward_range(session, start, end, resume_end=None, label=None):
+    """BackwardFromTo(start, end): from the later layer down to the earlier.
+    ``resume_end``: where Continue runs down to after a stop (default ``end``)."""
     ld = _loaded(session)
     s, e = _layer_index(ld.graph, start), _layer_index(ld.graph, end)
     if s < e:
@@ -230,71 +272,205 @@ def backward_range(session, start, end):
         raise RunRefused(why)
     g = ld.graph
     note = _stale_note(ld, s, e)
-    with _Tracking(session, "backward", "BackwardFromTo(%d, %d)" % (s, e)) as tr, _mode(session):
+    text = "BackwardFromTo(%d, %d)" % (s, e)
+    with _Tracking(session, "backward", label or text) as tr, _mode(session):
         hit = debugger.run_backward(session, ld, s, e)
         tr.hits.append(hit)
     last = _stopped_at(hit, g, e)
     session.cursor_backward = last - 1
     debugger.stopped(session, hit)
-    msg = "BackwardFromTo(%d, %d): %s → %s%s" % (s, e, g.layers[s].name, g.layers[e].name, note)
+    resume_end = e if resume_end is None else resume_end
+    if last - 1 >= resume_end:
+        pause(session, "backward", last - 1, resume_end, layer=g.layers[last].name)
+    else:
+        session.paused = None
+    msg = "%s: %s → %s%s" % (text, g.layers[s].name, g.layers[e].name, note)
     if hit is not None:
-        msg = "%s — stopped after %s: %s" % (msg, g.layers[last].name, debugger.hit_text(hit))
+        msg = "%s — %s" % (msg, _hit_phrase(session, hit, g.layers[last].name))
     return msg
+
+
+def _forward_end(session, i):
+    """Where Continue runs to after a step from layer ``i``: the end of the range a
+    breakpoint stopped (when the step goes on from there), else the last layer."""
+    p = session.paused
+    n = len(session.loaded.graph.layers)
+    if p and p["kind"] == "forward" and p["next"] == i:
+        return p["end"]
+    return n - 1
 
 
 def step_forward(session):
     ld = _loaded(session)
     i = session.cursor_forward if 0 <= session.cursor_forward < len(ld.graph.layers) else 0
-    return "step: " + forward_range(session, i, i)
+    return "step: " + forward_range(session, i, i, resume_end=_forward_end(session, i))
+
+
+def step_over(session, expanded=None, selection=None):
+    """Step over a folded block: from the step cursor, every layer of the folded block
+    drawn there (or of the block selected, when it lies ahead) as one step; a layer
+    outside any folded block is one step, as Step ▶."""
+    from inspector import presenter
+    ld = _loaded(session)
+    g = ld.graph
+    i = session.cursor_forward if 0 <= session.cursor_forward < len(g.layers) else 0
+    blocks = presenter.blocks(ld)
+    opened = set(presenter.expanded_set(ld, expanded))
+    target = None
+    if isinstance(selection, dict) and selection.get("kind") == "block":
+        target = next((b for b in blocks if b.id == selection.get("name") or b.name == selection.get("name")), None)
+        if target is not None and max(target.layers) < i:
+            target = None                      # behind the cursor: the block at the cursor instead
+    if target is None:
+        # the outermost folded block holding the cursor's layer: the node the graph draws there
+        folded = [b for b in blocks if i in b.layers and b.id not in opened]
+        target = max(folded, key=lambda b: len(b.layers)) if folded else None
+    e = max(target.layers) if target is not None else i
+    if target is not None and min(target.layers) > i:
+        i = i                                  # the layers between the cursor and the block run too
+    label = "step over %s: ForwardFromTo(%d, %d)" % (target.name, i, e) if target is not None else None
+    msg = forward_range(session, i, e, resume_end=max(e, _forward_end(session, i)), label=label)
+    return ("step over %s (%d layers): " % (target.name, e - i + 1) if target is not None else "step: ") + msg
 
 
 def step_backward(session):
     ld = _loaded(session)
     n = len(ld.graph.layers)
     i = session.cursor_backward if 0 <= session.cursor_backward < n else n - 1
+    p = session.paused
+    resume_end = p["end"] if p and p["kind"] == "backward" and p["next"] == i else 0
     if not ld.graph.layers[i].need_backward:
         why = _backward_refusal(ld, n - 1, 0)
         if why:
             raise RunRefused(why)
-    msg = backward_range(session, i, i) if ld.graph.layers[i].need_backward else \
+    msg = backward_range(session, i, i, resume_end=resume_end) if ld.graph.layers[i].need_backward else \
         "BackwardFromTo(%d, %d): %s → %s" % (i, i, ld.graph.layers[i].name, ld.graph.layers[i].name)
     session.cursor_backward = i - 1 if i > 0 else n - 1
     if not ld.graph.layers[i].need_backward:
         msg += " (needs no backward: skipped, as in Caffe)"
+        if i - 1 >= resume_end:
+            pause(session, "backward", i - 1, resume_end, layer=ld.graph.layers[i].name)
+        else:
+            session.paused = None
     return "step back: " + msg
 
 
 def run_to(session, layer):
-    """Forward from the step cursor (or from 0 when the layer is behind it) up
-    to and including ``layer``."""
+    """Run to cursor.  Stopped (a breakpoint, a step): Continue with a one-shot stop
+    after ``layer`` (forward or backward, wherever it comes next; the run goes to its
+    end when it does not pass there).  Otherwise: forward from the step cursor (or from
+    0 when the layer is behind it) up to and including ``layer``."""
     ld = _loaded(session)
     e = _layer_index(ld.graph, layer)
+    name = ld.graph.layers[e].name
+    p = session.paused
+    if p is not None and (p["kind"] != "solver" or p.get("phase") is not None):
+        return "run to cursor %s: " % name + continue_run(session, stop_at=name)
     s = session.cursor_forward if 0 <= session.cursor_forward <= e else 0
-    return "run to %s: " % ld.graph.layers[e].name + forward_range(session, s, e)
+    return "run to %s: " % name + forward_range(session, s, e, resume_end=len(ld.graph.layers) - 1)
 
 
-def forward_backward(session):
+class _StopAt:
+    """Run to cursor's one-shot breakpoint (``layer=NAME``) around a run; it leaves no
+    trace in the session's breakpoints (ids, hits)."""
+
+    def __init__(self, session, layer):
+        self.session, self.layer = session, layer
+
+    def __enter__(self):
+        if self.layer is None:
+            return self
+        bps = debugger.breakpoints(self.session)
+        self.next_id = bps._next
+        self.session.cursor_bp = bps.add("layer=%s" % self.layer)
+        return self
+
+    def __exit__(self, *exc):
+        if self.layer is None:
+            return False
+        bps = debugger.breakpoints(self.session)
+        bid = self.session.cursor_bp
+        bps.items = [b for b in bps.items if b.id != bid]
+        bps.hits[:] = [h for h in bps.hits if h.breakpoint_id != bid]
+        if bps._next == bid + 1:
+            bps._next = self.next_id
+        self.session.cursor_bp = None
+        return False
+
+
+def continue_run(session, stop_at=None):
+    """Continue: resume after the layer that stopped, to the next breakpoint hit or the
+    end of what was running (a forward or backward range, Forward + Backward, the steps'
+    run to the net's end); ``stop_at``: a layer to stop after too (Run to cursor).  A
+    stopped solver iteration: :func:`solver_step_checked` with ``resume`` (the page runs
+    the rest of a long run as a job)."""
+    p = session.paused
+    if p is None:
+        raise RunRefused("nothing to continue: no run is stopped (Forward range, Step ▶, Forward + Backward "
+                         "or a solver step stop at a breakpoint; then Continue resumes after that layer)")
+    kind = p["kind"]
+    with _StopAt(session, stop_at):
+        if kind == "forward":
+            return "continue: " + forward_range(session, p["next"], p["end"], resume_end=p["end"],
+                                                label="continue: ForwardFromTo(%d, %d)" % (p["next"], p["end"]))
+        if kind == "backward":
+            return "continue: " + backward_range(session, p["next"], p["end"], resume_end=p["end"],
+                                                 label="continue: BackwardFromTo(%d, %d)" % (p["next"], p["end"]))
+        if kind == "forward_backward":
+            if p["phase"] == "forward":
+                return "continue: " + forward_backward(session, fwd_from=p["next"])
+            return "continue: " + forward_backward(session, bwd_from=p["next"])
+        if kind == "solver":
+            return "continue: " + solver_step_checked(session, resume=p)[0]
+    raise RunRefused("cannot continue a %s" % kind)
+
+
+def forward_backward(session, fwd_from=0, bwd_from=None):
+    """Forward + Backward over the whole net (Continue: from layer ``fwd_from`` on, or
+    only the backward from ``bwd_from`` down)."""
     ld = _loaded(session)
     g = ld.graph
     n = len(g.layers)
     note = ""
     if not has_loss(g) and not any(l.need_backward for l in g.layers):
         note = " (Backward did nothing: the net has no loss and force_backward is off)"
-    with _Tracking(session, "forward_backward", "Forward + Backward") as tr, _mode(session):
-        loss, hit = debugger.run_forward(session, ld, 0, n - 1)
-        if hit is None:
-            hit = debugger.run_backward(session, ld, n - 1, 0)
-            where = "backward"
-        else:
+    label = "Forward + Backward" if fwd_from == 0 and bwd_from is None else \
+        "continue: Forward + Backward from %s %s" % ("layer %d" % (fwd_from if bwd_from is None else bwd_from),
+                                                    "forward" if bwd_from is None else "backward")
+    loss = None
+    with _Tracking(session, "forward_backward", label) as tr, _mode(session):
+        hit = None
+        if bwd_from is None:
+            if fwd_from <= n - 1:
+                loss, hit = debugger.run_forward(session, ld, fwd_from, n - 1)
             where = "forward"
+            if hit is None and n:
+                hit = debugger.run_backward(session, ld, n - 1, 0)
+                where = "backward"
+        else:
+            where = "backward"
+            if bwd_from >= 0:
+                hit = debugger.run_backward(session, ld, bwd_from, 0)
         tr.hits.append(hit)
     session.cursor_forward = 0
     session.cursor_backward = -1
     debugger.stopped(session, hit)
-    msg = "Forward + Backward%s%s" % (_loss_text(ld, 0, n - 1, loss).replace(", ", ": ", 1), note)
+    session.paused = None
+    if fwd_from == 0 and bwd_from is None:
+        msg = "Forward + Backward%s%s" % (_loss_text(ld, 0, n - 1, loss).replace(", ", ": ", 1), note)
+    else:
+        msg = label[len("continue: "):] + note
     if hit is not None:
         last = _stopped_at(hit, g, n - 1)
-        msg = "Forward + Backward stopped in %s after %s: %s" % (where, g.layers[last].name, debugger.hit_text(hit))
+        nxt = last + 1 if where == "forward" else last - 1
+        if where == "forward" or nxt >= 0:          # after the forward, the whole backward remains
+            pause(session, "forward_backward", nxt, 0 if where == "backward" else n - 1, phase=where,
+                  layer=g.layers[last].name)
+        if _at_cursor(session, hit):
+            msg = "Forward + Backward in %s, at the cursor: %s" % (where, g.layers[last].name)
+        else:
+            msg = "Forward + Backward stopped in %s after %s: %s" % (where, g.layers[last].name,
+                                                                    debugger.hit_text(hit))
     return msg
 
 
@@ -322,6 +498,7 @@ def reset(session):
         ld.runlog.inputs_changed({l.index: l.top_ids for l in ld.graph.layers}, label)
     session.cursor_forward = 0
     session.cursor_backward = -1
+    session.paused = None
     session.run_version += 1
     return "reset: activations and gradients zeroed, records cleared"
 
@@ -330,23 +507,39 @@ def solver_step(session):
     return solver_step_checked(session)[0]
 
 
-def solver_step_checked(session):
+def solver_step_checked(session, resume=None, remaining=0):
     """One solver iteration (forward, backward, update; the test net when the
     solver file's test_interval says so): (message, breakpoint Hit or None).
-    The training view's curves and the timeline get the iteration."""
+    The training view's curves and the timeline get the iteration.  ``resume``: a
+    solver pause (``session.paused``): the stopped iteration goes on after the layer
+    that stopped.  ``remaining``: iterations of the run left after this one (what a
+    stop's pause keeps for Continue)."""
     from inspector import training
     ld = _loaded(session)
     if ld.solver is None:
         raise RunRefused(ld.solver_note or "load a solver prototxt to run solver iterations")
     it = int(ld.solver.iter)
-    with _Tracking(session, "solver_iteration", "solver iteration %d" % it) as tr, _mode(session):
+    resumed = resume is not None
+    if resume is not None:
+        remaining = int(resume.get("remaining", 0))
+        if resume.get("phase") is None:
+            resume = None                      # stopped between iterations: a whole new one
+    label = "solver iteration %d" % it if resume is None else \
+        "continue: solver iteration %d from %s %s" % (it, resume["layer"], resume["phase"])
+    with _Tracking(session, "solver_iteration", label) as tr, _mode(session):
         try:
             with debugger.watching(session, ld):
-                point, update = training.solver_iteration(ld)
+                point, update = training.solver_iteration(ld, resume=_resumer(ld, resume))
         except BreakpointHit as stop:       # stopped inside the iteration's forward or backward
             tr.hits.append(stop.hit)
             debugger.stopped(session, stop.hit)
             session.cursor_forward, session.cursor_backward = 0, -1
+            li = stop.hit.layer_index
+            pause(session, "solver", li + 1 if stop.hit.direction == "forward" else li - 1, None,
+                  phase=stop.hit.direction, layer=stop.hit.layer, index=li, remaining=remaining)
+            if _at_cursor(session, stop.hit):
+                return ("solver iteration %d in %s, at the cursor: %s (before the update)" % (
+                    it, stop.hit.direction, stop.hit.layer), stop.hit)
             return ("solver iteration %d stopped in %s after %s, before the update: %s" % (
                 it, stop.hit.direction, stop.hit.layer, debugger.hit_text(stop.hit)), stop.hit)
         tested = training.maybe_test(session, ld)
@@ -357,6 +550,9 @@ def solver_step_checked(session):
     session.cursor_forward = 0
     session.cursor_backward = -1
     debugger.stopped(session, hit)
+    # what is left of the run for Continue: after a stop, or after a resumed iteration run on its own
+    session.paused = pause(session, "solver", None, None, phase=None, layer=None, remaining=remaining) \
+        if (hit is not None or resumed) and remaining > 0 else None
     msg = "solver iteration %d (now iter %d): loss %.6g (smoothed %.6g), lr %s" % (
         point.iteration, ld.solver.iter, point.loss, point.smoothed,
         "%.6g" % point.lr if point.lr is not None else "—")
@@ -365,6 +561,30 @@ def solver_step_checked(session):
     if hit is not None:
         msg += " — " + debugger.hit_text(hit)
     return msg, hit
+
+
+def _resumer(ld, resume):
+    """What the resumed iteration does in place of Net::ForwardBackward: the rest of the
+    forward after the layer that stopped (its loss added to the layers' before it), then
+    the backward; or only the rest of the backward.  None: a whole iteration."""
+    if resume is None:
+        return None
+    from engine.instruments.breakpoints import partial_loss
+    net = ld.net
+    n = len(net.layers)
+    phase, nxt = resume["phase"], int(resume["next"])
+
+    def forward_backward():
+        if phase == "forward":
+            loss = partial_loss(net, 0, nxt - 1)
+            if nxt <= n - 1:
+                loss += float(net.ForwardFromTo(nxt, n - 1))
+            net.Backward()
+            return loss
+        if nxt >= 0:
+            net.BackwardFromTo(nxt, 0)
+        return partial_loss(net, 0, n - 1)
+    return forward_backward
 
 
 def set_device(session, device):

@@ -45,6 +45,7 @@ class ModelSpec:
     label: str = ""                     # how the page names it (example name, file name)
     uploaded: bool = False              # came from the browser
     trusted: bool = False               # the command line's or a bundled example: no file-access checks
+    data_shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()   # stood-in data tops' per-item shapes, given
 
     def state(self):
         return (0 if self.phase == "TRAIN" else 1, int(self.level), tuple(self.stages))
@@ -61,6 +62,7 @@ class LoadError:
     layer: Optional[str] = None
     blob: Optional[str] = None
     hint: str = ""                      # what to do about it (e.g. where relative paths were looked for)
+    fallback: bool = False              # the page opened the default net instead (a fresh tab)
 
     @property
     def where(self):
@@ -112,6 +114,10 @@ class Session:
     run_version: int = 0
     cursor_forward: int = 0             # next layer "step" runs forward
     cursor_backward: int = -1           # next layer "step back" runs backward (-1: the last)
+    paused: Optional[Dict[str, Any]] = None   # where Continue resumes (inspector/runner.py: pause)
+    cursor_bp: Optional[int] = None     # the id of Run to cursor's one-shot breakpoint while it runs
+    solver_resume: int = 0              # how many times Continue asked to go on with a stopped solver run
+    solver_resume_pending: Optional[int] = None   # the request the job runner has not taken yet
     message: str = ""
     uploads: Dict[str, str] = field(default_factory=dict)   # kind -> saved path
     upload_names: Dict[str, str] = field(default_factory=dict)
@@ -119,6 +125,7 @@ class Session:
     breakpoints: Any = None             # engine.instruments.breakpoints.Breakpoints (kept across loads)
     job: Optional[Dict[str, Any]] = None    # the long action running (inspector/jobs.py), if any
     last_hit: Any = None                # the breakpoint Hit that stopped the last action, if any
+    last_hit_cursor: bool = False       # ... Run to cursor's one-shot stop, not a breakpoint of the user's
     reveal: Any = None                  # {"kind", "name", "n"}: a layer the graph should select and show
     reveals: int = 0                    # how many reveals were asked (their "n")
     _dir: Optional[str] = field(default=None, repr=False)

@@ -207,10 +207,12 @@ def _scalar_outputs(net):
     return out
 
 
-def solver_iteration(loaded):
+def solver_iteration(loaded, resume=None):
     """One solver iteration on ``loaded`` (its solver must exist; the caller
     holds the session lock and the device mode).  Returns (TrainPoint, the
-    update StepRecord or None)."""
+    update StepRecord or None).  ``resume``: a function run in place of the net's
+    ForwardBackward, with the param diffs kept (an iteration a breakpoint stopped,
+    going on after the layer that stopped: inspector.runner.continue_run)."""
     solver = loaded.solver
     h = history(loaded)
     rec = loaded.recorder
@@ -225,6 +227,10 @@ def solver_iteration(loaded):
         return r
 
     solver.get_learning_rate = get_learning_rate
+    net = solver.net
+    if resume is not None:          # the stopped iteration's diffs so far stay; its passes go on
+        net.ForwardBackward = resume
+        net.ClearParamDiffs = lambda: None
     last_id = rec.steps[-1].id if rec.steps else 0
     t0 = time.perf_counter()
     cap = capture_log()
@@ -236,6 +242,8 @@ def solver_iteration(loaded):
             solver.__dict__.pop("get_learning_rate", None)
         else:
             solver.get_learning_rate = original
+        net.__dict__.pop("ForwardBackward", None)
+        net.__dict__.pop("ClearParamDiffs", None)
         h.add_log(cap.handler.lines)
     wall = (time.perf_counter() - t0) * 1000.0
     losses = getattr(solver, "losses_", None) or []
@@ -305,12 +313,21 @@ class RunOutcome:
     stopped: str = ""        # "", "cancelled", "breakpoint", "error", "net changed"
 
 
-def run_solver(store, sid, iterations, report=None, token=None, iterate=None):
+def run_solver(store, sid, iterations, report=None, token=None, iterate=None, resume=None):
     """Run ``iterations`` solver iterations on session ``sid``, one lock at a
     time.  ``iterate(session) -> (message, hit)`` runs one (default:
-    inspector.runner.solver_step_checked); ``report(done, total, text)``."""
+    inspector.runner.solver_step_checked, told how many iterations remain after it,
+    for Continue after a stop); ``report(done, total, text)``.  ``resume``: the
+    first iteration is one a breakpoint stopped, going on after that layer (Continue)."""
     from inspector import runner
-    iterate = iterate or runner.solver_step_checked
+    n_total = max(int(iterations), 0)
+    if iterate is None:
+        started = [0]
+
+        def iterate(s):
+            started[0] += 1
+            return runner.solver_step_checked(s, resume=resume if started[0] == 1 else None,
+                                              remaining=max(n_total - started[0], 0))
     token = token or jobs.current_token()
     n = max(int(iterations), 0)
     with store.use(sid) as s:

@@ -577,6 +577,8 @@ def _layer_hover(graph, idx, metrics, analysis, states):
         m = metrics.get(i, LayerMetric())
         st = states[i] if states else (NOT_RUN, NOT_RUN)
         lines.append("<b>%s</b> (%s)" % (l.name, l.type))
+        if l.stand_in:
+            lines.append("structure only: %s" % l.stand_in)
         lines.append("tops: %s" % ", ".join("%s %s" % (t, _shape_text(graph.blobs[b].shape))
                                             for t, b in zip(l.tops, l.top_ids)) if l.tops else "tops: —")
         lines.append("backward: %s — %s" % ("yes" if l.need_backward else "no", l.backward_reason))

@@ -68,6 +68,7 @@ class InitRecord:
     backward: List[BackwardDecision] = field(default_factory=list)
     transcript: list = field(default_factory=list)     # (level name, message) of Init's log
     upgraded: bool = False
+    stand_ins: list = field(default_factory=list)      # engine.core.standins.StandIn (structure_only)
 
 
 class _Capture(logging.Handler):
@@ -88,11 +89,16 @@ class Net:
     or the deprecated ``Net(model_file, weights, phase)``.
 
     Extra keyword arguments: ``allow_python`` (default True: Python layers run the
-    model author's code, as in Caffe), ``dtype`` (default float32).
+    model author's code, as in Caffe), ``dtype`` (default float32), ``structure_only``
+    (default False: as Caffe, a data layer whose source is missing fails Init; True: it
+    is stood in by an Input layer shaped from its params, ``data_shapes`` giving
+    {top: per-item dims} they cannot tell and ``can_read(path)`` saying why a path may
+    not be read; see engine.core.standins and ``init_record.stand_ins``).
     """
 
     def __init__(self, network_file, *args, level=0, stages=None, weights=None, phase=None,
-                 allow_python=True, dtype=np.float32, param=None):
+                 allow_python=True, dtype=np.float32, param=None, structure_only=False, data_shapes=None,
+                 can_read=None):
         if len(args) == 2 and isinstance(args[0], (str, os.PathLike)):
             weights, phase = args          # Net(model, weights, phase)
             _legacy_constructor_warning(network_file, weights, phase)
@@ -119,6 +125,7 @@ class Net:
         param.state.level = int(level)
         self._allow_python = allow_python
         self._dtype = np.dtype(dtype)
+        self._stand_in = (data_shapes, can_read) if structure_only else None
         self.init(param)
         if weights is not None:
             self.copy_from(weights)
@@ -186,6 +193,12 @@ class Net:
         self.phase = in_param.state.phase
         filtered, rec.filtered = filter_net(in_param)
         log.info("Initializing net from parameters: \n%s", text_format.MessageToString(filtered).rstrip("\n"))
+        stand_in = getattr(self, "_stand_in", None)
+        if stand_in is not None:
+            from engine.core.standins import stand_in_data
+            filtered, rec.stand_ins = stand_in_data(filtered, can_read=stand_in[1], shapes=stand_in[0])
+            for s in rec.stand_ins:
+                log.warning("Structure only: %s", s.describe())
         param, rec.splits = insert_splits(filtered)
         self.param = param
         self.name = param.name

@@ -128,12 +128,24 @@ def check(steps, config=None, net=None):
                 out += check_gradient_flow(step, config)
         if step.kind == "update" and "update_ratio" in config.checks:
             out += check_update_ratio(step, config)
+    out = distinct_sources(out)
     if net is not None and "weights_not_loaded" in config.checks and any(s.kind == "forward" for s in steps):
         out = fold_weights_not_loaded(check_weights_not_loaded(net), out)
     if net is not None and "nonfinite" in config.checks:
         out = fold_root_causes(net, out)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     return sorted(out, key=lambda f: order.get(f.severity, 9))
+
+
+def distinct_sources(findings):
+    """One finding per NaN/Inf source (direction, layer, blob): where several steps saw it
+    (a range stopped on it, then run again to the end), the latest step's is kept."""
+    last = {}
+    for k, f in enumerate(findings):
+        if f.check == "nonfinite":
+            last[(f.direction, f.layer, f.blob)] = k
+    return [f for k, f in enumerate(findings)
+            if f.check != "nonfinite" or last[(f.direction, f.layer, f.blob)] == k]
 
 
 def _finding(step, rec, severity, check_name, blob, message, value=None, threshold=None):

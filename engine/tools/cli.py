@@ -201,13 +201,18 @@ def fill_inputs(net, seed=0):
             blob.data[...] = rng.standard_normal(blob.shape)
 
 
-def build_net(model, phase, level=0, stages=(), weights=None, seed=1, gpu=None):
-    """A Net on the device ``gpu`` asks for, its fillers seeded, then ``weights``."""
+def build_net(model, phase, level=0, stages=(), weights=None, seed=1, gpu=None, structure_only=False,
+              data_shapes=None):
+    """A Net on the device ``gpu`` asks for, its fillers seeded, then ``weights``
+    (``structure_only``: data layers whose source is missing stood in, engine.core.standins)."""
     from engine.core import backend
     from engine.core.net import Net
     _use_device(gpu)
     backend.set_random_seed(seed)
-    net = Net(model, phase, level=level, stages=list(stages))
+    if structure_only:
+        net = Net(model, phase, level=level, stages=list(stages), structure_only=True, data_shapes=data_shapes)
+    else:
+        net = Net(model, phase, level=level, stages=list(stages))
     if weights:
         net.copy_from(weights)
     return net
@@ -250,10 +255,47 @@ def _say(stream, text=""):
 
 
 # ---------------------------------------------------------------------- commands
+def _info_net(args):
+    """info's net: with --structure-only, data layers whose source is missing stood in;
+    without it, a missing source fails as in Caffe, and the error says how to look anyway."""
+    from engine.core.errors import CaffeError
+    from engine.core.standins import parse_shapes
+    try:
+        shapes = parse_shapes(args.data_shape)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if shapes and not args.structure_only:
+        raise UsageError("--data-shape gives the shapes of stood-in data layers: add --structure-only")
+    try:
+        return build_net(args.model, _phase(args.phase, 0), args.level, _stages(args.stage), args.weights,
+                         args.seed, args.gpu, structure_only=args.structure_only, data_shapes=shapes)
+    except CaffeError as e:
+        if args.structure_only or not _names_missing_data(args):
+            raise
+        e.args = ("%s\n(a data layer's source is missing: --structure-only shows the net with that layer "
+                  "stood in by an Input of the shape its params give)" % (e.args[0] if e.args else e),)
+        raise
+
+
+def _names_missing_data(args):
+    """Whether the model, in the asked NetState, has a data layer whose source is missing."""
+    from engine.core.filter import filter_net
+    from engine.core.standins import missing_source
+    from engine.core.upgrade import read_net_params
+    try:
+        p = read_net_params(args.model)
+    except Exception:  # noqa: BLE001 - the model's own error is the one to show
+        return False
+    p.state.phase = _phase(args.phase, 0)
+    p.state.level = int(args.level)
+    p.state.stage.extend(_stages(args.stage))
+    kept, _ = filter_net(p, log=False)
+    return any(missing_source(lp) for lp in kept.layer)
+
+
 def cmd_info(args, out, err):
     from engine.instruments.analysis import analyze_net, human_bytes, human_count
-    net = build_net(args.model, _phase(args.phase, 0), args.level, _stages(args.stage), args.weights, args.seed,
-                    args.gpu)
+    net = _info_net(args)
     a = analyze_net(net)
     rec = net.init_record
     if args.json:
@@ -267,6 +309,16 @@ def cmd_info(args, out, err):
         net.name, args.model, "TRAIN" if net.phase == 0 else "TEST", st.level, ", ".join(st.stage),
         net.dtype, "GPU" if args.gpu is not None else "CPU"))
     _say(out, "Inputs: %s; outputs: %s" % (", ".join(net.inputs) or "-", ", ".join(net.outputs) or "-"))
+    if rec.stand_ins:
+        _say(out)
+        _say(out, "Structure only: %d data layer(s) stood in by Input layers (their source is missing):"
+             % len(rec.stand_ins))
+        for s in rec.stand_ins:
+            _say(out, "  %s (%s): %s '%s' %s" % (s.layer, s.type, s.field, s.source, s.reason))
+            for t in s.tops:
+                _say(out, "    %s" % t.describe())
+        if any(s.assumed for s in rec.stand_ins):
+            _say(out, "  (assumed dimensions: give the real ones with --data-shape TOP=C,H,W)")
     _say(out)
     _say(out, "Filtered out by the NetState (%d):" % len(rec.filtered))
     for d in rec.filtered:
@@ -840,6 +892,12 @@ def _add_instrument_commands(sub):
     p.add_argument("model")
     _common(p)
     p.add_argument("--json", action="store_true", help="the report document without steps, as JSON")
+    p.add_argument("--structure-only", action="store_true",
+                   help="data layers whose source is missing (an LMDB, an image list, HDF5 files not on this "
+                        "machine) are stood in by Input layers shaped from their params (batch_size, crop_size, "
+                        "new_height/new_width, the mean file); what cannot be known is assumed and said")
+    p.add_argument("--data-shape", action="append", default=[], metavar="TOP=C,H,W",
+                   help="with --structure-only: a stood-in top's per-item shape (repeatable)")
     p.set_defaults(func=cmd_info, log_default=False)
 
     p = sub.add_parser("time", help="caffe time: benchmark model execution time (per-layer forward/backward "

@@ -57,10 +57,15 @@ def hit_panel(app, sid):
     with app.store.use(sid) as s:
         bps = debugger.breakpoints(s, create=False)
         hit = s.last_hit
+        cursor = s.last_hit_cursor
         tbl, opts = _listing(bps)
     if hit is None:
         return tbl, opts, None
-    return tbl, opts, html.Div([html.B("Stopped: "), debugger.hit_text(hit)], className="break-hit-box")
+    if cursor:
+        return tbl, opts, html.Div([html.B("At the cursor: "), "%s (%s) — Continue (F8) goes on" % (
+            hit.layer, hit.direction)], className="break-hit-box")
+    return tbl, opts, html.Div([html.B("Stopped: "), debugger.hit_text(hit), " — Continue (F8) resumes after it"],
+                               className="break-hit-box")
 
 
 def reveal(app, sid, expanded):

@@ -2,7 +2,7 @@
 feature maps and a value table."""
 from dash import Input, Output, State, no_update
 
-from inspector import ids, inputs, presenter
+from inspector import debugger, ids, inputs, presenter
 
 from ..layout.side_panels import (
     blob_details_children,
@@ -44,18 +44,30 @@ def details(app, sid, selection):
 
 
 def blob_view(app, sid, selection, which, item, page, index_text):
+    """(histogram, feature maps, value table, Pin button style) of the selected blob."""
     with app.store.use(sid) as s:
         ld = s.loaded
         if ld is None or not selection or selection.get("kind") != "blob" or \
                 not ld.graph.has_blob(selection.get("name")):
-            return no_update, no_update, no_update
+            return no_update, no_update, no_update, no_update
         try:
             index = inputs.parse_ints(index_text)
         except ValueError:
             index = ()
-        hist, fmap, (rows, idx, full) = presenter.blob_figures(ld, selection["name"], which or "data",
+        name = selection["name"]
+        hist, fmap, (rows, idx, full) = presenter.blob_figures(ld, name, which or "data",
                                                                item or 0, page or 0, index)
-        return hist, fmap, value_table(rows, idx, full)
+        step = debugger.viewed_step(ld)
+        if step is None or rows or full:
+            return hist, fmap, value_table(rows, idx, full), HIDDEN
+        # scrubbed back to a step that kept statistics only: offer to pin (the next steps keep the arrays)
+        if (name, which or "data") in ld.timeline.pins:
+            note = ("step %d kept statistics of %s only; it is pinned now: the steps that follow keep its "
+                    "arrays (run one, then scrub to it)" % (step.index, name))
+            return hist, fmap, value_table([], (), (), note), HIDDEN
+        note = ("step %d kept statistics of %s only, not its values. Pin keeps its full arrays with every "
+                "step that follows." % (step.index, name))
+        return hist, fmap, value_table([], (), (), note), {"display": "inline-block"}
 
 
 def register(dash_app, app):
@@ -69,13 +81,14 @@ def register(dash_app, app):
 
     @dash_app.callback(
         Output(ids.HISTOGRAM, "children"), Output(ids.FEATURE_MAPS, "children"), Output(ids.VALUE_TABLE, "children"),
+        Output(ids.VALUE_PIN, "style"),
         Input(ids.SELECTION, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.BLOB_WHICH, "value"),
         Input(ids.FMAP_ITEM, "value"), Input(ids.FMAP_PAGE, "value"), Input(ids.VALUE_SLICE, "value"),
-        State(ids.SESSION, "data"))
-    @guarded(3, "showing the blob")
-    def blob_cb(selection, _rv, which, item, page, index_text, sid):
-        hist, fmap, table = blob_view(app, sid, selection, which, item, page, index_text)
+        Input(ids.PIN_STATUS, "children"), State(ids.SESSION, "data"))
+    @guarded(4, "showing the blob")
+    def blob_cb(selection, _rv, which, item, page, index_text, _pinned, sid):
+        hist, fmap, table, pin = blob_view(app, sid, selection, which, item, page, index_text)
         if hist is no_update:
-            return hist, fmap, table
-        return chart(hist, "small-graph"), chart(fmap), table
+            return hist, fmap, table, pin
+        return chart(hist, "small-graph"), chart(fmap), table, pin
 

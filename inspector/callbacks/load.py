@@ -6,14 +6,14 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from dash import Input, Output, State, no_update
+from dash import ALL, Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
 import engine
 from inspector import debugger, ids, loading, runner, urlstate
 
 from ..inputs import InputSettings
-from ..layout.header import load_error_box, load_status
+from ..layout.header import load_error_box, load_status, standin_children
 from ..netstate import default_phase
 from ..sessions import ModelSpec
 from .common import guarded, triggered
@@ -53,8 +53,21 @@ def shown_spec(app, session):
     return session.failed_spec or initial_spec(app)
 
 
+def parse_shape(top, text):
+    """Per-item dims from what was typed for a stood-in top ("3x227x227", "3, 227, 227")."""
+    parts = [p for p in str(text or "").replace("×", " ").replace("x", " ").replace("X", " ")
+             .replace(",", " ").split() if p]
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError("the shape of %s must be whole numbers such as 3×227×227 (got %r)" % (top, text)) from None
+    if not dims or any(d <= 0 for d in dims):
+        raise ValueError("the shape of %s must be positive numbers such as 3×227×227 (got %r)" % (top, text))
+    return dims
+
+
 def next_spec(app, session, trigger, example=None, path=None, upload=None, phase=None, level=None,
-              stages=None):
+              stages=None, data_shapes=None):
     """The spec the trigger asks for (raises PathRefused for bad paths/uploads).
 
     A net opened from the page (an example, a path, an uploaded prototxt)
@@ -83,6 +96,12 @@ def next_spec(app, session, trigger, example=None, path=None, upload=None, phase
             return ModelSpec(model=saved, label="uploaded %s" % os.path.basename(str(filename)), uploaded=True,
                              mean=cur.mean, phase=default_phase(saved))
         return replace(cur, **{kind: saved})
+    if trigger == ids.STANDIN_APPLY:
+        if session.loaded is None or not data_shapes:
+            return None
+        given = dict(cur.data_shapes)
+        given.update({top: parse_shape(top, text) for top, text in data_shapes})
+        return replace(cur, data_shapes=tuple(sorted(given.items())))
     if trigger in (ids.PHASE, ids.LEVEL, ids.STAGES):
         if session.loaded is None and session.failed_spec is None:
             return None      # nothing to rebuild (an expired session): never the default net in its place
@@ -110,6 +129,23 @@ def _path_hint(spec, err):
     except (engine.CaffeError, OSError):    # the file's own error is already shown
         return ""
     return loading.relative_path_hint(param, err.layer, spec.model, private_model_dir=spec.uploaded) or ""
+
+
+def standin_hints(session):
+    """{stood-in layer: where its relative source was looked for, and whether it is
+    beside the model} (loading.relative_path_hint), for the structure-only notice."""
+    ld = session.loaded
+    out = {}
+    for si in ld.graph.stand_ins:
+        if ld.source_param is None or not si.source or os.path.isabs(si.source):
+            continue
+        hint = loading.relative_path_hint(ld.source_param, si.layer, ld.spec.model,
+                                          private_model_dir=ld.spec.uploaded) or ""
+        own = "%s = %r" % (si.field, si.source)       # its own source (a layer of another phase may share its name)
+        lines = [line for line in hint.splitlines() if line.startswith(own)]
+        if lines:
+            out[si.layer] = "\n".join(lines)
+    return out
 
 
 def _spare(app, session, spec):
@@ -152,6 +188,7 @@ def load(app, session, spec, device=None):
     session.net_version += 1
     session.cursor_forward = 0
     session.cursor_backward = -1
+    session.paused = None
     try:
         settings = InputSettings(**session.input_settings) if session.input_settings else InputSettings()
         if settings.kind in ("npy", "image"):
@@ -202,6 +239,25 @@ def spec_from_address(app, session, search):
     return spec, state, err, named
 
 
+def _fallback(app, session, failed, device):
+    """A tab whose net could not be built (an address naming a broken net, a command-line
+    net that fails) opens the default net instead, with the error beside it: never a
+    blank page.  Returns whether a net is in."""
+    err = session.error
+    candidates = [initial_spec(app)] + [ModelSpec(model=p, label=label, trusted=True, phase=ph)
+                                        for label, p, ph in app.examples[:1]]
+    for spec in candidates:
+        if not spec.model or (failed is not None and spec.model == failed.model):
+            continue
+        if load(app, session, spec, device):
+            if err is not None:
+                err.fallback = True
+                session.error = err
+                session.failed_spec = failed
+            return True
+    return False
+
+
 @dataclass
 class LoadResult:
     version: int
@@ -220,6 +276,8 @@ def handle_load_full(app, sid, trigger, device=None, search=None, **kw):
         if trigger in FROM_ADDRESS:
             spec, state, addr_err, named = spec_from_address(app, s, search)
             built = load(app, s, spec, device) if spec is not None else True
+            if not built and s.loaded is None and _fallback(app, s, spec, device):
+                named = False                # the default net: the address's selection is not its
             if addr_err is not None:
                 s.error = addr_err if s.error is None or spec is None else s.error
             elif spec is None and trigger is not None:
@@ -290,6 +348,18 @@ def register(dash_app, app):
     n_out = 11 + len(upload_ids)
 
     @dash_app.callback(
+        Output(ids.STANDIN_BOX, "style"), Output(ids.STANDIN_TEXT, "children"), Output(ids.STANDIN_FORM, "children"),
+        Input(ids.NET_VERSION, "data"), State(ids.SESSION, "data"))
+    @guarded(3, "describing the stood-in data layers")
+    def standin_cb(_nv, sid):
+        with app.store.use(sid) as s:
+            g = s.loaded.graph if s.loaded is not None else None
+            if g is None or not g.stand_ins:
+                return {"display": "none"}, None, None
+            text, form = standin_children(g, standin_hints(s))
+        return {"display": "block"}, text, form
+
+    @dash_app.callback(
         Output(ids.NET_VERSION, "data"), Output(ids.LOAD_ERROR, "children"), Output(ids.LOAD_STATUS, "children"),
         Output(ids.STAGES, "options"),
         *[Output(u, "contents") for u in upload_ids],
@@ -299,13 +369,15 @@ def register(dash_app, app):
         Input(ids.EXAMPLE, "value"), Input(ids.MODEL_PATH_OPEN, "n_clicks"), Input(ids.MODEL_PATH, "n_submit"),
         *[Input(u, "contents") for u in upload_ids],
         Input(ids.PHASE, "value"), Input(ids.LEVEL, "value"), Input(ids.STAGES, "value"),
-        Input(ids.URL_POP, "data"), Input(ids.SESSION, "data"),
+        Input(ids.URL_POP, "data"), Input(ids.SESSION, "data"), Input(ids.STANDIN_APPLY, "n_clicks"),
         State(ids.MODEL_PATH, "value"), *[State(u, "filename") for u in upload_ids],
         State(ids.DEVICE, "value"), State(ids.URL, "search"), State(ids.SELECTION, "data"),
+        State({"type": ids.STANDIN_SHAPE, "top": ALL}, "value"), State({"type": ids.STANDIN_SHAPE, "top": ALL}, "id"),
         prevent_initial_call="initial_duplicate")
     @guarded(n_out, "loading")
     def load_cb(example, _open, _submit, c_model, c_weights, c_solver, c_mean, phase, level, stages, pop, sid,
-                path, f_model, f_weights, f_solver, f_mean, device, search, selection):
+                _apply, path, f_model, f_weights, f_solver, f_mean, device, search, selection, shape_values,
+                shape_ids):
         trigger = triggered()
         contents = dict(zip(upload_ids, (c_model, c_weights, c_solver, c_mean)))
         names = dict(zip(upload_ids, (f_model, f_weights, f_solver, f_mean)))
@@ -320,8 +392,9 @@ def register(dash_app, app):
             if not isinstance(pop, dict):
                 raise PreventUpdate
             search = pop.get("search") or ""
+        shapes = [(i["top"], v) for i, v in zip(shape_ids or [], shape_values or [])]
         r = handle_load_full(app, sid, trigger, device=device, search=search, example=example, path=path,
-                             upload=upload, phase=phase, level=level, stages=stages)
+                             upload=upload, phase=phase, level=level, stages=stages, data_shapes=shapes)
         if r.noop:
             if trigger == ids.LEVEL and level is None:      # an emptied (or non-numeric) Level box:
                 out = [no_update] * n_out                   # show the loaded net's level again
@@ -333,6 +406,8 @@ def register(dash_app, app):
         if s.loaded is None and s.failed_spec is None:
             # an expired session: the controls keep showing the tab's net, never the default one
             ex = path_value = ph = lv = st = opts = no_update
+        if trigger in OPEN_PATH and r.error is not None and r.error.kind != "address":
+            path_value = no_update          # the typed path stays, to be fixed in place
         clear = [None if u == trigger else no_update for u in upload_ids]
         sel, expanded = no_update, no_update
         if r.restore is not None:           # loaded from the address: its selection and folding

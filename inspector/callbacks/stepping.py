@@ -7,7 +7,8 @@ from inspector import ids, inputs, loading, runner
 from .common import guarded, run_failed, triggered
 
 ACTIONS = (ids.FORWARD, ids.BACKWARD, ids.STEP_FORWARD, ids.STEP_BACKWARD, ids.RUN_TO, ids.FORWARD_BACKWARD,
-           ids.RESET, ids.SOLVER_STEP, ids.APPLY_INPUTS, ids.DEVICE)
+           ids.RESET, ids.SOLVER_STEP, ids.APPLY_INPUTS, ids.CONTINUE, ids.STEP_OVER, ids.DEVICE)
+RESUME_JOB = object()      # act's answer when Continue goes on with a solver run: the job runner takes it
 
 
 def input_settings(kind, value, seed, classes, resize, crop, swap, raw_scale, mean):
@@ -18,11 +19,22 @@ def input_settings(kind, value, seed, classes, resize, crop, swap, raw_scale, me
         raw_scale=float(raw_scale if raw_scale is not None else 255.0), mean=inputs.parse_floats(mean))
 
 
-def act(app, sid, action, start=None, end=None, selection=None, settings=None, device=None):
-    """Run one stepping action; returns (run version, message)."""
+def act(app, sid, action, start=None, end=None, selection=None, settings=None, device=None, expanded=None):
+    """Run one stepping action; returns (run version, message).  Continue on a stopped
+    solver run answers (run version, RESUME_JOB): the page's job runner goes on with it
+    (progress, Cancel), see :func:`inspector.callbacks.training.run_job`."""
     with app.store.use(sid) as s:
         try:
-            if action == ids.FORWARD:
+            if action == ids.CONTINUE and s.paused is not None and s.paused["kind"] == "solver":
+                s.solver_resume += 1
+                s.solver_resume_pending = s.solver_resume
+                s.message = "continuing the solver run after %s…" % (s.paused.get("layer") or "the last iteration")
+                return s.run_version, RESUME_JOB
+            if action == ids.CONTINUE:
+                msg = runner.continue_run(s)
+            elif action == ids.STEP_OVER:
+                msg = runner.step_over(s, expanded, selection)
+            elif action == ids.FORWARD:
                 msg = runner.forward_range(s, start, end)
             elif action == ids.BACKWARD:
                 msg = runner.backward_range(s, start, end)
@@ -98,27 +110,61 @@ def save_input_file(app, sid, kind, contents, filename):
         return "%s: %s (choose “%s” and Apply inputs)" % (kind, filename, ".npy file" if kind == "npy" else "image")
 
 
+def continue_state(app, sid):
+    """(disabled, title) of the Continue button: what it would resume, or why it cannot."""
+    with app.store.use(sid) as s:
+        p = s.paused
+        if s.loaded is None or p is None:
+            return True, "Continue (F8): nothing is stopped — a breakpoint hit or a step leaves a run to resume"
+        g = s.loaded.graph
+        kind = p["kind"]
+
+        def name(i):
+            return g.layers[i].name if i is not None and 0 <= i < len(g.layers) else "the end"
+        if kind == "forward":
+            what = "forward from %s to %s" % (name(p["next"]), name(p["end"]))
+        elif kind == "backward":
+            what = "backward from %s down to %s" % (name(p["next"]), name(p["end"]))
+        elif kind == "forward_backward":
+            what = "Forward + Backward on from %s (%s)" % (name(p["next"]), p["phase"])
+        else:
+            what = "the solver run%s%s" % (" after %s (%s)" % (p["layer"], p["phase"]) if p.get("phase") else "",
+                                            ", %d more iteration(s)" % p["remaining"] if p.get("remaining") else "")
+        return False, "Continue (F8): %s, to the next breakpoint hit or the end" % what
+
+
 def register(dash_app, app):
     @dash_app.callback(
         Output(ids.RUN_VERSION, "data"), Output(ids.RUN_MESSAGE, "children"),
-        Output(ids.INPUT_FILE_STATUS, "children", allow_duplicate=True),
+        Output(ids.INPUT_FILE_STATUS, "children", allow_duplicate=True), Output(ids.JOB_RESUME, "data"),
         *[Input(a, "n_clicks") for a in ACTIONS[:-1]], Input(ids.DEVICE, "value"),
         State(ids.START, "value"), State(ids.END, "value"), State(ids.SELECTION, "data"),
+        State(ids.EXPANDED_BLOCKS, "data"),
         State(ids.INPUT_KIND, "value"), State(ids.INPUT_VALUE, "value"), State(ids.INPUT_SEED, "value"),
         State(ids.LABEL_CLASSES, "value"), State(ids.PRE_RESIZE, "value"), State(ids.PRE_CROP, "value"),
         State(ids.PRE_CHANNEL_SWAP, "value"), State(ids.PRE_RAW_SCALE, "value"), State(ids.PRE_MEAN, "value"),
         State(ids.SESSION, "data"), prevent_initial_call=True)
-    @guarded(3, "running")
+    @guarded(4, "running")
     def run_cb(*args):
         device = args[len(ACTIONS) - 1]
-        start, end, selection = args[len(ACTIONS):len(ACTIONS) + 3]
-        settings_args = args[len(ACTIONS) + 3:-1]
+        start, end, selection, expanded = args[len(ACTIONS):len(ACTIONS) + 4]
+        settings_args = args[len(ACTIONS) + 4:-1]
         sid = args[-1]
         action = triggered()
         settings = input_settings(*settings_args) if action == ids.APPLY_INPUTS else None
-        version, msg = act(app, sid, action, start, end, selection, settings, device)
+        version, msg = act(app, sid, action, start, end, selection, settings, device, expanded)
+        if msg is RESUME_JOB:
+            with app.store.use(sid) as s:
+                return version, s.message, no_update, {"n": s.solver_resume}
         # Apply inputs answers beside its button too (the status line is far and cut short)
-        return version, msg, (msg if action == ids.APPLY_INPUTS else no_update)
+        return version, msg, (msg if action == ids.APPLY_INPUTS else no_update), no_update
+
+    @dash_app.callback(
+        Output(ids.CONTINUE, "disabled"), Output(ids.CONTINUE, "title"),
+        Input(ids.RUN_VERSION, "data"), Input(ids.NET_VERSION, "data"), State(ids.SESSION, "data"))
+    @guarded(2, "checking what Continue resumes")
+    def continue_cb(_rv, _nv, sid):
+        return continue_state(app, sid)
 
     @dash_app.callback(
         Output(ids.START, "options"), Output(ids.START, "value"), Output(ids.END, "options"),

@@ -144,10 +144,10 @@ def register(dash_app, app):
 
     @dash_app.callback(
         Output(ids.PIN_STATUS, "children"), Output(ids.TIMELINE_MEMORY, "children", allow_duplicate=True),
-        Input(ids.PIN_BLOB, "n_clicks"), State(ids.SELECTION, "data"), State(ids.SESSION, "data"),
-        prevent_initial_call=True)
+        Input(ids.PIN_BLOB, "n_clicks"), Input(ids.VALUE_PIN, "n_clicks"), State(ids.SELECTION, "data"),
+        State(ids.SESSION, "data"), prevent_initial_call=True)
     @guarded(2, "pinning")
-    def pin_cb(_n, selection, sid):
+    def pin_cb(_n, _n_value, selection, sid):
         return pin(app, sid, selection)
 
     @dash_app.callback(

@@ -57,8 +57,24 @@ def run_pass(app, sid, action, report=None, token=None):
         return msg
 
 
-def run_job(app, sid, action, iterations, set_progress=None, token=None):
-    """What the background callback does: (run version, message)."""
+def take_resume(app, sid, request):
+    """(iterations, resume) when ``request`` ({"n"}) is Continue's fresh request to go on
+    with the stopped solver run (taken once), else None: the stopped iteration (when it
+    stopped inside one) and the run's remaining iterations."""
+    if not isinstance(request, dict):
+        return None
+    with app.store.use(sid) as s:
+        p = s.paused
+        if request.get("n") != s.solver_resume_pending or p is None or p["kind"] != "solver":
+            return None
+        s.solver_resume_pending = None                  # taken
+        inside = p.get("phase") is not None
+        return int(p.get("remaining", 0)) + (1 if inside else 0), (p if inside else None)
+
+
+def run_job(app, sid, action, iterations, set_progress=None, token=None, resume=None):
+    """What the background callback does: (run version, message).  ``resume``:
+    (iterations, pause) from :func:`take_resume` (Continue on a stopped solver run)."""
     counter = [0]
 
     def report(done, total, text):
@@ -67,7 +83,12 @@ def run_job(app, sid, action, iterations, set_progress=None, token=None):
             set_progress((str(done), str(max(total, 1)), "%s: %d / %d — %s" % (
                 JOB_LABELS.get(action, action), done, total, text), counter[0]))
 
-    if action == "solver":
+    if resume is not None:
+        with app.store.use(sid) as s:
+            s.paused = None
+        out = training.run_solver(app.store, sid, resume[0], report, token, resume=resume[1])
+        msg = "continue: " + out.message
+    elif action == "solver":
         out = training.run_solver(app.store, sid, int(iterations or 1), report, token)
         msg = out.message
     elif action in ("forward", "backward", "forward_backward"):
@@ -113,11 +134,23 @@ def curves(app, sid):
     return debug_figures.training_figure(cur), debug_figures.ratios_figure(ratios), summary
 
 
+def _clicked_run():
+    """Whether Run fired this job (not a Continue request)."""
+    try:
+        from dash import ctx
+        return ctx.triggered_id == ids.JOB_RUN
+    except Exception:  # noqa: BLE001 - no callback context (direct calls): a Run
+        return True
+
+
 def register(dash_app, app):
     manager = getattr(dash_app, "job_manager", None)
 
-    def job_cb(set_progress, _n, action, iterations, sid):
-        version, msg = run_job(app, sid, action, iterations, set_progress)
+    def job_cb(set_progress, _n, resume_request, action, iterations, sid):
+        resume = take_resume(app, sid, resume_request)
+        if resume_request is not None and resume is None and not _clicked_run():
+            return no_update, no_update, no_update      # a stale Continue request: nothing to run
+        version, msg = run_job(app, sid, action, iterations, set_progress, resume=resume)
         return version, msg, msg        # the job's own status line ends on how it ended, not its last progress
 
     if manager is not None:
@@ -126,7 +159,7 @@ def register(dash_app, app):
         Output(ids.RUN_VERSION, "data", allow_duplicate=True),
         Output(ids.RUN_MESSAGE, "children", allow_duplicate=True),
         Output(ids.JOB_STATUS, "children", allow_duplicate=True),
-        Input(ids.JOB_RUN, "n_clicks"),
+        Input(ids.JOB_RUN, "n_clicks"), Input(ids.JOB_RESUME, "data"),
         State(ids.JOB_ACTION, "value"), State(ids.JOB_ITERATIONS, "value"), State(ids.SESSION, "data"),
         background=True, manager=manager, prevent_initial_call=True, interval=400,
         progress=[Output(ids.JOB_PROGRESS, "value"), Output(ids.JOB_PROGRESS, "max"),

@@ -40,9 +40,9 @@ def timeline_tab():
         section("Diff two steps",
                 html.Div([
                     field("A", _labelled("Diff step A", dcc.Dropdown(id=ids.TIMELINE_DIFF_A, clearable=False,
-                                                                     className="small-dropdown wide"))),
+                                                                     className="step-dropdown"))),
                     field("B", _labelled("Diff step B", dcc.Dropdown(id=ids.TIMELINE_DIFF_B, clearable=False,
-                                                                     className="small-dropdown wide"))),
+                                                                     className="step-dropdown"))),
                     button(ids.TIMELINE_DIFF_BUTTON, "Diff",
                            "which blobs changed from step A to step B, and by how much"),
                 ], className="inline"),
@@ -109,9 +109,9 @@ def compare_tab(limit):
                     id=ids.COMPARE_KIND, clearable=False, className="small-dropdown wide"))),
                 html.Div([
                     field("Step A", _labelled("Compare step A", dcc.Dropdown(id=ids.COMPARE_A,
-                                                                             className="small-dropdown wide"))),
+                                                                             className="step-dropdown"))),
                     field("Step B", _labelled("Compare step B", dcc.Dropdown(id=ids.COMPARE_B,
-                                                                             className="small-dropdown wide"))),
+                                                                             className="step-dropdown"))),
                     field("rtol", dcc.Input(id=ids.COMPARE_RTOL, type="number", value=1e-3, min=0,
                                             className="num-input")),
                 ], className="inline"),

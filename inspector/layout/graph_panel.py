@@ -14,17 +14,51 @@ GRAPH_OPTIONS = (("fold_splits", "fold splits"), ("fold_inplace", "fold in-place
 DEFAULT_OPTIONS = ["fold_splits", "labels", "ghosts"]
 
 
+SHORTCUTS = (("F8  or  c", "Continue: resume after the layer that stopped, to the next hit or the end"),
+             ("F10  or  o", "Step over: the folded block at the step cursor as one step"),
+             ("Ctrl+F10  or  r", "Run to cursor: run to the selected layer"),
+             ("s", "Step ▶: forward one layer"),
+             ("/", "search layers and blobs"),
+             ("?", "this list (Esc closes it)"))
+
+
+def _labelled_button(id_, label, aria, title, disabled=False):
+    return html.Button(label, id=id_, n_clicks=0, className="btn", title=title, disabled=disabled,
+                       **{"aria-label": aria})
+
+
 def step_buttons(solver_ok):
     """Stepping by layers and whole passes (in the header's NetState row: what runs the net)."""
     return html.Div([
-        button(ids.STEP_FORWARD, "Step ▶", "forward one layer (the step cursor)"),
+        _labelled_button(ids.CONTINUE, "Continue ▶▶", "Continue", "resume after the layer that stopped, to the "
+                         "next breakpoint hit or the end (F8)", disabled=True),
+        button(ids.STEP_FORWARD, "Step ▶", "forward one layer (the step cursor; s)"),
+        _labelled_button(ids.STEP_OVER, "Step over", "Step over", "the folded block at the step cursor (or the "
+                         "block selected) as one step (F10)"),
         button(ids.STEP_BACKWARD, "◀ Step back", "backward one layer"),
-        button(ids.RUN_TO, "Run to selected", "forward from the cursor to the selected layer"),
+        _labelled_button(ids.RUN_TO, "Run to cursor", "Run to cursor", "run to the selected layer: forward from "
+                         "the step cursor, or, stopped, on to it (Ctrl+F10)"),
         button(ids.FORWARD_BACKWARD, "Forward + Backward", "the whole net, as Net::ForwardBackward"),
         button(ids.RESET, "Reset", "zero activations and gradients, clear the records"),
         html.Button("Solver step", id=ids.SOLVER_STEP, n_clicks=0, className="btn",
                     disabled=not solver_ok, title="one solver iteration (needs a solver prototxt)"),
+        _labelled_button(ids.HELP_BUTTON, "?", "Keyboard shortcuts", "keyboard shortcuts (?)"),
+        dcc.Store(id=ids.JOB_RESUME),
     ], className="inline buttons")
+
+
+def shortcuts_overlay():
+    """The keyboard shortcuts, listed (assets/shortcuts.js opens it with ? or the button)."""
+    return html.Div(html.Div([
+        html.Div([html.B("Keyboard shortcuts"),
+                  html.Button("×", className="dismiss shortcuts-close", title="close (Esc)",
+                              **{"aria-label": "Close keyboard shortcuts"})], className="shortcuts-head"),
+        html.Table(html.Tbody([html.Tr([html.Td(html.Kbd(k)), html.Td(v)]) for k, v in SHORTCUTS]),
+                   className="grid shortcuts"),
+        html.Div("The letter keys work while no text box has the focus; F8 and F10 work everywhere.",
+                 className="muted"),
+    ], className="shortcuts-box", role="dialog", **{"aria-label": "Keyboard shortcuts list"}),
+        id=ids.HELP_OVERLAY, className="shortcuts-overlay", style={"display": "none"})
 
 
 def stepping_bar():

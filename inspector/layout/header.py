@@ -34,6 +34,10 @@ def header(config, examples, gpu, steps=None):
                 upload(ids.UPLOAD_SOLVER, "solver", ".prototxt,.pbtxt,.txt", limit),
                 upload(ids.UPLOAD_MEAN, "mean", ".binaryproto", limit),
             ], className="uploads", title="Upload files (max %d MiB each)" % (limit // 2 ** 20)),
+            html.Div([
+                dcc.Dropdown([{"label": f, "value": f} for f in REPORT_FORMATS], "json",
+                             id=ids.REPORT_FORMAT, clearable=False, className="small-dropdown"),
+                button(ids.REPORT_BUTTON, "Download report")], className="inline export"),
         ], className="bar"),
         html.Div([
             field("Phase", dcc.RadioItems(["TRAIN", "TEST"], config.phase, id=ids.PHASE, inline=True)),
@@ -47,19 +51,70 @@ def header(config, examples, gpu, steps=None):
                          {"label": "GPU", "value": "GPU", "disabled": not gpu}],
                 value="GPU" if (config.gpu and gpu) else "CPU", id=ids.DEVICE, inline=True)),
             steps,
-            html.Div([
-                dcc.Dropdown([{"label": f, "value": f} for f in REPORT_FORMATS], "json",
-                             id=ids.REPORT_FORMAT, clearable=False, className="small-dropdown"),
-                button(ids.REPORT_BUTTON, "Download report")], className="inline export"),
             dcc.Download(id=ids.DOWNLOAD),
         ], className="bar bar2"),
         html.Div([html.Div(id=ids.LOAD_STATUS, className="load-status"),
                   html.Div(id=ids.RUN_MESSAGE, className="run-message")], className="status-row"),
         html.Div(id=ids.LOAD_ERROR, className="load-error-wrap"),
+        standin_box(),
         html.Div([html.Span(id=ids.ERROR_TEXT), html.Button("×", id=ids.ERROR_DISMISS, n_clicks=0,
                                                             className="dismiss", title="dismiss")],
                  id=ids.ERROR_BANNER, className="error-banner", style={"display": "none"}),
     ], className="header")
+
+
+def standin_box():
+    """Where a structure-only net says which data sources are missing, what it assumed,
+    and takes the shapes it could not know (hidden for other nets)."""
+    return html.Div([
+        html.Div(id=ids.STANDIN_TEXT),
+        html.Div([html.Div(id=ids.STANDIN_FORM, className="inline wrap"),
+                  html.Button("Apply shapes", id=ids.STANDIN_APPLY, n_clicks=0, className="btn",
+                              title="rebuild the net with these per-item shapes for the stood-in data tops",
+                              **{"aria-label": "Apply shapes"})], className="inline standin-form"),
+    ], id=ids.STANDIN_BOX, className="standin-box", role="status", style={"display": "none"})
+
+
+def shape_text(dims):
+    return "×".join(str(int(d)) for d in dims)
+
+
+def standin_children(graph, hints=None):
+    """(text, form) of the structure-only notice for ``graph`` (a NetGraph with stand-ins);
+    ``hints``: {layer: where its relative source was looked for, and where it is}."""
+    items = []
+    form = []
+    for s in graph.stand_ins:
+        where = " (looked for at %s)" % s.path if s.path and s.path != s.source else ""
+        items.append(html.Li([
+            html.B("layer %s (%s): " % (s.layer, s.type)),
+            html.Span("%s %s is %s%s" % (s.field, "'%s'" % s.source if s.source else "", s.reason, where),
+                      className="standin-missing"),
+            html.Div("stood in by an Input: " + "; ".join(t.text for t in s.tops), className="standin-shapes"),
+            html.Details([html.Summary("where it was looked for, and where it is", className="standin-why"),
+                          html.Pre(hints[s.layer], className="err-hint")])
+            if hints and hints.get(s.layer) else None]))
+        for t in s.tops:
+            if len(t.shape) < 2:
+                continue            # labels: one per item
+            form.append(html.Label([
+                html.Span("%s: %d ×" % (t.name, t.shape[0]), className="field-label"),
+                html.Div(dcc.Input(id={"type": ids.STANDIN_SHAPE, "top": t.name}, type="text",
+                                   value=shape_text(t.shape[1:]), debounce=False, className="short-input"),
+                         **{"aria-label": "Shape of %s" % t.name})],
+                className="field" + (" assumed" if t.assumed else "")))
+    assumed = any(s.assumed for s in graph.stand_ins)
+    text = [html.Div([html.B("Structure only: "),
+                      "this net's data is not on the server; %s. " % (
+                          "its data layer is stood in by an Input layer shaped from its params"
+                          if len(graph.stand_ins) == 1 else
+                          "its data layers are stood in by Input layers shaped from their params"),
+                      "The inputs are synthetic (Inputs tab: random, constant, a .npy file or an image)."]),
+            html.Ul(items, className="standin-list")]
+    if assumed:
+        text.append(html.Div("Some dimensions were assumed: give the real per-item shapes (C×H×W) and "
+                             "Apply shapes.", className="standin-assumed"))
+    return text, form
 
 
 def load_error_box(err, shown=None):
@@ -80,7 +135,8 @@ def load_error_box(err, shown=None):
         html.Div(where, className="err-loc") if where else None,
         html.Pre(err.message, className="err-message"),
         html.Pre(err.hint, className="err-hint") if getattr(err, "hint", "") else None,
-        html.Div("Still shown: %s, the last net that loaded; it stays usable." % shown if shown
+        html.Div(("Shown instead: %s, the default net." if getattr(err, "fallback", False) else
+                  "Still shown: %s, the last net that loaded; it stays usable.") % shown if shown
                  else "No net is loaded.", className="muted err-shown"),
     ], className="load-error", id="load-error-box")
 

@@ -26,6 +26,9 @@ def details_tab():
             field("Values at index (leading axes, e.g. 0,3)", dcc.Input(id=ids.VALUE_SLICE, type="text",
                                                                          value="0", debounce=True)),
             html.Div(id=ids.VALUE_TABLE, className="value-table"),
+            html.Button("Pin", id=ids.VALUE_PIN, n_clicks=0, className="btn", style={"display": "none"},
+                        title="keep this blob's full data and diff arrays with every later step (Timeline: pinned)",
+                        **{"aria-label": "Pin"}),
             npy_controls(),
         ], id=ids.BLOB_VIEW, style={"display": "none"}),
     ])
@@ -138,7 +141,11 @@ def chart(fig, cls=None):
     return dcc.Graph(figure=fig, config=plot_config(), className=cls)
 
 
-def value_table(rows, index, full):
+def value_table(rows, index, full, note=None):
+    """The values at ``index`` (rows of strings), or ``note`` when there are none to show
+    (a scrubbed step that kept statistics only)."""
+    if note is not None and not rows:
+        return html.Div(note, className="muted value-note")
     head = html.Div("values at [%s] — showing %d×%d of %s" % (
         ", ".join(str(i) for i in index) + (", …" if index else "…"), len(rows), len(rows[0]) if rows else 0,
         "×".join(str(d) for d in full)), className="muted")

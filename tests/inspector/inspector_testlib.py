@@ -45,6 +45,11 @@ layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
         inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.1 } } }
 """
 
+# PHASED_NET with a TRAIN-only layer reading a blob nobody makes: TRAIN fails in Init, TEST builds
+PHASED_BROKEN_TRAIN = PHASED_NET + """layer { name: "bad" type: "ReLU" bottom: "nope" top: "bad"
+                                      include { phase: TRAIN } }
+"""
+
 SYNTAX_ERROR_NET = """name: "Broken"
 layer {
   name: "in"

@@ -297,3 +297,160 @@ def test_breakpoint_hit_on_a_net_built_to_overflow(dash_duo, tmp_path):
     _click(dash_duo, ids.FORWARD)
     wait_for(lambda: "stopped" not in text_of(dash_duo, ids.RUN_MESSAGE)
              and "ForwardFromTo(0, 4)" in text_of(dash_duo, ids.RUN_MESSAGE), what="the full range")
+    # issue 22: stopped on nonfinite, disabled, run to the end: the source is listed once
+    _tab(dash_duo, "Findings")
+    wait_text(dash_duo, ids.HEALTH_TABLE, "Carried on by 1 layer: half")
+    assert text_of(dash_duo, ids.HEALTH_TABLE).count("Exp overflowed float32") == 1
+
+
+def _key(dash_duo, *keys):
+    """Keys pressed on the page (the focused element gets them, as from a keyboard)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    ActionChains(dash_duo.driver).send_keys(*keys).perform()
+
+
+def _message_after(dash_duo, before, needle, timeout=30):
+    return wait_for(lambda: (lambda m: m if m != before and needle in m else None)(text_of(dash_duo, ids.RUN_MESSAGE)),
+                    timeout, what="%r in the run message" % needle)
+
+
+def test_continue_step_over_and_run_to_cursor_by_keys(dash_duo, tmp_path):
+    """Issue 22: after a breakpoint stop, F10 steps over a folded block, F8 continues to the end
+    of the range; Run to cursor (Ctrl+F10) goes on to the selected layer; the shortcuts are listed
+    in an overlay opened with ? or the "Keyboard shortcuts" button."""
+    from inspector_testlib import RESNET_TINY
+    from selenium.webdriver.common.keys import Keys
+    app = _start(dash_duo, model=str(RESNET_TINY), phase="TEST")
+    overlay = dash_duo.find_element("#" + ids.HELP_OVERLAY)
+    dash_duo.find_element("[aria-label='Keyboard shortcuts']").click()
+    wait_for(overlay.is_displayed, what="the shortcuts overlay")
+    assert "F8" in overlay.text and "Continue" in overlay.text and "Step over" in overlay.text
+    _key(dash_duo, Keys.ESCAPE)
+    wait_for(lambda: not overlay.is_displayed(), what="the overlay closed by Esc")
+    dash_duo.find_element("h1.title").click()                # the focus off the button, on the page
+    _key(dash_duo, "?")
+    wait_for(overlay.is_displayed, what="the overlay opened by ?")
+    _key(dash_duo, Keys.ESCAPE)
+    wait_for(lambda: not overlay.is_displayed(), what="the overlay closed")
+    assert dash_duo.find_element("[aria-label='Continue']").get_attribute("disabled")   # nothing stopped yet
+
+    _tab(dash_duo, "Timeline")
+    _set_input(dash_duo, ids.BREAK_TEXT, "layer=stem_relu")
+    _click(dash_duo, ids.BREAK_ADD)
+    wait_text(dash_duo, ids.BREAK_STATUS, "added #1")
+    _click(dash_duo, ids.FORWARD)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "stopped after stem_relu")
+    wait_for(lambda: not dash_duo.find_element("[aria-label='Continue']").get_attribute("disabled"),
+             what="Continue enabled")
+    assert "forward from stem_stem_relu_0_split to accuracy" in \
+        dash_duo.find_element("[aria-label='Continue']").get_attribute("title")
+    _click(dash_duo, ids.COLLAPSE_ALL)                   # the residual blocks folded: one node each
+    wait_for(lambda: cy_eval(dash_duo, "return cy.nodes().filter(n => n.data('kind') === 'block').length;") == 2,
+             what="the blocks folded")
+    msg = text_of(dash_duo, ids.RUN_MESSAGE)
+    _key(dash_duo, Keys.F10)                             # the split after stem_relu: one layer
+    msg = _message_after(dash_duo, msg, "step: ForwardFromTo(6, 6)")
+    _key(dash_duo, Keys.F10)                             # the folded block res1: ten layers, one step
+    msg = _message_after(dash_duo, msg, "step over res1 (10 layers)")
+    s = _session(app)
+    assert [l.layer for l in s.loaded.recorder.steps[-1].layers][0] == "res1a" and s.cursor_forward == 17
+    _key(dash_duo, Keys.F8)                              # Continue: on to the end of the range
+    msg = _message_after(dash_duo, msg, "continue: ForwardFromTo(17, 33)")
+    assert "stopped" not in msg and "loss" in msg
+    wait_for(lambda: dash_duo.find_element("[aria-label='Continue']").get_attribute("disabled"),
+             what="Continue disabled at the end")
+    # Run to cursor: from the start it stops at the breakpoint on the way, then goes on to the cursor
+    click_node(dash_duo, "fc", until=details_show(dash_duo, "InnerProduct"))
+    from selenium.webdriver.common.action_chains import ActionChains
+    ActionChains(dash_duo.driver).key_down(Keys.CONTROL).send_keys(Keys.F10).key_up(Keys.CONTROL).perform()
+    msg = _message_after(dash_duo, msg, "stopped after stem_relu")
+    assert msg.startswith("run to fc: ForwardFromTo(0, 30)")
+    click_node(dash_duo, "fc", until=details_show(dash_duo, "InnerProduct"))
+    _click(dash_duo, ids.RUN_TO)
+    msg = _message_after(dash_duo, msg, "at the cursor: fc")
+    assert msg.startswith("run to cursor fc: continue: ForwardFromTo(6, 33)")
+    assert [b.id for b in s.breakpoints.items] == [1] and s.breakpoints.items[0].hit_count == 2
+    _tab(dash_duo, "Timeline")
+    wait_text(dash_duo, ids.TIMELINE_TABLE, "at the cursor: fc")
+    if os.environ.get("INSPECTOR_SCREENSHOTS"):
+        time.sleep(1.0)
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "continue_run_to_cursor.png"))
+    _key(dash_duo, Keys.F8)
+    msg = _message_after(dash_duo, msg, "continue: ForwardFromTo(31, 33)")
+
+
+def test_forwards_on_three_images_read_apart_and_a_scrubbed_blob_offers_pin(dash_duo, tmp_path):
+    """Issue 22: three forwards on three images are three different lines in the Timeline and the
+    Diff and Compare lists (each names its image and its step number); scrubbed back, a blob whose
+    arrays were not kept offers Pin in its value table."""
+    from PIL import Image
+    app = _start(dash_duo)
+    _tab(dash_duo, "Inputs")
+    for k, name in enumerate(("cat.png", "dog.png", "bird.png")):
+        path = tmp_path / name
+        Image.fromarray(np.full((28, 28), 60 * k + 20, np.uint8)).save(path)
+        dash_duo.driver.find_element("css selector", "#%s input[type=file]" % ids.UPLOAD_IMAGE).send_keys(str(path))
+        wait_text(dash_duo, ids.INPUT_FILE_STATUS, name)
+        _click(dash_duo, ids.APPLY_INPUTS)
+        wait_text(dash_duo, ids.INPUT_FILE_STATUS, "inputs set: image %s" % name)
+        _click(dash_duo, ids.FORWARD)
+        wait_for(lambda n=k + 1: _session(app).loaded.timeline is not None and len(_session(app).loaded.timeline) == n,
+                 what="forward %d" % (k + 1))
+    _tab(dash_duo, "Timeline")
+    wait_text(dash_duo, ids.TIMELINE_TABLE, "image bird.png")
+    table = text_of(dash_duo, ids.TIMELINE_TABLE)
+    assert all("ForwardFromTo(0, 8) · image %s into data" % n in table for n in ("cat.png", "dog.png", "bird.png"))
+    wait_text(dash_duo, ids.TIMELINE_DIFF_A, "#1 ForwardFromTo(0, 8) · image dog.png")    # the last two steps
+    wait_text(dash_duo, ids.TIMELINE_DIFF_B, "#2 ForwardFromTo(0, 8) · image bird.png")
+    _tab(dash_duo, "Compare")
+    wait_text(dash_duo, ids.COMPARE_A, "#1 ForwardFromTo(0, 8) · image dog.png")
+    # scrubbed back to the first step, a blob nobody pinned: its values were not kept, Pin is offered
+    _tab(dash_duo, "Timeline")
+    _slider_to(dash_duo, 0)
+    wait_text(dash_duo, ids.TIMELINE_INFO, "Showing step 0")
+    assert "image cat.png" in text_of(dash_duo, ids.TIMELINE_INFO)
+    click_node(dash_duo, "conv1", kind="blob", until=details_show(dash_duo, "as recorded at step 0"))
+    wait_text(dash_duo, ids.VALUE_TABLE, "kept statistics of conv1 only")
+    assert "0×0" not in text_of(dash_duo, ids.VALUE_TABLE)
+    pin = dash_duo.find_element("[aria-label='Pin']")
+    wait_for(pin.is_displayed, what="the Pin button")
+    pin.click()
+    wait_text(dash_duo, ids.VALUE_TABLE, "it is pinned now")
+    wait_for(lambda: not pin.is_displayed(), what="Pin done")
+    if os.environ.get("INSPECTOR_SCREENSHOTS"):
+        _tab(dash_duo, "Timeline")
+        time.sleep(1.0)
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "steps_tell_apart.png"))
+
+
+
+def test_continue_a_solver_run_stopped_at_a_breakpoint(dash_duo, tmp_path):
+    """Issue 22: a solver run (Training tab) stopped by a breakpoint inside an iteration; Continue
+    finishes that iteration after the layer that stopped and runs the rest of the run as a job."""
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(SOLVER % LENET)
+    app = _start(dash_duo, model=str(LENET), solver=str(solver), phase="TRAIN")
+    _tab(dash_duo, "Timeline")
+    _set_input(dash_duo, ids.BREAK_TEXT, "layer=ip2")
+    _click(dash_duo, ids.BREAK_ADD)
+    wait_text(dash_duo, ids.BREAK_STATUS, "added #1")
+    _tab(dash_duo, "Training")
+    _set_input(dash_duo, ids.JOB_ITERATIONS, 3)
+    _click(dash_duo, ids.JOB_RUN)
+    wait_text(dash_duo, ids.RUN_MESSAGE, "stopped in forward after ip2", timeout=60)
+    s = _session(app)
+    assert int(s.loaded.solver.iter) == 0 and s.paused["remaining"] == 2
+    continue_btn = dash_duo.find_element("[aria-label='Continue']")
+    wait_for(lambda: "the solver run after ip2 (forward), 2 more iteration" in continue_btn.get_attribute("title"),
+             what="Continue's tooltip")
+    continue_btn.click()                                          # on into the same iteration's backward
+    wait_text(dash_duo, ids.RUN_MESSAGE, "stopped in backward after ip2", timeout=60)
+    assert int(s.loaded.solver.iter) == 0
+    _tab(dash_duo, "Timeline")
+    dash_duo.select_dcc_dropdown("#" + ids.BREAK_SELECT, index=0)
+    _click(dash_duo, ids.BREAK_TOGGLE)
+    wait_text(dash_duo, ids.BREAK_STATUS, "#1 disabled")
+    continue_btn.click()                                          # the rest of the run, no more hits
+    wait_text(dash_duo, ids.RUN_MESSAGE, "continue: solver run: 3 iterations", timeout=90)
+    assert int(s.loaded.solver.iter) == 3 and s.paused is None
+    assert len(s.loaded.training.train) == 3

@@ -98,9 +98,9 @@ def test_details(app_ctx, sid):
     assert "filtered out" in str(children)
     children, _ = details.details(app_ctx, sid, {"kind": "layer", "name": "nope"})
     assert "not in this net" in children
-    hist, fmap, table = details.blob_view(app_ctx, sid, {"kind": "blob", "name": "conv1"}, "data", 0, 0, "0,3")
+    hist, fmap, table, _pin = details.blob_view(app_ctx, sid, {"kind": "blob", "name": "conv1"}, "data", 0, 0, "0,3")
     assert hist.data[0].type == "bar" and fmap.data[0].type == "heatmap" and "values at [0, 3" in str(table)
-    hist, fmap, table = details.blob_view(app_ctx, sid, {"kind": "blob", "name": "loss"}, "diff", 0, 0, "")
+    hist, fmap, table, _pin = details.blob_view(app_ctx, sid, {"kind": "blob", "name": "loss"}, "diff", 0, 0, "")
     assert fmap.layout.annotations                       # a scalar: no maps
 
 
@@ -166,7 +166,7 @@ def test_gpu_session(app_ctx, sid):
     assert "loss" in msg and not msg.startswith("⚠")
     s = _session(app_ctx, sid)
     assert s.loaded.recorder.steps[-1].device == "GPU"
-    hist, fmap, _t = details.blob_view(app_ctx, sid, {"kind": "blob", "name": "conv1"}, "diff", 0, 0, "")
+    hist, fmap, _t, _pin = details.blob_view(app_ctx, sid, {"kind": "blob", "name": "conv1"}, "diff", 0, 0, "")
     assert fmap.data[0].type == "heatmap"
     v, msg = stepping.act(app_ctx, sid, ids.DEVICE, device="CPU")
     v, msg = stepping.act(app_ctx, sid, ids.FORWARD, "digits", "loss")

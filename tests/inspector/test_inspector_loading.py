@@ -137,16 +137,21 @@ def test_models_from_the_page_may_not_reach_outside_the_root(tmp_path):
     reader = root / "reader.prototxt"
     reader.write_text('layer { name: "d" type: "Data" top: "data" '
                       'data_param { source: "/etc" backend: LMDB batch_size: 1 } }')
-    with pytest.raises(loading.FileAccessRefused, match="outside the model root") as ei:
-        loading.build(ModelSpec(model=str(reader)), model_root=str(root))
-    assert ei.value.layer == "d" and loading.load_error(ei.value).layer == "d"
+    # a data source outside the root is never opened: the layer is stood in (structure only) and says why
+    ld = loading.build(ModelSpec(model=str(reader)), model_root=str(root))
+    (si,) = ld.graph.stand_ins
+    assert si.layer == "d" and si.source == "/etc" and "outside the model root" in si.reason
+    assert ld.graph.layer("d").type == "Data" and ld.graph.layer("d").stand_in
+    assert ld.graph.inputs == ("data",) and ld.runlog.input_layers == (0,)
+    # any other file outside the root is refused, naming the field
+    (root / "lmdb").mkdir()
     mean = root / "mean.prototxt"
-    mean.write_text('layer { name: "d" type: "Input" top: "data" input_param { shape { dim: 1 } } }\n'
-                    'layer { name: "m" type: "ImageData" top: "x" top: "y" '
+    mean.write_text('layer { name: "m" type: "Data" top: "x" top: "y" '
                     'transform_param { mean_file: "../secret.binaryproto" } '
-                    'image_data_param { source: "list.txt" batch_size: 1 } }')
-    with pytest.raises(loading.FileAccessRefused, match="mean_file"):
+                    'data_param { source: "%s" batch_size: 1 backend: LMDB } }' % (root / "lmdb"))
+    with pytest.raises(loading.FileAccessRefused, match="mean_file") as ei:
         loading.build(ModelSpec(model=str(mean)), model_root=str(root))
+    assert ei.value.layer == "m" and loading.load_error(ei.value).layer == "m"
     writer = root / "writer.prototxt"
     writer.write_text('layer { name: "d" type: "Input" top: "data" input_param { shape { dim: 1 dim: 2 } } }\n'
                       'layer { name: "w" type: "HDF5Output" bottom: "data" hdf5_output_param { file_name: "x.h5" } }')

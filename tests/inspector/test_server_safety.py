@@ -202,11 +202,17 @@ def test_model_paths_outside_the_root_are_refused(serve, tmp_path):
     assert "does not exist" in lt._text(open_path(tab, "nets/nope.prototxt").get("load-error.children"))
     assert "not a file" in lt._text(open_path(tab, "nets").get("load-error.children"))
     # a model from the page that would read outside the root is refused by layer
-    reader = ('layer { name: "d" type: "Data" top: "data" '
-              'data_param { source: "%s" backend: LMDB batch_size: 1 } }' % tmp_path)
+    reader = ('layer { name: "d" type: "Data" top: "data" transform_param { mean_file: "%s/m.binaryproto" } '
+              'data_param { source: "%s" backend: LMDB batch_size: 1 } }' % (tmp_path, root / "nets"))
     err = lt._text(upload(tab, "model", "reader.prototxt", reader).get("load-error.children"))
     assert "FileAccessRefused" in err and "outside the model root" in err and "layer d" in err
     assert tab.props["net-version.data"] == version
+    # a data source outside the root is never opened: the net opens structure only, that layer stood in
+    reader = ('name: "Standin" layer { name: "d" type: "Data" top: "data" '
+              'data_param { source: "%s" backend: LMDB batch_size: 1 } }' % tmp_path)
+    out = upload(tab, "model", "reader2.prototxt", reader)
+    assert out.get("load-error.children") is None and "Standin" in lt._text(out["load-status.children"])
+    version = tab.props["net-version.data"]
     # inside the root (also through a symlink that stays inside, and absolute): it loads
     for path in ("nets/tiny.prototxt", "inside_link.prototxt", str(root / "nets" / "tiny.prototxt")):
         out = open_path(tab, path)

@@ -3,6 +3,7 @@ addresses), the phase a net opens in, controls after a failed load, the
 file-access check after filtering, where relative data paths were looked
 for, and the Plotly config of every figure."""
 import os
+from pathlib import Path
 
 import pytest
 from dash import dcc
@@ -138,11 +139,16 @@ def test_a_deploy_net_opened_from_the_page_is_in_test(root_ctx):
 
 
 def test_controls_show_the_loaded_net_after_a_failed_load(root_ctx):
+    root = root_ctx.config.model_root
+    (Path(root) / "lmdb").mkdir()
+    (Path(root) / "phased.prototxt").write_text(PHASED_NET.replace(
+        'data_param { source: "/etc/passwd_lmdb"',
+        'transform_param { mean_file: "/etc/mean.binaryproto" } data_param { source: "%s/lmdb"' % root))
     sid = new_session_id()
     v, err, s, _ = load.handle_load(root_ctx, sid, ids.MODEL_PATH_OPEN, path="phased.prototxt")
     assert err is None and s.loaded.spec.phase == "TEST"              # Input, no loss: a deploy net
     good = s.loaded
-    # TRAIN builds the Data layer, which reads outside the model root: refused
+    # TRAIN builds the Data layer, whose mean file is outside the model root: refused
     v, err, s, _ = load.handle_load(root_ctx, sid, ids.PHASE, phase="TRAIN", level=0, stages=[])
     assert "outside the model root" in err.message and s.loaded is good
     ex, path, phase, level, stages, _ = load.controls(root_ctx, s, [])
@@ -152,13 +158,16 @@ def test_controls_show_the_loaded_net_after_a_failed_load(root_ctx):
     # a bad path: the box and controls still describe the Phased net
     v, err, s, _ = load.handle_load(root_ctx, sid, ids.MODEL_PATH, path="nope.prototxt")
     assert "does not exist" in err.message and load.controls(root_ctx, s, [])[1] == "phased.prototxt"
-    # nothing loaded at all: the box says so
+    # a fresh tab whose net cannot be built opens the default net instead, with the error beside it
     sid2 = new_session_id()
     root_ctx.config.model = str(root_ctx.config.model_root) + "/missing.prototxt"
     v, err, s2, _ = load.handle_load(root_ctx, sid2, None)
-    assert s2.loaded is None and err is not None
-    assert "No net is loaded." in str(load.load_error_box(err, load.describe(s2)))
-    assert "stays loaded" not in str(load.load_error_box(err, load.describe(s2)))
+    assert s2.loaded is not None and s2.loaded.graph.name == "LeNetDigits" and err is not None
+    assert "missing.prototxt" in err.message
+    box = str(load.load_error_box(err, load.describe(s2)))
+    assert "Shown instead: LeNetDigits" in box and "the default net" in box
+    # nothing loaded at all: the box says so
+    assert "No net is loaded." in str(load.load_error_box(err, None))
 
 
 def test_only_layers_that_survive_filtering_are_checked(root_ctx, tmp_path):
@@ -166,9 +175,10 @@ def test_only_layers_that_survive_filtering_are_checked(root_ctx, tmp_path):
     spec = ModelSpec(model=os.path.join(root, "phased.prototxt"), phase="TEST")
     ld = loading.build(spec, model_root=root)                          # the TRAIN-only Data layer is never built
     assert ld.graph.name == "Phased" and not ld.graph.has_layer("train_data")
-    with pytest.raises(loading.FileAccessRefused, match="train_data.*outside the model root") as ei:
-        loading.build(ModelSpec(model=spec.model, phase="TRAIN"), model_root=root)
-    assert ei.value.layer == "train_data"
+    # in TRAIN its source (outside the model root) is never opened: the layer is stood in
+    train = loading.build(ModelSpec(model=spec.model, phase="TRAIN"), model_root=root)
+    (si,) = train.graph.stand_ins
+    assert si.layer == "train_data" and "outside the model root" in si.reason
     # the same through an upload
     sid = new_session_id()
     load.handle_load(root_ctx, sid, None)
@@ -187,19 +197,19 @@ def test_relative_paths_say_where_they_were_looked_for(tmp_path, monkeypatch):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    # from the page, with the model root as working directory's sibling: the cwd path is outside the root
-    with pytest.raises(loading.FileAccessRefused) as ei:
-        loading.build(ModelSpec(model=str(net)), model_root=str(root))
-    msg = str(ei.value)
-    assert str(cwd / "digits_lmdb") in msg and "working directory" in msg
-    # trusted (command line): Caffe opens it from the cwd, where it is missing; the hint names both places
+    # from the page, with the model root as working directory's sibling: the cwd path is outside the root,
+    # never opened: the layer is stood in, and says where it was looked for
+    ld = loading.build(ModelSpec(model=str(net)), model_root=str(root))
+    (si,) = ld.graph.stand_ins
+    assert si.path == str(cwd / "digits_lmdb") and "outside the model root" in si.reason
+    # trusted (command line): Caffe opens it from the cwd, where it is missing: stood in; the hint names both places
     cfg = InspectorConfig(model=str(net), model_root=str(tmp_path))
     ctx = AppContext(config=cfg, store=SessionStore(4, 3600), examples=cfg.examples())
     v, err, s, _ = load.handle_load(ctx, new_session_id(), None)
-    assert s.loaded is None and err.layer == "d"
-    assert str(cwd / "digits_lmdb") in err.hint and str(root / "nets" / "digits_lmdb") in err.hint
-    assert "start the server in %s" % (root / "nets") in err.hint
-    assert "digits_lmdb" in str(load.load_error_box(err, None))
+    assert err is None and s.loaded.graph.stand_ins[0].reason == "not found"
+    hint = load.standin_hints(s)["d"]
+    assert str(cwd / "digits_lmdb") in hint and str(root / "nets" / "digits_lmdb") in hint
+    assert "start the server in %s" % (root / "nets") in hint
     # started from the model's folder, it loads
     monkeypatch.chdir(root / "nets")
     hint = loading.relative_path_hint(__import__("engine.core.upgrade", fromlist=["x"]).read_net_params(str(net)),
@@ -211,10 +221,10 @@ RELATIVE_READER = ('name: "Reader"\nlayer { name: "d" type: "Data" top: "data" t
                    'data_param { source: "digits_lmdb" backend: LMDB batch_size: 1 } }\n')
 
 
-def test_a_relative_data_path_refused_from_the_page_says_where_it_was_looked_for(tmp_path, monkeypatch):
+def test_a_relative_data_path_from_the_page_says_where_it_was_looked_for(tmp_path, monkeypatch):
     """From the page, by path: the relative source resolves against the working directory,
-    outside the model root: refused, and the page says where it looked and that the folder is
-    beside the model (start the server there)."""
+    outside the model root: never opened, the layer is stood in (structure only), and the page
+    says where it looked and that the folder is beside the model (start the server there)."""
     root = tmp_path / "root"
     (root / "nets" / "digits_lmdb").mkdir(parents=True)
     (root / "nets" / "reader.prototxt").write_text(RELATIVE_READER)
@@ -225,29 +235,28 @@ def test_a_relative_data_path_refused_from_the_page_says_where_it_was_looked_for
     ctx = AppContext(config=cfg, store=SessionStore(4, 3600), examples=cfg.examples())
     sid = new_session_id()
     v, err, s, _ = load.handle_load(ctx, sid, ids.MODEL_PATH_OPEN, path="nets/reader.prototxt")
-    assert err.layer == "d" and "outside the model root" in err.message
-    assert str(cwd / "digits_lmdb") in err.hint and "working directory" in err.hint
-    assert str(root / "nets" / "digits_lmdb") in err.hint and "start the server in %s" % (root / "nets") in err.hint
-    box = str(load.load_error_box(err, load.describe(s)))
-    assert "looked for at %s" % (cwd / "digits_lmdb") in box
-    # the same net uploaded: its folder is the server's business, the hint says to open it by path
-    v, err, s, _ = load.handle_load(ctx, sid, ids.UPLOAD_MODEL, upload=(data_url(RELATIVE_READER), "reader.prototxt"))
-    assert err.layer == "d" and "looked for at %s" % (cwd / "digits_lmdb") in err.hint
-    assert "open the model by path instead" in err.hint
-    assert s.loaded is None or s.loaded.graph.name != "Reader"
+    assert err is None and s.loaded.graph.name == "Reader"
+    (si,) = s.loaded.graph.stand_ins
+    assert si.layer == "d" and "outside the model root" in si.reason
+    hint = load.standin_hints(s)["d"]
+    assert str(cwd / "digits_lmdb") in hint and "working directory" in hint
+    assert str(root / "nets" / "digits_lmdb") in hint and "start the server in %s" % (root / "nets") in hint
 
 
 def test_an_upload_is_checked_in_the_phase_it_opens_in(root_ctx):
     """The uploaded net's TRAIN-only Data layer names /etc/passwd_lmdb: the upload opens in TEST
     (Input, no loss), where that layer is filtered out and never opened: accepted; asking for
-    TRAIN builds it: refused, naming the layer, and the TEST net stays."""
+    TRAIN builds the net structure-only: that layer is stood in by an Input (never opened), and
+    the page says why."""
     sid = new_session_id()
     v, err, s, _ = load.handle_load(root_ctx, sid, ids.UPLOAD_MODEL, upload=(data_url(PHASED_NET), "phased.prototxt"))
     assert err is None and s.loaded.graph.name == "Phased" and s.loaded.spec.phase == "TEST"
     assert [g.name for g in s.loaded.graph.ghosts] == ["train_data"]         # drawn faded, never built
     v, err, s, _ = load.handle_load(root_ctx, sid, ids.PHASE, phase="TRAIN", level=0, stages=[])
-    assert err.layer == "train_data" and "/etc/passwd_lmdb" in err.message and "outside the model root" in err.message
-    assert s.loaded.spec.phase == "TEST" and s.loaded.spec.uploaded
+    assert err is None and s.loaded.spec.phase == "TRAIN" and s.loaded.spec.uploaded
+    (si,) = s.loaded.graph.stand_ins
+    assert si.layer == "train_data" and si.source == "/etc/passwd_lmdb" and "outside the model root" in si.reason
+    assert s.loaded.net.blobs["data"].shape == (2, 3, 224, 224)      # batch_size 2; the rest assumed
 
 
 # ------------------------------------------------------------------ sessions <-> addresses

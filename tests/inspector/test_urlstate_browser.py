@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 import pytest
 from browser_helpers import click_node, details_show, text_of, wait_for, wait_text
-from inspector_testlib import DEPLOY_NET, PHASED_NET
+from inspector_testlib import DEPLOY_NET, PHASED_BROKEN_TRAIN
 from selenium.webdriver.common.keys import Keys
 
 from inspector import create_app, ids
@@ -146,14 +146,14 @@ def test_deploy_net_opened_from_the_page_is_in_test_and_enter_loads(dash_duo, tm
 
 
 def test_failed_load_keeps_every_control_on_the_loaded_net(dash_duo, tmp_path):
-    (tmp_path / "phased.prototxt").write_text(PHASED_NET)
+    (tmp_path / "phased.prototxt").write_text(PHASED_BROKEN_TRAIN)
     _start(dash_duo, model_root=str(tmp_path))
     _type_path(dash_duo, "phased.prototxt")
     _wait_status(dash_duo, "Phased")
     wait_for(lambda: _checked(dash_duo, ids.PHASE) == "TEST", what="TEST for a net fed by Input")
-    # TRAIN fails (its Data layer reads outside the model root): the controls go back to the net shown
+    # TRAIN fails (a TRAIN-only layer reads a blob nobody makes): the controls go back to the net shown
     dash_duo.find_element("#%s input[value='TRAIN']" % ids.PHASE).click()
-    wait_text(dash_duo, ids.LOAD_ERROR, "outside the model root")
+    wait_text(dash_duo, ids.LOAD_ERROR, "nope")
     err = text_of(dash_duo, ids.LOAD_ERROR)
     assert "Still shown: Phased from phased.prototxt (TEST)" in err and "stays loaded" not in err
     wait_for(lambda: _checked(dash_duo, ids.PHASE) == "TEST", what="the Phase control back on TEST")
@@ -166,8 +166,9 @@ def test_failed_load_keeps_every_control_on_the_loaded_net(dash_duo, tmp_path):
     wait_text(dash_duo, ids.LOAD_ERROR, "does not exist")
     assert "Still shown: SiameseStages" in text_of(dash_duo, ids.LOAD_ERROR)
     assert "Siamese" in _dropdown_text(dash_duo, ids.EXAMPLE)
-    wait_for(lambda: dash_duo.find_element("#" + ids.MODEL_PATH).get_attribute("value") == "",
-             what="the path box to show the loaded net's (an example: none)")
+    time.sleep(0.5)
+    # the typed path stays in the box, to be fixed in place
+    assert dash_duo.find_element("#" + ids.MODEL_PATH).get_attribute("value") == "missing.prototxt"
     assert _checked(dash_duo, ids.PHASE) == "TRAIN"
 
 
