@@ -7,8 +7,15 @@ import pytest
 
 from benchmarks import netgen
 from engine.core.upgrade import read_net_params
-from engine.instruments.blocks import (find_blocks, innermost, name_key, net_layers, param_layers, stage_key,
-                                       with_sections)
+from engine.instruments.blocks import (
+    find_blocks,
+    innermost,
+    name_key,
+    net_layers,
+    param_layers,
+    stage_key,
+    with_sections,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -480,7 +480,7 @@ def _layout_group(g, members, es, sizes, widths, wrap=frozenset()):
         lay = wrap_chains(lay, es, w, wrap)
     rank_h = [1.0] * max(lay.height, 1)
     for r, row in enumerate(lay.order):
-        if row and all(m.startswith(PORT) or m.startswith(DUMMY) for m in row):
+        if row and all(m.startswith((PORT, DUMMY)) for m in row):
             rank_h[r] = PORT_RANK        # the entry port's rank: a short step, not a whole rank
     for m in members:
         if m in sizes:

@@ -143,7 +143,7 @@ def test_long_chains_of_folded_blocks_wrap_into_columns():
     chain = ["b%d" % i for i in range(36)]
     nodes = ["in"] + chain + ["out"]
     edges = list(zip(nodes, nodes[1:]))
-    widths = {n: 20.0 for n in nodes}
+    widths = dict.fromkeys(nodes, 20.0)
     plain = gl.compound_layout(nodes, edges, widths)
     lay = gl.compound_layout(nodes, edges, widths, wrap=frozenset(chain))
     xs = sorted({round(lay.positions[n][0], 3) for n in chain})
