@@ -48,6 +48,9 @@
         var cy = cyOf();
         if (!cy || cy === S.cy) { return cy; }
         S.cy = cy;
+        // a double-click within half a second, as desktops count them (cytoscape's 250 ms missed
+        // double-clicks while the page was busy with the first click's selection)
+        if (cy.multiClickDebounceTime) { cy.multiClickDebounceTime(450); }
         pinBackgrounding(cy.nodes());
         cy.on('add', 'node', function (e) { pinBackgrounding(e.target); });
         cy.on('mouseover', 'node, edge', showHover);
