@@ -12,7 +12,7 @@
                toggle: 'block-toggle'};
     var S = {cy: null, net: null, viewed: false, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
              mapImage: null, mapBox: null, mapDirty: true, mapQueued: false, reframeQueued: false, far: null,
-             labelsQueued: false};
+             labelsQueued: false, lodTimer: null, lodQueued: false};
 
     function cyOf() {
         var el = document.getElementById(IDS.graph);
@@ -48,13 +48,17 @@
         var cy = cyOf();
         if (!cy || cy === S.cy) { return cy; }
         S.cy = cy;
+        // a double-click within half a second, as desktops count them (cytoscape's 250 ms missed
+        // double-clicks while the page was busy with the first click's selection)
+        if (cy.multiClickDebounceTime) { cy.multiClickDebounceTime(450); }
         pinBackgrounding(cy.nodes());
         cy.on('add', 'node', function (e) { pinBackgrounding(e.target); });
         cy.on('mouseover', 'node, edge', showHover);
         cy.on('mouseout', 'node, edge', hideHover);
         cy.on('viewport', function () { hideHover(); queueMap(false); });
-        cy.on('zoom', function () { edgeLabels(cy, false); });
+        cy.on('zoom', function () { edgeLabels(cy, false); lodLater(cy); });
         cy.on('add data class', 'edge', function () { queueEdgeLabels(cy); });   // new or redrawn edges
+        cy.on('add data class', 'node', function () { queueLod(cy); });          // new or redrawn nodes
         cy.on('add remove position data', function () { queueMap(true); });
         cy.on('add', function () {
             if (S.viewed || S.net !== null) { queueReframe(cy); return; }
@@ -103,12 +107,12 @@
     function markSelection(cy, sel) {
         cy.batch(function () {
             cy.elements('.sel').removeClass('sel');
-            matches(cy, sel).addClass('sel');
+            holding(cy, sel).addClass('sel');
         });
     }
 
     // ------------------------------------------------------------------ views
-    var LABEL_ZOOM = 0.7;      // node labels (11px) show above 0.5, edge labels from 0.7: a first view reads well
+    var LABEL_ZOOM = 0.95;     // a first view shows every label: nodes' (10.5 px on screen) and blobs' (9.5 px)
 
     function viewWidth(cy) {       // the graph's width left of the overview (nodes stay clickable)
         var canvas = document.getElementById(IDS.minimap);
@@ -126,17 +130,39 @@
         return z;
     }
 
+    function drawnBox(cy) {        // the drawing's box without labels (their size follows the zoom)
+        return cy.elements().boundingBox({includeLabels: false, includeOverlays: false});
+    }
+
     function firstView(cy) {
-        var bb = cy.elements().boundingBox();
+        var bb = drawnBox(cy);
         if (!isFinite(bb.w) || bb.w <= 0) { return; }
         var z = firstZoom(cy, bb);
         cy.zoom(z);
         cy.pan({x: viewWidth(cy) / 2 - (bb.x1 + bb.w / 2) * z, y: 44 - bb.y1 * z});   // below the legend
+        lod(cy);
+    }
+
+    // The whole net in the area left of the overview; zoomed out, the room the outermost
+    // frames' names need beside them is kept on the right.
+    function fitView(cy) {
+        var bb = drawnBox(cy), w = viewWidth(cy), h = cy.height();
+        if (!isFinite(bb.w) || bb.w <= 0) { return null; }
+        var fit = function (room) {
+            return Math.max(cy.minZoom(), Math.min((w - 60 - room) / Math.max(bb.w, 1), (h - 90) / Math.max(bb.h, 1),
+                                                   cy.maxZoom()));
+        };
+        var z = fit(0), room = 0;
+        if (z < Z_FULL) {
+            room = sideRoom(cy);
+            z = fit(room);
+        }
+        return {zoom: z, pan: {x: (w - bb.w * z - room) / 2 - bb.x1 * z, y: 44 + (h - 44) / 2 - (bb.y1 + bb.h / 2) * z}};
     }
 
     // Labels by level of detail: cytoscape hides small text only at powers of two of the zoom,
     // so edge labels (blob shapes) are switched off below EDGE_LABEL_ZOOM here.
-    var EDGE_LABEL_ZOOM = 0.7;        // = LABEL_ZOOM: a first view shows every label
+    var EDGE_LABEL_ZOOM = 0.95;       // blob shapes (10 px) from here: zooming in shows them
 
     function edgeLabels(cy, always) {
         var far = cy.zoom() < EDGE_LABEL_ZOOM;
@@ -154,6 +180,78 @@
         window.requestAnimationFrame(function () { S.labelsQueued = false; edgeLabels(cy, true); });
     }
 
+    // Names at every zoom (the stylesheet's classes, inspector/cyto.py): from Z_FULL every
+    // node's full label; below, a node's name alone at SHORT_PX on screen where it fits
+    // inside the node, an outermost frame's summary (name, blocks or layers, output shape)
+    // at SIDE_PX beside it, an inner frame's name above it at TOP_PX where it fits.  Sizes
+    // are set when a zoom ends (not on every frame of a wheel or a pinch).
+    var Z_FULL = 0.86, SHORT_PX = 10, SIDE_PX = 12, TOP_PX = 10, LOD_CLASSES = ['short', 'nolabel', 'side', 'top'];
+    var FONT = 'Inter, Segoe UI, Helvetica, Arial, sans-serif', measurer = null;
+
+    function textWidth(text, px, bold) {     // on-screen width of one line of text at px
+        measurer = measurer || document.createElement('canvas').getContext('2d');
+        measurer.font = (bold ? 'bold ' : '') + px + 'px ' + FONT;
+        return measurer.measureText(text).width;
+    }
+
+    function linesWidth(text, px, bold) {
+        return Math.max.apply(null, String(text || '').split('\n').map(function (t) { return textWidth(t, px, bold); }));
+    }
+
+    function sideText(n, z) {                // two lines where the frame is tall enough on screen, else one
+        var t = n.data('short') || n.data('label') || '';
+        return n.data('h') * z >= 2.6 * SIDE_PX ? t : t.replace(/\n/g, ' · ');
+    }
+
+    function sideRoom(cy) {                  // screen px the outermost frames' summaries need beside them
+        var room = 0;
+        cy.nodes('[outer]').forEach(function (n) {
+            room = Math.max(room, linesWidth(n.data('short') || '', SIDE_PX, true) + 20);
+        });
+        return room;
+    }
+
+    function lodOf(n, z) {                   // [class, font size in graph units, side text] at zoom z
+        var k = n.data('kind');
+        if (z >= Z_FULL) { return ['', null, null]; }
+        if (k === 'group') {
+            if (n.data('outer')) { return ['side', SIDE_PX / z, sideText(n, z)]; }
+            var name = (n.data('label') || '');
+            if (z >= 0.4 && textWidth(name, TOP_PX, true) + 8 <= n.data('w') * z) { return ['top', TOP_PX / z, null]; }
+            return ['nolabel', null, null];
+        }
+        var w = n.scratch('_w10');
+        if (w === undefined) { w = textWidth(n.data('short') || '', SHORT_PX, false); n.scratch('_w10', w); }
+        if (w + 6 <= n.data('w') * z && n.data('h') * z >= SHORT_PX + 2) { return ['short', SHORT_PX / z, null]; }
+        return ['nolabel', null, null];
+    }
+
+    function lod(cy) {
+        var z = cy.zoom();
+        cy.batch(function () {
+            cy.nodes().forEach(function (n) {
+                var want = lodOf(n, z), cls = want[0];
+                if (want[1] !== null && n.data('fs') !== want[1]) { n.data('fs', want[1]); n.data('fm', 6 / z); }
+                if (want[2] !== null && n.data('side') !== want[2]) { n.data('side', want[2]); }
+                LOD_CLASSES.forEach(function (c) {
+                    var on = c === cls;
+                    if (n.hasClass(c) !== on) { n.toggleClass(c, on); }
+                });
+            });
+        });
+    }
+
+    function lodLater(cy) {                  // when the zoom has stopped changing
+        if (S.lodTimer) { window.clearTimeout(S.lodTimer); }
+        S.lodTimer = window.setTimeout(function () { S.lodTimer = null; lod(cy); }, 140);
+    }
+
+    function queueLod(cy) {                  // the page redrew nodes (their classes come from the server)
+        if (S.lodQueued) { return; }
+        S.lodQueued = true;
+        window.requestAnimationFrame(function () { S.lodQueued = false; lod(cy); });
+    }
+
     // After the drawing changed (folding, options): a view that no longer shows the net, or
     // shows it as a speck (Collapse all after looking at the whole net expanded), starts again
     // from the first view; opening or folding one block leaves the view where it is.
@@ -162,12 +260,38 @@
         S.reframeQueued = true;
         window.requestAnimationFrame(function () {
             S.reframeQueued = false;
-            var bb = cy.elements().boundingBox(), ext = cy.extent();
+            var bb = drawnBox(cy), ext = cy.extent();
             if (!isFinite(bb.w) || bb.w <= 0) { return; }
             var away = bb.x2 < ext.x1 || bb.x1 > ext.x2 || bb.y2 < ext.y1 || bb.y1 > ext.y2;
             var speck = bb.w < ext.w * 0.4 && bb.h < ext.h * 0.4 && cy.zoom() < 0.8 * firstZoom(cy, bb);
             if (away || speck) { firstView(cy); }
+            keepInView(cy);
         });
+    }
+
+    // The selection, or the folded block now holding it, stays in the visible part of the
+    // graph through whatever redraws it (expand, collapse, all of them, a phase, a reload).
+    function holding(cy, sel) {
+        var own = matches(cy, sel);
+        if (own.nonempty() || !sel || !sel.name) { return own; }
+        var needle = '|' + sel.name + '|';
+        if (sel.kind === 'block') {          // folded inside a bigger block
+            return cy.nodes('[inner]').filter(function (n) { return n.data('inner').indexOf(needle) >= 0; });
+        }
+        return cy.collection();
+    }
+
+    function keepInView(cy) {
+        var eles = holding(cy, S.selection);
+        if (eles.empty()) { return; }
+        var bb = eles.boundingBox({includeLabels: false, includeOverlays: false}), ext = cy.extent();
+        var z = cy.zoom(), right = ext.x1 + viewWidth(cy) / z, top = ext.y1 + 44 / z;     // left of the overview,
+        var inside = bb.x1 >= ext.x1 && bb.x2 <= right && bb.y1 >= top && bb.y2 <= ext.y2;   // below the legend
+        var big = bb.w > right - ext.x1 || bb.h > ext.y2 - top;
+        if (inside || (big && bb.x1 < right && bb.x2 > ext.x1 && bb.y1 < ext.y2 && bb.y2 > top)) { return; }
+        var w = viewWidth(cy), h = cy.height();
+        var cx = bb.x1 + bb.w / 2, cy_ = big ? bb.y1 + (h - 44) / (2 * z) - 20 / z : bb.y1 + bb.h / 2;
+        cy.pan({x: w / 2 - cx * z, y: 44 + (h - 44) / 2 - cy_ * z});
     }
 
     function centreOn(cy, eles, animate) {
@@ -293,9 +417,18 @@
         hits().forEach(function (h) { h.classList.toggle('active', h === li); });
     }
 
+    // fields that take typed text ("/" is a character there); a radio button, a checkbox or a
+    // button keeps focus after a click, and "/" still goes to the search box from them
+    var TEXT_INPUTS = {text: 1, search: 1, number: 1, email: 1, password: 1, url: 1, tel: 1, date: 1, time: 1};
+
+    function takesText(t) {
+        var tag = t && t.tagName ? t.tagName.toLowerCase() : '';
+        if (tag === 'input') { return !!TEXT_INPUTS[(t.getAttribute('type') || 'text').toLowerCase()]; }
+        return tag === 'textarea' || tag === 'select' || !!(t && t.isContentEditable);
+    }
+
     document.addEventListener('keydown', function (ev) {
-        var t = ev.target, tag = t && t.tagName ? t.tagName.toLowerCase() : '';
-        var typing = tag === 'input' || tag === 'textarea' || tag === 'select' || (t && t.isContentEditable);
+        var t = ev.target, typing = takesText(t);
         if (ev.key === '/' && !typing && !ev.ctrlKey && !ev.metaKey && !ev.altKey) {
             var box = document.getElementById(IDS.search);
             if (box) { ev.preventDefault(); box.focus(); box.select && box.select(); }
@@ -373,7 +506,7 @@
                         if (S.net !== null || !S.viewed) { firstView(cy); }   // else: the page's first view is on
                         S.net = net;
                         S.viewed = true;
-                        var named = matches(cy, S.selection);   // an address naming a layer: show it
+                        var named = holding(cy, S.selection);   // an address naming a layer: show it
                         if (named.nonempty()) { centreOn(cy, named, false); }
                         stampDrawn();
                     }
@@ -393,15 +526,12 @@
                 var cy = hook();
                 if (!cy) { return window.dash_clientside.no_update; }
                 if (which === 'btn-fit-selection') {
-                    centreOn(cy, matches(cy, S.selection), true);
+                    centreOn(cy, holding(cy, S.selection), true);
                 } else {           // the whole net in the area left of the overview
-                    var bb = cy.elements().boundingBox(), w = viewWidth(cy), h = cy.height();
-                    if (!isFinite(bb.w) || bb.w <= 0) { return {fit: which}; }
-                    var z = Math.min((w - 60) / Math.max(bb.w, 1), (h - 60) / Math.max(bb.h, 1), cy.maxZoom());
-                    z = Math.max(z, cy.minZoom());
+                    var view = fitView(cy);
+                    if (!view) { return {fit: which}; }
                     cy.stop(true, false);
-                    cy.animate({zoom: z, pan: {x: w / 2 - (bb.x1 + bb.w / 2) * z, y: h / 2 - (bb.y1 + bb.h / 2) * z}},
-                               {duration: 220});
+                    cy.animate(view, {duration: 220});
                 }
                 return {fit: which};
             }

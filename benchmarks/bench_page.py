@@ -1,12 +1,21 @@
 """Time from opening the inspector's page to a drawn graph, in headless Chromium;
-and how smoothly the whole net pans and zooms.
+switching the phase; and how smoothly the whole net pans and zooms.
 
-Starts ``python app.py MODEL --port PORT`` (this checkout), opens the page
-``--loads`` times, each in a fresh tab (a new browser session, so the server
-opens the net for it as for a new user), and reports for each load the time
-from navigation start to the first frame with the graph drawn: the graph's
-nodes on screen (the cytoscape graph's first view, or the Plotly graph's first
-points for older versions of the page).
+Starts ``python app.py MODEL --port PORT`` (this checkout) and reports, each
+as the list of times and their median (the machine is usually busy):
+
+- **warm open** (``--loads``): the page opened in a fresh tab of a browser that
+  has opened it before (its scripts cached), a new session, so the server
+  opens the net for it as for a new user: ms from navigation start to the
+  first frame with the graph drawn (the cytoscape graph's first view, or the
+  Plotly graph's first points for older versions of the page);
+- **fresh-profile open** (``--fresh``): the same in a new browser with an
+  empty profile each time (nothing cached: every script is fetched), as a
+  first-time user opens it;
+- **phase switch** (``--phase``): a click on the Phase radio button that is
+  not checked (TRAIN <-> TEST, alternating) to the first frame with the
+  graph's caption naming the new phase (the net rebuilt in that phase and
+  drawn).
 
 ``--before ROOT`` measures another checkout (e.g. ``git worktree add`` or
 ``git archive`` of an older commit) in the same run: both servers run side by
@@ -19,7 +28,8 @@ and out for ``--frames`` animation frames (requestAnimationFrame driving
 cytoscape's pan and zoom, as a wheel or a drag does): frame times and the
 frames that missed 60 fps.
 
-    python benchmarks/bench_page.py [MODEL] [--loads 3] [--before ROOT] [--panzoom] [--json out.json]
+    python benchmarks/bench_page.py [MODEL] [--loads 3] [--fresh 3] [--phase 4] [--before ROOT]
+                                    [--panzoom] [--json out.json]
 
 MODEL defaults to ResNet-152 as KaimingHe's deploy file (``netgen.deploy``:
 no weight fillers, old-style input fields; the page opens it in TEST).  Needs
@@ -85,11 +95,15 @@ requestAnimationFrame(function (now) { last = now; requestAnimationFrame(step); 
 """
 
 
-def _driver():
+def _driver(profile=None):
+    """Headless Chromium at 1600x1000; ``profile``: its user-data folder (a fresh,
+    empty one for a first-time user)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     o = Options()
     o.add_argument("--headless=new")
+    if profile:
+        o.add_argument("--user-data-dir=%s" % profile)
     o.add_argument("--window-size=1600,1000")
     o.add_argument("--no-sandbox")
     for name in ("chromium", "chromium-browser", "google-chrome"):
@@ -97,6 +111,25 @@ def _driver():
             o.binary_location = shutil.which(name)
             break
     return webdriver.Chrome(options=o)
+
+
+# click the Phase radio button that is not checked; resolve with the ms to the first frame whose
+# graph caption names the new phase (the caption and the elements come from one callback)
+PHASE_SWITCH = """
+const limit = arguments[0], done = arguments[arguments.length - 1];
+const radios = Array.from(document.querySelectorAll('#phase input[type=radio]'));
+const other = radios.find(r => !r.checked);
+if (!other) { done(null); return; }
+const want = other.value, t0 = performance.now();
+other.click();
+(function poll() {
+  const t = document.getElementById('graph-title');
+  if (t && t.innerText.indexOf('\u2014 ' + want) >= 0) {
+    requestAnimationFrame(() => done(performance.now() - t0));
+  } else if (performance.now() - t0 > limit) { done(null); }
+  else { setTimeout(poll, 10); }
+})();
+"""
 
 
 def _wait_server(url, timeout=120):
@@ -144,6 +177,24 @@ class Page:
         d.get(self.url)
         return _wait_drawn(d, timeout)
 
+    def fresh(self, timeout=60.0):
+        """ms from navigation start to the drawn graph in a new browser with an empty profile."""
+        profile = tempfile.mkdtemp(prefix="bench-page-profile-")
+        d = _driver(profile)
+        try:
+            d.get(self.url)
+            return _wait_drawn(d, timeout)
+        finally:
+            d.quit()
+            shutil.rmtree(profile, ignore_errors=True)
+
+    def phase_switch(self, timeout=60.0):
+        """ms from a click on the unchecked Phase radio button to the first frame with the
+        graph's caption naming that phase (in the tab opened last)."""
+        d = self.driver
+        d.set_script_timeout(timeout)
+        return d.execute_async_script(PHASE_SWITCH, int(timeout * 1000))
+
     def panzoom(self, frames=240, timeout=120.0):
         """Frame times (ms) while panning and zooming the fully expanded net."""
         d = self.driver
@@ -167,6 +218,11 @@ class Page:
         self.server.wait(timeout=20)
 
 
+def _median(times):
+    times = [t for t in times if t is not None]
+    return statistics.median(times) if times else float("nan")
+
+
 def frame_summary(times):
     times = sorted(times)
     return {"frames": len(times), "median_ms": statistics.median(times),
@@ -178,7 +234,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model", nargs="?", help="prototxt (default: ResNet-152 deploy, KaimingHe's file as netgen.py "
                                             "writes it)")
-    p.add_argument("--loads", type=int, default=3)
+    p.add_argument("--loads", type=int, default=3, help="warm opens: fresh tabs of a browser that opened the page")
+    p.add_argument("--fresh", type=int, default=3, help="opens in a new browser with an empty profile each")
+    p.add_argument("--phase", type=int, default=4, help="phase switches (TRAIN <-> TEST), alternating")
     p.add_argument("--port", type=int, default=int(os.environ.get("INSPECTOR_TEST_PORT", 8111)))
     p.add_argument("--root", default=ROOT, help="the checkout whose app.py to start (default: this one)")
     p.add_argument("--before", help="another checkout to measure in the same run, loads alternating")
@@ -204,15 +262,30 @@ def main(argv=None):
     try:
         for _k, pg in pages:
             pg.start()
-        times = {k: [] for k, _pg in pages}
+        figures = {k: {"warm": [], "fresh": [], "phase": []} for k, _pg in pages}
         for _ in range(a.loads):
             for k, pg in pages:
                 time.sleep(a.pause)
-                times[k].append(pg.load())
+                figures[k]["warm"].append(pg.load())
+        for _ in range(a.fresh):
+            for k, pg in pages:
+                time.sleep(a.pause)
+                figures[k]["fresh"].append(pg.fresh())
+        for _ in range(a.phase):
+            for k, pg in pages:
+                time.sleep(1.0)
+                figures[k]["phase"].append(pg.phase_switch())
+        names = {"warm": "warm open (fresh tab, cached scripts) -> graph drawn",
+                 "fresh": "fresh-profile open -> graph drawn", "phase": "phase switch -> graph drawn"}
         for k, _pg in pages:
-            print("%s %s: page open -> graph drawn, ms: %s (best %.0f)" % (
-                k, os.path.basename(model), ", ".join("%.0f" % t for t in times[k]), min(times[k])))
-            out[k] = {"times_ms": times[k], "best_ms": min(times[k])}
+            out[k] = {}
+            for what, times in figures[k].items():
+                if not times:
+                    continue
+                print("%s %s: %s, ms: %s (median %.0f, best %.0f)" % (
+                    k, os.path.basename(model), names[what], ", ".join("-" if t is None else "%.0f" % t for t in times),
+                    _median(times), min(t for t in times if t is not None) if any(times) else float("nan")))
+                out[k][what] = {"times_ms": times, "median_ms": _median(times)}
         if a.panzoom:
             for k, pg in pages:
                 n, frames = pg.panzoom(a.frames)

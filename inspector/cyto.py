@@ -63,6 +63,9 @@ def _node_element(node):
             "w": round(w, 1), "h": h, "hover": hover_lines(node.hover)}
     if node.members:
         data["members"] = "|" + "|".join(node.members) + "|"
+    if node.inner:
+        data["inner"] = "|" + "|".join(node.inner) + "|"      # a folded block: the blocks inside it
+    data["short"] = node.short or node.name   # its name, shown zoomed out (assets/graph.js)
     if node.parent:
         data["frame"] = node.parent         # the frame drawn around it (a plain node: see _frame_element)
     classes = [node.kind]
@@ -82,9 +85,12 @@ def _frame_element(node, box, depth):
     node: those are restyled with everything inside them), sized to ``box``."""
     x0, y0, x1, y1 = box
     data = {"id": node.id, "kind": "group", "name": node.name, "label": node.label, "fill": node.fill,
-            "hover": hover_lines(node.hover), "w": round(x1 - x0, 1), "h": round(y1 - y0, 1), "z": depth}
+            "hover": hover_lines(node.hover), "w": round(x1 - x0, 1), "h": round(y1 - y0, 1), "z": depth,
+            "short": node.short or node.label}
     if node.parent:
         data["frame"] = node.parent
+    else:
+        data["outer"] = 1                   # an outermost frame: zoomed out, its summary beside it
     return {"data": data, "position": {"x": round((x0 + x1) / 2, 1), "y": round((y0 + y1) / 2, 1)},
             "classes": "group"}
 
@@ -209,11 +215,14 @@ Z_EDGE, Z_NODE, Z_SEL = 10, 20, 30
 
 def stylesheet():
     """The graph's style: colours and sizes come from each element's data.  Labels by level
-    of detail (cytoscape rounds the zoom up to a power of two for min-zoomed-font-size):
-    block frames' and node names show above zoom 0.5 (below, nested frames' names, 4 px
-    high, ran into each other), edge labels (the
-    blob's shape, and its name unless a layer of that name made it; once per blob, under
-    the layer that writes it) from 0.7 (the page marks edges "far" below it)."""
+    of detail, every label shown at least 10 px high on screen (``assets/graph.js`` sets
+    the classes and sizes as the zoom changes): from zoom 0.86 each node's full label (11 px
+    at zoom 1) and each frame's name above it; below, a node shows its name alone (``short``,
+    10 px on screen) where it fits inside the node, else nothing, an outermost frame (a
+    stage, a section) its name, size and output shape beside it (``side``, 12 px), an inner
+    frame its name above it (``top``, 10 px) where that fits; edge labels (the blob's shape,
+    and its name unless a layer of that name made it; once per blob, under the layer that
+    writes it) from zoom 0.95 (the page marks edges "far" below it)."""
     node_text = {"label": "data(label)", "font-family": FONT, "font-size": 11, "color": "data(fg)",
                  "text-valign": "center", "text-halign": "center", "min-zoomed-font-size": 7,
                  "text-wrap": "wrap", "text-max-width": 400}
@@ -244,8 +253,20 @@ def stylesheet():
             "width": 1.6, "line-color": "data(colour)", "target-arrow-color": "data(colour)",
             "target-arrow-shape": "triangle", "arrow-scale": 0.8, "curve-style": "bezier",
             "edge-distances": "node-position", "z-index-compare": "manual", "z-index": Z_EDGE}},
+        {"selector": "node.short", "style": {
+            "label": "data(short)", "font-size": "data(fs)", "color": "#1a1a1a", "font-weight": "normal",
+            "text-wrap": "none", "min-zoomed-font-size": 0, "text-background-color": "#ffffff",
+            "text-background-opacity": 0.75, "text-background-padding": "1px",
+            "text-background-shape": "round-rectangle"}},
+        {"selector": "node.nolabel", "style": {"label": ""}},
+        {"selector": "node.group.side", "style": {
+            "label": "data(side)", "font-size": "data(fs)", "text-halign": "right", "text-valign": "center",
+            "text-margin-x": "data(fm)", "text-margin-y": 0, "text-wrap": "wrap", "text-max-width": 2000,
+            "min-zoomed-font-size": 0, "text-justification": "left", "color": "#1f2d3d",
+            "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "2px"}},
+        {"selector": "node.group.top", "style": {"font-size": "data(fs)", "min-zoomed-font-size": 0}},
         {"selector": "edge[label]", "style": {
-            "font-size": 9, "font-family": FONT, "color": "#555", "min-zoomed-font-size": 8,
+            "font-size": 10, "font-family": FONT, "color": "#555", "min-zoomed-font-size": 8,
             "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "1px"}},
         {"selector": "edge[src_label]", "style": {"source-label": "data(src_label)", "source-text-offset": 16}},
         {"selector": "edge[mid_label]", "style": {"label": "data(mid_label)"}},

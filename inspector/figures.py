@@ -4,7 +4,7 @@ engine, no state.
 
 - :func:`histogram_figure`, :func:`mosaic_figure` (feature maps, filters),
   :func:`rgb_mosaic_figure`, :func:`memory_figure`, :func:`time_figure`,
-  :func:`empty_figure`.
+  :func:`empty_figure`, :func:`message_figure` (figure dicts where no plotly object is needed).
 """
 import numpy as np
 import plotly.graph_objects as go
@@ -77,36 +77,48 @@ def rgb_mosaic_figure(rgb, title=""):
 
 
 # ------------------------------------------------------------------ findings charts
+# Plain figure dicts, not plotly.graph_objects: building and validating go.Bar traces (and
+# loading plotly's validators the first time) held the Findings tab up for seconds.
+def _bars_figure(names, series, unit):
+    """Stacked bars as a figure dict: ``series`` = [(label, values, colour)]."""
+    data = [{"type": "bar", "x": list(names), "y": [float(v) for v in values], "name": label,
+             "marker": {"color": colour}, "hovertemplate": "%{x}: %{y:.3f} " + unit + "<extra>" + label + "</extra>"}
+            for label, values, colour in series]
+    layout = {"barmode": "stack", "font": FONT, "height": 300, "margin": {"l": 50, "r": 10, "t": 10, "b": 80},
+              "plot_bgcolor": "white", "yaxis": {"title": {"text": unit}, "gridcolor": "#eee"},
+              "xaxis": {"tickangle": -60}, "legend": {"orientation": "h", "x": 0.0, "y": 1.0, "yanchor": "bottom"}}
+    return {"data": data, "layout": layout}
+
+
+def message_figure(message):
+    """An empty chart saying ``message`` (a figure dict: no plotly template sent with it)."""
+    return {"data": [], "layout": {
+        "xaxis": {"visible": False}, "yaxis": {"visible": False}, "plot_bgcolor": "white", "paper_bgcolor": "white",
+        "margin": {"l": 10, "r": 10, "t": 10, "b": 10}, "font": FONT, "height": 120,
+        "annotations": [{"text": message, "x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper", "showarrow": False,
+                         "font": {"size": 13, "color": "#777"}}]}}
+
+
 def memory_figure(rows, title=""):
-    """Stacked bars: ``rows`` = [(layer, activations, gradients, params)] in bytes."""
+    """Stacked bars: ``rows`` = [(layer, activations, gradients, params)] in bytes (a figure dict)."""
     if not rows:
-        return empty_figure("no layers")
-    names = [r[0] for r in rows]
+        return message_figure("no layers")
     parts = (("activations (data)", 1, "#4e79a7"), ("gradients (diff)", 2, "#a0cbe8"),
              ("params (data + diff)", 3, "#f28e2b"))
-    fig = go.Figure([go.Bar(x=names, y=[r[k] / 2 ** 20 for r in rows], name=label, marker_color=c,
-                            hovertemplate="%{x}: %{y:.3f} MiB<extra>" + label + "</extra>")
-                     for label, k, c in parts])
-    fig.update_layout(barmode="stack", font=FONT, title=dict(text=title, font=dict(size=12)),
-                      height=300, margin=dict(l=50, r=10, t=30 if title else 10, b=80), plot_bgcolor="white",
-                      yaxis=dict(title="MiB", gridcolor="#eee"), xaxis=dict(tickangle=-60),
-                      legend=dict(orientation="h", x=0.0, y=1.0, yanchor="bottom"))
+    fig = _bars_figure([r[0] for r in rows], [(label, [r[k] / 2 ** 20 for r in rows], c) for label, k, c in parts],
+                       "MiB")
+    if title:
+        fig["layout"].update(title={"text": title, "font": {"size": 12}}, margin={"l": 50, "r": 10, "t": 30, "b": 80})
     return fig
 
 
 def time_figure(rows, title=""):
-    """Stacked bars: ``rows`` = [(layer, forward ms, backward ms)]."""
+    """Stacked bars: ``rows`` = [(layer, forward ms, backward ms)] (a figure dict)."""
     rows = [r for r in rows if r[1] is not None or r[2] is not None]
     if not rows:
-        return empty_figure("no timings yet: run forward or backward")
-    names = [r[0] for r in rows]
-    fig = go.Figure([
-        go.Bar(x=names, y=[r[1] or 0.0 for r in rows], name="forward", marker_color="#59a14f",
-               hovertemplate="%{x}: %{y:.3f} ms<extra>forward</extra>"),
-        go.Bar(x=names, y=[r[2] or 0.0 for r in rows], name="backward", marker_color="#e15759",
-               hovertemplate="%{x}: %{y:.3f} ms<extra>backward</extra>")])
-    fig.update_layout(barmode="stack", font=FONT, title=dict(text=title, font=dict(size=12)),
-                      height=300, margin=dict(l=50, r=10, t=30 if title else 10, b=80), plot_bgcolor="white",
-                      yaxis=dict(title="ms", gridcolor="#eee"), xaxis=dict(tickangle=-60),
-                      legend=dict(orientation="h", x=0.0, y=1.0, yanchor="bottom"))
+        return message_figure("no timings yet: run forward or backward")
+    fig = _bars_figure([r[0] for r in rows], [("forward", [r[1] or 0.0 for r in rows], "#59a14f"),
+                                              ("backward", [r[2] or 0.0 for r in rows], "#e15759")], "ms")
+    if title:
+        fig["layout"].update(title={"text": title, "font": {"size": 12}}, margin={"l": 50, "r": 10, "t": 30, "b": 80})
     return fig

@@ -36,8 +36,10 @@ def default_phase(model):
     if not isinstance(model, (str, bytes, os.PathLike)):
         return TEST if is_deploy_net(model) else TRAIN
     import engine
+
+    from .loading import read_source  # parsed once per version of the file
     try:
-        param = engine.read_net_params(os.fspath(model))
+        param = read_source(os.fspath(model), copy=False)
     except (engine.CaffeError, OSError):        # unreadable or invalid: the build reports the real error
         return TEST if "deploy" in os.path.basename(os.fspath(model)).lower() else TRAIN
     return TEST if is_deploy_net(param) else TRAIN

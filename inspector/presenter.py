@@ -6,13 +6,14 @@ returns figures or panel data.  The display graph and its layout are cached on
 the Loaded per view option, so a recolour after a step costs only the view
 model and the figure.
 """
+import threading
 from collections import OrderedDict
 
 import numpy as np
 
 from engine.instruments import blocks as blocks_mod
 from engine.instruments import graph_layout
-from engine.instruments.blocks import find_blocks
+from engine.instruments.blocks import find_blocks, with_sections
 from inspector import adapters, cyto, figures
 from inspector import panel_models as pm
 from inspector import view_models as vm
@@ -29,11 +30,39 @@ def display_options(blob_mode="edges", options=()):
                              labels="labels" in options)
 
 
+_SHARED = OrderedDict()       # what depends only on a net's structure, by its key: blocks, layouts
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared(key, make, keep=48):
+    """``make()`` once per ``key`` across loaded nets (a phase switch or the next tab
+    rebuilds a net of the same structure: its blocks and layouts are the same)."""
+    with _SHARED_LOCK:
+        hit = _SHARED.get(key)
+        if hit is not None:
+            _SHARED.move_to_end(key)
+            return hit
+    hit = make()
+    with _SHARED_LOCK:
+        _SHARED[key] = hit
+        while len(_SHARED) > keep:
+            _SHARED.popitem(last=False)
+    return hit
+
+
+def structure_key(graph):
+    """What the drawing depends on: the layers and their wiring (graph.key) and the blobs' shapes."""
+    return graph.key, tuple(b.shape for b in graph.blobs)
+
+
 def blocks(loaded):
-    """The net's blocks (engine.instruments.blocks), found once per loaded net."""
+    """The net's blocks (engine.instruments.blocks: found from names and structure, and
+    the sections before the first stage and after the last), found once per structure."""
     cache = loaded.cache
     if "blocks" not in cache:
-        cache["blocks"] = tuple(find_blocks(loaded.graph.layers))
+        layers = loaded.graph.layers
+        cache["blocks"] = _shared(("blocks", loaded.graph.key),
+                                  lambda: tuple(with_sections(layers, find_blocks(layers))))
     return cache["blocks"]
 
 
@@ -51,7 +80,8 @@ def expanded_set(loaded, expanded):
     if expanded is None:
         key = "default_expanded"
         if key not in loaded.cache:
-            loaded.cache[key] = default_expanded(loaded.graph, blocks(loaded))
+            loaded.cache[key] = _shared(("default_expanded", loaded.graph.key),
+                                        lambda: default_expanded(loaded.graph, blocks(loaded)))
         return loaded.cache[key]
     known = {b.id for b in blocks(loaded)}
     return tuple(sorted(set(expanded) & known))
@@ -64,9 +94,12 @@ def display_and_layout(loaded, opts, expanded=None):
     layouts = cache.setdefault("layouts", OrderedDict())
     hit = layouts.get(key)
     if hit is None:
-        display = vm.display_graph(loaded.graph, opts, blocks(loaded), opened)
-        nodes, edges, widths = display.layout_input()
-        hit = (display, graph_layout.compound_layout(nodes, edges, widths, display.groups, display.member_of()))
+        def make():
+            display = vm.display_graph(loaded.graph, opts, blocks(loaded), opened)
+            nodes, edges, widths = display.layout_input()
+            return display, graph_layout.compound_layout(nodes, edges, widths, display.groups, display.member_of(),
+                                                         wrap=display.wrappable())
+        hit = _shared(("layout", structure_key(loaded.graph)) + key, make)
         layouts[key] = hit
         while len(layouts) > 24:
             layouts.popitem(last=False)
@@ -165,7 +198,8 @@ def block_panel(loaded, block_id):
     m = metrics(loaded)
     ms = [m[i].time_ms for i in b.layers if i in m and m[i].time_ms is not None]
     kinds = {"name": "layers named alike", "structure": "a fork and the join of its branches",
-             "stage": "a run of blocks of one stage"}
+             "stage": "a run of blocks of one stage",
+             "section": "the layers before the first stage (input) or after the last (head)"}
     summary = [("found from", kinds.get(b.kind, b.kind)), ("layers", str(len(b.layers))),
                ("inside", b.parent or "—"), ("reads", shaped(b.inputs)), ("writes", shaped(b.outputs)),
                ("FLOPs", vm._fmt(float(flops)) if flops else "—"), ("memory", vm.format_bytes(mem)),

@@ -301,9 +301,18 @@ def _forward_end(session, i):
 
 
 def step_forward(session):
+    """Forward one layer drawn in the graph: the layer at the cursor with the inserted
+    splits right after it (they copy its output, and the graph draws them folded into
+    it), or, when the cursor is on a split, that split and the layer after it."""
     ld = _loaded(session)
-    i = session.cursor_forward if 0 <= session.cursor_forward < len(ld.graph.layers) else 0
-    return "step: " + forward_range(session, i, i, resume_end=_forward_end(session, i))
+    layers = ld.graph.layers
+    i = session.cursor_forward if 0 <= session.cursor_forward < len(layers) else 0
+    e = i
+    while layers[e].is_split and e + 1 < len(layers):
+        e += 1
+    while e + 1 < len(layers) and layers[e + 1].is_split:
+        e += 1
+    return "step: " + forward_range(session, i, e, resume_end=_forward_end(session, e))
 
 
 def step_over(session, expanded=None, selection=None):

@@ -80,6 +80,7 @@ class DisplayGraph:
     node_of_layer: Dict[int, str]
     groups: Dict[str, Optional[str]] = field(default_factory=dict)   # expanded block -> its parent block
     blocks: Dict[str, Any] = field(default_factory=dict)              # every block of the net, by id
+    split_sources: Dict[int, int] = field(default_factory=dict)       # folded split -> the drawn layer it follows
 
     def layout_input(self):
         """(node ids in preferred order, (src, dst) pairs, {node: width}) for
@@ -99,6 +100,14 @@ class DisplayGraph:
         """{node id: the expanded block drawn around it} for compound_layout."""
         return {n.id: n.group for n in self.nodes if n.group}
 
+    def wrappable(self):
+        """The folded blocks: long chains of them are laid out in columns."""
+        return frozenset(n.id for n in self.nodes if n.kind == "block")
+
+    def split_source(self, layer):
+        """The drawn layer a folded split ``layer`` copies the output of (None: none)."""
+        return self.split_sources.get(layer)
+
 
 CHAR = 1.0          # x units per label character
 BOX = 4.0           # x units for a node's marker and the gap after its label
@@ -112,8 +121,33 @@ def _shape_text(shape):
     return "×".join(str(d) for d in shape) if shape else "scalar"
 
 
-def block_label(block):
+def block_label(block, children=0):
+    """A block's name and size: its blocks when it holds some (a stage: "res4 · 36
+    blocks"), else its layers ("res4b22 · 14 layers")."""
+    if children:
+        return "%s · %d block%s" % (block.name, children, "" if children == 1 else "s")
     return "%s · %d layers" % (block.name, len(block.layers))
+
+
+def child_counts(blocks):
+    """{block id: how many blocks it holds directly}."""
+    out: Dict[str, int] = {}
+    for b in blocks:
+        if b.parent:
+            out[b.parent] = out.get(b.parent, 0) + 1
+    return out
+
+
+def inner_blocks(blocks):
+    """{block id: the ids of the blocks inside it, at any depth}."""
+    by_id = {b.id: b for b in blocks}
+    out: Dict[str, list] = {b.id: [] for b in blocks}
+    for b in blocks:
+        p = b.parent
+        while p is not None and p in by_id:
+            out[p].append(b.id)
+            p = by_id[p].parent
+    return out
 
 
 def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):
@@ -126,7 +160,7 @@ def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):
     for e in graph.edges:
         src_of.setdefault((e.dst, e.dst_bottom), e.src)
     node_of, members = _node_of_layer(graph.layers, src_of, folded_at, opts)
-    nodes = _layer_nodes(graph, members, by_id, group_at)
+    nodes = _layer_nodes(graph, members, by_id, group_at, child_counts(blocks))
     wiring = _Wiring(graph, opts, nodes, node_of, src_of, folded_at)
     for e in graph.edges:
         wiring.data_edge(e)
@@ -137,7 +171,21 @@ def display_graph(graph, opts=DisplayOptions(), blocks=(), expanded=None):
     if opts.show_ghosts and graph.ghosts:
         edges.extend(_ghost_nodes(graph, nodes, node_of))
     return DisplayGraph(tuple(nodes.values()), tuple(edges), node_of,
-                        drawn_groups(groups, (nd.group for nd in nodes.values())), by_id)
+                        drawn_groups(groups, (nd.group for nd in nodes.values())), by_id,
+                        _split_sources(graph.layers, src_of, node_of))
+
+
+def _split_sources(layers, src_of, node_of):
+    """{folded split: the drawn layer whose output it copies}."""
+    out = {}
+    for l in layers:
+        if l.is_split and l.index not in node_of:
+            p = src_of.get((l.index, 0), -1)
+            while p >= 0 and p not in node_of:
+                p = src_of.get((p, 0), -1)
+            if p >= 0:
+                out[l.index] = p
+    return out
 
 
 def _node_of_layer(layers, src_of, folded_at, opts):
@@ -163,16 +211,17 @@ def _node_of_layer(layers, src_of, folded_at, opts):
     return node_of, members
 
 
-def _layer_nodes(graph, members, by_id, group_at):
-    """{node id: DNode} of the layer and folded-block nodes."""
+def _layer_nodes(graph, members, by_id, group_at, children):
+    """{node id: DNode} of the layer and folded-block nodes (``children``: child_counts)."""
     layers = graph.layers
     nodes = {}
     for nid, idx in members.items():
         first = layers[idx[0]]
         if nid.startswith("K:"):
             b = by_id[nid[2:]]
-            nodes[nid] = DNode(nid, "block", b.name, block_label(b), tuple(b.layers), category=_main_category(
-                graph, b.layers), sort_key=float(b.layers[0]), group=b.parent or "", block=b.id)
+            nodes[nid] = DNode(nid, "block", b.name, block_label(b, children.get(b.id, 0)), tuple(b.layers),
+                               category=_main_category(graph, b.layers), sort_key=float(b.layers[0]),
+                               group=b.parent or "", block=b.id)
             continue
         label = first.name if len(idx) == 1 else "%s (+%d)" % (first.name, len(idx) - 1)
         nodes[nid] = DNode(nid, "layer", first.name, label, tuple(idx), category=first.category,
@@ -398,6 +447,8 @@ class NodeView:
     mark: str = ""                   # "stopped": where the last step stopped; "ran": in its range
     width: float = 0.0               # frames: their size in layout units (x units, ranks)
     height: float = 0.0
+    short: str = ""                  # what it shows zoomed out: its name (a frame: name, size and shape)
+    inner: Tuple[str, ...] = ()      # a folded block: the blocks folded inside it (at any depth)
 
 
 @dataclass(frozen=True)
@@ -668,9 +719,7 @@ def _worst_inside(graph, node, findings):
 
 
 def _block_label(graph, node, block, metrics, findings):
-    shape = ""
-    if block.outputs and graph.has_blob(block.outputs[-1]):
-        shape = _shape_text(graph.blob(block.outputs[-1]).shape)
+    shape = block_shape(graph, block)
     flag = ""
     if any(metrics.get(i) is not None and metrics[i].nonfinite for i in node.layers):
         flag = " ⚠ NaN"
@@ -726,6 +775,8 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
                     values[node.id] = v
     lo, hi, log = value_range(list(values.values()))
 
+    marks = _visible_marks(display, marks)
+    inside = inner_blocks(display.blocks.values())
     nodes = []
     for node in display.nodes:
         x, y = layout.positions.get(node.id, (0.0, 0.0))
@@ -734,9 +785,12 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
                                                         blob_states, findings, colour_by, (value, lo, hi, log))
         line = STATE_COLOURS.get(state, "#888888") if node.kind != "ghost" else "#aaaaaa"
         width = 3.0 if state in (FRESH, STALE) else 1.0
+        inner = (node.block,) + tuple(inside.get(node.block, ())) if node.kind == "block" else ()
+        short = display.blocks[node.block].name if node.kind == "block" else node.name
         nodes.append(NodeView(node.id, node.kind, node.block or node.name, x, y, label, fill, value, line, width,
                               state, hover, _selected(node, graph, sel_kind, sel_name),
-                              "F:" + node.group if node.group else "", members, _mark(node, marks)))
+                              "F:" + node.group if node.group else "", members, _mark(node, marks),
+                              short=short, inner=inner))
     nodes.extend(_group_views(graph, display, layout, sel_name if sel_kind == "block" else None))
     edges = [_edge_view(e, graph, layout, states, sel_kind == "blob" and sel_name == e.blob) for e in display.edges]
     legend, scale = _legend(colour_by, display, values, lo, hi, log)
@@ -784,15 +838,37 @@ def _group_views(graph, display, layout, selected_block):
     """A frame per expanded block, at its CompoundLayout box; ``selected_block``:
     the selected block's id (None: no block is selected)."""
     boxes = getattr(layout, "boxes", {}) or {}
+    kids = child_counts(display.blocks.values())
     out = []
     for g, parent in display.groups.items():
         b = display.blocks[g]
         bx, by, bw, bh = boxes.get(g, (0.0, 0.0, 0.0, 0.0))
-        out.append(NodeView("F:" + g, "group", g, bx, by, block_label(b), BLOCK_FRAME_FILL, None, "#9aa8bd", 1.0,
+        label = block_label(b, kids.get(g, 0))
+        shape = block_shape(graph, b)
+        out.append(NodeView("F:" + g, "group", g, bx, by, label, BLOCK_FRAME_FILL, None, "#9aa8bd", 1.0,
                             NA, "<b>%s</b> — %d layers (click the frame to select it)" % (b.name, len(b.layers)),
                             selected_block == g, "F:" + parent if parent else "",
-                            tuple(graph.layers[i].name for i in b.layers), "", bw, bh))
+                            tuple(graph.layers[i].name for i in b.layers), "", bw, bh,
+                            short=label + ("\n" + shape if shape else "")))
     return out
+
+
+def block_shape(graph, block):
+    """The shape of what a block writes last ("" if unknown)."""
+    if block.outputs and graph.has_blob(block.outputs[-1]):
+        return _shape_text(graph.blob(block.outputs[-1]).shape)
+    return ""
+
+
+def _visible_marks(display, marks):
+    """``marks`` with a step that stopped on a layer not drawn (an inserted split, folded
+    away) stopped at the layer whose output it splits, the one drawn in its place."""
+    if marks is None or marks.stopped is None or marks.stopped in display.node_of_layer:
+        return marks
+    from dataclasses import replace
+    drawn = [i for i in marks.ran if i in display.node_of_layer and i <= marks.stopped]
+    at = drawn[-1] if drawn else display.split_source(marks.stopped)
+    return replace(marks, stopped=at) if at is not None else marks
 
 
 def _edge_view(e, graph, layout, states, selected):

@@ -7,7 +7,15 @@ import pytest
 
 from benchmarks import netgen
 from engine.core.upgrade import read_net_params
-from engine.instruments.blocks import find_blocks, innermost, name_key, net_layers, param_layers, stage_key
+from engine.instruments.blocks import (
+    find_blocks,
+    innermost,
+    name_key,
+    net_layers,
+    param_layers,
+    stage_key,
+    with_sections,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -190,3 +198,32 @@ def test_zoo_models_when_present(shared_dir):
         blocks = find_blocks(layers)
         _check_family(layers, blocks)
         assert blocks, p
+
+
+def test_sections_before_the_first_stage_and_after_the_last(shared_dir):
+    """ResNet-152 reads input, res2 .. res5, head: the stem and the classifier are sections
+    (issue 22: names at every zoom); GoogLeNet's stem holds a block (conv2), which the
+    section takes as its child; nets without stages get none."""
+    layers = param_layers(netgen.deploy(152))
+    blocks = with_sections(layers, find_blocks(layers))
+    _check_family(layers, blocks)
+    outer = [b for b in blocks if b.parent is None]
+    assert [(b.id, b.kind) for b in outer] == [("input", "section"), ("res2", "stage"), ("res3", "stage"),
+                                               ("res4", "stage"), ("res5", "stage"), ("head", "section")]
+    by = _by_id(blocks)
+    assert _names(layers, by["input"]) == ["conv1", "bn_conv1", "scale_conv1", "conv1_relu", "pool1"]
+    assert _names(layers, by["head"]) == ["pool5", "fc1000", "prob"]
+    assert by["head"].outputs == ("prob",)
+    param = read_net_params(str(shared_dir / "zoo" / "models" / "bvlc_googlenet" / "deploy.prototxt"))
+    layers = param_layers(param)
+    blocks = with_sections(layers, find_blocks(layers))
+    _check_family(layers, blocks)
+    by = _by_id(blocks)
+    assert by["conv2"].parent == "input" and by["input"].kind == "section"
+    assert [b.id for b in blocks if b.parent is None] == ["input", "inception_3", "inception_4", "inception_5",
+                                                         "head"]
+    # nets without stages: no sections
+    tiny = param_layers(read_net_params(str(ROOT / "examples" / "resnet_tiny" / "resnet_tiny.prototxt")))
+    assert [b.id for b in with_sections(tiny, find_blocks(tiny))] == [b.id for b in find_blocks(tiny)]
+    lenet = param_layers(read_net_params(str(ROOT / "examples" / "lenet" / "lenet_train_test.prototxt")))
+    assert with_sections(lenet, find_blocks(lenet)) == []

@@ -124,3 +124,24 @@ def test_cpu_vs_gpu():
     assert b.steps[0].device == "GPU"
     cmp = compare_runs(a, b, rtol=1e-4, stats=("asum_mean", "l2", "min", "max"))
     assert cmp.ok, cmp.format(only_bad=True)
+
+
+def test_a_tiny_bias_against_zero_is_not_the_worst_difference():
+    """Issue 22: Compare cited conv1's bias, 1.2e-08 against 0 (a relative difference of 1
+    between two tiny numbers), as the layer's worst; differences are measured against the
+    layer's scale (weights, outputs near 1e-1 .. 1), so the weights that really differ are."""
+    def edit(net):
+        net.params["conv1"][1].data[...] = 1.2e-8          # the bias: zero in run A
+        net.params["conv1"][0].data[0, 0, 0, 0] += 0.05     # and one weight moved
+    _, a = _run()
+    _, b = _run(edit)
+    cmp = compare_runs(a, b, rtol=1e-4)
+    conv1 = next(l for l in cmp.layers if l.kind == "forward" and l.layer == "conv1")
+    assert not conv1.ok
+    w = conv1.worst
+    assert (w.role, w.index) == ("param", 0) or w.role == "top", (w.role, w.name, w.stat, w.a, w.b)
+    bias = [d for d in conv1.blobs if d.role == "param" and d.index == 1 and d.which == "data"]
+    assert bias and all(d.rel < 1e-4 and d.ok for d in bias)
+    # alone (no weight moved), the bias's 1e-8 is float noise for a layer of that scale: the runs agree
+    _, c = _run(lambda net: net.params["conv1"][1].data.__setitem__(Ellipsis, 1.2e-8))
+    assert all(l.ok for l in compare_runs(a, c, rtol=1e-4).layers if l.kind == "forward" and l.layer == "conv1")

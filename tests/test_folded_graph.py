@@ -130,10 +130,11 @@ def test_report_graph_of_googlenet_as_the_page_opens_it(shared_dir, tmp_path):
     model = os.path.join(str(shared_dir), "zoo", "models", "bvlc_googlenet", "deploy.prototxt")
     net = engine.Net(model, engine.TEST)
     layers = B.net_layers(net)
-    fg = F.folded_graph(layers, B.find_blocks(layers))
-    assert set(fg.groups) == {"conv2", "inception_3", "inception_4", "inception_5"}
+    fg = F.folded_graph(layers, B.with_sections(layers, B.find_blocks(layers)))
+    # the stem and the classifier are sections (input: conv2 folded inside it; head)
+    assert set(fg.groups) == {"input", "inception_3", "inception_4", "inception_5", "head"}
     assert sorted(n.name for n in fg.nodes if n.kind == "block") == [
-        "inception_3a", "inception_3b", "inception_4a", "inception_4b", "inception_4c", "inception_4d",
+        "conv2", "inception_3a", "inception_3b", "inception_4a", "inception_4b", "inception_4c", "inception_4d",
         "inception_4e", "inception_5a", "inception_5b"]
     html = render(net, None, "html")
-    assert "152 layers in 13 blocks" in html and html.count("<details id='block-") == 13
+    assert "152 layers in 15 blocks" in html and html.count("<details id='block-") == 15

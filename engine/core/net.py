@@ -849,7 +849,7 @@ class Net:
             source = read_weights(path)
         plan = []
         src: Any
-        for src in getattr(source, "layer", source):
+        for src in getattr(source, "layer", source):  # type: ignore[union-attr]
             lname = src.name
             if lname not in self._layer_names_index:
                 log.info("Ignoring source layer %s", lname)

@@ -160,18 +160,20 @@ def analyze_net(net):
     layers = []
     bottom_vecs, top_vecs = net.bottom_vecs, net.top_vecs            # each property builds a list: once
     bottom_id_vecs, top_id_vecs = net.bottom_id_vecs, net.top_id_vecs
+    layer_names, need_backward = net.layer_names, net.layer_need_backward
+    params = (net.param_id_vecs, net.param_owners, net.param_display_names)
     for i, layer in enumerate(net.layers):
         bottoms, tops = bottom_vecs[i], top_vecs[i]
         top_names = [names[t] for t in top_id_vecs[i]]
         macc, flops, counted, formula = layer_flops(layer, bottoms, tops, net.phase)
         top_mem, inplace_tops = _top_memory(layer, bottoms, tops, top_names, net.dtype.itemsize, seen)
-        param_mem, shared_names = _param_memory(net, i, layer)
+        param_mem, shared_names = _param_memory(net, i, layer, params)
         layers.append(LayerAnalysis(
-            index=i, name=net.layer_names[i], type=layer.type, bottoms=[names[b] for b in bottom_id_vecs[i]],
+            index=i, name=layer_names[i], type=layer.type, bottoms=[names[b] for b in bottom_id_vecs[i]],
             tops=top_names, bottom_shapes=[list(b.shape) for b in bottoms], top_shapes=[list(t.shape) for t in tops],
             param_shapes=[list(p.shape) for p in layer.blobs], macc=int(macc), flops=int(flops),
             counted=bool(counted), formula=formula, memory_bytes=top_mem["top_data_bytes"],
-            need_backward=bool(net.layer_need_backward[i]),
+            need_backward=bool(need_backward[i]),
             backward_reason=rec.backward[i].detail if rec is not None and i < len(rec.backward) else "",
             inplace_tops=inplace_tops, shared_params=shared_names, **top_mem, **param_mem))
     return NetAnalysis(net.name, "TRAIN" if net.phase == 0 else "TEST", str(net.dtype),
@@ -209,20 +211,23 @@ def _top_memory(layer, bottoms, tops, top_names, itemsize, seen):
     return {k: int(v) for k, v in sizes.items()}, inplace_tops
 
 
-def _param_memory(net, i, layer):
+def _param_memory(net, i, layer, params=None):
     """The params / params_owned counts and param_* byte counts of layer ``i``'s param
     blobs (as LayerAnalysis fields), and the display names of those it shares from
-    another layer (they count in shared_param_bytes, data and diff)."""
+    another layer (they count in shared_param_bytes, data and diff).  ``params``: the
+    net's (param_id_vecs, param_owners, param_display_names), taken once per net (each
+    property copies its lists: per layer, ResNet-152's analysis spent a second on them)."""
     itemsize = net.dtype.itemsize
-    pids = net.param_id_vecs[i]
+    id_vecs, owners, display_names = params or (net.param_id_vecs, net.param_owners, net.param_display_names)
+    pids = id_vecs[i]
     params = owned = shared = 0
     shared_names = []
     for k, blob in enumerate(layer.blobs):
         params += blob.count
         pid = pids[k] if k < len(pids) else -1
-        if pid >= 0 and net.param_owners[pid] >= 0:
+        if pid >= 0 and owners[pid] >= 0:
             shared += 2 * blob.count * itemsize
-            shared_names.append(net.param_display_names[pid])
+            shared_names.append(display_names[pid])
         else:
             owned += blob.count
     counts = dict(params=params, params_owned=owned, param_data_bytes=owned * itemsize,
@@ -313,8 +318,9 @@ def caffe_workspace_bytes(net):
     (multipliers, per-channel means) are left out."""
     item = net.dtype.itemsize
     out = {}
+    names, bottom_vecs, top_vecs = net.layer_names, net.bottom_vecs, net.top_vecs
     for i, layer in enumerate(net.layers):
-        n = _layer_workspace(layer, net.bottom_vecs[i], net.top_vecs[i], net.phase, item)
+        n = _layer_workspace(layer, bottom_vecs[i], top_vecs[i], net.phase, item)
         if n:
-            out[net.layer_names[i]] = int(n)
+            out[names[i]] = int(n)
     return out

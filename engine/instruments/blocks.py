@@ -23,7 +23,7 @@ input, so a block carries its own activations.  A block holds at least
 block around named ones) and never overlap otherwise.
 """
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import networkx as nx
@@ -37,7 +37,8 @@ class Block:
     inputs: Tuple[str, ...]      # blobs read inside and written outside (or net inputs)
     outputs: Tuple[str, ...]     # blobs written inside and read outside (or never read: net outputs)
     parent: Optional[str] = None  # the id of the smallest block around this one
-    kind: str = "name"           # "name", "structure" or "stage" (a run of blocks: res4, inception_4)
+    kind: str = "name"           # "name", "structure", "stage" (a run of blocks: res4, inception_4) or
+    #                              "section" (the layers before the first stage, or after the last)
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,43 @@ def find_blocks(layers: Sequence, min_layers: int = 3, max_share: float = 0.6) -
         blocks.append(Block(bid, name, tuple(sorted(members)), inputs, outputs, parent, kind))
     blocks.sort(key=lambda b: (b.layers[0], -len(b.layers)))
     return blocks
+
+
+SECTIONS = (("input", "before"), ("head", "after"))
+
+
+def with_sections(layers: Sequence, blocks: Sequence[Block], min_layers: int = 2,
+                  max_share: float = 0.6) -> List[Block]:
+    """``blocks`` (find_blocks of ``layers``) and the net's two sections, when it has
+    stages: "input", the layers before its first stage (the data layers and the stem),
+    and "head", those after its last (pooling, classifier, loss, accuracy); each a
+    block of kind "section" holding at least ``min_layers`` layers other than inserted
+    splits, at most ``max_share`` of the net, closed and cutting no block (the blocks
+    inside it become its children).  Then a zoomed-out ResNet reads input, res2 ..
+    res5, head.  Nets with fewer than two stages get none."""
+    ls = [_as_layer(x) for x in layers]
+    main = sorted((b for b in blocks if b.parent is None and b.kind == "stage"), key=lambda b: b.layers[0])
+    if len(main) < 2 or not ls:
+        return list(blocks)
+    g, _producer = _wiring(ls)
+    readers = _readers(ls)
+    taken = {b.id for b in blocks}
+    spans = {"before": range(main[0].layers[0]), "after": range(max(main[-1].layers) + 1, len(ls))}
+    out = list(blocks)
+    for name, where in SECTIONS:
+        members = frozenset(spans[where])
+        shown = [i for i in members if ls[i].type != "Split"]
+        if len(shown) < min_layers or len(members) > max_share * len(ls) or not _closed(g, members):
+            continue
+        if any(set(b.layers) & members and not set(b.layers) <= members for b in out):
+            continue          # a block reaches across its edge
+        bid = name if name not in taken else "%s~section" % name
+        taken.add(bid)
+        inputs, outputs = _blob_ends(ls, members, readers)
+        out = [replace(b, parent=bid) if b.parent is None and set(b.layers) <= members else b for b in out]
+        out.append(Block(bid, name, tuple(sorted(members)), inputs, outputs, None, "section"))
+    out.sort(key=lambda b: (b.layers[0], -len(b.layers)))
+    return out
 
 
 def innermost(blocks: Sequence[Block]) -> Dict[int, str]:

@@ -14,10 +14,13 @@ Steps are paired by kind in order (the k-th forward of A with the k-th forward
 of B, ...), layers by name within a step, blobs by role and index, and for
 each pair the statistics both sides know are compared (by default Caffe's
 ``asum_mean``, plus ``l2``/``min``/``max``/``mean``/``nan``/``inf`` when both
-have them): ``rel = |a - b| / max(|a|, |b|)`` (for the signed ``mean``, ``min``
-and ``max``, ``max(|a|, |b|, mean |x|)``; 0 when that is below ``atol``; NaN
-equals NaN).  The first layer, in step order, with a value over ``rtol``
-is where the runs part.
+have them): ``rel = |a - b| / max(|a|, |b|, floor)`` (for the signed ``mean``,
+``min`` and ``max``, ``max(|a|, |b|, mean |x|, floor)``; 0 when that is below
+``atol``; NaN equals NaN), where ``floor`` is LAYER_FLOOR times the layer's scale
+for that statistic (its largest magnitude over the layer's blobs' data, or their
+diffs, in either run): a bias of 1.2e-08 against 0 in a layer whose weights and
+outputs are near 1 is float noise, not the layer's worst difference.  The first layer, in step
+order, with a value over ``rtol`` is where the runs part.
 """
 import json
 import math
@@ -28,6 +31,8 @@ from typing import List, Optional
 from engine.instruments.debug import steps_from_dicts
 
 DEFAULT_STATS = ("asum_mean", "l2", "min", "max", "mean", "std", "nan", "inf")
+COUNTS = ("nan", "inf")      # statistics that count values: compared as they are
+LAYER_FLOOR = 1e-2           # differences are measured against at least this share of the layer's scale
 
 
 @dataclass
@@ -250,6 +255,7 @@ def _compare_steps(cmp, n, x, y, rtol, atol, stats):
         lc.time_b = other.time_ms
         if not lc.type:
             lc.type = other.type
+        floor = _layer_scales(lx, other, stats)
         for bx in lx.blobs:
             by = other.blob(bx.role, bx.index)
             if by is None:
@@ -265,7 +271,11 @@ def _compare_steps(cmp, n, x, y, rtol, atol, stats):
                     v1, v2 = _known(s1, stat), _known(s2, stat)
                     if v1 is None or v2 is None:
                         continue
-                    r = rel_diff(v1, v2, atol, scale if stat in ("mean", "min", "max") else 0.0)
+                    if stat in COUNTS:
+                        r = rel_diff(v1, v2, atol)
+                    else:
+                        r = rel_diff(v1, v2, atol, max(scale if stat in ("mean", "min", "max") else 0.0,
+                                                       LAYER_FLOOR * floor.get((which, stat), 0.0)))
                     ok = r <= rtol
                     lc.blobs.append(BlobDiff(bx.role, bx.index, bx.name, which, stat, v1, v2, r, ok))
                     if not ok:
@@ -278,6 +288,26 @@ def _compare_steps(cmp, n, x, y, rtol, atol, stats):
             cmp.layers.append(LayerComparison(n, y.kind, l.layer, l.type, l.layer_index, ok=False,
                                               max_rel=math.inf, time_b=l.time_ms, only_in="b",
                                               iteration=y.iteration))
+
+
+def _layer_scales(x, y, stats):
+    """{(which, stat): the largest |value| of that statistic over the blobs of a layer's
+    two records} ("mean", "min" and "max" share one scale: the largest of the three)."""
+    out: dict = {}
+    for rec in (x, y):
+        for b in rec.blobs:
+            for which in ("data", "diff"):
+                st = getattr(b, which, None)
+                for stat in stats:
+                    v = _known(st, stat)
+                    if v is None or not math.isfinite(v):
+                        continue
+                    key = (which, "mean" if stat in ("min", "max") else stat)
+                    out[key] = max(out.get(key, 0.0), abs(v))
+    for which in ("data", "diff"):
+        if (which, "mean") in out:
+            out[(which, "min")] = out[(which, "max")] = out[(which, "mean")]
+    return out
 
 
 def _has_values(rec, kind):

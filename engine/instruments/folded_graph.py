@@ -1,6 +1,7 @@
 """A net's graph folded into blocks, drawn as the inspector draws it, as SVG (reports).
 
-The blocks are :func:`engine.instruments.blocks.find_blocks`'s, folded with
+The blocks are :func:`engine.instruments.blocks.find_blocks`'s (with the sections
+of :func:`~engine.instruments.blocks.with_sections`, as the page has them), folded with
 :func:`~engine.instruments.blocks.fold` and opened by default as the page opens
 them (:func:`~engine.instruments.blocks.default_open`); the positions come from
 :func:`engine.instruments.graph_layout.compound_layout`, the page's layout.  So a
@@ -8,7 +9,8 @@ report shows the net as the inspector first shows it: GoogLeNet with its
 Inception stages open and each module one node, ResNet-152 with its stages open
 and each residual block one node.
 
-    fg = folded_graph(blocks.net_layers(net), blocks.find_blocks(blocks.net_layers(net)))
+    layers = blocks.net_layers(net)
+    fg = folded_graph(layers, blocks.with_sections(layers, blocks.find_blocks(layers)))
     svg = to_svg(fg, style)          # style(node) -> NodeStyle, e.g. from a run's records
 
 :func:`block_view` draws one block's inside (its own blocks folded), for a
@@ -207,7 +209,8 @@ def layout(fg):
     widths = {n.id: 4.0 + max(len(n.label), 8) for n in fg.nodes}
     pairs = tuple(dict.fromkeys((s, d) for s, d, _b in fg.edges))
     return graph_layout.compound_layout(tuple(n.id for n in order), pairs, widths, fg.groups,
-                                        {n.id: n.group for n in fg.nodes if n.group})
+                                        {n.id: n.group for n in fg.nodes if n.group},
+                                        wrap=frozenset(n.id for n in fg.nodes if n.kind == "block"))
 
 
 def _esc(s):

@@ -15,6 +15,7 @@ Everything is pure: :func:`layered_layout` takes node ids and edges and
 returns a :class:`Layout`; results are cached per structure
 (:func:`cached_layout`).  ``count_crossings`` is exposed for tests.
 """
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Dict, Sequence, Tuple
@@ -327,6 +328,8 @@ GROUP_PAD_X = 2.0      # x units between a group's frame and its contents, each 
 GROUP_PAD_TOP = 0.7    # ranks above a group's contents (its title)
 PORT = "^in:"          # prefix of a group's entry port (a hidden node: edges from outside enter there)
 GROUP_PAD_BOTTOM = 0.4
+PORT_RANK = 0.45       # the height of a rank holding only a group's entry port
+LAST_RANK_TRIM = 0.45  # of the last rank of a group, what lies below its nodes and is not counted
 
 
 @dataclass(frozen=True)
@@ -350,7 +353,7 @@ def _chain(n, member_of, groups):
 
 
 def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widths=None, groups=None,
-                    member_of=None) -> CompoundLayout:
+                    member_of=None, wrap=frozenset()) -> CompoundLayout:
     """Lay out a DAG whose nodes sit in nested groups (expanded blocks).
 
     Each group is laid out on its own (its child groups as single nodes as
@@ -359,12 +362,15 @@ def compound_layout(nodes: Sequence[str], edges: Sequence[Tuple[str, str]], widt
     group only moves what is below it and beside it; the order of everything
     else stays.  ``groups``: {group: parent group or None}; ``member_of``:
     {node: the innermost group holding it} (absent: top level).  Every
-    sub-layout is cached (:func:`cached_layout`)."""
+    sub-layout is cached (:func:`cached_layout`).  A chain of at least
+    WRAP_MIN nodes of ``wrap`` (folded blocks: ResNet-152's 36 in res4), one
+    after the other, is laid out in columns (:func:`wrap_chains`), so that a
+    long stage uses the screen's width instead of a column 60 ranks tall."""
     groups = dict(groups or {})
     member_of = {n: g for n, g in (member_of or {}).items() if g in groups}
     items = _group_items(nodes, groups, member_of)
     level_edges, lca_rep, entries = _level_edges(edges, groups, member_of)
-    sizes, local, root_size = _layout_groups(items, level_edges, groups, widths or {})
+    sizes, local, root_size = _layout_groups(items, level_edges, groups, widths or {}, wrap)
     positions, boxes, ports, origin = _place_groups(local, sizes)
 
     def dummies(g, a, b):
@@ -433,7 +439,7 @@ def _level_edges(edges, groups, member_of):
     return level_edges, lca_rep, entries
 
 
-def _layout_groups(items, level_edges, groups, widths):
+def _layout_groups(items, level_edges, groups, widths, wrap=frozenset()):
     """Each group laid out on its own, innermost first: ``(sizes, local, root size)``
     with sizes {group: (width, height) of its frame} and local {group or None:
     (layout, member positions, rank tops, x offset)}."""
@@ -454,7 +460,8 @@ def _layout_groups(items, level_edges, groups, widths):
             continue
         if any(e[0] == PORT + str(g) for e in level_edges.get(g, [])):
             members = [PORT + str(g)] + list(members)
-        local[g], size = _layout_group(g, members, list(dict.fromkeys(level_edges.get(g, []))), sizes, widths)
+        local[g], size = _layout_group(g, members, list(dict.fromkeys(level_edges.get(g, []))), sizes, widths,
+                                       wrap)
         if g is not None:
             sizes[g] = (size[0] + 2 * GROUP_PAD_X, size[1] + GROUP_PAD_TOP + GROUP_PAD_BOTTOM)
         else:
@@ -462,14 +469,19 @@ def _layout_groups(items, level_edges, groups, widths):
     return sizes, local, root_size
 
 
-def _layout_group(g, members, es, sizes, widths):
+def _layout_group(g, members, es, sizes, widths, wrap=frozenset()):
     """One group's (or the top level's, ``g`` None) layout: ``((layout, positions,
     rank tops, x offset), (width, height))``; a rank holding a child group is as
     tall as the group's frame."""
     w = {m: (sizes[m][0] + 1.0 if m in sizes else widths.get(m, 1.0 if not m.startswith(PORT) else 3.0))
          for m in members}
     lay = cached_layout(tuple(members), tuple(es), w)
+    if wrap:
+        lay = wrap_chains(lay, es, w, wrap)
     rank_h = [1.0] * max(lay.height, 1)
+    for r, row in enumerate(lay.order):
+        if row and all(m.startswith((PORT, DUMMY)) for m in row):
+            rank_h[r] = PORT_RANK        # the entry port's rank: a short step, not a whole rank
     for m in members:
         if m in sizes:
             r = lay.ranks[m]
@@ -483,7 +495,97 @@ def _layout_group(g, members, es, sizes, widths):
         x0 = min((lay.positions[m][0] for m in members), default=0.0)
     pos = {m: (lay.positions[m][0] - x0, -tops[lay.ranks[m]]) for m in members}
     right = max((pos[m][0] + w[m] for m in members), default=0.0) - min(pos[m][0] for m in members)
-    return (lay, pos, tops, x0), (right, tops[-1])
+    # the last rank ends just below its nodes (a whole rank there stretched every frame)
+    return (lay, pos, tops, x0), (right, max(tops[-1] - LAST_RANK_TRIM, 0.5))
+
+
+WRAP_MIN = 9          # chains of at least this many wrappable nodes are laid out in columns
+WRAP_GAP = 6.0        # x units between two columns (the edge from one column's foot to the next's head)
+WRAP_ROWS_PER_COL = 1.6   # rows per column: a stage's grid about twice as wide as tall on screen
+
+
+def _chains(lay, es, wrap):
+    """Runs of ranks, each holding exactly one node, of ``wrap``, each node the only
+    successor of the one above it and the only predecessor of the one below: [[node, ...]]."""
+    succ, pred = {}, {}
+    for u, v in es:
+        succ.setdefault(u, set()).add(v)
+        pred.setdefault(v, set()).add(u)
+    runs, run = [], []
+    for row in lay.order:
+        n = row[0] if len(row) == 1 else None
+        if n is not None and n in wrap and (not run or (succ.get(run[-1]) == {n} and pred.get(n) == {run[-1]})):
+            run.append(n)
+            continue
+        if len(run) >= WRAP_MIN:
+            runs.append(run)
+        run = [n] if n is not None and n in wrap else []
+    if len(run) >= WRAP_MIN:
+        runs.append(run)
+    return runs
+
+
+def wrap_chains(lay: Layout, es, widths, wrap) -> Layout:
+    """``lay`` with each long chain of ``wrap`` nodes (see :func:`_chains`) laid out
+    in columns, read top to bottom and left to right, centred where the chain stood;
+    the ranks below move up.  The edge from a column's foot to the next column's head
+    runs up the gap between them."""
+    runs = _chains(lay, es, wrap)
+    if not runs:
+        return lay
+    positions = dict(lay.positions)
+    ranks = dict(lay.ranks)
+    points = dict(lay.edge_points)
+    rank_of = {n: r for r, row in enumerate(lay.order) for n in row}
+    shift_at = []                    # (first rank after a run, ranks it saves)
+    for run in runs:
+        n = len(run)
+        cols = max(2, int(round(math.sqrt(n / WRAP_ROWS_PER_COL))))
+        rows = int(math.ceil(n / float(cols)))
+        cols = int(math.ceil(n / float(rows)))
+        cw = max(widths.get(m, 1.0) for m in run)
+        centre = sum(lay.positions[m][0] + widths.get(m, 1.0) / 2.0 for m in run) / n
+        left = centre - (cols * cw + (cols - 1) * WRAP_GAP) / 2.0
+        top = rank_of[run[0]]
+        last = (cols - 1) * rows         # the last column's first node; that column ends on the bottom row,
+        offset = cols * rows - n         # so the edge out of the chain leaves below the grid
+        for k, m in enumerate(run):
+            c, r = divmod(k, rows) if k < last else (cols - 1, k - last + offset)
+            x = left + c * (cw + WRAP_GAP) + (cw - widths.get(m, 1.0)) / 2.0
+            positions[m] = (x, -float(top + r))
+            ranks[m] = top + r
+        for k in range(n - 1):
+            a, b = run[k], run[k + 1]
+            if (k + 1) % rows == 0 and k + 1 <= last:     # up the gap to the next column's head
+                gx = left + (k // rows + 1) * (cw + WRAP_GAP) - WRAP_GAP / 2.0
+                points[(a, b)] = (positions[a], (gx, positions[a][1]), (gx, positions[b][1]), positions[b])
+            else:
+                points[(a, b)] = (positions[a], positions[b])
+        shift_at.append((top + n, n - rows))
+
+    def moved(rank):
+        return rank - sum(saved for after, saved in shift_at if rank >= after)
+    wrapped = {m for run in runs for m in run}
+    for node, r in lay.ranks.items():
+        if node not in wrapped:
+            ranks[node] = moved(r)
+            if node in positions:
+                positions[node] = (positions[node][0], -float(ranks[node]))
+    for key, pts in lay.edge_points.items():
+        if key[0] in wrapped and key[1] in wrapped:
+            continue
+        new = [(x, -float(moved(int(round(-y))))) for x, y in pts]
+        new[0] = positions.get(key[0], new[0])
+        new[-1] = positions.get(key[1], new[-1])
+        points[key] = tuple(new)
+    height = max(ranks.values()) + 1 if ranks else 0
+    order: list = [[] for _ in range(height)]
+    for node, r in sorted(ranks.items(), key=lambda kv: positions.get(kv[0], (0.0, 0.0))[0]):
+        order[r].append(node)
+    xs = [p[0] for p in positions.values()] or [0.0]
+    right = max((p[0] + widths.get(m, 1.0) for m, p in positions.items()), default=0.0)
+    return Layout(positions, ranks, tuple(tuple(r) for r in order), points, lay.crossings,
+                  lay.crossings_initial, right - min(xs), height)
 
 
 def _place_groups(local, sizes):

@@ -551,7 +551,7 @@ def _graph_html(net, doc, e):
     from engine.instruments import blocks as B
     from engine.instruments import folded_graph as F
     layers = B.net_layers(net)
-    blks = B.find_blocks(layers)
+    blks = B.with_sections(layers, B.find_blocks(layers))
     facts = _GraphFacts(net, doc)
     copied = F.split_sources(layers)
 

@@ -8,6 +8,8 @@ a plain function of its module (tested without Dash) and packs the result.
 and leave its outputs as they were, so the session goes on.
 """
 import logging
+import os
+import time
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any, List
@@ -58,11 +60,16 @@ def show_error(exc, what=""):
     set_props(ids.ERROR_BANNER, {"style": {"display": "flex"}})
 
 
+TIMES = bool(os.environ.get("INSPECTOR_CALLBACK_TIMES"))    # log each callback's time (profiling the page)
+
+
 def guarded(n_outputs, what=""):
-    """Decorator: on an exception, show it in the banner and update nothing."""
+    """Decorator: on an exception, show it in the banner and update nothing.  With
+    INSPECTOR_CALLBACK_TIMES set, each call's time goes to the server log."""
     def deco(fn):
         @wraps(fn)
         def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             except PreventUpdate:
@@ -74,6 +81,9 @@ def guarded(n_outputs, what=""):
                 except Exception:      # outside a callback context (tests)
                     pass
                 return no_update if n_outputs == 1 else tuple([no_update] * n_outputs)
+            finally:
+                if TIMES:
+                    log.warning("callback %s: %.0f ms", fn.__name__, (time.perf_counter() - t0) * 1e3)
         return wrapper
     return deco
 

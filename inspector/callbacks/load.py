@@ -24,6 +24,7 @@ UPLOAD_KINDS = {ids.UPLOAD_MODEL: "model", ids.UPLOAD_WEIGHTS: "weights", ids.UP
 OPEN_PATH = (ids.MODEL_PATH_OPEN, ids.MODEL_PATH)          # the Open button, Enter in the path box
 FROM_ADDRESS = (None, ids.URL_POP, ids.SESSION)            # page load, back/forward, a restored tab
 SAME_NET_NOOP = (ids.EXAMPLE, ids.PHASE, ids.LEVEL, ids.STAGES)   # choosing what is loaded changes nothing
+NOT_IN_NET = "not in this net"     # the error kind of an address naming a layer, blob or block the net lacks
 
 
 def initial_spec(app):
@@ -258,6 +259,30 @@ def _fallback(app, session, failed, device):
     return False
 
 
+KIND_WORDS = {"layer": "layer", "blob": "blob", "ghost": "filtered-out layer", "block": "block"}
+
+
+def address_misses(loaded, state):
+    """(What the address names that the net loaded does not hold, as sentences: its
+    selection, blocks to open; whether its selection is there (or it names none))."""
+    from inspector import presenter
+    g = loaded.graph
+    known_blocks = {b.id for b in presenter.blocks(loaded)}
+    out = []
+    there = True
+    if state.selection is not None:
+        kind, name = state.selection
+        there = {"layer": g.has_layer, "blob": g.has_blob, "block": known_blocks.__contains__,
+                 "ghost": lambda n: any(x.name == n for x in g.ghosts)}.get(kind, lambda _n: False)(name)
+        if not there:
+            out.append("no %s named %r in this net (%s, %s): nothing is selected"
+                       % (KIND_WORDS.get(kind, kind), name, g.name or "net", g.phase_name))
+    missing = [b for b in (state.expanded or ()) if b not in known_blocks]
+    if missing:
+        out.append("no block named %s in this net: left folded" % ", ".join(repr(b) for b in missing))
+    return out, there
+
+
 @dataclass
 class LoadResult:
     version: int
@@ -283,7 +308,14 @@ def handle_load_full(app, sid, trigger, device=None, search=None, **kw):
             elif spec is None and trigger is not None:
                 s.error = None
             if named and built:              # the page shows the net the address names
-                restore = {"selection": state.selection_dict(),
+                misses, there = address_misses(s.loaded, state) if s.loaded is not None else ([], True)
+                if misses and s.error is None:
+                    err = loading.load_error(urlstate.AddressError("the address names " + "; ".join(misses)))
+                    err.kind = NOT_IN_NET
+                    s.error = err
+                elif misses and s.error.kind == "address":
+                    s.error.message += "; it names " + "; ".join(misses)
+                restore = {"selection": state.selection_dict() if there else None,
                            "expanded": None if state.expanded is None else list(state.expanded),
                            "net_version": s.net_version}
         else:

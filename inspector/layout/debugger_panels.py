@@ -4,7 +4,7 @@ Compare (two runs side by side)."""
 from dash import dcc, html
 
 from inspector import ids
-from inspector.figures import empty_figure
+from inspector.figures import message_figure
 
 from .common import button, field, section, upload
 
@@ -121,7 +121,7 @@ def compare_tab(limit):
                           button(ids.COMPARE_CLEAR, "Clear", "stop colouring the graph by the comparison")],
                          className="inline")),
         html.Div(id=ids.COMPARE_SUMMARY, className="compare-summary"),
-        dcc.Graph(id=ids.COMPARE_CHART, figure=empty_figure("nothing compared yet"), config={"displaylogo": False}),
+        dcc.Graph(id=ids.COMPARE_CHART, figure=message_figure("nothing compared yet"), config={"displaylogo": False}),
         html.Div(id=ids.COMPARE_TABLE),
     ], className="compare-tab")
 

@@ -130,6 +130,12 @@ def load_error_box(err, shown=None):
         where.append(html.Span("layer %s" % err.layer, className="err-layer"))
     if err.blob:
         where.append(html.Span("blob %s" % err.blob, className="err-blob"))
+    if err.kind == "not in this net":          # the net loaded; the address named something it lacks
+        return html.Div([
+            html.Div([html.B("Not in this net: "), html.Span("the address", className="err-kind")]),
+            html.Pre(err.message, className="err-message"),
+            html.Div("Shown: %s." % shown if shown else "", className="muted err-shown"),
+        ], className="load-error address-miss", id="load-error-box")
     return html.Div([
         html.Div([html.B("Could not load: "), html.Span(err.kind or "error", className="err-kind")]),
         html.Div(where, className="err-loc") if where else None,

@@ -69,6 +69,16 @@ def inputs_tab(limit):
 
 
 def findings_tab():
+    """The findings; while they are recomputed (after a step, a new net) the old ones stay
+    shown, dimmed, under a "recomputing" note (dcc.Loading's overlay keeps its children)."""
+    return dcc.Loading(findings_panels(), id=ids.FINDINGS_LOADING, target_components={ids.HEALTH_TABLE: "children"},
+                       overlay_style={"visibility": "visible", "opacity": 0.55}, delay_show=150,
+                       custom_spinner=html.Div("⟳ recomputing the findings…", className="recomputing",
+                                               role="status"),
+                       parent_className="findings-loading")
+
+
+def findings_panels():
     return html.Div([
         section("Health checks (over the records)", html.Div(id=ids.HEALTH_TABLE)),
         section("Filtered-out layers (NetState rules)", html.Div(id=ids.FILTERED_TABLE)),

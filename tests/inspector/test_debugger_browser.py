@@ -3,6 +3,7 @@ a solver run with live curves cancelled midway, .npy download, compare two
 runs, scrub back in the timeline, a breakpoint hit on a net built to overflow."""
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np

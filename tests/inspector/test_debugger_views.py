@@ -354,9 +354,9 @@ def test_reports_fold_the_graph_as_the_page_opens_it(shared_dir):
     display, _layout = presenter.display_and_layout(ld, presenter.DEFAULT_OPTIONS)       # splits folded
     page = {(n.kind, n.block or n.name) for n in display.nodes if n.kind in ("layer", "block")}
     layers = B.net_layers(ld.net)
-    fg = F.folded_graph(layers, B.find_blocks(layers))
+    fg = F.folded_graph(layers, B.with_sections(layers, B.find_blocks(layers)))
     report = {(n.kind, n.name) for n in fg.nodes if n.kind in ("layer", "block")}
-    assert report == page and len([k for k, _ in page if k == "block"]) == 9
+    assert report == page and len([k for k, _ in page if k == "block"]) == 10    # conv2 folded in "input"
     assert set(fg.groups) == set(display.groups)
 
 

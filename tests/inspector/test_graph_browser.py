@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from browser_helpers import _CY as _CY_JS
 from browser_helpers import (
     click_at,
     click_node,
@@ -75,8 +76,9 @@ def _address(dash_duo):
 def test_opens_folded_with_accessible_names(dash_duo, resnet152):
     _start(dash_duo, resnet152)
     kinds = _kinds(dash_duo)
-    # the stages are open, the 50 residual blocks folded: about 60 nodes instead of 700
-    assert kinds.get("block") == 50 and kinds.get("group") == 4, kinds
+    # the stages and the two sections (input, head) are open, the 50 residual blocks folded: about 60 nodes
+    # instead of 700
+    assert kinds.get("block") == 50 and kinds.get("group") == 6, kinds
     assert kinds.get("layer", 0) < 20
     d = dash_duo.driver
     holder = d.find_element("css selector", "[aria-label='Network graph']")
@@ -136,7 +138,7 @@ def test_expand_and_collapse_a_block_in_place(dash_duo, resnet152):
     dash_duo.find_element("#" + ids.EXPAND).click()
     wait_for(lambda: find_point(dash_duo, "res3b4_branch2a"), what="the block's layers drawn")
     kinds = _kinds(dash_duo)
-    assert kinds["block"] == 49 and kinds["group"] == 5
+    assert kinds["block"] == 49 and kinds["group"] == 7
     # in place: what is above does not move, what is below moves straight down
     assert _node_pos(dash_duo, "pool1", "layer") == before_pool1
     after = _node_pos(dash_duo, "res3b5", "block")
@@ -155,8 +157,8 @@ def test_expand_and_collapse_a_block_in_place(dash_duo, resnet152):
     wait_for(lambda: not _kinds(dash_duo).get("block"), what="every block open")
     assert _kinds(dash_duo)["layer"] == 721 - 50             # every layer but the folded splits
     dash_duo.find_element("#" + ids.COLLAPSE_ALL).click()
-    wait_for(lambda: _kinds(dash_duo).get("block") == 4 and not _kinds(dash_duo).get("group"),
-             what="only the stages, folded")
+    wait_for(lambda: _kinds(dash_duo).get("block") == 6 and not _kinds(dash_duo).get("group"),
+             what="only the stages and sections, folded")
 
 
 def test_clicks_on_node_centres_select_that_node_in_the_whole_net_view(dash_duo, resnet152):
@@ -227,7 +229,7 @@ def test_panning_and_zooming_the_whole_net_restyles_nothing(dash_duo, resnet152)
     wait_for(lambda: not _kinds(dash_duo).get("block"), timeout=120, what="every block open")
     # block frames are plain nodes drawn behind edges and nodes, not compound nodes
     assert cy_eval(dash_duo, "return cy.nodes(':parent').length;") == 0
-    assert cy_eval(dash_duo, "return cy.nodes('.group').length;") == 54
+    assert cy_eval(dash_duo, "return cy.nodes('.group').length;") == 56
     assert cy_eval(dash_duo, """
 const f = Math.max(...cy.nodes('.group').map(n => n.pstyle('z-index').value));
 const e = cy.edges()[0].pstyle('z-index').value, n = cy.nodes('.layer')[0].pstyle('z-index').value;
@@ -239,16 +241,28 @@ st.apply = function (eles) { window.__restyled += eles.length; return apply(eles
 cy.zoom(0.6); cy.center(cy.nodes('.layer')[300]);""")
     settle(dash_duo)                           # the zoom's own restyle (labels off) is done
     cy_eval(dash_duo, "window.__restyled = 0;")
-    for k in range(16):                        # zoom 0.6 .. 0.39: one level of detail, nothing to restyle
-        cy_eval(dash_duo, "cy.panBy({x: 23, y: -61}); if (arguments[1] % 4 === 3) { cy.zoom(cy.zoom() * 0.9); }", k)
+    for _k in range(16):                       # panning: nothing to restyle
+        cy_eval(dash_duo, "cy.panBy({x: 23, y: -61});")
         settle(dash_duo)                       # each view drawn
-    restyled = dash_duo.driver.execute_script("return window.__restyled;")
-    assert restyled == 0
-    # zooming in past 0.7 shows the edge labels: those edges restyled once, nothing else
+    assert dash_duo.driver.execute_script("return window.__restyled;") == 0
+    # a zoom gesture (0.6 .. 0.39): the labels' sizes follow once it ends, each node restyled at most once
+    nodes = cy_eval(dash_duo, "return cy.nodes().length;")
+    dash_duo.driver.execute_async_script(_CY_JS + """
+const done = arguments[arguments.length - 1];
+let k = 0;
+(function frame() {
+  if (k++ >= 8) { done(); return; }
+  cy.panBy({x: 23, y: -61}); cy.zoom(cy.zoom() * 0.95);
+  requestAnimationFrame(frame);
+})();""", ids.GRAPH)
+    settle(dash_duo)                           # the zoom's restyle done
+    assert dash_duo.driver.execute_script("return window.__restyled;") <= nodes
+    cy_eval(dash_duo, "window.__restyled = 0;")
+    # zooming in past 0.95 shows the edge labels and every node's full label: those restyled once
     labelled = cy_eval(dash_duo, "cy.zoom(1.0); return cy.edges('[label]').length;")
     wait_for(lambda: dash_duo.driver.execute_script("return window.__restyled;") > 0, what="the labels restyled")
     settle(dash_duo)
-    assert 0 < dash_duo.driver.execute_script("return window.__restyled;") <= labelled
+    assert 0 < dash_duo.driver.execute_script("return window.__restyled;") <= labelled + nodes
 
 
 def test_labels_by_level_of_detail_and_the_view_after_collapse_all(dash_duo, resnet152):

@@ -123,9 +123,14 @@ def test_mosaic_figures():
 
 
 def test_memory_and_time_figures():
+    import plotly.graph_objects as go
     fig = figures.memory_figure([("a", 2 ** 20, 2 ** 20, 0), ("b", 0, 0, 2 ** 21)])
-    assert [t.name for t in fig.data] == ["activations (data)", "gradients (diff)", "params (data + diff)"]
-    assert list(fig.data[2].y) == [0, 2.0]
+    assert [t["name"] for t in fig["data"]] == ["activations (data)", "gradients (diff)", "params (data + diff)"]
+    assert list(fig["data"][2]["y"]) == [0, 2.0]
+    go.Figure(fig)                          # plain dicts, and a valid figure (plotly checks every property)
     t = figures.time_figure([("a", 1.0, None), ("b", None, None)])
-    assert list(t.data[0].x) == ["a"]
-    assert figures.time_figure([("a", None, None)]).layout.annotations
+    assert list(t["data"][0]["x"]) == ["a"]
+    go.Figure(t)
+    empty = figures.time_figure([("a", None, None)])
+    assert "no timings yet" in empty["layout"]["annotations"][0]["text"]
+    go.Figure(empty)

@@ -134,3 +134,29 @@ def test_inversions():
     assert gl._inversions([3, 1, 2]) == 2
     assert gl._inversions([1, 1, 1]) == 0
     assert gl._inversions([]) == 0
+
+
+def test_long_chains_of_folded_blocks_wrap_into_columns():
+    """Issue 22: ResNet-152's res4 (36 folded blocks) is a grid of columns, read top to
+    bottom and left to right, the last column ending on the bottom row; what comes after
+    moves up; a chain shorter than WRAP_MIN, or of nodes not allowed to wrap, stays a column."""
+    chain = ["b%d" % i for i in range(36)]
+    nodes = ["in"] + chain + ["out"]
+    edges = list(zip(nodes, nodes[1:]))
+    widths = dict.fromkeys(nodes, 20.0)
+    plain = gl.compound_layout(nodes, edges, widths)
+    lay = gl.compound_layout(nodes, edges, widths, wrap=frozenset(chain))
+    xs = sorted({round(lay.positions[n][0], 3) for n in chain})
+    rows = sorted({lay.positions[n][1] for n in chain}, reverse=True)
+    assert len(xs) == 5 and len(rows) == 8                  # 36 blocks: 5 columns of up to 8
+    assert all(b - a >= 20.0 for a, b in zip(xs, xs[1:]))  # columns apart by more than a block
+    col = {n: xs.index(round(lay.positions[n][0], 3)) for n in chain}
+    assert [col[n] for n in chain] == sorted(col[n] for n in chain)      # read column by column
+    assert lay.positions["b35"][1] == rows[-1] and lay.positions["b0"][1] == rows[0]
+    assert lay.positions["out"][1] > plain.positions["out"][1] + 20      # 28 ranks saved
+    # a column's foot to the next column's head: up the gap between them
+    pts = lay.edge_points[("b7", "b8")]
+    assert len(pts) == 4 and xs[0] + 20.0 < pts[1][0] < xs[1] and pts[2][1] > pts[1][1]
+    # short chains and chains of plain layers stay as they were
+    assert gl.compound_layout(nodes, edges, widths, wrap=frozenset(chain[:8])).positions == plain.positions
+    assert gl.compound_layout(nodes, edges, widths, wrap=frozenset({"in", "out"})).positions == plain.positions

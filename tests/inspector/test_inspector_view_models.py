@@ -220,13 +220,14 @@ def test_folded_blocks_and_default_folding(tmp_path):
     ld = _resnet50(tmp_path)
     blks = presenter.blocks(ld)
     opened = presenter.expanded_set(ld, None)
-    assert set(opened) == {"res2", "res3", "res4", "res5"}      # stages open, residual blocks folded
+    # stages and the two sections (input: the stem, head: pool5 .. prob) open, residual blocks folded
+    assert set(opened) == {"input", "res2", "res3", "res4", "res5", "head"}
     d = vm.display_graph(ld.graph, vm.DisplayOptions(), blks, opened)
     folded = [n for n in d.nodes if n.kind == "block"]
     assert len(folded) == 16 and all(n.group.startswith("res") for n in folded)
     res4b = next(n for n in folded if n.block == "res4b")
     assert res4b.label == "res4b · 14 layers" and res4b.group == "res4"
-    assert set(d.groups) == {"res2", "res3", "res4", "res5"}
+    assert set(d.groups) == {"input", "res2", "res3", "res4", "res5", "head"}
     # one edge per blob between two drawn nodes (a blob read twice inside a block: one edge)
     pairs = [(e.src, e.dst, e.blob) for e in d.edges]
     assert len(pairs) == len(set(pairs))
@@ -274,3 +275,56 @@ def test_step_marks(lenet):
     v = presenter.graph_view(lenet, "category", vm.DisplayOptions())
     marks = {n.name: n.mark for n in v.nodes if n.kind == "layer"}
     assert marks["conv2"] == "stopped" and marks["conv1"] == "ran" and marks["pool1"] == "ran" and marks["ip2"] == ""
+
+
+def test_stage_labels_count_blocks_and_folded_blocks_name_what_they_hold(tmp_path):
+    """Issue 22: a stage reads "res4 · 6 blocks" with its output shape (what a zoomed-out
+    page shows beside it); a folded block lists the blocks folded inside it (the page keeps
+    a selected inner block in view through its holder)."""
+    ld = _resnet50(tmp_path)
+    v = presenter.graph_view(ld, "category", vm.DisplayOptions())
+    frames = {n.name: n for n in v.nodes if n.kind == "group"}
+    assert frames["res4"].label == "res4 · 6 blocks" and frames["res4"].short == "res4 · 6 blocks\n1×1024×14×14"
+    assert frames["input"].short.startswith("input · ") and frames["head"].short.endswith("1×1000")
+    block = next(n for n in v.nodes if n.kind == "block" and n.name == "res4b")
+    assert block.short == "res4b" and block.inner == ("res4b",) and block.label.startswith("res4b · 14 layers")
+    folded = presenter.graph_view(ld, "category", vm.DisplayOptions(), expanded=[])      # Collapse all
+    res4 = next(n for n in folded.nodes if n.kind == "block" and n.name == "res4")
+    assert res4.label.startswith("res4 · 6 blocks\n1×1024×14×14") and set(res4.inner) >= {"res4", "res4a", "res4f"}
+    from inspector import cyto
+    el = next(e for e in cyto.elements(folded) if e["data"].get("name") == "res4")
+    assert "|res4b|" in el["data"]["inner"] and el["data"]["short"] == "res4"
+
+
+SPLIT_FIRST = """name: "SplitFirst"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "a" type: "InnerProduct" bottom: "data" top: "a" inner_product_param { num_output: 2 } }
+layer { name: "b" type: "InnerProduct" bottom: "data" top: "b" inner_product_param { num_output: 2 } }
+"""
+
+
+def test_a_step_lands_on_a_drawn_layer_never_on_a_folded_split(tmp_path):
+    """Issue 22: "data" feeds two layers, so Caffe inserts a Split after it, which the graph
+    folds away: Step ▶ runs data with its split and marks data; the next step runs "a"."""
+    p = tmp_path / "split_first.prototxt"
+    p.write_text(SPLIT_FIRST)
+    ld = build_loaded(p, phase="TEST")
+    assert ld.graph.layers[1].is_split
+    s = session_for(ld)
+    msg = runner.step_forward(s)
+    assert "ForwardFromTo(0, 1)" in msg and s.cursor_forward == 2
+    marks = {n.name: n.mark for n in presenter.graph_view(ld, "category", vm.DisplayOptions()).nodes
+             if n.kind == "layer"}
+    assert marks["data"] == "stopped" and "stopped" not in (marks["a"], marks["b"])
+    runner.step_forward(s)
+    marks = {n.name: n.mark for n in presenter.graph_view(ld, "category", vm.DisplayOptions()).nodes
+             if n.kind == "layer"}
+    assert marks["a"] == "stopped"
+    # a step that ran the split alone (a range ending there) marks the layer it copies
+    runner.forward_range(s, 1, 1)
+    marks = {n.name: n.mark for n in presenter.graph_view(ld, "category", vm.DisplayOptions()).nodes
+             if n.kind == "layer"}
+    assert marks["data"] == "stopped"
+    # with splits drawn, the split itself carries the mark
+    shown = presenter.graph_view(ld, "category", vm.DisplayOptions(fold_splits=False))
+    assert {n.name: n.mark for n in shown.nodes if n.kind == "layer"}[ld.graph.layers[1].name] == "stopped"

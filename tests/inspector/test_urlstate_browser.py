@@ -4,6 +4,7 @@ a deploy net opened from the page is in TEST; Enter in the path box loads;
 after a failed load every control shows the net that is loaded; choosing SVG
 exports an SVG; no cloud-sharing button; the value table scrolls inside its
 panel."""
+import time
 from pathlib import Path
 from urllib.parse import unquote
 
