@@ -5,6 +5,7 @@ report or a snapshot (.caffemodel).  The graph is then coloured by the
 relative difference per layer and the first layer where the runs part is
 named."""
 import os
+from dataclasses import dataclass
 
 import numpy as np
 from dash import Input, Output, State, no_update
@@ -19,6 +20,38 @@ COLUMNS = ["step", "kind", "layer", "type", "max rel", "verdict", "worst"]
 
 class CompareRefused(ValueError):
     """The comparison asked for cannot be made (says why)."""
+
+
+@dataclass
+class _PortLayer:
+    layer: str
+    kind: str
+    max_rel: float
+    ok: bool
+
+
+@dataclass
+class _PortDivergence:
+    layer: str
+
+
+class PortView:
+    """engine.ports.compare_port's result seen as the tab's comparisons are (``layers`` with
+    each layer's largest own divergence, ``first_divergence``), so the graph colours by it
+    and selects the first departing layer; ``result`` keeps the whole comparison."""
+
+    def __init__(self, result, label):
+        self.result = result
+        self.label_a, self.label_b = "this net", label
+        self.rtol = result.rtol
+        self.ok = result.faithful
+        self.layers = []
+        for name, d in result.by_layer().items():
+            v = d["own_rel"] if d["own_rel"] is not None else d["rel"]
+            if v is None:
+                continue
+            self.layers.append(_PortLayer(name, "forward", float(v), d["status"] not in ("departs", "shape")))
+        self.first_divergence = _PortDivergence(result.first_departing) if result.first_departing else None
 
 
 def _fresh_run(ld, device, weights=None, params_from=None):
@@ -81,6 +114,18 @@ def compare(app, sid, kind, a=None, b=None, rtol=1e-3):
                                      "the fillers' already. Load a .caffemodel (or run solver iterations) first")
             cmp = compare_runs(_fresh_run(ld, s.device, params_from=ld.net), _fresh_run(ld, s.device),
                                rtol=rtol, label_a="these weights", label_b="fillers' weights")
+        elif kind == "onnx":
+            path = s.uploads.get("compare")
+            if not path or not path.endswith(".onnx"):
+                raise CompareRefused("upload the ONNX model (.onnx) to compare this net with first")
+            import engine.ports as ports
+            name = s.upload_names.get("compare", os.path.basename(path))
+            inputs = {n: np.asarray(ld.net.blobs[n].data) for n in ld.graph.inputs if n in ld.net.blobs}
+            try:
+                result = ports.compare_port(ld.net, path, inputs=inputs, rtol=rtol)
+            except (ports.MissingExtraError, ports.ExportError, ValueError) as exc:
+                raise CompareRefused("%s: %s" % (name, exc)) from None
+            cmp = PortView(result, name)
         elif kind == "file":
             path = s.uploads.get("compare")
             if not path:
@@ -106,8 +151,10 @@ def compare(app, sid, kind, a=None, b=None, rtol=1e-3):
 
 
 def compare_outputs(cmp):
-    head, notes = debug_views.compare_summary(cmp)
     from dash import html
+    if isinstance(cmp, PortView):
+        return port_outputs(cmp)
+    head, notes = debug_views.compare_summary(cmp)
     summary = html.Div([html.Div(head, className="compare-head")] +
                        [html.Div("note: " + n, className="muted") for n in notes])
     fig = debug_figures.compare_figure(debug_views.compare_bars(cmp), cmp.rtol, "%s vs %s" % (cmp.label_a, cmp.label_b))
@@ -115,9 +162,40 @@ def compare_outputs(cmp):
     return summary, fig, table(rows, COLUMNS, empty="no layer records")
 
 
+PORT_COLUMNS = ["layer", "type", "value", "port tensor", "matched", "own rel", "end-to-end rel", "status"]
+
+
+def port_outputs(view):
+    """(summary, figure, table) of an ONNX port comparison: the verdict and first departing
+    layer, the diagnosis, how values were matched; each layer's own divergence; the rows."""
+    from dash import html
+    r = view.result
+    m = r.matching
+    lines = [html.Div(r.message, className="compare-head")]
+    lines += [html.Div("diagnosis — %s: %s" % (d.layer, d.text), className="port-diagnosis") for d in r.diagnosis]
+    lines.append(html.Div("matched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched"
+                          % (m["input"] + m["name"] + m["topology"], m["values"], m["input"], m["name"],
+                             m["topology"], m["unmatched"]), className="muted"))
+    lines += [html.Div("note: " + n, className="muted") for n in r.notes]
+    fig = debug_figures.compare_figure([(l.layer, l.max_rel, l.ok) for l in view.layers], view.rtol,
+                                       "this net vs %s (each layer's own arithmetic)" % view.label_b)
+    bad = [x for x in r.rows if x.status in ("departs", "shape", "small")]
+    shown = (bad + [x for x in r.rows if x not in bad])[:80]
+    rows = [{"layer": x.layer, "type": x.type, "value": x.label, "port tensor": x.tensor or "—",
+             "matched": x.matched or "—", "own rel": _num(x.own_rel), "end-to-end rel": _num(x.rel),
+             "status": x.status} for x in shown]
+    return html.Div(lines), fig, table(rows, PORT_COLUMNS, empty="no value compared")
+
+
+def _num(v):
+    return "—" if v is None else ("0" if v == 0 else "%.3g" % v)
+
+
 def save_compare_upload(app, sid, contents, filename):
     with app.store.use(sid) as s:
         loading.save_upload(s, "compare", filename, contents, app.config.max_upload_bytes)
+        if filename.endswith(".onnx"):
+            return "%s received: choose “this net vs an ONNX model” and Compare" % filename
         return "%s received: choose “this run vs a Caffe log…” and Compare" % filename
 
 
@@ -146,7 +224,8 @@ def register(dash_app, app):
         if t == ids.COMPARE_UPLOAD:
             if not contents:
                 return (no_update,) * 6
-            return save_compare_upload(app, sid, contents, filename), no_update, no_update, no_update, no_update, "file"
+            return (save_compare_upload(app, sid, contents, filename), no_update, no_update, no_update, no_update,
+                    "onnx" if (filename or "").endswith(".onnx") else "file")
         if t == ids.COMPARE_CLEAR:
             return "", debug_figures.compare_figure([], 1e-3), None, clear(app, sid), "category", no_update
         try:

@@ -13,7 +13,8 @@ JOB_ACTIONS = (("solver", "solver iterations"), ("forward_backward", "Forward + 
 
 COMPARE_KINDS = (("steps", "two timeline steps"), ("device", "CPU vs GPU (this net, these inputs)"),
                  ("weights", "these weights vs the fillers' (before loading weights)"),
-                 ("file", "this run vs a Caffe log, a report (.json) or a snapshot (.caffemodel)"))
+                 ("file", "this run vs a Caffe log, a report (.json) or a snapshot (.caffemodel)"),
+                 ("onnx", "this net vs an ONNX model (a port: each layer's own arithmetic)"))
 
 
 def _labelled(label, child, cls="aria-wrap"):
@@ -115,7 +116,8 @@ def compare_tab(limit):
                     field("rtol", dcc.Input(id=ids.COMPARE_RTOL, type="number", value=1e-3, min=0,
                                             className="num-input")),
                 ], className="inline"),
-                upload(ids.COMPARE_UPLOAD, "Caffe log / report .json / .caffemodel", ".log,.txt,.json,.caffemodel",
+                upload(ids.COMPARE_UPLOAD, "Caffe log / report .json / .caffemodel / .onnx",
+                       ".log,.txt,.json,.caffemodel,.onnx",
                        limit),
                 html.Div([button(ids.COMPARE_BUTTON, "Compare", cls="btn primary"),
                           button(ids.COMPARE_CLEAR, "Clear", "stop colouring the graph by the comparison")],

@@ -455,3 +455,4 @@ def test_continue_a_solver_run_stopped_at_a_breakpoint(dash_duo, tmp_path):
     wait_text(dash_duo, ids.RUN_MESSAGE, "continue: solver run: 3 iterations", timeout=90)
     assert int(s.loaded.solver.iter) == 3 and s.paused is None
     assert len(s.loaded.training.train) == 3
+

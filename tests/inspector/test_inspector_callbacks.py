@@ -387,3 +387,45 @@ def test_save_onnx_gives_a_model_onnxruntime_reproduces_and_refuses_data_layers(
     with app_ctx.store.use(sid2) as s:
         result = ports.verify(s.loaded.net, str(path))
     assert result.ok, result
+
+
+def test_compare_tab_this_net_vs_an_onnx_port(app_ctx, tmp_path):
+    # a port with LRN's alpha divided by size once more: the tab names norm1 (its own arithmetic
+    # departs when fed this net's own pool1), says why, and colours/selects the graph by it
+    pytest.importorskip("onnxruntime")
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "ports"))
+    import port_nets as pn
+
+    from inspector import presenter
+    from inspector.callbacks import compare
+    p = tmp_path / "small.prototxt"
+    p.write_text(pn.SMALL)
+    sid = new_session_id()
+    app_ctx.config.model = str(p)
+    load.handle_load(app_ctx, sid, None)
+    with app_ctx.store.use(sid) as s:
+        net = s.loaded.net
+        for blobs in net.params.values():          # trained-looking weights and statistics
+            for b in blobs:
+                b.data[...] = np.random.default_rng(1).uniform(0.5, 1.5, b.data.shape)
+        port = pn.build_port(net)
+    pn.attr(pn.node(port, "norm1"), "alpha", 0.02 / 5)
+    msg = compare.save_compare_upload(app_ctx, sid, data_url(port.SerializeToString(), "application/octet-stream"),
+                                      "small_port.onnx")
+    assert "this net vs an ONNX model" in msg
+    cmp, _ = compare.compare(app_ctx, sid, "onnx", rtol=1e-4)
+    assert not cmp.ok and cmp.first_divergence.layer == "norm1"
+    summary, fig, tbl = compare.compare_outputs(cmp)
+    text = str(summary)
+    assert "norm1" in text and "alpha" in text and "matched" in text
+    assert "departs" in str(tbl)
+    with app_ctx.store.use(sid) as s:
+        m = presenter.metrics(s.loaded)
+        g = s.loaded.graph
+        assert m[g.layer("norm1").index].rel_diff > 1e-3 > m[g.layer("conv1").index].rel_diff
+    # without an .onnx upload the comparison says what to do
+    sid2 = new_session_id()
+    load.handle_load(app_ctx, sid2, None)
+    with pytest.raises(compare.CompareRefused, match="upload the ONNX model"):
+        compare.compare(app_ctx, sid2, "onnx")
