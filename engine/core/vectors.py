@@ -201,7 +201,7 @@ class _Vector(metaclass=_BoostClass):
         x = self._convert(value)
         if x is _NOT_CONVERTIBLE:
             return False
-        return any(self._same(e, x) for e in self._items)
+        return any(self._same(self._read(e), x) for e in self._items)
 
     def append(self, value: Any) -> None:
         x = self._convert(value)

@@ -219,7 +219,9 @@ def test_copies_and_views_as_pycaffe_hands_them_out(net):
     ids.append(4)
     assert list(net._inputs) == [0, 1]
     weights = net._blob_loss_weights                    # the net's own (return_internal_reference)
-    assert weights[4] == float(np.float32(0.1))
+    assert weights[4] == float(np.float32(0.1)) and 0.1 in weights and 0.2 not in weights
+    weights[4] = 0.25
+    assert net._blob_loss_weights[4] == 0.25 and net.blob_loss_weights["loss"] == 0.25
     assert net.layers[3] is net.layers[3] and len(net._blobs) == 5
     c = copy.copy(net.params["ip"])
     c.append(None)
