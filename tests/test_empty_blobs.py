@@ -17,7 +17,8 @@ code paths: the implicit-GEMM convolution, 1x1, grouped and N-D convolutions, ev
 method, LRN within channels, large InnerProducts through the compiled GEMM ...) runs both
 ways, on the NumPy and the compiled (Numba/llvmlite) kernels: the outcome is Caffe's, and
 nothing but a CaffeError ever leaves a layer (no IndexError, no ValueError, no warning).
-The CuPy path runs the same layer bodies (kernels skip empty launches: ``kernels.launch``).
+The CuPy path runs the same layer bodies (kernels skip empty launches: ``kernels.launch``);
+the ``gpu`` twins run it where a device is present.
 """
 import math
 import warnings
@@ -185,15 +186,20 @@ def _run(name, held, phase):
             close()
 
 
-@pytest.fixture(params=["compiled", "numpy"])
+@pytest.fixture(params=["compiled", "numpy", pytest.param("gpu", marks=pytest.mark.gpu)])
 def kernels(request, monkeypatch):
-    """The compiled kernels (Numba GEMM, implicit-GEMM convolution, pooling loops) or the NumPy twins."""
+    """The compiled kernels (Numba GEMM, implicit-GEMM convolution, pooling loops), the NumPy
+    twins, or the GPU (CuPy and the CUDA kernels; skipped without a device)."""
+    from engine.core import backend
     if request.param == "compiled" and not gemm.AVAILABLE:
         pytest.skip("Numba is not installed: no compiled kernels")
     on = request.param == "compiled"
     monkeypatch.setattr(gemm, "ENABLED", on)
     monkeypatch.setattr(jit, "ENABLED", on)
-    return request.param
+    if request.param == "gpu":
+        backend.set_mode_gpu()
+    yield request.param
+    backend.set_mode_cpu()
 
 
 def _checked(name, held, phase):

@@ -139,7 +139,6 @@ def declare_buffer(shape: Sequence[int], what: str, dtype: Any = np.float32) -> 
     return count
 
 
-
 def blob_count(shape, what=None):
     """The element count of a Blob of ``shape``, checked as Blob::Reshape checks it: at most
     MAX_BLOB_AXES axes, no negative dimension, and dimension by dimension
@@ -160,8 +159,6 @@ def blob_count(shape, what=None):
                                           "blob size exceeds INT_MAX") + where)
         count *= d
     return count
-
-
 
 
 class SyncedMemory:
