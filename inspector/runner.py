@@ -334,9 +334,7 @@ def step_over(session, expanded=None, selection=None):
         # the outermost folded block holding the cursor's layer: the node the graph draws there
         folded = [b for b in blocks if i in b.layers and b.id not in opened]
         target = max(folded, key=lambda b: len(b.layers)) if folded else None
-    e = max(target.layers) if target is not None else i
-    if target is not None and min(target.layers) > i:
-        i = i                                  # the layers between the cursor and the block run too
+    e = max(target.layers) if target is not None else i   # a selected block ahead: the layers before it too
     label = "step over %s: ForwardFromTo(%d, %d)" % (target.name, i, e) if target is not None else None
     msg = forward_range(session, i, e, resume_end=max(e, _forward_end(session, i)), label=label)
     return ("step over %s (%d layers): " % (target.name, e - i + 1) if target is not None else "step: ") + msg

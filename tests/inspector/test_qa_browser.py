@@ -31,8 +31,8 @@ def test_compare_tab_starts_empty_and_offers_the_last_two_steps(dash_duo):
     wait_for(lambda: "nothing compared yet" in text_of(dash_duo, ids.COMPARE_CHART), what="the empty chart's note")
     _forward_twice(dash_duo)
     # step A and step B are the last two steps already: Compare works without choosing
-    wait_for(lambda: text_of(dash_duo, ids.COMPARE_A).startswith("0") and text_of(dash_duo, ids.COMPARE_B)
-             .startswith("1"), what="steps 0 and 1 chosen")
+    wait_for(lambda: text_of(dash_duo, ids.COMPARE_A).startswith("#0") and text_of(dash_duo, ids.COMPARE_B)
+             .startswith("#1"), what="steps 0 and 1 chosen")
     _click(dash_duo, ids.COMPARE_BUTTON)
     wait_for(lambda: "step 0" in text_of(dash_duo, ids.COMPARE_SUMMARY), timeout=120, what="the comparison")
     assert "choose step A" not in text_of(dash_duo, ids.COMPARE_SUMMARY)
