@@ -29,12 +29,13 @@ class Spares:
         return repr(spec)
 
     def take(self, spec):
-        """The spare net built for ``spec`` (None if none is ready); the next one starts building."""
+        """The spare net built for ``spec`` (None if none is ready); the next one starts building
+        a moment later (the tab that took this one draws it first)."""
         key = self._key(spec)
         with self._lock:
             loaded = self._ready.pop(key, None)
         if loaded is not None:
-            self.prime(spec)
+            self.prime_later(spec)
         return loaded
 
     def prime_later(self, spec, delay=2.0):
