@@ -298,7 +298,7 @@
         if (!eles || eles.empty()) { return false; }
         var bb = eles.boundingBox();
         var w = viewWidth(cy), h = cy.height();
-        var z = Math.max(cy.zoom(), 0.9);
+        var z = Math.max(cy.zoom(), LABEL_ZOOM);     // a readable view: every label, the blobs' shapes too
         z = Math.min(z, 1.6, (w - 80) / Math.max(bb.w, 1), (h - 80) / Math.max(bb.h, 1));
         z = Math.max(z, cy.minZoom());
         var pan = {x: w / 2 - (bb.x1 + bb.w / 2) * z, y: h / 2 - (bb.y1 + bb.h / 2) * z};

@@ -13,9 +13,9 @@ as the list of times and their median (the machine is usually busy):
   empty profile each time (nothing cached: every script is fetched), as a
   first-time user opens it;
 - **phase switch** (``--phase``): a click on the Phase radio button that is
-  not checked (TRAIN <-> TEST, alternating) to the first frame with the
-  graph's caption naming the new phase (the net rebuilt in that phase and
-  drawn).
+  not checked (TRAIN <-> TEST, alternating, ``--phase-pause`` seconds apart)
+  to the first frame with the graph's caption naming the new phase (the net
+  rebuilt in that phase and drawn).
 
 ``--before ROOT`` measures another checkout (e.g. ``git worktree add`` or
 ``git archive`` of an older commit) in the same run: both servers run side by
@@ -237,6 +237,8 @@ def main(argv=None):
     p.add_argument("--loads", type=int, default=3, help="warm opens: fresh tabs of a browser that opened the page")
     p.add_argument("--fresh", type=int, default=3, help="opens in a new browser with an empty profile each")
     p.add_argument("--phase", type=int, default=4, help="phase switches (TRAIN <-> TEST), alternating")
+    p.add_argument("--phase-pause", type=float, default=4.0, help="seconds between phase switches (a user "
+                                                                  "looks at the net before switching again)")
     p.add_argument("--port", type=int, default=int(os.environ.get("INSPECTOR_TEST_PORT", 8111)))
     p.add_argument("--root", default=ROOT, help="the checkout whose app.py to start (default: this one)")
     p.add_argument("--before", help="another checkout to measure in the same run, loads alternating")
@@ -273,7 +275,7 @@ def main(argv=None):
                 figures[k]["fresh"].append(pg.fresh())
         for _ in range(a.phase):
             for k, pg in pages:
-                time.sleep(1.0)
+                time.sleep(a.phase_pause)
                 figures[k]["phase"].append(pg.phase_switch())
         names = {"warm": "warm open (fresh tab, cached scripts) -> graph drawn",
                  "fresh": "fresh-profile open -> graph drawn", "phase": "phase switch -> graph drawn"}

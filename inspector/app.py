@@ -1,6 +1,5 @@
 """``create_app(config)``: the Dash app of the inspector."""
 import logging
-import re
 
 from dash import Dash
 
@@ -18,16 +17,6 @@ from .spares import Spares, first_view
 
 log = logging.getLogger("inspector")
 
-# Scripts the page does not need: core-js polyfills for browsers older than any the page
-# supports (a first open compiled and ran 100 KB of them before anything else), and the
-# DataTable bundle (no DataTable on the page).
-_UNUSED_SCRIPTS = re.compile(r'<script src="[^"]*/(?:deps/polyfill@|dash_table/bundle)[^"]*"></script>\s*')
-
-
-class _Dash(Dash):
-    def _generate_scripts_html(self):
-        return _UNUSED_SCRIPTS.sub("", super()._generate_scripts_html())
-
 
 def create_app(config=None, store=None):
     """The Dash app for ``config`` (an InspectorConfig).  Sessions live in
@@ -41,7 +30,7 @@ def create_app(config=None, store=None):
                                                           max_bytes=config.max_net_bytes)))
         ctx.spares.prime(initial_spec(ctx))
     manager = ThreadJobManager(config.cache_dir, expire=config.job_expire_seconds)
-    dash_app = _Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
+    dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
                     suppress_callback_exceptions=False, on_error=_last_resort,
                     background_callback_manager=manager)
     dash_app.job_manager = manager           # long actions: inspector/jobs.py

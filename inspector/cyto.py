@@ -235,9 +235,9 @@ def stylesheet():
             "shape": "cut-rectangle", "border-style": "double", "font-weight": "bold", "font-size": 11.5,
             "border-width": 4}},
         {"selector": "node.ghost", "style": {"opacity": 0.55, "border-style": "dashed", "color": "#555"}},
-        {"selector": "node.blob", "style": {"font-size": 10, "color": "#333", "border-color": "#999",
+        {"selector": "node.blob", "style": {"font-size": 11, "color": "#333", "border-color": "#999",
                                             "shape": "round-rectangle"}},
-        {"selector": "node.output", "style": {"shape": "round-tag", "font-size": 10, "color": "#333",
+        {"selector": "node.output", "style": {"shape": "round-tag", "font-size": 11, "color": "#333",
                                               "border-color": "#777", "background-color": "#ffffff"}},
         {"selector": "node.group", "style": {
             "shape": "round-rectangle", "width": "data(w)", "height": "data(h)", "background-color": "data(fill)",

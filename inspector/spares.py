@@ -1,5 +1,6 @@
 """Nets built ahead of time: the page's default net (the command line's) for
-the next browser tab.  A tab that opens the page takes the spare at once
+the next browser tab, and that net in the other phase for a phase switch.  A
+tab that opens the page (or switches TRAIN <-> TEST) takes the spare at once
 instead of waiting for Init (ResNet-152 takes a second or more), and the next
 spare is built in a background thread.  One spare per spec, CPU only."""
 import logging
@@ -28,13 +29,20 @@ class Spares:
         return repr(spec)
 
     def take(self, spec):
-        """The spare net built for ``spec`` (None if none is ready); the next one starts building."""
+        """The spare net built for ``spec`` (None if none is ready); the next one starts building
+        a moment later (the tab that took this one draws it first)."""
         key = self._key(spec)
         with self._lock:
             loaded = self._ready.pop(key, None)
         if loaded is not None:
-            self.prime(spec)
+            self.prime_later(spec)
         return loaded
+
+    def prime_later(self, spec, delay=2.0):
+        """prime(spec) after ``delay`` seconds: a tab that just opened a net draws it first."""
+        t = threading.Timer(delay, self.prime, (spec,))
+        t.daemon = True
+        t.start()
 
     def prime(self, spec):
         """Start building a spare for ``spec`` unless one is ready or on its way."""

@@ -157,6 +157,16 @@ def _spare(app, session, spec):
     return spares.take(spec)
 
 
+def _spare_other_phase(app, session, spec):
+    """Build ``spec`` in the other phase ahead (a moment later), so that a switch of the
+    Phase takes it at once: the command line's and the examples' nets, on the CPU."""
+    spares = getattr(app, "spares", None)
+    if spares is None or session.device != "CPU" or not spec.trusted or spec.solver:
+        return
+    spares.prime_later(replace(spec, phase="TEST" if spec.phase == "TRAIN" else "TRAIN",
+                               level=int(spec.level or 0), stages=tuple(spec.stages)))
+
+
 def load(app, session, spec, device=None):
     """Build ``spec`` into the session.  On failure, record the error and keep
     the last good net.  Returns True when a new net is in."""
@@ -178,6 +188,7 @@ def load(app, session, spec, device=None):
         session.error = err
         session.failed_spec = spec
         return False
+    _spare_other_phase(app, session, spec)
     old = session.loaded
     if old is not None:
         old.recorder.detach()

@@ -361,6 +361,25 @@ def test_the_address_sets_selection_and_folding_only_when_it_names_them():
     assert r.restore is None
 
 
+def test_an_address_naming_what_the_net_lacks_says_so():
+    """Issue 22: layer=no_such_layer was silently ignored."""
+    ctx = _ctx()
+    r = load.handle_load_full(ctx, new_session_id(), None, search="?example=lenet&layer=no_such_layer")
+    assert r.session.loaded.graph.name == "LeNetDigits" and r.restore["selection"] is None
+    assert r.error.kind == load.NOT_IN_NET
+    assert "no layer named 'no_such_layer' in this net (LeNetDigits, TRAIN): nothing is selected" in r.error.message
+    r = load.handle_load_full(ctx, new_session_id(), None, search="?example=resnet_tiny&block=nope&open=res1,zz")
+    assert "no block named 'nope'" in r.error.message and "no block named 'zz'" in r.error.message
+    assert r.restore["selection"] is None and r.restore["expanded"] == ["res1", "zz"]
+    r = load.handle_load_full(ctx, new_session_id(), None, search="?example=lenet&layer=conv1")
+    assert r.error is None and r.restore["selection"] == {"kind": "layer", "name": "conv1"}
+    err = load.loading.load_error(urlstate.AddressError("the address names no layer named 'x'"))
+    assert "Could not load" in str(load.load_error_box(err, "LeNet"))       # an address naming no net
+    err.kind = load.NOT_IN_NET
+    box = str(load.load_error_box(err, "LeNet"))
+    assert "Not in this net" in box and "Could not load" not in box and "Shown: LeNet" in box
+
+
 def test_unchanged_controls_rebuild_nothing():
     ctx = _ctx()
     sid = new_session_id()
