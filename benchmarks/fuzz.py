@@ -52,6 +52,7 @@ SHARED = os.environ.get("CAFFE_SHARED", os.path.join(os.path.dirname(ROOT), "sha
 
 MAX_RUN_ELEMENTS = 30_000_000      # blob elements (memory_used) above which a mutant is only built
 MAX_RUN_PARAMS = 40_000_000        # param elements, likewise
+MAX_RUN_RECORDS = 4096             # a data layer's batch (records or windows read one by one), likewise
 RECYCLE_EVERY = 300                # mutants per worker before a fresh one (no slow leak decides anything)
 
 # ---------------------------------------------------------------------------------------------- seeds
@@ -722,6 +723,11 @@ def _fill_inputs(net, rng, mode):
             blob.data[...] = rng.normal(size=blob.shape)
 
 
+def _batch_records(lp):
+    """The records a data layer reads one by one for a batch (0 for other layers)."""
+    return max([int(getattr(lp, f).batch_size) for f in _BATCH_FIELDS if lp.HasField(f)] or [0])
+
+
 def _placed(e, path):
     """Whether an engine error's message says where: a layer, a blob or the file."""
     text = str(e)
@@ -746,7 +752,8 @@ def run_mutant(m, folder):
         try:
             net = Net(path, m["phase"], level=m["level"], stages=m["stages"], allow_python=False)
             params = sum(b.count for l in net.layers for b in l.blobs)
-            if net.memory_used > MAX_RUN_ELEMENTS or params > MAX_RUN_PARAMS:
+            records = max([_batch_records(l.layer_param) for l in net.layers] or [0])
+            if net.memory_used > MAX_RUN_ELEMENTS or params > MAX_RUN_PARAMS or records > MAX_RUN_RECORDS:
                 out["outcome"] = "ok (Init only)"
             else:
                 _fill_inputs(net, np.random.default_rng(m["rng"]), m["inputs"])

@@ -145,9 +145,6 @@ def _engine_frame(tb):
 # (exception type, engine file, class of ``self`` in the innermost engine frame or "" for
 # any, regex on the message, reason).  Remove an entry when its bug is fixed.
 KNOWN = [
-    ("TypeError", "layers/neuron.py", "", r"return arrays must be of ArrayType",
-     "neuron layers (ELU, TanH, BNLL, ...) on a 0-d blob (shape {}): NumPy ufuncs return a scalar, "
-     "not an array, so out= fails; Caffe computes the single value"),
     ("ZeroDivisionError", "layers/neuron.py", "PReLULayer", r"",
      "PReLU on a bottom with a zero dimension; Caffe runs an empty loop"),
     ("ValueError", "layers/neuron.py", "PReLULayer", r"cannot reshape array",
@@ -1122,3 +1119,79 @@ def test_a_data_layer_with_a_huge_batch_closes_cleanly(quiet_engine):
     layer.close()                       # while the first batch is being read
     assert not thread.is_alive() and layer.prefetcher.resource.resource is None   # stopped, then closed
     _assert_no_prefetch_threads()
+
+
+@pytest.mark.parametrize("layer_type, num_output, message", [
+    ("LSTM", 4294967295, "Check failed: num_output > 0 (-1 vs. 0) num_output must be positive"),
+    ("RNN", 2147483648, "Check failed: num_output > 0 (-2147483648 vs. 0) num_output must be positive"),
+])
+def test_recurrent_num_output_beyond_int_is_caffes_check(quiet_engine, layer_type, num_output, message):
+    """recurrent_param.num_output is a uint32 that Caffe reads into an int: from 2^31 on it is
+    negative and CHECK_GT(num_output, 0) stops Init.  The engine took the uint32 as it is and
+    then set LSTM's 4 * num_output into the unrolled InnerProduct (ValueError: out of range)."""
+    from engine.core.errors import LayerError
+    path = quiet_engine / "rnn.prototxt"
+    path.write_text(
+        'layer { name: "input" type: "Input" top: "x" top: "cont" '
+        'input_param { shape { dim: 3 dim: 2 dim: 4 } shape { dim: 3 dim: 2 } } }\n'
+        'layer { name: "r" type: "%s" bottom: "x" bottom: "cont" top: "y" '
+        'recurrent_param { num_output: %d } }\n' % (layer_type, num_output))
+    with pytest.raises(LayerError) as ei:
+        Net(str(path), TRAIN)
+    assert message in str(ei.value) and ei.value.layer == "r"
+
+
+def test_spp_with_a_huge_pyramid_stops_at_the_first_level_that_cannot_pool(quiet_engine):
+    """spp_param { pyramid_height: 2147483647 } made the engine create 2^31-1 blobs before
+    setting up any pooling level (a hang).  The levels are now set up one by one, so the
+    pooling CHECK of the first impossible level (here level 2: pad 2 is not < kernel 2 for
+    a 5x4 input) stops Init at once."""
+    from engine.core.errors import LayerError
+    path = quiet_engine / "spp.prototxt"
+    path.write_text(
+        'layer { name: "input" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 5 dim: 4 } } }\n'
+        'layer { name: "spp" type: "SPP" bottom: "x" top: "y" spp_param { pyramid_height: 2147483647 } }\n')
+    with pytest.raises(LayerError, match=r"Check failed: pad_h_ < kernel_h_ \(2 vs\. 2\)"):
+        Net(str(path), TRAIN)
+    # 2^32-1 is -1 in Caffe's int pyramid_height_: no levels, and the Concat over none refuses
+    path.write_text(path.read_text().replace("2147483647", "4294967295"))
+    with pytest.raises(LayerError, match=r"Concat Layer takes at least 1 bottom blob\(s\) as input. \(SPP "
+                                         r"pyramid_height must be at least 1, got -1\)"):
+        Net(str(path), TRAIN)
+
+
+_NEURONS = ["AbsVal", "BNLL", "Clip", "Dropout", "ELU", "Exp", "Log", "Power", "ReLU", "Sigmoid", "Swish", "TanH",
+            "Threshold"]
+
+
+@pytest.mark.parametrize("layer, in_place", [(n, False) for n in _NEURONS]
+                         + [(n, True) for n in _NEURONS if n != "AbsVal"])      # AbsVal: not in place
+def test_neuron_layers_compute_a_0d_blob_like_a_one_element_one(quiet_engine, layer, in_place):
+    """A 0-d blob (``shape { }``: one value; a mutant cleared an Input's dims): NumPy makes
+    arithmetic on 0-d arrays scalars, so ``out=`` failed (TypeError) in ELU, TanH, BNLL ...
+    (it was in KNOWN).  Now Forward and Backward give the numbers of a 1-element blob, and
+    the blobs keep their 0-d shape."""
+    params = {"Clip": "clip_param { min: -1 max: 1 }", "Power": "power_param { power: 2 shift: 1 }"}
+
+    def run(dims):
+        path = quiet_engine / "n.prototxt"
+        top = "x" if in_place else "y"
+        path.write_text(
+            '%s'
+            'layer { name: "input" type: "Input" top: "x" input_param { shape { %s } } }\n'
+            'layer { name: "n" type: "%s" bottom: "x" top: "%s" %s }\n'
+            'layer { name: "loss" type: "Power" bottom: "%s" top: "loss" loss_weight: 1 }\n'
+            % ("" if layer == "Threshold" else "force_backward: true\n", dims, layer, top, params.get(layer, ""),
+               top))
+        net = Net(str(path), TEST)
+        net.blobs["x"].data[...] = 0.75
+        net.forward()
+        y = net.blobs[top].data.copy()
+        if layer != "Threshold":            # Caffe's Threshold has no Backward
+            net.backward()
+        return y, net.blobs["x"].diff.copy(), net.blobs[top].shape
+
+    y0, dx0, shape0 = run("")
+    y1, dx1, _ = run("dim: 1")
+    assert shape0 == () and y0.shape == () and dx0.shape == ()
+    assert y0.reshape(1).tolist() == y1.tolist() and dx0.reshape(1).tolist() == dx1.tolist()

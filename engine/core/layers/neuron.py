@@ -69,6 +69,43 @@ class _Neuron(NeuronLayer):
         """A Python/proto number as a scalar of the layer's dtype (Caffe's Dtype)."""
         return self.dtype.type(v)
 
+    # A 0-d blob (``shape { }``: one value) runs as a 1-element vector: NumPy turns
+    # arithmetic on 0-d arrays into scalars, which the layers' ``out=`` cannot take;
+    # Caffe computes the one value like any other.
+    def Forward(self, bottom, top):
+        if bottom and bottom[0].num_axes == 0:
+            with _as_vectors(bottom, top):
+                return super().Forward(bottom, top)
+        return super().Forward(bottom, top)
+
+    def Backward(self, top, propagate_down, bottom):
+        if bottom and bottom[0].num_axes == 0:
+            with _as_vectors(bottom, top):
+                return super().Backward(top, propagate_down, bottom)
+        return super().Backward(top, propagate_down, bottom)
+
+
+class _as_vectors:
+    """Blobs of shape () seen as shape (1,) (the same memory) for the duration."""
+
+    def __init__(self, *vecs):
+        self.blobs = []                 # a neuron layer's bottom and top (one blob when in place)
+        for vec in vecs:
+            for b in vec:
+                if not any(b is c for c in self.blobs):
+                    self.blobs.append(b)
+
+    def __enter__(self):
+        for b in self.blobs:
+            if b.num_axes == 0:
+                b.reshape((1,))
+
+    def __exit__(self, *exc):
+        for b in self.blobs:
+            if b.shape == (1,):
+                b.reshape(())
+        return False
+
 
 # --------------------------------------------------------------------- AbsVal
 @register_layer

@@ -973,15 +973,18 @@ class SPPLayer(Layer):
         if not b.width > 0:
             raise self.error(_check_failed("bottom_w_ > 0", b.width, 0,
                                            "Input dimensions cannot be zero."))
-        self.pyramid_height = int(self.layer_param.spp_param.pyramid_height)
+        height = int(self.layer_param.spp_param.pyramid_height) & 0xFFFFFFFF   # a uint32 read into an int
+        self.pyramid_height = height - (1 << 32) if height >= 1 << 31 else height
         if self.pyramid_height < 1:
             # Caffe builds a Concat layer over no bottoms, which rejects it.
             raise self.error("Concat Layer takes at least 1 bottom blob(s) as input. "
                              "(SPP pyramid_height must be at least 1, got %d)" % self.pyramid_height)
         self._shape = None
         self.pool_layers = []
-        self.split_blobs = [Blob(dtype=self.dtype) for _ in range(self.pyramid_height)]
-        self.pool_outputs = [Blob(dtype=self.dtype) for _ in range(self.pyramid_height)]
+        # made level by level as the pooling layers are set up: a pooling layer's own CHECK
+        # (pad < kernel, at the latest once 2^level exceeds the input) stops a pyramid_height
+        # of 2^31-1 before it asks for billions of blobs (Caffe allocates them first and dies)
+        self.split_blobs, self.pool_outputs = [], []
 
     def reshape(self, bottom, top):
         if bottom[0].num_axes != 4:
@@ -1000,10 +1003,15 @@ class SPPLayer(Layer):
             s.reshape_like(bottom[0])
             s.share_data(bottom[0])
         if self._shape != bottom[0].shape:
-            self.pool_layers = []
+            self.pool_layers, self.split_blobs, self.pool_outputs = [], [], []
             for i in range(self.pyramid_height):
+                split, out = Blob(dtype=self.dtype), Blob(dtype=self.dtype)
+                split.reshape_like(bottom[0])
+                split.share_data(bottom[0])
                 layer = PoolingLayer(self._pooling_param(i, H, W), dtype=self.dtype)
-                layer.SetUp([self.split_blobs[i]], [self.pool_outputs[i]])
+                layer.SetUp([split], [out])
+                self.split_blobs.append(split)
+                self.pool_outputs.append(out)
                 self.pool_layers.append(layer)
             self._shape = bottom[0].shape
         total = 0
