@@ -456,3 +456,44 @@ def test_continue_a_solver_run_stopped_at_a_breakpoint(dash_duo, tmp_path):
     assert int(s.loaded.solver.iter) == 3 and s.paused is None
     assert len(s.loaded.training.train) == 3
 
+
+
+def test_compare_tab_with_an_onnx_port(dash_duo, tmp_path):
+    # "this net vs an ONNX model": the page's own net exported, ip1's weights changed in the file
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    import engine.ports as ports
+    app = _start(dash_duo)
+    model = onnx.load_from_string(ports.export_onnx_bytes(_session(app).loaded.net))
+    for init in model.graph.initializer:
+        if init.name == "ip1/weight":
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 1.1, init.name))
+    port = tmp_path / "lenet_port.onnx"
+    port.write_bytes(model.SerializeToString())
+    _tab(dash_duo, "Compare")
+
+    def upload():
+        if str(_session(app).uploads.get("compare", "")).endswith(".onnx"):
+            return True
+        try:
+            dash_duo.driver.find_element("css selector", "#%s input[type=file]" % ids.COMPARE_UPLOAD).send_keys(
+                str(port))
+        except Exception:     # noqa: BLE001 - stale while the tab re-renders
+            pass
+        return False
+    wait_for(upload, timeout=120, what="the port received")
+    wait_for(lambda: "ONNX model" in dash_duo.driver.execute_script(
+        "return document.getElementById(arguments[0]).innerText;", ids.COMPARE_KIND), timeout=60,
+        what="the ONNX comparison chosen")
+    dash_duo.driver.execute_script("document.getElementById(arguments[0]).click();", ids.COMPARE_BUTTON)
+    wait_text(dash_duo, ids.COMPARE_SUMMARY, "ip1", timeout=120)
+    assert "departs" in text_of(dash_duo, ids.COMPARE_TABLE)
+    assert "ip1" in text_of(dash_duo, ids.COMPARE_SUMMARY).split("diagnosis")[0]      # the verdict names it
+    # the graph is coloured by the relative difference
+    wait_for(lambda: "relative difference" in text_of(dash_duo, ids.COLOUR_BY), timeout=120,
+             what="the colouring switched to the comparison")
+    if os.environ.get("INSPECTOR_SCREENSHOTS"):
+        settle(dash_duo)
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "compare_onnx.png"))
