@@ -130,11 +130,18 @@ def block_label(block, children=0):
 
 
 def child_counts(blocks):
-    """{block id: how many blocks it holds directly}."""
+    """{block id: how many blocks it holds directly, when they hold all its layers (a
+    stage); absent when it holds layers of its own too (a section around a stem)}."""
+    blocks = list(blocks)
     out: Dict[str, int] = {}
+    covered: Dict[str, set] = {}
     for b in blocks:
         if b.parent:
             out[b.parent] = out.get(b.parent, 0) + 1
+            covered.setdefault(b.parent, set()).update(b.layers)
+    for b in blocks:
+        if b.id in out and not covered[b.id] >= set(b.layers):
+            del out[b.id]
     return out
 
 

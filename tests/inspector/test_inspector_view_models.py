@@ -294,6 +294,14 @@ def test_stage_labels_count_blocks_and_folded_blocks_name_what_they_hold(tmp_pat
     from inspector import cyto
     el = next(e for e in cyto.elements(folded) if e["data"].get("name") == "res4")
     assert "|res4b|" in el["data"]["inner"] and el["data"]["short"] == "res4"
+    # a section holding a block and layers of its own counts layers (MobileNet's head: conv6, pool6, fc7, prob)
+    from benchmarks.netgen import mobilenet_prototxt
+    p = tmp_path / "mobilenet.prototxt"
+    p.write_text(mobilenet_prototxt())
+    mv = presenter.graph_view(build_loaded(p, phase="TEST"), "category", vm.DisplayOptions())
+    labels = {n.name: n.label for n in mv.nodes if n.kind == "group"}
+    assert labels["conv5"] == "conv5 · 6 blocks" and labels["head"].startswith("head · ") and \
+        labels["head"].endswith(" layers")
 
 
 SPLIT_FIRST = """name: "SplitFirst"
