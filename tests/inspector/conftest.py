@@ -119,3 +119,45 @@ def app_ctx(tmp_path):
     from inspector.sessions import SessionStore
     cfg = InspectorConfig(model_root=str(ROOT), max_upload_bytes=8 << 20)
     return AppContext(config=cfg, store=SessionStore(4, 3600), examples=cfg.examples())
+
+
+# ---------------------------------------------------------------- a server driven as the browser drives it
+@pytest.fixture(scope="module")
+def expect():
+    from benchmarks import load_test as lt
+    return lt.expected_nets()
+
+
+@pytest.fixture
+def serve(expect, request):
+    """serve(**config) → a server on 127.0.0.1 and .tab() to open browser tabs on it
+    (benchmarks/load_test.py's Tab), each tab checked to open the bundled LeNet."""
+    import concurrent.futures as cf
+    import random
+    from types import SimpleNamespace
+
+    from benchmarks import load_test as lt
+    from inspector import create_app
+    label = request.module.__name__.rsplit("_", 1)[-1]          # "safety", "limits"
+    made = []
+
+    def start(**cfg):
+        app = create_app(lt.make_config(**cfg))
+        server = lt.ServerThread(app)
+        pool = cf.ThreadPoolExecutor(8)
+        made.append((server, pool))
+        stats = lt.Stats()
+        deps = lt.Dependencies.fetch(server.url)
+
+        def tab():
+            t = lt.Tab(server.url, deps, stats, pool, expect, random.Random(0), label)
+            t.open()
+            assert t.net is expect["lenet"] and "LeNetDigits" in lt._text(t.props.get("load-status.children"))
+            return t
+
+        return SimpleNamespace(app=app, server=server, stats=stats, tab=tab, url=server.url, deps=deps)
+
+    yield start
+    for server, pool in made:
+        pool.shutdown(wait=True)
+        server.stop()

@@ -8,14 +8,10 @@ browser drives it (benchmarks/load_test.py's Tab):
   first layer that reads the empty blob shows Caffe's ``Check failed: data_`` as the run
   message (blob, shape, layer), never a traceback, and the session goes on.
 """
-import concurrent.futures as cf
-import random
-from types import SimpleNamespace
 
 import pytest
 
 from benchmarks import load_test as lt
-from inspector import create_app
 from inspector.cli import config_from_args, parse_args
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -36,37 +32,6 @@ layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1"
   inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
 layer { name: "prob" type: "Softmax" bottom: "ip1" top: "prob" }
 """
-
-
-@pytest.fixture(scope="module")
-def expect():
-    return lt.expected_nets()
-
-
-@pytest.fixture
-def serve(expect):
-    made = []
-
-    def start(**cfg):
-        app = create_app(lt.make_config(**cfg))
-        server = lt.ServerThread(app)
-        pool = cf.ThreadPoolExecutor(8)
-        made.append((server, pool))
-        stats = lt.Stats()
-        deps = lt.Dependencies.fetch(server.url)
-
-        def tab():
-            t = lt.Tab(server.url, deps, stats, pool, expect, random.Random(0), "limits")
-            t.open()
-            assert t.net is expect["lenet"] and "LeNetDigits" in lt._text(t.props.get("load-status.children"))
-            return t
-
-        return SimpleNamespace(app=app, server=server, stats=stats, tab=tab, url=server.url, deps=deps)
-
-    yield start
-    for server, pool in made:
-        pool.shutdown(wait=True)
-        server.stop()
 
 
 def upload(tab, filename, content):

@@ -15,18 +15,13 @@ what must survive a failure:
 The page is driven as the browser drives it (benchmarks/load_test.py's Tab:
 ``/_dash-layout``, ``/_dash-dependencies``, ``POST /_dash-update-component``).
 """
-import concurrent.futures as cf
 import json
 import os
-import random
-from types import SimpleNamespace
 
 import numpy as np
-import pytest
 from inspector_testlib import OVERFLOW_NET, SYNTAX_ERROR_NET
 
 from benchmarks import load_test as lt
-from inspector import create_app
 
 TRACEBACK = "Traceback (most recent call last)"
 
@@ -77,38 +72,6 @@ layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 1 dim: 4
 layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
         inner_product_param { num_output: 2 } }
 """
-
-
-@pytest.fixture(scope="module")
-def expect():
-    return lt.expected_nets()
-
-
-@pytest.fixture
-def serve(expect):
-    """serve(**config) → a server on 127.0.0.1 and .tab() to open browser tabs on it."""
-    made = []
-
-    def start(**cfg):
-        app = create_app(lt.make_config(**cfg))
-        server = lt.ServerThread(app)
-        pool = cf.ThreadPoolExecutor(8)
-        made.append((server, pool))
-        stats = lt.Stats()
-        deps = lt.Dependencies.fetch(server.url)
-
-        def tab():
-            t = lt.Tab(server.url, deps, stats, pool, expect, random.Random(0), "safety")
-            t.open()
-            assert t.net is expect["lenet"] and "LeNetDigits" in status(t)
-            return t
-
-        return SimpleNamespace(app=app, server=server, stats=stats, tab=tab, url=server.url, deps=deps)
-
-    yield start
-    for server, pool in made:
-        pool.shutdown(wait=True)
-        server.stop()
 
 
 def no_http_errors(srv):
