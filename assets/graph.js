@@ -492,6 +492,12 @@
         });
     }
 
+    // Whether the graph still has deferred work queued (the zoom's level of detail waits 140 ms
+    // for the zoom to stop; labels, the overview map and a re-frame wait for the next frame):
+    // scripted checks wait on it rather than on a guess at how long that takes.
+    window.inspectorGraphPending = function () {
+        return !!(S.lodTimer || S.lodQueued || S.labelsQueued || S.mapQueued || S.reframeQueued);
+    };
     window.dash_clientside = window.dash_clientside || {};
     window.dash_clientside.inspectorGraph = {
             sync: function (meta, selection, focus) {

@@ -76,9 +76,11 @@ def wait_for(predicate, timeout=120, interval=0.1, what="condition"):
 
 _SETTLE_JS = _CY + """
 const done = arguments[arguments.length - 1];
-if (cy && cy.animated()) { done(false); return; }
-// two frames: what the page queued for the next frame (labels, the overview, a re-frame) has run
-window.requestAnimationFrame(() => window.requestAnimationFrame(() => done(!(cy && cy.animated()))));
+const pending = () => (cy && cy.animated()) || (window.inspectorGraphPending && window.inspectorGraphPending());
+if (pending()) { done(false); return; }
+// two frames: what the page queued for the next frame (labels, the overview, a re-frame) has run,
+// and no timer of the page's (the zoom's level of detail, 140 ms after the zoom) is still waiting
+window.requestAnimationFrame(() => window.requestAnimationFrame(() => done(!pending())));
 """
 
 

@@ -772,6 +772,10 @@ class EmbedLayer(Layer):
         return idx
 
     def forward(self, bottom, top):
+        if self.M == 0:          # an empty batch: Caffe's kernel and GEMM run over nothing,
+            bottom[0].get_data()     # once they have the pointers (CHECK(data_) on a blob that
+            top[0].mut_data()        # never held memory)
+            return
         idx = self._indices(bottom)
         y = self.blobs[0].get_data()[idx]
         if self.bias_term:
@@ -782,6 +786,10 @@ class EmbedLayer(Layer):
         if propagate_down[0]:
             raise self.error(_check_failed("!propagate_down[0]",
                                            message="Can't backpropagate to EmbedLayer input."))
+        if self.M == 0:          # an empty batch adds nothing to either param's diff
+            top[0].get_diff()
+            bottom[0].get_data()
+            return
         td = top[0].get_diff().reshape(self.M, self.N)
         if self.get_param_propagate_down(0):
             idx = self._indices(bottom)

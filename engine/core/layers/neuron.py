@@ -73,13 +73,13 @@ class _Neuron(NeuronLayer):
     # arithmetic on 0-d arrays into scalars, which the layers' ``out=`` cannot take;
     # Caffe computes the one value like any other.
     def Forward(self, bottom, top):
-        if bottom and bottom[0].num_axes == 0:
+        if bottom and bottom[0].num_axes == 0 and bottom[0].has_memory:
             with _as_vectors(bottom, top):
                 return super().Forward(bottom, top)
         return super().Forward(bottom, top)
 
     def Backward(self, top, propagate_down, bottom):
-        if bottom and bottom[0].num_axes == 0:
+        if bottom and bottom[0].num_axes == 0 and bottom[0].has_memory:
             with _as_vectors(bottom, top):
                 return super().Backward(top, propagate_down, bottom)
         return super().Backward(top, propagate_down, bottom)
@@ -96,14 +96,15 @@ class _as_vectors:
                     self.blobs.append(b)
 
     def __enter__(self):
+        # only blobs that hold memory: one never given a shape has none, and its first use
+        # must raise Caffe's CHECK(data_) rather than be given memory here
+        self.blobs = [b for b in self.blobs if b.num_axes == 0 and b.has_memory]
         for b in self.blobs:
-            if b.num_axes == 0:
-                b.reshape((1,))
+            b.reshape((1,))
 
     def __exit__(self, *exc):
         for b in self.blobs:
-            if b.shape == (1,):
-                b.reshape(())
+            b.reshape(())
         return False
 
 
