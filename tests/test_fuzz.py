@@ -1195,3 +1195,27 @@ def test_neuron_layers_compute_a_0d_blob_like_a_one_element_one(quiet_engine, la
     y1, dx1, _ = run("dim: 1")
     assert shape0 == () and y0.shape == () and dx0.shape == ()
     assert y0.reshape(1).tolist() == y1.tolist() and dx0.reshape(1).tolist() == dx1.tolist()
+
+
+def test_infinite_losses_and_a_huge_transform_scale_give_cs_numbers_without_warnings(quiet_engine):
+    """RuntimeWarnings (findings by this file's rules) the campaign logged: a net's losses of
+    inf and -inf summed outside np.errstate (ForwardFromTo), and DataTransformer's scale
+    overflowing float32 on the prefetch thread.  C gives nan and inf silently; so does the engine."""
+    import warnings
+
+    from engine.core.data_transformer import DataTransformer
+    path = quiet_engine / "losses.prototxt"
+    path.write_text('layer { name: "i" type: "Input" top: "a" top: "b" '
+                    'input_param { shape { dim: 1 } shape { dim: 1 } } }\n'
+                    'layer { name: "l1" type: "Power" bottom: "a" top: "x" loss_weight: 1 }\n'
+                    'layer { name: "l2" type: "Power" bottom: "b" top: "y" loss_weight: -1 }\n')
+    net = Net(str(path), TEST)
+    net.blobs["a"].data[...] = np.inf
+    net.blobs["b"].data[...] = np.inf
+    tp = caffe_pb2.TransformationParameter(scale=3e38)
+    t = DataTransformer(tp, TEST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(net.ForwardFromTo(0, 2))
+        out = t.transform_chw(np.full((1, 2, 2), 255, np.uint8))
+    assert out.dtype == np.float32 and np.isinf(out).all()
