@@ -73,13 +73,13 @@ class _Neuron(NeuronLayer):
     # arithmetic on 0-d arrays into scalars, which the layers' ``out=`` cannot take;
     # Caffe computes the one value like any other.
     def Forward(self, bottom, top):
-        if bottom and bottom[0].num_axes == 0:
+        if bottom and bottom[0].num_axes == 0 and bottom[0].count == 1:   # not a never-shaped blob
             with _as_vectors(bottom, top):
                 return super().Forward(bottom, top)
         return super().Forward(bottom, top)
 
     def Backward(self, top, propagate_down, bottom):
-        if bottom and bottom[0].num_axes == 0:
+        if bottom and bottom[0].num_axes == 0 and bottom[0].count == 1:
             with _as_vectors(bottom, top):
                 return super().Backward(top, propagate_down, bottom)
         return super().Backward(top, propagate_down, bottom)
@@ -97,7 +97,7 @@ class _as_vectors:
 
     def __enter__(self):
         for b in self.blobs:
-            if b.num_axes == 0:
+            if b.num_axes == 0 and b.count == 1:
                 b.reshape((1,))
 
     def __exit__(self, *exc):
