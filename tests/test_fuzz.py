@@ -1029,8 +1029,10 @@ def test_fuzz_layers(quiet_engine):
 def test_an_in_place_layer_that_reshapes_a_top_stops_backward_with_an_engine_error(quiet_engine):
     """A Reduction (or any layer that reshapes its top) written in place after a layer: Caffe
     lets it reshape the shared blob, then the first layer's Backward reads and writes past
-    the blob's data.  The engine raised NumPy's ValueError from Bias's backward; now a
-    ShapeError that names the blob, both shapes, the layer that changed it and the layer."""
+    the blob's data.  The engine raised NumPy's ValueError from Bias's backward.  Now the
+    in-place Reduction stops Init at its SetUp (see the Tile test below), and a top whose
+    shape changed between a layer's Forward and its Backward (here by hand) stops Backward
+    with a ShapeError naming the blob and both shapes."""
     from engine.core.errors import ShapeError
     path = quiet_engine / "inplace_reshape.prototxt"
     path.write_text(
@@ -1038,21 +1040,21 @@ def test_an_in_place_layer_that_reshapes_a_top_stops_backward_with_an_engine_err
         'layer { name: "bias" type: "Bias" bottom: "x" top: "y" bias_param { axis: 1 num_axes: 1 } }\n'
         'layer { name: "loss" type: "Reduction" bottom: "y" top: "y" loss_weight: 1 '
         'reduction_param { operation: SUMSQ } }\n')
-    net = Net(str(path), TRAIN)
+    with pytest.raises(ShapeError, match=r"from 2 3 4 \(24\) to \(1\).*\(layer 'loss', type Reduction\)"):
+        Net(str(path), TRAIN)
+    ok = quiet_engine / "ok.prototxt"
+    ok.write_text(path.read_text().replace('top: "y" loss_weight', 'top: "l" loss_weight'))
+    net = Net(str(ok), TRAIN)
     net.blobs["x"].data[...] = 1.0
     net.forward()
+    net.blobs["y"].reshape(4, 6)                        # behind the layers' backs
     with pytest.raises(ShapeError) as ei:
         net.backward()
     e = ei.value
     assert e.layer == "bias" and e.blob == "y"
-    assert str(e) == ("Backward: top blob 'y' has shape (1) at Backward, not the 2 3 4 (24) its Forward gave it "
-                      "(changed by layer 'loss', in place after it): Caffe reads and writes past the blob's data "
-                      "here (layer 'bias', type Bias)")
-    # a reshape through the net (Net.Reshape) is the layer's own: Backward then runs
-    ok = quiet_engine / "ok.prototxt"
-    ok.write_text(path.read_text().replace('top: "y" loss_weight', 'top: "l" loss_weight'))
-    net = Net(str(ok), TRAIN)
-    net.forward()
+    assert str(e) == ("Backward: top blob 'y' has shape 4 6 (24) at Backward, not the 2 3 4 (24) its Forward gave "
+                      "it: Caffe reads and writes past the blob's data here (layer 'bias', type Bias)")
+    # a reshape through the net (Net.Reshape) is the layers' own: Backward then runs
     net.blobs["x"].reshape(4, 3, 2)
     net.reshape()
     net.backward()
@@ -1195,3 +1197,51 @@ def test_neuron_layers_compute_a_0d_blob_like_a_one_element_one(quiet_engine, la
     y1, dx1, _ = run("dim: 1")
     assert shape0 == () and y0.shape == () and dx0.shape == ()
     assert y0.reshape(1).tolist() == y1.tolist() and dx0.reshape(1).tolist() == dx1.tolist()
+
+
+def test_infinite_losses_and_a_huge_transform_scale_give_cs_numbers_without_warnings(quiet_engine):
+    """RuntimeWarnings (findings by this file's rules) the campaign logged: a net's losses of
+    inf and -inf summed outside np.errstate (ForwardFromTo), and DataTransformer's scale
+    overflowing float32 on the prefetch thread.  C gives nan and inf silently; so does the engine."""
+    import warnings
+
+    from engine.core.data_transformer import DataTransformer
+    path = quiet_engine / "losses.prototxt"
+    path.write_text('layer { name: "i" type: "Input" top: "a" top: "b" '
+                    'input_param { shape { dim: 1 } shape { dim: 1 } } }\n'
+                    'layer { name: "l1" type: "Power" bottom: "a" top: "x" loss_weight: 1 }\n'
+                    'layer { name: "l2" type: "Power" bottom: "b" top: "y" loss_weight: -1 }\n')
+    net = Net(str(path), TEST)
+    net.blobs["a"].data[...] = np.inf
+    net.blobs["b"].data[...] = np.inf
+    tp = caffe_pb2.TransformationParameter(scale=3e38)
+    t = DataTransformer(tp, TEST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(net.ForwardFromTo(0, 2))
+        out = t.transform_chw(np.full((1, 2, 2), 255, np.uint8))
+    assert out.dtype == np.float32 and np.isinf(out).all()
+
+
+def test_a_layer_that_changes_its_shape_in_place_is_an_engine_error(quiet_engine):
+    """A Tile written in place (``top`` renamed to its bottom by a mutant): its Reshape grows the
+    shared blob, then its Forward read the bottom with the new shape (NumPy's ValueError).  Any
+    layer whose Reshape (at SetUp or Forward) changes a blob it reads in place now stops with
+    a ShapeError; the layers that run in place keep the shape and are untouched."""
+    from engine.core.errors import ShapeError
+    path = quiet_engine / "tile.prototxt"
+    path.write_text(
+        'layer { name: "input" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 2 } } }\n'
+        'layer { name: "t" type: "Tile" bottom: "x" top: "x" tile_param { axis: 1 tiles: 3 } }\n')
+    with pytest.raises(ShapeError) as ei:
+        Net(str(path), TEST)                            # at SetUp: an Init error, with its line
+    assert ei.value.layer == "t" and str(ei.value) == "%s:2:1: " % path + (
+        "bottom 0 is also a top (in place), and Reshape changed its shape from 2 3 2 (12) to 2 9 2 (36): Caffe "
+        "then reads the bottom past its data; this layer cannot run in place (layer 't', type Tile)")
+    ok = quiet_engine / "relu.prototxt"
+    ok.write_text(path.read_text().replace('type: "Tile"', 'type: "ReLU"')
+                  .replace(" tile_param { axis: 1 tiles: 3 }", ""))
+    net = Net(str(ok), TEST)
+    net.blobs["x"].data[...] = -1.0
+    net.forward()
+    assert net.blobs["x"].shape == (2, 3, 2) and (net.blobs["x"].data == 0).all()

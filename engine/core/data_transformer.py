@@ -201,11 +201,12 @@ class DataTransformer:
         mv = self._mean_values_for(c)
         h_off, w_off, oh, ow = self._crop_window(h, w)
         x = src[:, h_off:h_off + oh, w_off:w_off + ow].astype(dt)
-        if self.mean is not None:
-            x = x - self.mean[:, h_off:h_off + oh, w_off:w_off + ow].astype(dt)
-        elif mv:
-            x = x - np.asarray(mv, dtype=dt).reshape(c, 1, 1)
-        x = x * dt.type(p.scale)
+        with np.errstate(all="ignore"):     # a huge scale or mean overflows to inf, as in C
+            if self.mean is not None:
+                x = x - self.mean[:, h_off:h_off + oh, w_off:w_off + ow].astype(dt)
+            elif mv:
+                x = x - np.asarray(mv, dtype=dt).reshape(c, 1, 1)
+            x = x * dt.type(p.scale)
         if do_mirror:
             x = x[:, :, ::-1]
         return np.ascontiguousarray(x, dtype=dt)

@@ -643,7 +643,8 @@ class Net:
                     self._name_empty(e, i)
                     _annotate(e, self._layer_name_list[i], layer.type, "Forward")
                     raise
-                loss += layer_loss
+                with np.errstate(all="ignore"):     # inf + -inf losses: nan, as in C
+                    loss += layer_loss
                 self._top_shapes[i] = tuple(t.shape for t in self._top_vecs[i])
                 for obs in self.debug_observers:
                     obs.after_layer("forward", i)

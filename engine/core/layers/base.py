@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.core import backend
 from engine.core.blob import Blob
-from engine.core.errors import LayerError, NetError
+from engine.core.errors import LayerError, NetError, ShapeError
 from engine.core.log import check_failed
 from engine.core.types import BlobVec
 from engine.core.vectors import BlobVec as ParamVec
@@ -179,9 +179,26 @@ class Layer:
     def SetUp(self, bottom: BlobVec, top: BlobVec) -> None:
         with np.errstate(all="ignore"):
             self.check_blob_counts(bottom, top)
+            in_place = self._in_place(bottom, top)
             self.layer_setup(bottom, top)
             self.reshape(bottom, top)
+            self._check_in_place(in_place)
             self.set_loss_weights(top)
+
+    @staticmethod
+    def _in_place(bottom, top):
+        """(index, blob, shape) of each bottom that is also a top."""
+        return [(i, b, b.shape) for i, b in enumerate(bottom) if any(t is b for t in top)]
+
+    def _check_in_place(self, in_place):
+        """A layer run in place must leave the shared blob's shape as it was: one whose
+        Reshape changes it (a Tile, Reduction or InnerProduct written in place) makes Caffe
+        read the bottom past its data."""
+        for i, b, before in in_place:
+            if b.shape != before:
+                raise self.error("bottom %d is also a top (in place), and Reshape changed its shape from "
+                                 "%s to %s: Caffe then reads the bottom past its data; this layer cannot "
+                                 "run in place" % (i, _shape_text(before), _shape_text(b.shape)), ShapeError)
 
     def check_blob_counts(self, bottom: BlobVec, top: BlobVec) -> None:
         t, nb, nt = self.type, len(bottom), len(top)
@@ -235,7 +252,9 @@ class Layer:
         # NaN and Inf travel through layers silently, as in Caffe; the debug
         # records and health checks report them.
         with np.errstate(all="ignore"):
+            in_place = self._in_place(bottom, top)
             self.reshape(bottom, top)
+            self._check_in_place(in_place)
             self.forward(bottom, top)
             return weighted_loss(self, top, self.dtype, self.xp)
 
@@ -348,3 +367,12 @@ class LossLayer(Layer):
         else:
             raise self.error("Unknown normalization mode: %s" % mode)
         return max(1.0, float(n))
+
+
+def _shape_text(shape):
+    """``2 3 4 (24)``, as Caffe's shape_string()."""
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return "".join("%d " % d for d in shape) + "(%d)" % count
+
