@@ -327,3 +327,21 @@ def test_debug_info_and_records_look_at_a_blob_without_memory(tmp_path):
     assert net.blobs["data"].asum_data() == 0.0 and net.blobs["data"].sumsq_diff() == 0.0
     with pytest.raises(EmptyBlobError):
         net.ForwardFromTo(1, 1)
+
+
+def test_an_empty_buffer_of_a_layer_is_named_once(tmp_path):
+    """A PReLU over 0 channels (found by fuzz campaign 21024): its own blobs never hold
+    memory; the error names the layer's buffer, quoted once, with the prototxt line."""
+    path = tmp_path / "prelu.prototxt"
+    path.write_text('layer { name: "input" type: "Input" top: "x" input_param { shape { dim: 2 dim: 0 dim: 4 } } }\n'
+                    'layer { name: "prelu" type: "PReLU" bottom: "x" top: "y" }\n'
+                    'layer { name: "loss" type: "Reduction" bottom: "y" top: "loss" loss_weight: 1\n'
+                    '  reduction_param { operation: SUMSQ } }\n')
+    with pytest.raises(EmptyBlobError) as ei:
+        net = Net(str(path), TRAIN)
+        net.forward()
+        net.backward()
+    msg = str(ei.value)
+    assert "Check failed: data_ (" in msg and "of layer 'prelu'" in msg, msg
+    assert "''" not in msg and "blob 'param" not in msg and "blob 'an internal" not in msg, msg
+    assert "(layer 'prelu', type PReLU)" in msg, msg

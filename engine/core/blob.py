@@ -349,7 +349,10 @@ class Blob:
     def empty_error(self, which: str = "data_", name: str | None = None) -> EmptyBlobError:
         """The error of asking for the data (``which`` "data_") or diff ("diff_") of a blob
         without memory; ``name``: how the net calls the blob, when known."""
-        blob = "the blob" if name is None else "blob '%s'" % name
+        # a net's blob by its name; a param or a layer's own buffer as described ("param 0 of
+        # layer 'x'", "an internal buffer of layer 'x'")
+        blob = ("the blob" if name is None else name if name.startswith(("param ", "an internal buffer "))
+                else "blob '%s'" % name)
         if not self._shape and self._count == 0:
             why = ("%s was never given a shape, so it holds no memory: reshape it first, e.g. "
                    "with input_param { shape {...} } or blob.reshape(...)" % blob)
