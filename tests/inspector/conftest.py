@@ -36,9 +36,18 @@ def _browser_skip_reason():
     return None
 
 
+def _free_port():
+    """A TCP port nobody listens on now (the OS picks it)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _honour_test_port():
-    """INSPECTOR_TEST_PORT: the port dash_duo's server uses (default 8050), so that
-    several test runs on one machine do not collide.  And the server's start may take
+    """INSPECTOR_TEST_PORT: the port dash_duo's server uses; without it, a free port the OS
+    picks for each server (dash's default, 8050, would collide between the pytest-xdist
+    workers and with any other run on the machine).  And the server's start may take
     up to 120 s (dash's default, 3 s, is a rate a busy machine does not always keep:
     the wait ends as soon as the server answers)."""
     port = os.environ.get("INSPECTOR_TEST_PORT")
@@ -51,8 +60,7 @@ def _honour_test_port():
         return
 
     def start_on_port(self, app, start_timeout=120, **kwargs):
-        if port:
-            kwargs.setdefault("port", int(port))
+        kwargs.setdefault("port", int(port) if port else _free_port())
         return start(self, app, start_timeout=max(start_timeout, 120), **kwargs)
     start_on_port._port_patched = True
     ThreadedRunner.start = start_on_port
