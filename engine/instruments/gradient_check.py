@@ -39,7 +39,32 @@ class GradientChecker:
         top[top_id].diff.reshape(-1)[top_data_id] = w
         return loss
 
-    def check_single(self, layer, bottom, top, check_bottom, top_id, top_data_id, element_wise=False):
+    def _perturbed(self, layer, bottom, top, blob, k, value, top_id, top_data_id, cache):
+        """The objective after a Forward with element ``k`` of ``blob`` set to ``value``.
+
+        With ``cache`` (the exhaustive modes), each perturbed Forward runs once: its tops are
+        kept, and every later (top_id, top_data_id) reads its objective from them.  A Forward
+        is a function of the bottoms, the params and the seed (reset before each), so the
+        numbers are the ones a fresh Forward gives; the checks are Caffe's, in
+        params x 2 Forwards instead of params x tops x 2."""
+        key = (id(blob), k, value)
+        tops = None if cache is None or top_id < 0 else cache.get(key)
+        if tops is None:
+            blob.data.reshape(-1)[k] = value
+            backend.set_random_seed(self.seed)
+            layer.Forward(bottom, top)
+            if cache is not None and top_id >= 0:
+                tops = cache[key] = [t.data.copy() for t in top]
+            else:
+                return self._objective(top, top_id, top_data_id)
+        flat = tops[top_id].reshape(-1)
+        if top_data_id >= flat.size:             # a top that shrank (Filter): no cached answer
+            del cache[key]
+            return self._perturbed(layer, bottom, top, blob, k, value, top_id, top_data_id, None)
+        return float(flat[top_data_id]) * 2.0    # _objective's twice one top element
+
+    def check_single(self, layer, bottom, top, check_bottom, top_id, top_data_id, element_wise=False,
+                     cache=None):
         blobs, prop = [], [False] * len(bottom)
         if element_wise:
             assert not layer.blobs, "element-wise check on a layer with params"
@@ -68,14 +93,10 @@ class GradientChecker:
                 est = 0.0
                 if not element_wise or k == top_data_id:
                     orig = flat[k]
-                    blob.data.reshape(-1)[k] = orig + self.stepsize
-                    backend.set_random_seed(self.seed)
-                    layer.Forward(bottom, top)
-                    pos = self._objective(top, top_id, top_data_id)
-                    blob.data.reshape(-1)[k] = orig - self.stepsize
-                    backend.set_random_seed(self.seed)
-                    layer.Forward(bottom, top)
-                    neg = self._objective(top, top_id, top_data_id)
+                    pos = self._perturbed(layer, bottom, top, blob, k, orig + self.stepsize,
+                                          top_id, top_data_id, cache)
+                    neg = self._perturbed(layer, bottom, top, blob, k, orig - self.stepsize,
+                                          top_id, top_data_id, cache)
                     blob.data.reshape(-1)[k] = orig
                     est = (pos - neg) / self.stepsize / 2.0
                     flat = blob.data.reshape(-1)
@@ -98,10 +119,11 @@ class GradientChecker:
         layer.SetUp(bottom, top)
         assert top, "Exhaustive mode requires at least one top blob."
         # Caffe re-reads each top's count every step (a Filter top can shrink).
+        cache = {}
         for i in range(len(top)):
             j = 0
             while j < top[i].count:
-                self.check_single(layer, bottom, top, check_bottom, i, j)
+                self.check_single(layer, bottom, top, check_bottom, i, j, cache=cache)
                 j += 1
 
     def check_gradient_eltwise(self, layer, bottom, top):
