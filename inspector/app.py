@@ -7,11 +7,11 @@ from inspector import adapters
 
 from .callbacks import AppContext, register_all
 from .callbacks.common import error_text
-from .callbacks.load import initial_spec
 from .config import InspectorConfig, data_dir
 from .jobs import ThreadJobManager
 from .layout import page
 from .loading import build
+from .netstate import initial_spec
 from .sessions import SessionStore, new_session_id
 from .spares import Spares, first_view
 

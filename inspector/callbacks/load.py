@@ -14,7 +14,7 @@ from inspector import debugger, ids, loading, runner, urlstate
 
 from ..inputs import InputSettings
 from ..layout.header import load_error_box, load_status, standin_children
-from ..netstate import default_phase
+from ..netstate import default_phase, initial_spec
 from ..sessions import ModelSpec
 from .common import guarded, triggered
 from .graph import opened_around
@@ -25,25 +25,6 @@ OPEN_PATH = (ids.MODEL_PATH_OPEN, ids.MODEL_PATH)          # the Open button, En
 FROM_ADDRESS = (None, ids.URL_POP, ids.SESSION)            # page load, back/forward, a restored tab
 SAME_NET_NOOP = (ids.EXAMPLE, ids.PHASE, ids.LEVEL, ids.STAGES)   # choosing what is loaded changes nothing
 NOT_IN_NET = "not in this net"     # the error kind of an address naming a layer, blob or block the net lacks
-
-
-def initial_spec(app):
-    """The model the page opens with: the command line's, else the first example."""
-    cfg = app.config
-    if cfg.model:
-        return ModelSpec(model=os.path.abspath(cfg.model), weights=cfg.weights, solver=cfg.solver,
-                         phase=cfg.phase or default_phase(cfg.model), level=cfg.level,
-                         stages=tuple(cfg.stages), label=os.path.basename(cfg.model), trusted=True)
-    if cfg.solver:
-        sp = engine.read_solver_params(cfg.solver)
-        net = sp.net or sp.train_net
-        return ModelSpec(model=os.path.abspath(net), weights=cfg.weights, solver=cfg.solver, phase="TRAIN",
-                         level=cfg.level, stages=tuple(cfg.stages), label=os.path.basename(net), trusted=True)
-    if app.examples:
-        label, path, phase = app.examples[0]
-        return ModelSpec(model=path, phase=cfg.phase or phase, level=cfg.level, stages=tuple(cfg.stages),
-                         label=label, trusted=True)
-    return ModelSpec()
 
 
 def shown_spec(app, session):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from inspector_testlib import LENET, RESNET_TINY, build_loaded
 
-from inspector import adapters, debug_views, debugger, presenter, runner, training
+from inspector import adapters, debug_views, debugger, presenter, runner
 from inspector.callbacks import stepping
 from inspector.callbacks import training as training_cb
 from inspector.sessions import ModelSpec, Session, SessionStore
@@ -125,10 +125,10 @@ def solver_store(tmp_path):
 
 def test_continue_a_solver_iteration_stopped_in_its_backward_updates_as_an_uninterrupted_one(solver_store):
     store, (sid, ref) = solver_store
-    training.run_solver(store, ref, 2)
+    runner.run_solver(store, ref, 2)
     with store.use(sid) as s:
         debugger.breakpoints(s).add("layer=ip1")
-    out = training.run_solver(store, sid, 2)
+    out = runner.run_solver(store, sid, 2)
     assert out.stopped == "breakpoint"
     with store.use(sid) as s:
         assert s.paused["kind"] == "solver" and s.paused["phase"] == "forward" and s.paused["remaining"] == 1

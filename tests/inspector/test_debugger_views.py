@@ -8,7 +8,7 @@ import pytest
 from dash import no_update
 from inspector_testlib import LENET, RESNET_TINY, SIAMESE, build_loaded, data_url
 
-from inspector import debug_figures, debug_views, jobs, runner, training
+from inspector import debug_figures, debug_views, jobs, runner
 from inspector.callbacks import compare as compare_cb
 from inspector.callbacks import downloads
 from inspector.callbacks import training as training_cb
@@ -37,7 +37,7 @@ def trained_store(tmp_path):
 def test_solver_iterations_fill_the_history(trained_store):
     store, sid = trained_store
     seen = []
-    out = training.run_solver(store, sid, 4, report=lambda d, n, t: seen.append((d, n, t)))
+    out = runner.run_solver(store, sid, 4, report=lambda d, n, t: seen.append((d, n, t)))
     assert out.done == 4 and out.stopped == "" and "4 iterations" in out.message
     assert [d for d, _n, _t in seen] == [1, 2, 3, 4] and "loss" in seen[-1][2]
     with store.use(sid) as s:
@@ -65,7 +65,7 @@ def test_solver_iterations_fill_the_history(trained_store):
 def test_transcript_filter_iteration_shows_iteration_lines(trained_store):
     from inspector import presenter
     store, sid = trained_store
-    training.run_solver(store, sid, 2)
+    runner.run_solver(store, sid, 2)
     with store.use(sid) as s:
         lines = presenter.findings(s.loaded, "Iteration")["transcript"]
     assert lines and all("Iteration" in l for l in lines)
@@ -80,7 +80,7 @@ def test_solver_run_cancelled_between_iterations(trained_store):
         if done == 2:
             tok.cancel()
 
-    out = training.run_solver(store, sid, 50, report=report, token=tok)
+    out = runner.run_solver(store, sid, 50, report=report, token=tok)
     assert out.stopped == "cancelled" and out.done == 2
     assert "cancelled after 2 of 50 iterations" in out.message
     with store.use(sid) as s:
@@ -92,7 +92,7 @@ def test_solver_run_refuses_without_solver():
     sid = "d" * 32
     with store.use(sid) as s:
         s.loaded = build_loaded(LENET)
-    out = training.run_solver(store, sid, 3)
+    out = runner.run_solver(store, sid, 3)
     assert out.done == 0 and out.stopped == "error" and out.message.startswith("⚠")
 
 
@@ -126,7 +126,7 @@ def test_full_records_pass_with_progress_and_cancel(app_ctx):
 
 def test_training_views_and_figures(trained_store):
     store, sid = trained_store
-    training.run_solver(store, sid, 4)
+    runner.run_solver(store, sid, 4)
     with store.use(sid) as s:
         h = s.loaded.training
         curves = debug_views.training_curves(h)
@@ -297,7 +297,7 @@ def test_solver_iteration_stopped_by_a_breakpoint_before_the_update(trained_stor
     with store.use(sid) as s:
         debugger.breakpoints(s).add("ip1.diff.mean_abs > 0", net=s.loaded.net)
         before = np.array(s.loaded.net.params["ip1"][0].data)
-    out = training.run_solver(store, sid, 5)
+    out = runner.run_solver(store, sid, 5)
     assert out.stopped == "breakpoint" and out.done == 1
     with store.use(sid) as s:
         assert "stopped in backward after ip2, before the update" in s.message
@@ -308,7 +308,7 @@ def test_solver_iteration_stopped_by_a_breakpoint_before_the_update(trained_stor
         bps = debugger.breakpoints(s)
         bps.enable(1, False)
         bps.add("loss < 100")
-    out = training.run_solver(store, sid, 5)
+    out = runner.run_solver(store, sid, 5)
     assert out.stopped == "breakpoint" and out.done == 1
     with store.use(sid) as s:
         assert int(s.loaded.solver.iter) == 1 and s.last_hit.condition == "loss < 100"
