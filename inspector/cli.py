@@ -56,7 +56,7 @@ def config_from_args(args):
     import os
 
     from inspector.config import InspectorConfig, default_max_net_bytes
-    from inspector.netstate import default_phase
+    from inspector.state.netstate import default_phase
     max_net_mb = getattr(args, "max_net_mb", None)
     max_net = default_max_net_bytes() if max_net_mb is None else (int(max_net_mb) << 20 or None)
     return InspectorConfig(

@@ -10,12 +10,13 @@ from dash import ALL, Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
 import engine
-from inspector import debugger, ids, loading, runner, urlstate
+from inspector import ids
+from inspector.state import debugger, loading, runner, urlstate
 
-from ..inputs import InputSettings
 from ..layout.header import load_error_box, load_status, standin_children
-from ..netstate import default_phase, initial_spec
-from ..sessions import ModelSpec
+from ..state.inputs import InputSettings
+from ..state.netstate import default_phase, initial_spec
+from ..state.sessions import ModelSpec
 from .common import guarded, triggered
 from .graph import opened_around
 
@@ -257,7 +258,7 @@ KIND_WORDS = {"layer": "layer", "blob": "blob", "ghost": "filtered-out layer", "
 def address_misses(loaded, state):
     """(What the address names that the net loaded does not hold, as sentences: its
     selection, blocks to open; whether its selection is there (or it names none))."""
-    from inspector import presenter
+    from inspector.state import presenter
     g = loaded.graph
     known_blocks = {b.id for b in presenter.blocks(loaded)}
     out = []

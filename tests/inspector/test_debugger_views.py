@@ -8,11 +8,12 @@ import pytest
 from dash import no_update
 from inspector_testlib import LENET, RESNET_TINY, SIAMESE, build_loaded, data_url
 
-from inspector import debug_figures, debug_views, jobs, runner
 from inspector.callbacks import compare as compare_cb
 from inspector.callbacks import downloads
 from inspector.callbacks import training as training_cb
-from inspector.sessions import ModelSpec, Session, SessionStore
+from inspector.state import jobs, runner
+from inspector.state.sessions import ModelSpec, Session, SessionStore
+from inspector.views import debug_figures, debug_views
 
 HANG_GUARD = 120.0          # seconds a job thread may take before the test calls it hung (not a speed target)
 
@@ -22,7 +23,7 @@ SOLVER = ('net: "%s"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: "inv"\ngamma: 0.0
 
 @pytest.fixture
 def trained_store(tmp_path):
-    from inspector import loading
+    from inspector.state import loading
     solver = tmp_path / "solver.prototxt"
     solver.write_text(SOLVER % LENET)
     store = SessionStore(4, 3600)
@@ -63,7 +64,7 @@ def test_solver_iterations_fill_the_history(trained_store):
 
 
 def test_transcript_filter_iteration_shows_iteration_lines(trained_store):
-    from inspector import presenter
+    from inspector.state import presenter
     store, sid = trained_store
     runner.run_solver(store, sid, 2)
     with store.use(sid) as s:
@@ -171,8 +172,8 @@ def test_backward_before_forward_warns():
 
 
 def test_gradient_metrics_are_split():
-    from inspector import presenter
-    from inspector import view_models as vm
+    from inspector.state import presenter
+    from inspector.views import view_models as vm
     s = Session(id="a2" * 16)
     s.loaded = build_loaded(LENET)
     runner.apply_inputs(s)
@@ -211,7 +212,7 @@ def test_compare_against_a_snapshot(app_ctx, tmp_path):
     cmp, _v = compare_cb.compare(app_ctx, sid, "file", rtol=1e-4)
     assert cmp.first_divergence.layer == "ip1"
     with app_ctx.store.use(sid) as s:
-        from inspector import presenter
+        from inspector.state import presenter
         vals = debug_views.compare_layer_values(cmp, s.loaded.graph)
         m = presenter.metrics(s.loaded)
         g = s.loaded.graph
@@ -270,7 +271,7 @@ def test_thread_job_manager_runs_cancels_and_keeps_results(tmp_path):
 
 # ------------------------------------------------------------------ timeline and breakpoints through the runner
 def test_actions_become_timeline_steps_with_their_hits():
-    from inspector import debugger
+    from inspector.state import debugger
     s = Session(id="b1" * 16)
     s.loaded = build_loaded(LENET)
     runner.apply_inputs(s)
@@ -292,7 +293,7 @@ def test_actions_become_timeline_steps_with_their_hits():
 
 
 def test_solver_iteration_stopped_by_a_breakpoint_before_the_update(trained_store):
-    from inspector import debugger
+    from inspector.state import debugger
     store, sid = trained_store
     with store.use(sid) as s:
         debugger.breakpoints(s).add("ip1.diff.mean_abs > 0", net=s.loaded.net)
@@ -315,8 +316,8 @@ def test_solver_iteration_stopped_by_a_breakpoint_before_the_update(trained_stor
 
 
 def test_report_export_names_the_upload_not_its_folder(app_ctx, tmp_path):
-    from inspector import loading
     from inspector.callbacks import export
+    from inspector.state import loading
     sid = "b2" * 16
     with app_ctx.store.use(sid) as s:
         path = loading.save_upload(s, "model", "mynet.prototxt", data_url(open(LENET).read()), 1 << 20)
@@ -348,7 +349,7 @@ def test_nan_alert_names_every_source(tmp_path):
 def test_reports_fold_the_graph_as_the_page_opens_it(shared_dir):
     from engine.instruments import blocks as B
     from engine.instruments import folded_graph as F
-    from inspector import presenter
+    from inspector.state import presenter
     model = shared_dir / "zoo" / "models" / "bvlc_googlenet" / "deploy.prototxt"
     ld = build_loaded(model, phase="TEST")
     display, _layout = presenter.display_and_layout(ld, presenter.DEFAULT_OPTIONS)       # splits folded
@@ -394,10 +395,10 @@ def test_step_back_over_siamese_contrastive_loss_before_its_forward():
 
 
 def test_a_breakpoint_hit_and_a_comparison_select_open_and_centre_their_layer(app_ctx, tmp_path):
-    from inspector import debugger
     from inspector.callbacks import breakpoints as bp_cb
     from inspector.callbacks import stepping
     from inspector.ids import FORWARD
+    from inspector.state import debugger
     sid = "c1" * 16
     with app_ctx.store.use(sid) as s:
         s.loaded = build_loaded(RESNET_TINY, phase="TEST")     # BatchNorm on its stored statistics
@@ -428,7 +429,7 @@ def test_a_breakpoint_hit_and_a_comparison_select_open_and_centre_their_layer(ap
         s.loaded.view_step = first
         steps = debugger.shown_steps(s.loaded)
         assert [st.id for st in steps] == [r.id for r in s.loaded.timeline[first].records]
-        from inspector import view_models as vm
+        from inspector.views import view_models as vm
         assert vm.step_marks(steps).stopped == s.loaded.graph.layer("res2a_bn").index
 
 
@@ -449,8 +450,8 @@ def test_graph_colours_reach_the_cytoscape_elements(trained_store, tmp_path):
     """What the graph sends to the page (cytoscape elements): a past timeline step's colours,
     the update ratio after a solver step, a comparison's relative differences, and a folded
     block carrying the largest value inside it."""
-    from inspector import presenter
-    from inspector import view_models as vm
+    from inspector.state import presenter
+    from inspector.views import view_models as vm
 
     def fills(ld, colour_by, expanded=None):
         els, _view = presenter.graph_elements(ld, colour_by, presenter.DEFAULT_OPTIONS, expanded)

@@ -22,8 +22,8 @@ import numpy as np
 
 from inspector import adapters
 
-from .model import build_graph
-from .run_state import RunLog
+from ..views.model import build_graph
+from ..views.run_state import RunLog
 from .sessions import Loaded, LoadError
 
 

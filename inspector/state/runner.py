@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.instruments.breakpoints import BreakpointHit
-from inspector import adapters, debugger, jobs, training
-from inspector import inputs as inp
+from inspector import adapters
+from inspector.state import debugger, jobs, training
+from inspector.state import inputs as inp
 
 
 class RunRefused(ValueError):
@@ -327,7 +328,7 @@ def step_over(session, expanded=None, selection=None):
     """Step over a folded block: from the step cursor, every layer of the folded block
     drawn there (or of the block selected, when it lies ahead) as one step; a layer
     outside any folded block is one step, as Step ▶."""
-    from inspector import presenter
+    from inspector.state import presenter
     ld = _loaded(session)
     g = ld.graph
     i = session.cursor_forward if 0 <= session.cursor_forward < len(g.layers) else 0

@@ -12,7 +12,7 @@ log = logging.getLogger("inspector")
 def first_view(loaded):
     """``loaded`` with what its first drawing needs computed ahead (its blocks, the
     folding it opens with, that view's layout): the tab that takes it draws at once."""
-    from inspector import presenter
+    from inspector.state import presenter
     presenter.display_and_layout(loaded, presenter.DEFAULT_OPTIONS)
     return loaded
 

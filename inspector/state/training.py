@@ -11,7 +11,7 @@ iterations, and the solver's log lines (Caffe's ``Iteration N ..., loss = X``,
 :func:`solver_iteration` runs one iteration on a loaded net (the caller holds
 its session's lock) and records all of that; :func:`maybe_test` runs the test
 net when ``test_interval`` says so.  Running many iterations is the stepping
-controls' (:func:`inspector.runner.run_solver`).
+controls' (:func:`inspector.state.runner.run_solver`).
 """
 import logging
 import threading
@@ -208,7 +208,7 @@ def solver_iteration(loaded, resume=None):
     holds the session lock and the device mode).  Returns (TrainPoint, the
     update StepRecord or None).  ``resume``: a function run in place of the net's
     ForwardBackward, with the param diffs kept (an iteration a breakpoint stopped,
-    going on after the layer that stopped: inspector.runner.continue_run)."""
+    going on after the layer that stopped: inspector.state.runner.continue_run)."""
     solver = loaded.solver
     h = history(loaded)
     rec = loaded.recorder
@@ -283,8 +283,8 @@ def _test_net(session, loaded):
     if net is not None:
         return net
     import engine
-    from inspector import inputs as inp
-    from inspector.model import build_graph
+    from inspector.state import inputs as inp
+    from inspector.views.model import build_graph
     spec = loaded.spec
     with engine.memory_budget(getattr(loaded, "max_bytes", None)):     # the TEST net may have its own batch
         net = engine.Net(spec.model, 1, level=spec.level, stages=list(spec.stages) or None)

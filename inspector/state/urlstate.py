@@ -8,7 +8,7 @@ and which blocks are expanded — a short, readable query string
 
 :func:`encode` and :func:`decode` are pure (no Dash, no files).
 :func:`state_of` describes a session's loaded net; :func:`spec_for` turns an
-address back into the :class:`~inspector.sessions.ModelSpec` to build.
+address back into the :class:`~inspector.state.sessions.ModelSpec` to build.
 """
 import os
 from dataclasses import dataclass, field, replace
