@@ -131,12 +131,17 @@ def standin_hints(session):
     return out
 
 
+SPARE_WAIT = 60.0      # seconds a load waits for the spare of its net being built (then builds its own)
+
+
 def _spare(app, session, spec):
-    """The net built ahead for ``spec`` (the page's default net, on the CPU), or None."""
+    """The net built ahead for ``spec`` (the page's default net, on the CPU), or None.  One
+    being built now is waited for: a second Init beside it (a quick switch back and forth of
+    the Phase, a tab opened as the server starts) would take as long as both together."""
     spares = getattr(app, "spares", None)
     if spares is None or session.device != "CPU" or not spec.trusted:
         return None
-    return spares.take(spec)
+    return spares.take(spec, wait=SPARE_WAIT)
 
 
 def _spare_other_phase(app, session, spec):
