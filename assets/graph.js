@@ -180,7 +180,7 @@
         window.requestAnimationFrame(function () { S.labelsQueued = false; edgeLabels(cy, true); });
     }
 
-    // Names at every zoom (the stylesheet's classes, inspector/cyto.py): from Z_FULL every
+    // Names at every zoom (the stylesheet's classes, inspector/views/cyto.py): from Z_FULL every
     // node's full label; below, a node's name alone at SHORT_PX on screen where it fits
     // inside the node, an outermost frame's summary (name, blocks or layers, output shape)
     // at SIDE_PX beside it, an inner frame's name above it at TOP_PX where it fits.  Sizes

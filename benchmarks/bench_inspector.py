@@ -49,12 +49,12 @@ def _to_json(fig):
 
 
 def _elements(ld, colour_by, opts, expanded=None):
-    from inspector import presenter
+    from inspector.state import presenter
     return presenter.graph_elements(ld, colour_by, opts, expanded)[0]
 
 
 def bench(path, phase, label, repeat=3, blob_nodes=False, colour_by="data"):
-    from inspector import view_models as vm
+    from inspector.views import view_models as vm
     opts = vm.DisplayOptions(blobs_as_nodes=blob_nodes)
     rounds = [_round(path, phase, opts, colour_by) for _ in range(repeat)]
     info = rounds[-1]["info"]
@@ -70,8 +70,8 @@ def bench(path, phase, label, repeat=3, blob_nodes=False, colour_by="data"):
 def _round(path, phase, opts, colour_by):
     """One measurement of every figure (a fresh build, layouts uncached)."""
     from engine.instruments import graph_layout
-    from inspector import loading, presenter, runner
-    from inspector.sessions import ModelSpec, Session
+    from inspector.state import loading, presenter, runner
+    from inspector.state.sessions import ModelSpec, Session
     out = {}
     graph_layout.cache_clear()
     ld, out["build_ms"] = _timed(lambda: loading.build(ModelSpec(model=path, phase=phase)))
@@ -101,7 +101,7 @@ def _server_start():
     """What the inspector's server does once when it starts (inspector.app.create_app), so
     that no round pays it: every layer type loaded, and the page's modules imported."""
     from engine.core.layers.registry import layer_types
-    from inspector import loading, presenter, runner  # noqa: F401
+    from inspector.state import loading, presenter, runner  # noqa: F401
     layer_types()
 
 

@@ -28,8 +28,8 @@ and out for ``--frames`` animation frames (requestAnimationFrame driving
 cytoscape's pan and zoom, as a wheel or a drag does): frame times and the
 frames that missed 60 fps.
 
-    python benchmarks/bench_page.py [MODEL] [--loads 3] [--fresh 3] [--phase 4] [--before ROOT]
-                                    [--panzoom] [--json out.json]
+    python benchmarks/bench_page.py [MODEL] [--loads 3] [--fresh 3] [--phase 4] [--phase-pause 4]
+                                    [--before ROOT] [--no-prebuild] [--panzoom] [--json out.json]
 
 MODEL defaults to ResNet-152 as KaimingHe's deploy file (``netgen.deploy``:
 no weight fillers, old-style input fields; the page opens it in TEST).  Needs
@@ -156,11 +156,11 @@ def _wait_drawn(d, timeout):
 class Page:
     """One server (a checkout's app.py on MODEL) and a browser on it."""
 
-    def __init__(self, root, model, port):
+    def __init__(self, root, model, port, server_args=()):
         self.root, self.url = root, "http://127.0.0.1:%d/" % port
         self.server = subprocess.Popen(
             [sys.executable, os.path.join(root, "app.py"), model, "--port", str(port),
-             "--model-root", os.path.dirname(os.path.abspath(model))],
+             "--model-root", os.path.dirname(os.path.abspath(model))] + list(server_args),
             cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.driver = None
 
@@ -247,6 +247,8 @@ def main(argv=None):
                                                              "next tab's net meanwhile)")
     p.add_argument("--fillers", action="store_true", help="ResNet-152 with msra weight fillers (the train "
                    "layout's Input layer and conv1 bias)")
+    p.add_argument("--no-prebuild", action="store_true", help="start the servers with --no-prebuild: no net is "
+                   "built ahead, every phase switch builds its net (as for a net opened from a path or an upload)")
     p.add_argument("--panzoom", action="store_true", help="also measure pan/zoom frames on the whole net expanded")
     p.add_argument("--frames", type=int, default=240)
     p.add_argument("--json", help="also write the figures here")
@@ -257,9 +259,10 @@ def main(argv=None):
         model = os.path.join(tempfile.mkdtemp(prefix="bench-page-"), "resnet152_deploy.prototxt")
         with open(model, "w") as f:
             f.write(resnet_prototxt(152, fillers=True) if a.fillers else deploy_prototxt(152))
-    pages = [("after", Page(a.root, model, a.port))]
+    server_args = ["--no-prebuild"] if a.no_prebuild else []
+    pages = [("after", Page(a.root, model, a.port, server_args))]
     if a.before:
-        pages.insert(0, ("before", Page(a.before, model, a.before_port or a.port + 50)))
+        pages.insert(0, ("before", Page(a.before, model, a.before_port or a.port + 50, server_args)))
     out = {"model": model, "roots": {k: pg.root for k, pg in pages}}
     try:
         for _k, pg in pages:

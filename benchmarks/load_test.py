@@ -187,8 +187,8 @@ class NetInfo:
 
 def expected_nets(phase="TRAIN"):
     """What the server should show for each bundled net (built here once)."""
-    from inspector import loading
-    from inspector.sessions import ModelSpec
+    from inspector.state import loading
+    from inspector.state.sessions import ModelSpec
     out = {}
     for key, rel in NETS:
         path = os.path.join(ROOT, rel)

@@ -7,13 +7,13 @@ from inspector import adapters
 
 from .callbacks import AppContext, register_all
 from .callbacks.common import error_text
-from .callbacks.load import initial_spec
 from .config import InspectorConfig, data_dir
-from .jobs import ThreadJobManager
 from .layout import page
-from .loading import build
-from .sessions import SessionStore, new_session_id
-from .spares import Spares, first_view
+from .state.jobs import ThreadJobManager
+from .state.loading import build
+from .state.netstate import initial_spec
+from .state.sessions import SessionStore, new_session_id
+from .state.spares import Spares, first_view
 
 log = logging.getLogger("inspector")
 
@@ -33,7 +33,7 @@ def create_app(config=None, store=None):
     dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
                     suppress_callback_exceptions=False, on_error=_last_resort,
                     background_callback_manager=manager)
-    dash_app.job_manager = manager           # long actions: inspector/jobs.py
+    dash_app.job_manager = manager           # long actions: inspector/state/jobs.py
     gpu = adapters.gpu_available()
     solver_ok = True         # engine's solvers are part of the engine
 

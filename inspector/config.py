@@ -39,7 +39,7 @@ class InspectorConfig:
     model: Optional[str] = None               # prototxt given on the command line
     weights: Optional[str] = None
     solver: Optional[str] = None
-    phase: Optional[str] = None               # None: the net's own (inspector.netstate.default_phase)
+    phase: Optional[str] = None               # None: the net's own (inspector.state.netstate.default_phase)
     stages: Tuple[str, ...] = ()
     level: int = 0
     gpu: bool = False

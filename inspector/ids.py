@@ -11,7 +11,7 @@ RUN_VERSION = "run-version"       # bumped by the server after every run / input
 SELECTION = "selection"           # {"kind": "layer"|"blob", "name": str}
 EXPANDED_BLOCKS = "expanded-blocks"   # list of expanded block ids (owner: the graph)
 
-# ---------------------------------------------------------------- the address (inspector/urlstate.py)
+# ---------------------------------------------------------------- the address (inspector/state/urlstate.py)
 URL = "page-url"                  # dcc.Location: the query string the page was opened with
 URL_POP = "url-pop"               # {"search", "n"}: set by the browser's back/forward buttons
 URL_STATE = "url-state"           # {"search", "net"}: the address the page should show now

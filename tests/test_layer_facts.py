@@ -37,7 +37,7 @@ def test_summaries_are_distinct():
 
 
 def test_inspector_table_is_derived_from_the_classes():
-    from inspector import layer_meta
+    from inspector.views import layer_meta
     for t in TYPES:
         m = layer_meta.meta(t)
         cls = find_layer_class(t)
@@ -66,7 +66,7 @@ def test_a_new_layer_type_is_one_class():
             top[0].mut_data()[...] = 2 * bottom[0].get_data()
 
     try:
-        from inspector import layer_meta
+        from inspector.views import layer_meta
         layer_meta.meta.cache_clear()
         assert layer_meta.category("TestTwice") == "activation"
         net_text = ('input: "x" input_shape { dim: 2 dim: 3 } '
@@ -80,5 +80,5 @@ def test_a_new_layer_type_is_one_class():
         assert net.blobs["y"].data.tolist() == [[0.0] * 3] * 2
     finally:
         _REGISTRY.pop("TestTwice", None)
-        from inspector import layer_meta
+        from inspector.views import layer_meta
         layer_meta.meta.cache_clear()

@@ -375,3 +375,37 @@ def test_init_transcript_is_recorded(tmp_path):
     msgs = [m for _, m in net.init_record.transcript]
     assert msgs[0].startswith("Initializing net from parameters:")
     assert msgs[-1] == "Network initialization done."
+
+
+def test_nets_built_at_once_in_threads_each_record_their_own_transcript(tmp_path):
+    """Init logs to one logger: a net built in another thread meanwhile (the inspector builds
+    spares in threads) neither adds its lines to this net's transcript nor ends the INFO level
+    the transcript needs before this Init is done; the user's level comes back after both."""
+    import threading
+
+    from engine.core.log import net_log
+    relu = 'layer { name: "relu" type: "ReLU" bottom: "ip" top: "ip" }\n'
+    texts = {"a": INPUT + ip("ipa", "data", "ip") + LOSS, "b": INPUT + ip("ipb", "data", "ip") + relu + LOSS}
+    paths = {k: _write(tmp_path, k, t) for k, t in texts.items()}
+    alone = {k: [m for _, m in engine.Net(str(p), engine.TRAIN).init_record.transcript] for k, p in paths.items()}
+    level, propagate = net_log.level, net_log.propagate
+
+    def build(k, got, start):
+        start.wait()
+        got[k] = [m for _, m in engine.Net(str(paths[k]), engine.TRAIN).init_record.transcript]
+
+    for _ in range(5):
+        got, start = {}, threading.Barrier(len(texts))
+        threads = [threading.Thread(target=build, args=(k, got, start)) for k in texts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert got == alone
+    assert (net_log.level, net_log.propagate) == (level, propagate)
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / ("%s.prototxt" % name)
+    path.write_text(text)
+    return path

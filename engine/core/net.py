@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Sequence
@@ -72,15 +73,52 @@ class InitRecord:
 
 
 class _Capture(logging.Handler):
+    """The log lines of one Init: those logged by the thread running it (nets built at the
+    same time in other threads log to the same logger; their lines are theirs)."""
+
     def __init__(self, sink):
         super().__init__(logging.DEBUG)
         self.sink = sink
+        self.thread = threading.get_ident()
 
     def emit(self, record):
+        if threading.get_ident() != self.thread:
+            return
         try:
             self.sink.append((record.levelname, record.getMessage()))
         except Exception:  # pragma: no cover
             pass
+
+
+class _Quiet:
+    """INFO on the net logger while any Init records its transcript and the user has not
+    enabled it, those records kept from the user's handlers; the user's level comes back
+    when the last Init running (in any thread) ends, not when the first does."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved = None
+
+    def __enter__(self):
+        with self._lock:
+            if self._users == 0 and not log.isEnabledFor(logging.INFO):
+                self._saved = (log.level, log.propagate)
+                log.setLevel(logging.INFO)
+                log.propagate = False
+            self._users += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._saved is not None:
+                log.setLevel(self._saved[0])
+                log.propagate = self._saved[1]
+                self._saved = None
+        return False
+
+
+_quiet = _Quiet()
 
 
 # ------------------------------------------------------------------ Net
@@ -163,16 +201,12 @@ class Net:
         from engine.core.filter import filter_net
         from engine.core.splits import insert_splits
         self.init_record = rec = InitRecord()
+        self._source_layers = layer_signature(in_param.layer)
         handler = _Capture(rec.transcript)
         # Record the transcript even when INFO is not enabled for the user; then
         # keep those records away from the user's handlers.
-        saved = (log.level, log.propagate)
-        quiet = not log.isEnabledFor(logging.INFO)
-        if quiet:
-            log.setLevel(logging.INFO)
-            log.propagate = False
+        _quiet.__enter__()
         log.addHandler(handler)
-        self._source_layers = layer_signature(in_param.layer)
         try:
             # What the blobs declare (data and diff, tops, params, layers' own buffers) is
             # counted as Init goes, before any of it is allocated (memory is used lazily).
@@ -184,9 +218,7 @@ class Net:
             raise
         finally:
             log.removeHandler(handler)
-            if quiet:
-                log.setLevel(saved[0])
-                log.propagate = saved[1]
+            _quiet.__exit__()
 
     def _init(self, in_param, filter_net, insert_splits):
         rec = self.init_record

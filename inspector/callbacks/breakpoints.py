@@ -4,7 +4,9 @@ stopped, and that layer selected, its blocks opened and centred in the graph (al
 the first layer where a comparison parts)."""
 from dash import Input, Output, State, html, no_update
 
-from inspector import debug_views, debugger, ids
+from inspector import ids
+from inspector.state import debugger
+from inspector.views import debug_views
 
 from ..layout.common import table
 from .common import guarded, triggered

@@ -17,7 +17,8 @@ from typing import Any, List
 from dash import ctx, no_update, set_props
 from dash.exceptions import PreventUpdate
 
-from inspector import ids, runner
+from inspector import ids
+from inspector.state import runner
 
 log = logging.getLogger("inspector")
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 from dash import Input, Output, State, no_update
 
-from inspector import adapters, debug_figures, debug_views, debugger, ids, loading
+from inspector import adapters, ids
+from inspector.state import debugger, loading
+from inspector.views import debug_figures, debug_views
 
 from ..layout.common import table
 from .common import guarded, triggered

@@ -2,7 +2,8 @@
 feature maps and a value table."""
 from dash import Input, Output, State, no_update
 
-from inspector import debugger, ids, inputs, presenter
+from inspector import ids
+from inspector.state import debugger, inputs, presenter
 
 from ..layout.side_panels import (
     blob_details_children,
@@ -30,7 +31,7 @@ def details(app, sid, selection):
             d, filt = presenter.layer_panel(ld, name)
             return layer_details_children(d, filt), HIDDEN
         if kind == "ghost":
-            from ..panel_models import ghost_details
+            from ..views.panel_models import ghost_details
             d = ghost_details(g, name)
             if d is not None:
                 return ghost_details_children(d), HIDDEN

@@ -6,7 +6,8 @@ import re
 import numpy as np
 from dash import Input, Output, State, dcc, no_update
 
-from inspector import adapters, debugger, ids
+from inspector import adapters, ids
+from inspector.state import debugger
 
 from .common import guarded
 

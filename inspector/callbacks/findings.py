@@ -2,7 +2,9 @@
 the Init transcript, debug_info lines, and the NaN/Inf alert."""
 from dash import Input, Output, State, no_update
 
-from inspector import debug_views, ids, presenter
+from inspector import ids
+from inspector.state import presenter
+from inspector.views import debug_views
 
 from ..layout.common import table
 from .common import guarded

@@ -4,8 +4,9 @@ one or all, double-click), search (matches listed, a pick selects, reveals
 and centres), and the legend."""
 from dash import ClientsideFunction, Input, Output, State, html, no_update
 
-from inspector import debugger, ids, presenter
-from inspector import search as search_mod
+from inspector import ids
+from inspector.state import debugger, presenter
+from inspector.views import search as search_mod
 
 from .common import guarded, triggered
 
@@ -40,7 +41,7 @@ def legend_children(view):
                              className="legend-item"))
     if view.scale is not None:
         sc = view.scale
-        from inspector.view_models import _SCALE, _fmt
+        from inspector.views.view_models import _SCALE, _fmt
         grad = "linear-gradient(to right, %s)" % ", ".join(_SCALE)
         out.append(html.Span([html.Span(sc.title + (" (log)" if sc.log else "") + ": "), _fmt(sc.lo),
                               html.Span(className="scalebar", style={"background": grad}), _fmt(sc.hi),

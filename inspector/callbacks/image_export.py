@@ -5,7 +5,8 @@ import base64
 
 from dash import Input, Output, State, no_update
 
-from inspector import ids, presenter
+from inspector import ids
+from inspector.state import presenter
 
 from .common import guarded
 

@@ -10,12 +10,13 @@ from dash import ALL, Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
 import engine
-from inspector import debugger, ids, loading, runner, urlstate
+from inspector import ids
+from inspector.state import debugger, loading, runner, urlstate
 
-from ..inputs import InputSettings
 from ..layout.header import load_error_box, load_status, standin_children
-from ..netstate import default_phase
-from ..sessions import ModelSpec
+from ..state.inputs import InputSettings
+from ..state.netstate import default_phase, initial_spec
+from ..state.sessions import ModelSpec
 from .common import guarded, triggered
 from .graph import opened_around
 
@@ -25,25 +26,6 @@ OPEN_PATH = (ids.MODEL_PATH_OPEN, ids.MODEL_PATH)          # the Open button, En
 FROM_ADDRESS = (None, ids.URL_POP, ids.SESSION)            # page load, back/forward, a restored tab
 SAME_NET_NOOP = (ids.EXAMPLE, ids.PHASE, ids.LEVEL, ids.STAGES)   # choosing what is loaded changes nothing
 NOT_IN_NET = "not in this net"     # the error kind of an address naming a layer, blob or block the net lacks
-
-
-def initial_spec(app):
-    """The model the page opens with: the command line's, else the first example."""
-    cfg = app.config
-    if cfg.model:
-        return ModelSpec(model=os.path.abspath(cfg.model), weights=cfg.weights, solver=cfg.solver,
-                         phase=cfg.phase or default_phase(cfg.model), level=cfg.level,
-                         stages=tuple(cfg.stages), label=os.path.basename(cfg.model), trusted=True)
-    if cfg.solver:
-        sp = engine.read_solver_params(cfg.solver)
-        net = sp.net or sp.train_net
-        return ModelSpec(model=os.path.abspath(net), weights=cfg.weights, solver=cfg.solver, phase="TRAIN",
-                         level=cfg.level, stages=tuple(cfg.stages), label=os.path.basename(net), trusted=True)
-    if app.examples:
-        label, path, phase = app.examples[0]
-        return ModelSpec(model=path, phase=cfg.phase or phase, level=cfg.level, stages=tuple(cfg.stages),
-                         label=label, trusted=True)
-    return ModelSpec()
 
 
 def shown_spec(app, session):
@@ -149,12 +131,17 @@ def standin_hints(session):
     return out
 
 
+SPARE_WAIT = 60.0      # seconds a load waits for the spare of its net being built (then builds its own)
+
+
 def _spare(app, session, spec):
-    """The net built ahead for ``spec`` (the page's default net, on the CPU), or None."""
+    """The net built ahead for ``spec`` (the page's default net, on the CPU), or None.  One
+    being built now is waited for: a second Init beside it (a quick switch back and forth of
+    the Phase, a tab opened as the server starts) would take as long as both together."""
     spares = getattr(app, "spares", None)
     if spares is None or session.device != "CPU" or not spec.trusted:
         return None
-    return spares.take(spec)
+    return spares.take(spec, wait=SPARE_WAIT)
 
 
 def _spare_other_phase(app, session, spec):
@@ -276,7 +263,7 @@ KIND_WORDS = {"layer": "layer", "blob": "blob", "ghost": "filtered-out layer", "
 def address_misses(loaded, state):
     """(What the address names that the net loaded does not hold, as sentences: its
     selection, blocks to open; whether its selection is there (or it names none))."""
-    from inspector import presenter
+    from inspector.state import presenter
     g = loaded.graph
     known_blocks = {b.id for b in presenter.blocks(loaded)}
     out = []

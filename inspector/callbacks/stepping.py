@@ -2,7 +2,8 @@
 reset, solver iterations, inputs and the device."""
 from dash import Input, Output, State, no_update
 
-from inspector import ids, inputs, loading, runner
+from inspector import ids
+from inspector.state import inputs, loading, runner
 
 from .common import guarded, run_failed, triggered
 

@@ -3,7 +3,9 @@ blob panels show a step as it was), pins, and the diff of two steps."""
 from dash import Input, Output, State, no_update
 from dash.exceptions import PreventUpdate
 
-from inspector import debug_views, debugger, ids
+from inspector import ids
+from inspector.state import debugger
+from inspector.views import debug_views
 
 from ..layout.common import table
 from .common import guarded, triggered

@@ -1,6 +1,6 @@
 """Long actions and the training view.
 
-``Run`` is a Dash background callback (inspector/jobs.py: a thread of the
+``Run`` is a Dash background callback (inspector/state/jobs.py: a thread of the
 server, progress and result in the on-disk cache): solver iterations (the
 session's lock taken per iteration, so the page's other callbacks go on
 between them) or a full-records Forward / Backward / Forward + Backward pass
@@ -12,8 +12,10 @@ import time
 
 from dash import Input, Output, State, no_update
 
-from inspector import debug_figures, debug_views, ids, jobs, runner, training
-from inspector.figures import empty_figure
+from inspector import ids
+from inspector.state import jobs, runner
+from inspector.views import debug_figures, debug_views
+from inspector.views.figures import empty_figure
 
 from .common import guarded, run_failed
 
@@ -86,10 +88,10 @@ def run_job(app, sid, action, iterations, set_progress=None, token=None, resume=
     if resume is not None:
         with app.store.use(sid) as s:
             s.paused = None
-        out = training.run_solver(app.store, sid, resume[0], report, token, resume=resume[1])
+        out = runner.run_solver(app.store, sid, resume[0], report, token, resume=resume[1])
         msg = "continue: " + out.message
     elif action == "solver":
-        out = training.run_solver(app.store, sid, int(iterations or 1), report, token)
+        out = runner.run_solver(app.store, sid, int(iterations or 1), report, token)
         msg = out.message
     elif action in ("forward", "backward", "forward_backward"):
         msg = run_pass(app, sid, action, report, token)

@@ -12,7 +12,8 @@
 """
 from dash import Input, Output, State, no_update
 
-from inspector import ids, urlstate
+from inspector import ids
+from inspector.state import urlstate
 
 from .common import guarded
 

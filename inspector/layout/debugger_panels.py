@@ -4,7 +4,7 @@ Compare (two runs side by side)."""
 from dash import dcc, html
 
 from inspector import ids
-from inspector.figures import message_figure
+from inspector.views.figures import message_figure
 
 from .common import button, field, section, upload
 

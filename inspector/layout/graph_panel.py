@@ -5,8 +5,8 @@ from dash import dcc, html
 
 from inspector import ids
 
-from ..cyto import stylesheet
-from ..view_models import COLOUR_MODES
+from ..views.cyto import stylesheet
+from ..views.view_models import COLOUR_MODES
 from .common import button, field
 
 GRAPH_OPTIONS = (("fold_splits", "fold splits"), ("fold_inplace", "fold in-place"),

@@ -151,7 +151,7 @@ def load_status(session):
     ld = session.loaded
     if ld is None:
         return "no net loaded"
-    from ..panel_models import analysis_totals
+    from ..views.panel_models import analysis_totals
     g = ld.graph
     bits = ["%s" % (g.name or "net"), "%s" % g.phase_name, "%d layers" % len(g.layers),
             "%d blobs" % len(g.blobs), "%d filtered out" % len(g.ghosts), "%d splits" % len(g.splits),

@@ -2,7 +2,8 @@
 view data into components."""
 from dash import dcc, html
 
-from inspector import figures, ids
+from inspector import ids
+from inspector.views import figures
 
 from .common import field, kv_table, plot_config, section, table, upload
 from .debugger_panels import compare_tab, npy_controls, timeline_tab, training_tab

@@ -205,7 +205,7 @@ def app_ctx(tmp_path):
     """The callbacks' AppContext (no Dash server), model root = the repo."""
     from inspector.callbacks.common import AppContext
     from inspector.config import InspectorConfig
-    from inspector.sessions import SessionStore
+    from inspector.state.sessions import SessionStore
     cfg = InspectorConfig(model_root=str(ROOT), max_upload_bytes=8 << 20)
     return AppContext(config=cfg, store=SessionStore(4, 3600), examples=cfg.examples())
 

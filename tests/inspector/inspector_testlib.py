@@ -68,8 +68,8 @@ layer {
 
 
 def build_loaded(path, phase="TRAIN", level=0, stages=()):
-    from inspector import loading
-    from inspector.sessions import ModelSpec
+    from inspector.state import loading
+    from inspector.state.sessions import ModelSpec
     return loading.build(ModelSpec(model=str(path), phase=phase, level=level, stages=tuple(stages)))
 
 

@@ -131,8 +131,8 @@ def test_compare_with_a_saved_run(dash_duo, tmp_path):
     relative difference."""
     from inspector_testlib import build_loaded
 
-    from inspector import runner
-    from inspector.sessions import Session
+    from inspector.state import runner
+    from inspector.state.sessions import Session
     app = _start(dash_duo)
     _click(dash_duo, ids.FORWARD_BACKWARD)
     wait_text(dash_duo, ids.RUN_MESSAGE, "Forward + Backward")
@@ -185,7 +185,7 @@ def _slider_to(dash_duo, value):
 
 
 def test_scrub_back_shows_a_step_as_it_was(dash_duo, tmp_path):
-    from inspector import panel_models
+    from inspector.views import panel_models
     app = _start(dash_duo)
     # pin conv1 so the timeline keeps its arrays
     click_node(dash_duo, "conv1", kind="blob", until=details_show(dash_duo, "mean |x|"))
@@ -216,7 +216,7 @@ def test_scrub_back_shows_a_step_as_it_was(dash_duo, tmp_path):
     _tab(dash_duo, "Details")
     wait_text(dash_duo, ids.DETAILS, "as recorded at step 0")
     assert panel_models._fmt(step0.asum_mean) in text_of(dash_duo, ids.DETAILS)
-    from inspector import presenter
+    from inspector.state import presenter
     with app.inspector.store.use(_session(app).id) as s:
         m = presenter.metrics(s.loaded)        # what the graph colours by: step 0's records
         assert m[1].data == pytest.approx(step0.asum_mean)

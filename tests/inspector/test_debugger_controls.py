@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 from inspector_testlib import LENET, RESNET_TINY, build_loaded
 
-from inspector import adapters, debug_views, debugger, presenter, runner, training
+from inspector import adapters
 from inspector.callbacks import stepping
 from inspector.callbacks import training as training_cb
-from inspector.sessions import ModelSpec, Session, SessionStore
+from inspector.state import debugger, presenter, runner
+from inspector.state.sessions import ModelSpec, Session, SessionStore
+from inspector.views import debug_views
 
 SOLVER = 'net: "%s"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: "fixed"\nmax_iter: 100\n'
 
@@ -107,7 +109,7 @@ def test_step_over_runs_the_folded_block_at_the_cursor():
 
 @pytest.fixture
 def solver_store(tmp_path):
-    from inspector import loading
+    from inspector.state import loading
     solver = tmp_path / "solver.prototxt"
     solver.write_text(SOLVER % LENET)
     store = SessionStore(4, 3600)
@@ -125,10 +127,10 @@ def solver_store(tmp_path):
 
 def test_continue_a_solver_iteration_stopped_in_its_backward_updates_as_an_uninterrupted_one(solver_store):
     store, (sid, ref) = solver_store
-    training.run_solver(store, ref, 2)
+    runner.run_solver(store, ref, 2)
     with store.use(sid) as s:
         debugger.breakpoints(s).add("layer=ip1")
-    out = training.run_solver(store, sid, 2)
+    out = runner.run_solver(store, sid, 2)
     assert out.stopped == "breakpoint"
     with store.use(sid) as s:
         assert s.paused["kind"] == "solver" and s.paused["phase"] == "forward" and s.paused["remaining"] == 1
@@ -188,9 +190,9 @@ layer { name: "half" type: "Power" bottom: "e2" top: "out" power_param { scale: 
 def test_steps_name_their_input_and_number_and_a_scrubbed_blob_offers_pin(tmp_path):
     """Three forwards on three inputs read apart in the Timeline, Diff and Compare lists; scrubbed
     back to a step that kept statistics only, the value table offers Pin (not "showing 0×0")."""
-    from inspector import inputs as inp
     from inspector.callbacks import details
     from inspector.callbacks import timeline as timeline_cb
+    from inspector.state import inputs as inp
     s = _session()
     np.save(tmp_path / "three.npy", np.full((1, 28, 28), 3, np.float32))
     s.uploads["npy"], s.upload_names["npy"] = str(tmp_path / "three.npy"), "three.npy"

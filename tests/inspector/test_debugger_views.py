@@ -8,11 +8,12 @@ import pytest
 from dash import no_update
 from inspector_testlib import LENET, RESNET_TINY, SIAMESE, build_loaded, data_url
 
-from inspector import debug_figures, debug_views, jobs, runner, training
 from inspector.callbacks import compare as compare_cb
 from inspector.callbacks import downloads
 from inspector.callbacks import training as training_cb
-from inspector.sessions import ModelSpec, Session, SessionStore
+from inspector.state import jobs, runner
+from inspector.state.sessions import ModelSpec, Session, SessionStore
+from inspector.views import debug_figures, debug_views
 
 HANG_GUARD = 120.0          # seconds a job thread may take before the test calls it hung (not a speed target)
 
@@ -22,7 +23,7 @@ SOLVER = ('net: "%s"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: "inv"\ngamma: 0.0
 
 @pytest.fixture
 def trained_store(tmp_path):
-    from inspector import loading
+    from inspector.state import loading
     solver = tmp_path / "solver.prototxt"
     solver.write_text(SOLVER % LENET)
     store = SessionStore(4, 3600)
@@ -37,7 +38,7 @@ def trained_store(tmp_path):
 def test_solver_iterations_fill_the_history(trained_store):
     store, sid = trained_store
     seen = []
-    out = training.run_solver(store, sid, 4, report=lambda d, n, t: seen.append((d, n, t)))
+    out = runner.run_solver(store, sid, 4, report=lambda d, n, t: seen.append((d, n, t)))
     assert out.done == 4 and out.stopped == "" and "4 iterations" in out.message
     assert [d for d, _n, _t in seen] == [1, 2, 3, 4] and "loss" in seen[-1][2]
     with store.use(sid) as s:
@@ -63,9 +64,9 @@ def test_solver_iterations_fill_the_history(trained_store):
 
 
 def test_transcript_filter_iteration_shows_iteration_lines(trained_store):
-    from inspector import presenter
+    from inspector.state import presenter
     store, sid = trained_store
-    training.run_solver(store, sid, 2)
+    runner.run_solver(store, sid, 2)
     with store.use(sid) as s:
         lines = presenter.findings(s.loaded, "Iteration")["transcript"]
     assert lines and all("Iteration" in l for l in lines)
@@ -80,7 +81,7 @@ def test_solver_run_cancelled_between_iterations(trained_store):
         if done == 2:
             tok.cancel()
 
-    out = training.run_solver(store, sid, 50, report=report, token=tok)
+    out = runner.run_solver(store, sid, 50, report=report, token=tok)
     assert out.stopped == "cancelled" and out.done == 2
     assert "cancelled after 2 of 50 iterations" in out.message
     with store.use(sid) as s:
@@ -92,7 +93,7 @@ def test_solver_run_refuses_without_solver():
     sid = "d" * 32
     with store.use(sid) as s:
         s.loaded = build_loaded(LENET)
-    out = training.run_solver(store, sid, 3)
+    out = runner.run_solver(store, sid, 3)
     assert out.done == 0 and out.stopped == "error" and out.message.startswith("⚠")
 
 
@@ -126,7 +127,7 @@ def test_full_records_pass_with_progress_and_cancel(app_ctx):
 
 def test_training_views_and_figures(trained_store):
     store, sid = trained_store
-    training.run_solver(store, sid, 4)
+    runner.run_solver(store, sid, 4)
     with store.use(sid) as s:
         h = s.loaded.training
         curves = debug_views.training_curves(h)
@@ -171,8 +172,8 @@ def test_backward_before_forward_warns():
 
 
 def test_gradient_metrics_are_split():
-    from inspector import presenter
-    from inspector import view_models as vm
+    from inspector.state import presenter
+    from inspector.views import view_models as vm
     s = Session(id="a2" * 16)
     s.loaded = build_loaded(LENET)
     runner.apply_inputs(s)
@@ -211,7 +212,7 @@ def test_compare_against_a_snapshot(app_ctx, tmp_path):
     cmp, _v = compare_cb.compare(app_ctx, sid, "file", rtol=1e-4)
     assert cmp.first_divergence.layer == "ip1"
     with app_ctx.store.use(sid) as s:
-        from inspector import presenter
+        from inspector.state import presenter
         vals = debug_views.compare_layer_values(cmp, s.loaded.graph)
         m = presenter.metrics(s.loaded)
         g = s.loaded.graph
@@ -270,7 +271,7 @@ def test_thread_job_manager_runs_cancels_and_keeps_results(tmp_path):
 
 # ------------------------------------------------------------------ timeline and breakpoints through the runner
 def test_actions_become_timeline_steps_with_their_hits():
-    from inspector import debugger
+    from inspector.state import debugger
     s = Session(id="b1" * 16)
     s.loaded = build_loaded(LENET)
     runner.apply_inputs(s)
@@ -292,12 +293,12 @@ def test_actions_become_timeline_steps_with_their_hits():
 
 
 def test_solver_iteration_stopped_by_a_breakpoint_before_the_update(trained_store):
-    from inspector import debugger
+    from inspector.state import debugger
     store, sid = trained_store
     with store.use(sid) as s:
         debugger.breakpoints(s).add("ip1.diff.mean_abs > 0", net=s.loaded.net)
         before = np.array(s.loaded.net.params["ip1"][0].data)
-    out = training.run_solver(store, sid, 5)
+    out = runner.run_solver(store, sid, 5)
     assert out.stopped == "breakpoint" and out.done == 1
     with store.use(sid) as s:
         assert "stopped in backward after ip2, before the update" in s.message
@@ -308,15 +309,15 @@ def test_solver_iteration_stopped_by_a_breakpoint_before_the_update(trained_stor
         bps = debugger.breakpoints(s)
         bps.enable(1, False)
         bps.add("loss < 100")
-    out = training.run_solver(store, sid, 5)
+    out = runner.run_solver(store, sid, 5)
     assert out.stopped == "breakpoint" and out.done == 1
     with store.use(sid) as s:
         assert int(s.loaded.solver.iter) == 1 and s.last_hit.condition == "loss < 100"
 
 
 def test_report_export_names_the_upload_not_its_folder(app_ctx, tmp_path):
-    from inspector import loading
     from inspector.callbacks import export
+    from inspector.state import loading
     sid = "b2" * 16
     with app_ctx.store.use(sid) as s:
         path = loading.save_upload(s, "model", "mynet.prototxt", data_url(open(LENET).read()), 1 << 20)
@@ -348,7 +349,7 @@ def test_nan_alert_names_every_source(tmp_path):
 def test_reports_fold_the_graph_as_the_page_opens_it(shared_dir):
     from engine.instruments import blocks as B
     from engine.instruments import folded_graph as F
-    from inspector import presenter
+    from inspector.state import presenter
     model = shared_dir / "zoo" / "models" / "bvlc_googlenet" / "deploy.prototxt"
     ld = build_loaded(model, phase="TEST")
     display, _layout = presenter.display_and_layout(ld, presenter.DEFAULT_OPTIONS)       # splits folded
@@ -394,10 +395,10 @@ def test_step_back_over_siamese_contrastive_loss_before_its_forward():
 
 
 def test_a_breakpoint_hit_and_a_comparison_select_open_and_centre_their_layer(app_ctx, tmp_path):
-    from inspector import debugger
     from inspector.callbacks import breakpoints as bp_cb
     from inspector.callbacks import stepping
     from inspector.ids import FORWARD
+    from inspector.state import debugger
     sid = "c1" * 16
     with app_ctx.store.use(sid) as s:
         s.loaded = build_loaded(RESNET_TINY, phase="TEST")     # BatchNorm on its stored statistics
@@ -428,7 +429,7 @@ def test_a_breakpoint_hit_and_a_comparison_select_open_and_centre_their_layer(ap
         s.loaded.view_step = first
         steps = debugger.shown_steps(s.loaded)
         assert [st.id for st in steps] == [r.id for r in s.loaded.timeline[first].records]
-        from inspector import view_models as vm
+        from inspector.views import view_models as vm
         assert vm.step_marks(steps).stopped == s.loaded.graph.layer("res2a_bn").index
 
 
@@ -449,8 +450,8 @@ def test_graph_colours_reach_the_cytoscape_elements(trained_store, tmp_path):
     """What the graph sends to the page (cytoscape elements): a past timeline step's colours,
     the update ratio after a solver step, a comparison's relative differences, and a folded
     block carrying the largest value inside it."""
-    from inspector import presenter
-    from inspector import view_models as vm
+    from inspector.state import presenter
+    from inspector.views import view_models as vm
 
     def fills(ld, colour_by, expanded=None):
         els, _view = presenter.graph_elements(ld, colour_by, presenter.DEFAULT_OPTIONS, expanded)

@@ -10,7 +10,7 @@ from inspector_testlib import ROOT, data_url
 from inspector import create_app, ids
 from inspector.callbacks import details, export, findings, graph, load, stepping
 from inspector.callbacks.common import guarded, run_failed
-from inspector.sessions import new_session_id
+from inspector.state.sessions import new_session_id
 
 
 @pytest.fixture
@@ -138,7 +138,7 @@ def test_stepping_actions(app_ctx, sid):
 def test_run_failed_message_refusal_or_failure(caplog):
     from types import SimpleNamespace
 
-    from inspector import runner
+    from inspector.state import runner
     s = SimpleNamespace(run_version=3)
     assert run_failed(s, "forward", runner.RunRefused("no net is loaded")) == "⚠ no net is loaded"
     assert s.run_version == 3 and not caplog.records          # a refusal: nothing ran, nothing logged
@@ -213,7 +213,7 @@ def test_solver_iteration(app_ctx, sid):
     v, msg = stepping.act(app_ctx, sid, ids.SOLVER_STEP)
     assert "solver iteration 0 (now iter 1)" in msg, msg     # Caffe numbers the first iteration 0
     assert not np.array_equal(w0, s.loaded.net.params["conv1"][0].data)
-    from inspector.run_state import STALE, layer_states
+    from inspector.views.run_state import STALE, layer_states
     st = layer_states(s.loaded.graph, s.loaded.runlog)
     assert st[s.loaded.graph.layer("conv1").index][0] == STALE      # params changed after the update
 
@@ -316,7 +316,7 @@ def test_findings_say_what_an_empty_list_means(app_ctx, tmp_path):
 def test_root_cause_first_in_the_alert_and_one_finding_one_badge(app_ctx, tmp_path):
     # a deploy net whose BatchNorm statistics were never filled (no .caffemodel): the alert
     # names that cause before the first NaN/Inf, and the graph's badges are the Findings tab's
-    from inspector import presenter
+    from inspector.state import presenter
     from tests.test_health import _bn_stack
     p = tmp_path / "bn_stack.prototxt"
     p.write_text(_bn_stack(20))
@@ -343,7 +343,7 @@ def test_root_cause_first_in_the_alert_and_one_finding_one_badge(app_ctx, tmp_pa
 
 
 def test_dead_relu_badges_fold_into_weights_not_loaded(app_ctx, tmp_path):
-    from inspector import presenter
+    from inspector.state import presenter
     from tests.test_health import DEPLOY
     p = tmp_path / "deploy.prototxt"
     p.write_text(DEPLOY)
@@ -397,8 +397,8 @@ def test_compare_tab_this_net_vs_an_onnx_port(app_ctx, tmp_path):
     sys.path.insert(0, str(ROOT / "tests" / "ports"))
     import port_nets as pn
 
-    from inspector import presenter
     from inspector.callbacks import compare
+    from inspector.state import presenter
     p = tmp_path / "small.prototxt"
     p.write_text(pn.SMALL)
     sid = new_session_id()

@@ -1,9 +1,9 @@
 """figures: pure builders, view data in, Plotly figures out."""
 import numpy as np
 
-from inspector import cyto, figures
-from inspector import view_models as vm
-from inspector.run_state import FRESH, STALE
+from inspector.views import cyto, figures
+from inspector.views import view_models as vm
+from inspector.views.run_state import FRESH, STALE
 
 
 def _view(colour_by="category", scale=None, legend=(("convolution", "#f28e2b"),), selected="b"):
@@ -98,7 +98,7 @@ def test_svg_escapes_names():
 
 
 def test_elements_of_a_real_layout(lenet):
-    from inspector import presenter
+    from inspector.state import presenter
     els, view = presenter.graph_elements(lenet)
     layers = [e for e in els if e["data"].get("kind") == "layer"]
     assert len(layers) == len(lenet.graph.layers)

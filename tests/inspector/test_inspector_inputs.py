@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from inspector_testlib import SIAMESE, build_loaded, data_url
 
-from inspector import inputs as inp
-from inspector import runner
-from inspector.sessions import Session
+from inspector.state import inputs as inp
+from inspector.state import runner
+from inspector.state.sessions import Session
 
 
 def test_label_blobs(lenet):
@@ -71,7 +71,7 @@ def test_apply_inputs_kinds(lenet, tmp_path):
             runner.apply_inputs(s, inp.InputSettings(kind="npy"))
         buf = tmp_path / "x.npy"
         np.save(buf, np.full((1, 28, 28), 7.0))
-        from inspector import loading
+        from inspector.state import loading
         loading.save_upload(s, "npy", "x.npy", data_url(buf.read_bytes(), "application/octet-stream"), 1 << 20)
         assert "x.npy into data" in runner.apply_inputs(s, inp.InputSettings(kind="npy"))
         assert (lenet.net.blobs["data"].data == 7.0).all()

@@ -4,8 +4,8 @@ import os
 import pytest
 from inspector_testlib import LENET, data_url
 
-from inspector import loading
-from inspector.sessions import ModelSpec, Session
+from inspector.state import loading
+from inspector.state.sessions import ModelSpec, Session
 
 PY_NET = """
 name: "Py"

@@ -1,10 +1,10 @@
-"""inspector.model: the plain graph of the net the engine built."""
+"""inspector.views.model: the plain graph of the net the engine built."""
 import pytest
 from inspector_testlib import LENET, RESNET_TINY, SIAMESE
 
 import engine
 from engine.core.upgrade import read_net_params
-from inspector.model import build_graph, setting_rows
+from inspector.views.model import build_graph, setting_rows
 
 
 def graph_of(path, phase=engine.TRAIN, **kw):

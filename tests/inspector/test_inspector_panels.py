@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from inspector_testlib import SIAMESE, build_loaded
 
-from inspector import panel_models as pm
-from inspector import presenter, runner
-from inspector.sessions import Session
+from inspector.state import presenter, runner
+from inspector.state.sessions import Session
+from inspector.views import panel_models as pm
 
 
 def _session(ld):

@@ -6,7 +6,7 @@ from inspector_testlib import data_url
 
 from inspector import ids
 from inspector.callbacks import load as load_cb
-from inspector.sessions import SessionStore, new_session_id, valid_session_id
+from inspector.state.sessions import SessionStore, new_session_id, valid_session_id
 
 
 class Clock:
@@ -67,7 +67,7 @@ def test_sessions_are_isolated(app_ctx):
     load_cb.handle_load(app_ctx, s2, None)
     a, b = app_ctx.store.get(s1), app_ctx.store.get(s2)
     assert a.loaded.net is not b.loaded.net and a.lock is not b.lock
-    from inspector import runner
+    from inspector.state import runner
     with app_ctx.store.use(s1) as s:
         runner.forward_range(s, 0, 3)
     assert a.loaded.recorder.steps and not b.loaded.recorder.steps
@@ -85,7 +85,7 @@ def test_failed_load_keeps_the_last_good_net(app_ctx, broken_net):
     assert err.where == "broken.prototxt:14:1" and err.kind == "ParseError"
     assert s.upload_dir not in err.message
     # and it still runs
-    from inspector import runner
+    from inspector.state import runner
     with app_ctx.store.use(sid) as ss:
         assert "ForwardFromTo(0, 2)" in runner.forward_range(ss, 0, 2)
 

@@ -3,10 +3,10 @@ import pytest
 from inspector_testlib import LENET, RESNET_TINY, build_loaded
 
 from engine.instruments import graph_layout as gl
-from inspector import presenter, runner
-from inspector import run_state as rs
-from inspector import view_models as vm
-from inspector.sessions import Session
+from inspector.state import presenter, runner
+from inspector.state.sessions import Session
+from inspector.views import run_state as rs
+from inspector.views import view_models as vm
 
 
 def session_for(ld, c="s"):
@@ -194,7 +194,7 @@ def test_params_changed_makes_param_layers_stale(lenet):
 
 
 def test_flops_and_memory_from_engine_analysis(lenet):
-    from inspector import panel_models as pm
+    from inspector.views import panel_models as pm
     an = lenet.analysis
     assert an["conv1"]["flops"] > 0 and an["conv1"]["macc"] > 0
     v = _view(lenet, "flops")
@@ -252,7 +252,7 @@ def test_expanding_a_block_moves_only_what_is_below(tmp_path):
 
 
 def test_search_ranks_names_types_and_blocks(lenet, tmp_path):
-    from inspector.search import blocks_to_open, search
+    from inspector.views.search import blocks_to_open, search
     matches, total = search(lenet.graph, "conv")
     assert [m.name for m in matches[:2]] == ["conv1", "conv2"] and matches[0].type == "Convolution"
     assert any(m.kind == "blob" for m in matches) and total == len(matches)
@@ -291,7 +291,7 @@ def test_stage_labels_count_blocks_and_folded_blocks_name_what_they_hold(tmp_pat
     folded = presenter.graph_view(ld, "category", vm.DisplayOptions(), expanded=[])      # Collapse all
     res4 = next(n for n in folded.nodes if n.kind == "block" and n.name == "res4")
     assert res4.label.startswith("res4 · 6 blocks\n1×1024×14×14") and set(res4.inner) >= {"res4", "res4a", "res4f"}
-    from inspector import cyto
+    from inspector.views import cyto
     el = next(e for e in cyto.elements(folded) if e["data"].get("name") == "res4")
     assert "|res4b|" in el["data"]["inner"] and el["data"]["short"] == "res4"
     # a section holding a block and layers of its own counts layers (MobileNet's head: conv6, pool6, fc7, prob)

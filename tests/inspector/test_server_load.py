@@ -19,8 +19,9 @@ import inspector_testlib  # noqa: F401  (puts the repository on sys.path)
 import pytest
 
 from benchmarks import load_test as lt
-from inspector import create_app, loading
-from inspector.sessions import SessionStore, new_session_id
+from inspector import create_app
+from inspector.state import loading
+from inspector.state.sessions import SessionStore, new_session_id
 
 MAX_SESSIONS = 8
 CAP_SECONDS = 300.0         # a hang guard, not a speed target: an idle 2-core machine needs about 8 s

@@ -9,14 +9,15 @@ import pytest
 from dash import dcc
 from inspector_testlib import DEPLOY_NET, LENET, PHASED_NET, ROOT, data_url
 
-from inspector import ids, loading, urlstate
+from inspector import ids
 from inspector.callbacks import load
 from inspector.callbacks.common import AppContext
 from inspector.config import InspectorConfig
 from inspector.layout.common import PLOT_CONFIG
-from inspector.netstate import default_phase, is_deploy_net
-from inspector.sessions import ModelSpec, SessionStore, new_session_id
-from inspector.urlstate import UrlState, decode, encode
+from inspector.state import loading, urlstate
+from inspector.state.netstate import default_phase, is_deploy_net
+from inspector.state.sessions import ModelSpec, SessionStore, new_session_id
+from inspector.state.urlstate import UrlState, decode, encode
 
 OLD_STYLE_DEPLOY = """name: "OldDeploy"
 input: "data" input_dim: 1 input_dim: 3 input_dim: 4 input_dim: 4

@@ -345,7 +345,7 @@ def test_instruments_read_loss_weights_past_a_python_layers_own_loss(tmp_path, c
     not a Python layer's own ``self.loss`` value (a float, or None before forward)."""
     from engine.instruments import report
     from engine.instruments.debug import Recorder
-    from inspector import model
+    from inspector.views import model
 
     net = _stateful_net(tmp_path, "stateful_instruments")
     x = np.arange(6, dtype=np.float32).reshape(2, 3)

@@ -14,11 +14,12 @@ import numpy as np
 from engine.instruments import blocks as blocks_mod
 from engine.instruments import graph_layout
 from engine.instruments.blocks import find_blocks, with_sections
-from inspector import adapters, cyto, figures
-from inspector import panel_models as pm
-from inspector import view_models as vm
+from inspector import adapters
+from inspector.views import cyto, figures
+from inspector.views import panel_models as pm
+from inspector.views import view_models as vm
 
-from .run_state import blob_states, layer_states
+from ..views.run_state import blob_states, layer_states
 
 DEFAULT_OPTIONS = vm.DisplayOptions()
 
@@ -113,7 +114,8 @@ def metrics(loaded):
     viewed; with a comparison active, each layer's relative difference."""
     from dataclasses import replace
 
-    from inspector import debug_views, debugger
+    from inspector.state import debugger
+    from inspector.views import debug_views
     m = vm.layer_metrics(loaded.graph, debugger.latest_records(loaded))
     cmp = getattr(loaded, "comparison", None)
     if cmp is not None:
@@ -141,7 +143,7 @@ def findings_by_layer(loaded):
 
 
 def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=None, expanded=None):
-    from inspector import debugger
+    from inspector.state import debugger
     display, layout = display_and_layout(loaded, opts, expanded)
     st = states(loaded)
     return vm.graph_view(loaded.graph, display, layout, metrics(loaded), st, colour_by, selection,
@@ -216,7 +218,8 @@ def _blob_array(loaded, name, which):
 
 def blob_panel(loaded, name):
     from engine.instruments.debug import array_stats
-    from inspector import debug_views, debugger
+    from inspector.state import debugger
+    from inspector.views import debug_views
     g = loaded.graph
     step = debugger.viewed_step(loaded)
     if step is not None:     # as it was after that step: its records (and pinned arrays)
@@ -233,7 +236,7 @@ def blob_panel(loaded, name):
 def blob_figures(loaded, name, which="data", item=0, page=0, index=()):
     """(histogram, feature maps, (rows, index, full shape)) of a blob."""
     from engine.instruments.debug import array_stats
-    from inspector import debugger
+    from inspector.state import debugger
     if debugger.viewed_step(loaded) is not None:
         st, pinned = debugger.recorded_blob_stats(loaded, name, which)
         if pinned is None:

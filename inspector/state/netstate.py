@@ -1,6 +1,7 @@
 """The NetState a net opens in when nobody chose one: one rule for the
 command line (``caffe-inspector MODEL``) and the page (examples, paths,
-uploads, addresses without ``phase=``).
+uploads, addresses without ``phase=``); and :func:`initial_spec`, the net the
+page opens with (the command line's, else the first example).
 
 A deploy net — it takes its data from Input layers (or the old net-level
 ``input:`` fields) and has no loss — opens in TEST, where Dropout passes its
@@ -8,6 +9,8 @@ input through and BatchNorm uses its stored statistics.  Any other net opens
 in TRAIN, Caffe's default NetState phase for ``caffe train``/``time``.
 """
 import os
+
+from .sessions import ModelSpec
 
 TRAIN, TEST = "TRAIN", "TEST"
 PHASES = (TRAIN, TEST)
@@ -43,3 +46,24 @@ def default_phase(model):
     except (engine.CaffeError, OSError):        # unreadable or invalid: the build reports the real error
         return TEST if "deploy" in os.path.basename(os.fspath(model)).lower() else TRAIN
     return TEST if is_deploy_net(param) else TRAIN
+
+
+def initial_spec(app):
+    """The model the page opens with: the command line's, else the first example.
+    ``app``: anything with the server's ``config`` (InspectorConfig) and ``examples``."""
+    cfg = app.config
+    if cfg.model:
+        return ModelSpec(model=os.path.abspath(cfg.model), weights=cfg.weights, solver=cfg.solver,
+                         phase=cfg.phase or default_phase(cfg.model), level=cfg.level,
+                         stages=tuple(cfg.stages), label=os.path.basename(cfg.model), trusted=True)
+    if cfg.solver:
+        import engine
+        sp = engine.read_solver_params(cfg.solver)
+        net = sp.net or sp.train_net
+        return ModelSpec(model=os.path.abspath(net), weights=cfg.weights, solver=cfg.solver, phase="TRAIN",
+                         level=cfg.level, stages=tuple(cfg.stages), label=os.path.basename(net), trusted=True)
+    if app.examples:
+        label, path, phase = app.examples[0]
+        return ModelSpec(model=path, phase=cfg.phase or phase, level=cfg.level, stages=tuple(cfg.stages),
+                         label=label, trusted=True)
+    return ModelSpec()

@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 
 from engine.instruments.debug import caffe_debug_lines
-from inspector import layer_meta
+from inspector.views import layer_meta
 
 from .view_models import LayerMetric, _fmt, _shape_text, format_bytes, layer_memory
 

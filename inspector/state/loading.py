@@ -22,8 +22,8 @@ import numpy as np
 
 from inspector import adapters
 
-from .model import build_graph
-from .run_state import RunLog
+from ..views.model import build_graph
+from ..views.run_state import RunLog
 from .sessions import Loaded, LoadError
 
 
@@ -262,17 +262,23 @@ _SOURCES = OrderedDict()       # (real path, mtime, size) -> NetParameter as rea
 _SOURCES_LOCK = threading.Lock()
 
 
+def file_version(path):
+    """(real path, mtime, size) of the file at ``path``: what says it is the same file, unchanged
+    (None: no such file)."""
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    return os.path.realpath(path), st.st_mtime_ns, st.st_size
+
+
 def read_source(path, keep=8, copy=True):
     """The NetParameter of the prototxt at ``path`` (engine.read_net_params), parsed
     once per version of the file: a phase switch, a level or the next tab rebuilds the
     same file, and ResNet-152's 9,000 lines took 0.3-0.5 s to parse each time.  A copy
     (the caller may change it) unless ``copy`` is False (then only read it)."""
     import engine
-    try:
-        st = os.stat(path)
-        key = (os.path.realpath(path), st.st_mtime_ns, st.st_size)
-    except OSError:
-        key = None
+    key = file_version(path)
     with _SOURCES_LOCK:
         hit = _SOURCES.get(key) if key is not None else None
         if hit is not None:
@@ -289,6 +295,45 @@ def read_source(path, keep=8, copy=True):
     out = type(hit)()
     out.CopyFrom(hit)
     return out
+
+
+_DRAWN = OrderedDict()         # what a built net's NetGraph and analysis depend on -> (graph, analysis)
+_DRAWN_LOCK = threading.Lock()
+
+
+def _drawn_key(spec, net):
+    """What :func:`build_graph` and the analysis read of a net just built, as a key: the
+    versions of its files, and what Init decided (its transcript holds the param as
+    filtered, every layer made, each top's shape and the memory; the stand-ins and the
+    bytes allocated besides).  Two builds with one key give equal graphs and analyses,
+    so switching the phase back (or the next tab) reuses them.  None: not kept (a net
+    made by a solver, or files that cannot be read)."""
+    if spec.solver:
+        return None
+    source = file_version(spec.model)
+    weights = file_version(spec.weights) if spec.weights else ()
+    if source is None or weights is None:
+        return None
+    rec = net.init_record
+    return (source, weights, spec.state(), str(net.dtype), int(net.memory_used_bytes),
+            repr(getattr(rec, "stand_ins", ())), tuple(rec.transcript))
+
+
+def _graph_and_analysis(spec, net, source, keep=8):
+    """(NetGraph, analysis) of ``net``, built from ``source``: made once per :func:`_drawn_key`."""
+    key = _drawn_key(spec, net)
+    with _DRAWN_LOCK:
+        hit = _DRAWN.get(key) if key is not None else None
+        if hit is not None:
+            _DRAWN.move_to_end(key)
+            return hit
+    hit = build_graph(net, source), adapters.layer_analysis(net)
+    if key is not None:
+        with _DRAWN_LOCK:
+            _DRAWN[key] = hit
+            while len(_DRAWN) > keep:
+                _DRAWN.popitem(last=False)
+    return hit
 
 
 def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=None):
@@ -326,10 +371,10 @@ def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=Non
             net.model_file = spec.model
             if spec.weights:
                 net.copy_from(spec.weights)
-        graph = build_graph(net, source)
+        graph, analysis = _graph_and_analysis(spec, net, source)
         recorder = Recorder(net, stats=True, sentinel=False)
         inputs = tuple(l.index for l in graph.layers if l.type == "Input" or l.stand_in)
         mean = _read_mean(spec.mean) if spec.mean else None
     return Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
                   spec=spec, source_param=source, solver=solver, solver_note=note,
-                  analysis=adapters.layer_analysis(net), mean=mean, max_bytes=max_bytes or None)
+                  analysis=analysis, mean=mean, max_bytes=max_bytes or None)

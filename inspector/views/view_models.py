@@ -6,7 +6,7 @@
 - :func:`layer_metrics`: per-layer numbers from the latest records (mean
   |data|, mean |diff|, NaN/Inf, time).
 - :func:`graph_view`: positions (from a Layout) + colours + states + hover
-  text for every node and edge, ready for :mod:`inspector.figures`.
+  text for every node and edge, ready for :mod:`inspector.views.figures`.
 """
 import math
 from dataclasses import dataclass, field
@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional, Tuple
 from engine import human_bytes
 from engine.instruments.blocks import drawn_groups
 from engine.instruments.blocks import fold as folding  # the reports fold the same way
-from inspector import layer_meta
+from inspector.views import layer_meta
 
 from .run_state import FRESH, NA, NOT_RUN, STALE
 

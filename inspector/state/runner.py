@@ -5,13 +5,22 @@ run to a layer, forward+backward, reset, one solver iteration.
 Every function takes a :class:`sessions.Session` (the caller holds its lock),
 runs in the session's device mode, brings the RunLog up to date from the
 Recorder's new records (also when a layer fails half way) and returns a
-one-line message for the page.
+one-line message for the page.  :func:`run_solver` runs many solver iterations,
+taking the session's lock for one iteration at a time so that the page's other
+callbacks (graph, curves, details) interleave with the run; it reports progress,
+stops when cancelled, when a breakpoint fires, or when the net was replaced.
 """
+import logging
+import math
+import time
+from dataclasses import dataclass
+
 import numpy as np
 
 from engine.instruments.breakpoints import BreakpointHit
-from inspector import adapters, debugger
-from inspector import inputs as inp
+from inspector import adapters
+from inspector.state import debugger, jobs, training
+from inspector.state import inputs as inp
 
 
 class RunRefused(ValueError):
@@ -319,7 +328,7 @@ def step_over(session, expanded=None, selection=None):
     """Step over a folded block: from the step cursor, every layer of the folded block
     drawn there (or of the block selected, when it lies ahead) as one step; a layer
     outside any folded block is one step, as Step ▶."""
-    from inspector import presenter
+    from inspector.state import presenter
     ld = _loaded(session)
     g = ld.graph
     i = session.cursor_forward if 0 <= session.cursor_forward < len(g.layers) else 0
@@ -521,7 +530,6 @@ def solver_step_checked(session, resume=None, remaining=0):
     solver pause (``session.paused``): the stopped iteration goes on after the layer
     that stopped.  ``remaining``: iterations of the run left after this one (what a
     stop's pause keeps for Continue)."""
-    from inspector import training
     ld = _loaded(session)
     if ld.solver is None:
         raise RunRefused(ld.solver_note or "load a solver prototxt to run solver iterations")
@@ -599,3 +607,84 @@ def set_device(session, device):
         raise RunRefused("no GPU: CuPy with a CUDA device is not available")
     session.device = "GPU" if device == "GPU" else "CPU"
     return "device: %s" % session.device
+
+
+# ------------------------------------------------------------------ many iterations
+@dataclass
+class RunOutcome:
+    done: int
+    requested: int
+    message: str
+    stopped: str = ""        # "", "cancelled", "breakpoint", "error", "net changed"
+
+
+def run_solver(store, sid, iterations, report=None, token=None, iterate=None, resume=None):
+    """Run ``iterations`` solver iterations on session ``sid``, one lock at a
+    time.  ``iterate(session) -> (message, hit)`` runs one (default:
+    :func:`solver_step_checked`, told how many iterations remain after it,
+    for Continue after a stop); ``report(done, total, text)``.  ``resume``: the
+    first iteration is one a breakpoint stopped, going on after that layer (Continue)."""
+    n_total = max(int(iterations), 0)
+    if iterate is None:
+        started = [0]
+
+        def iterate(s):
+            started[0] += 1
+            return solver_step_checked(s, resume=resume if started[0] == 1 else None,
+                                       remaining=max(n_total - started[0], 0))
+    token = token or jobs.current_token()
+    n = max(int(iterations), 0)
+    with store.use(sid) as s:
+        loaded = s.loaded
+        if loaded is None:
+            return RunOutcome(0, n, "⚠ no net is loaded", "error")
+        if loaded.solver is None:
+            return RunOutcome(0, n, "⚠ " + (loaded.solver_note or "load a solver prototxt to train"), "error")
+        s.job = {"kind": "solver", "token": token, "started": time.time()}
+    done = 0
+    msg = ""
+    stopped = ""
+    try:
+        for _ in range(n):
+            if token.cancelled:
+                stopped = "cancelled"
+                break
+            with store.use(sid) as s:
+                if s.loaded is not loaded:
+                    stopped = "net changed"
+                    break
+                try:
+                    msg, hit = iterate(s)
+                except Exception as exc:  # noqa: BLE001 - a layer failed: shown, the session goes on
+                    logging.getLogger("inspector").exception("solver iteration failed")
+                    s.run_version += 1
+                    msg, stopped = "⚠ %s: %s" % (type(exc).__name__, exc), "error"
+                    break
+                done += 1
+                if hit is not None:
+                    stopped = "breakpoint"
+                    break
+                last = loaded.training.train[-1] if loaded.training and loaded.training.train else None
+            if report is not None:
+                report(done, n, "iteration %d, loss %s" % (last.iteration, _g(last.loss)) if last else "")
+    finally:
+        with store.use(sid) as s:
+            if s.job is not None and s.job.get("token") is token:
+                s.job = None
+    if stopped == "cancelled":
+        msg = "solver run cancelled after %d of %d iterations%s" % (done, n, (" — " + msg) if msg else "")
+    elif stopped == "net changed":
+        msg = "solver run stopped after %d of %d iterations: another net was loaded" % (done, n)
+    elif stopped == "":
+        msg = "solver run: %d iterations — %s" % (done, msg)
+    with store.use(sid) as s:
+        s.message = msg
+    return RunOutcome(done, n, msg, stopped)
+
+
+def _g(v):
+    if v is None:
+        return "—"
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return "%.6g" % v

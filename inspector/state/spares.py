@@ -12,7 +12,7 @@ log = logging.getLogger("inspector")
 def first_view(loaded):
     """``loaded`` with what its first drawing needs computed ahead (its blocks, the
     folding it opens with, that view's layout): the tab that takes it draws at once."""
-    from inspector import presenter
+    from inspector.state import presenter
     presenter.display_and_layout(loaded, presenter.DEFAULT_OPTIONS)
     return loaded
 
@@ -21,6 +21,7 @@ class Spares:
     def __init__(self, build):
         self._build = build          # spec -> Loaded (raises on failure)
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)     # a build finished
         self._ready = {}
         self._busy = set()
 
@@ -28,11 +29,15 @@ class Spares:
     def _key(spec):
         return repr(spec)
 
-    def take(self, spec):
+    def take(self, spec, wait=0.0):
         """The spare net built for ``spec`` (None if none is ready); the next one starts building
-        a moment later (the tab that took this one draws it first)."""
+        a moment later (the tab that took this one draws it first).  ``wait``: seconds to wait
+        for a spare of ``spec`` already being built (it is ready sooner than a second build
+        started now beside it, which would halve the speed of both)."""
         key = self._key(spec)
-        with self._lock:
+        with self._changed:
+            if wait and key in self._busy:
+                self._changed.wait_for(lambda: key not in self._busy, timeout=wait)
             loaded = self._ready.pop(key, None)
         if loaded is not None:
             self.prime_later(spec)
@@ -63,7 +68,8 @@ class Spares:
             loaded = self._build(spec)
         except Exception:  # noqa: BLE001 - the tab builds it itself and shows the error
             log.exception("building a spare net for %s failed", spec.model)
-        with self._lock:
+        with self._changed:
             self._busy.discard(key)
             if loaded is not None:
                 self._ready[key] = loaded
+            self._changed.notify_all()

@@ -114,7 +114,7 @@ class Session:
     run_version: int = 0
     cursor_forward: int = 0             # next layer "step" runs forward
     cursor_backward: int = -1           # next layer "step back" runs backward (-1: the last)
-    paused: Optional[Dict[str, Any]] = None   # where Continue resumes (inspector/runner.py: pause)
+    paused: Optional[Dict[str, Any]] = None   # where Continue resumes (inspector/state/runner.py: pause)
     cursor_bp: Optional[int] = None     # the id of Run to cursor's one-shot breakpoint while it runs
     solver_resume: int = 0              # how many times Continue asked to go on with a stopped solver run
     solver_resume_pending: Optional[int] = None   # the request the job runner has not taken yet
@@ -123,7 +123,7 @@ class Session:
     upload_names: Dict[str, str] = field(default_factory=dict)
     input_settings: Dict[str, Any] = field(default_factory=dict)
     breakpoints: Any = None             # engine.instruments.breakpoints.Breakpoints (kept across loads)
-    job: Optional[Dict[str, Any]] = None    # the long action running (inspector/jobs.py), if any
+    job: Optional[Dict[str, Any]] = None    # the long action running (inspector/state/jobs.py), if any
     last_hit: Any = None                # the breakpoint Hit that stopped the last action, if any
     last_hit_cursor: bool = False       # ... Run to cursor's one-shot stop, not a breakpoint of the user's
     reveal: Any = None                  # {"kind", "name", "n"}: a layer the graph should select and show

@@ -19,7 +19,7 @@ from google.protobuf import text_format
 
 import engine
 from engine.proto import caffe_pb2
-from inspector import layer_meta
+from inspector.views import layer_meta
 
 TRAIN, TEST = 0, 1
 

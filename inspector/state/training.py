@@ -8,22 +8,18 @@ Recorder's update records), the test net's scores every ``test_interval``
 iterations, and the solver's log lines (Caffe's ``Iteration N ..., loss = X``,
 ``Iteration N, lr = R``, ``Train net output #k`` ...).
 
-:func:`solver_iteration` runs one iteration on a session (the caller holds its
-lock) and records all of that.  :func:`run_solver` runs many, taking the
-session's lock for one iteration at a time so that the page's other callbacks
-(graph, curves, details) interleave with the run; it reports progress, stops
-when cancelled, when a breakpoint fires, or when the net was replaced.
+:func:`solver_iteration` runs one iteration on a loaded net (the caller holds
+its session's lock) and records all of that; :func:`maybe_test` runs the test
+net when ``test_interval`` says so.  Running many iterations is the stepping
+controls' (:func:`inspector.state.runner.run_solver`).
 """
 import logging
-import math
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
-
-from inspector import jobs
 
 
 @dataclass
@@ -212,7 +208,7 @@ def solver_iteration(loaded, resume=None):
     holds the session lock and the device mode).  Returns (TrainPoint, the
     update StepRecord or None).  ``resume``: a function run in place of the net's
     ForwardBackward, with the param diffs kept (an iteration a breakpoint stopped,
-    going on after the layer that stopped: inspector.runner.continue_run)."""
+    going on after the layer that stopped: inspector.state.runner.continue_run)."""
     solver = loaded.solver
     h = history(loaded)
     rec = loaded.recorder
@@ -287,8 +283,8 @@ def _test_net(session, loaded):
     if net is not None:
         return net
     import engine
-    from inspector import inputs as inp
-    from inspector.model import build_graph
+    from inspector.state import inputs as inp
+    from inspector.views.model import build_graph
     spec = loaded.spec
     with engine.memory_budget(getattr(loaded, "max_bytes", None)):     # the TEST net may have its own batch
         net = engine.Net(spec.model, 1, level=spec.level, stages=list(spec.stages) or None)
@@ -302,85 +298,3 @@ def _test_net(session, loaded):
             net.blobs[name].data[...] = a
     loaded._test_net = net
     return net
-
-
-# ------------------------------------------------------------------ many iterations
-@dataclass
-class RunOutcome:
-    done: int
-    requested: int
-    message: str
-    stopped: str = ""        # "", "cancelled", "breakpoint", "error", "net changed"
-
-
-def run_solver(store, sid, iterations, report=None, token=None, iterate=None, resume=None):
-    """Run ``iterations`` solver iterations on session ``sid``, one lock at a
-    time.  ``iterate(session) -> (message, hit)`` runs one (default:
-    inspector.runner.solver_step_checked, told how many iterations remain after it,
-    for Continue after a stop); ``report(done, total, text)``.  ``resume``: the
-    first iteration is one a breakpoint stopped, going on after that layer (Continue)."""
-    from inspector import runner
-    n_total = max(int(iterations), 0)
-    if iterate is None:
-        started = [0]
-
-        def iterate(s):
-            started[0] += 1
-            return runner.solver_step_checked(s, resume=resume if started[0] == 1 else None,
-                                              remaining=max(n_total - started[0], 0))
-    token = token or jobs.current_token()
-    n = max(int(iterations), 0)
-    with store.use(sid) as s:
-        loaded = s.loaded
-        if loaded is None:
-            return RunOutcome(0, n, "⚠ no net is loaded", "error")
-        if loaded.solver is None:
-            return RunOutcome(0, n, "⚠ " + (loaded.solver_note or "load a solver prototxt to train"), "error")
-        s.job = {"kind": "solver", "token": token, "started": time.time()}
-    done = 0
-    msg = ""
-    stopped = ""
-    try:
-        for _ in range(n):
-            if token.cancelled:
-                stopped = "cancelled"
-                break
-            with store.use(sid) as s:
-                if s.loaded is not loaded:
-                    stopped = "net changed"
-                    break
-                try:
-                    msg, hit = iterate(s)
-                except Exception as exc:  # noqa: BLE001 - a layer failed: shown, the session goes on
-                    logging.getLogger("inspector").exception("solver iteration failed")
-                    s.run_version += 1
-                    msg, stopped = "⚠ %s: %s" % (type(exc).__name__, exc), "error"
-                    break
-                done += 1
-                if hit is not None:
-                    stopped = "breakpoint"
-                    break
-                last = loaded.training.train[-1] if loaded.training and loaded.training.train else None
-            if report is not None:
-                report(done, n, "iteration %d, loss %s" % (last.iteration, _g(last.loss)) if last else "")
-    finally:
-        with store.use(sid) as s:
-            if s.job is not None and s.job.get("token") is token:
-                s.job = None
-    if stopped == "cancelled":
-        msg = "solver run cancelled after %d of %d iterations%s" % (done, n, (" — " + msg) if msg else "")
-    elif stopped == "net changed":
-        msg = "solver run stopped after %d of %d iterations: another net was loaded" % (done, n)
-    elif stopped == "":
-        msg = "solver run: %d iterations — %s" % (done, msg)
-    with store.use(sid) as s:
-        s.message = msg
-    return RunOutcome(done, n, msg, stopped)
-
-
-def _g(v):
-    if v is None:
-        return "—"
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    return "%.6g" % v

@@ -8,14 +8,14 @@ and which blocks are expanded — a short, readable query string
 
 :func:`encode` and :func:`decode` are pure (no Dash, no files).
 :func:`state_of` describes a session's loaded net; :func:`spec_for` turns an
-address back into the :class:`~inspector.sessions.ModelSpec` to build.
+address back into the :class:`~inspector.state.sessions.ModelSpec` to build.
 """
 import os
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 from urllib.parse import quote, unquote
 
-from .netstate import PHASES, default_phase
+from .netstate import PHASES, default_phase, initial_spec
 
 SOURCES = ("example", "model", "cli", "upload")    # where the net comes from (one of them per address)
 SELECT_KINDS = ("layer", "blob", "ghost", "block")
@@ -134,7 +134,6 @@ def cli_model(app):
     if cfg.model:
         return cfg.model
     if cfg.solver:
-        from .callbacks.load import initial_spec
         return initial_spec(app).model
     return None
 
@@ -196,7 +195,6 @@ def spec_for(app, session, state):
     """The ModelSpec an address asks for (None: the server's default net,
     which the caller picks).  Raises AddressError or loading.PathRefused."""
     from . import loading
-    from .callbacks.load import initial_spec
     from .sessions import ModelSpec
     cfg = app.config
     if state.source is None:

@@ -1,5 +1,5 @@
 """View data → Plotly figures (the charts; the net's graph is drawn by
-dash-cytoscape, see :mod:`inspector.cyto`).  Pure functions: no Dash, no
+dash-cytoscape, see :mod:`inspector.views.cyto`).  Pure functions: no Dash, no
 engine, no state.
 
 - :func:`histogram_figure`, :func:`mosaic_figure` (feature maps, filters),
