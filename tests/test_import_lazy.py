@@ -145,3 +145,25 @@ def test_without_numba_the_numpy_twins_serve():
         assert _state(normal) == ["True", "True", "True", "True", "False", "True"]
         np.testing.assert_allclose(np.load(os.path.join(d, "blocked.npy")), np.load(os.path.join(d, "normal.npy")),
                                    rtol=1e-4, atol=1e-6)
+
+
+def test_engine_numba_0_never_imports_numba():
+    """ENGINE_NUMBA=0: as if Numba were not installed (NumPy twins, NumPy random draws)."""
+    code = PROBE + textwrap.dedent("""
+        import numpy as np
+        import engine
+        from google.protobuf import text_format
+        from engine.core import rng
+        from engine.core.kernels import gemm, jit
+        p = text_format.Parse(%r, engine.caffe_pb2.NetParameter())
+        net = engine.Net.from_param(p, phase=engine.TEST)
+        net.blobs["data"].data[...] = np.random.RandomState(0).rand(*net.blobs["data"].shape)
+        net.forward()
+        print("STATE", jit.AVAILABLE, gemm.AVAILABLE, rng.compiled(1 << 30))
+        loaded("FORWARD")
+    """) % LENET
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ENGINE_NUMBA="0")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert _state(out.stdout) == ["False", "False", "None"]
+    assert _loaded(out.stdout, "FORWARD") == set()

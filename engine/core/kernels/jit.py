@@ -14,10 +14,14 @@ twins, which give the same results.  ``AVAILABLE`` (read as a module attribute) 
 whether Numba imports, importing it.  Compiled functions are cached on disk
 (``cache=True``): only the first process compiles them; later ones load them.
 """
+import os
 import sys
 import threading
 
-_numba = None           # the numba module once imported; False when it cannot be
+# ENGINE_NUMBA=0: run as if Numba were not installed (the NumPy twins throughout; the
+# same numbers to rounding, slower forwards, no Numba start-up: benchmarks/README.md).
+USE_NUMBA = os.environ.get("ENGINE_NUMBA", "1") != "0"
+_numba = None           # the numba module once imported; False when it cannot be (or is not to be)
 _LOCK = threading.RLock()
 
 # Set False to force the NumPy twins (tests compare both).
@@ -25,10 +29,13 @@ ENABLED = True
 
 
 def numba_module():
-    """Numba, imported on the first call; None when it cannot be imported."""
+    """Numba, imported on the first call; None when it cannot be imported (or with
+    ENGINE_NUMBA=0)."""
     global _numba
     if _numba is None:
         with _LOCK:
+            if _numba is None and not USE_NUMBA:
+                _numba = False
             if _numba is None:
                 try:  # pragma: no cover - depends on the environment
                     import numba
