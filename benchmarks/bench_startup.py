@@ -34,15 +34,17 @@ Peers, both labelled as what they are:
   equivalent script); the ratio is engine / that.
 
 ``--baseline-root DIR`` times another checkout (e.g. ``git archive REV | tar -x -C DIR``) in the
-same rounds (rows ``baseline``).  Rounds interleave engine, baseline, peer, so that the
-machine's load hits all alike.  Children run without PYTHONDONTWRITEBYTECODE (Python keeps its
-bytecode cache, as an installed package has one); ``--no-bytecode-cache`` keeps the variable.
+same rounds (rows ``baseline``); ``--no-numba-row`` times the engine with ``ENGINE_NUMBA=0``
+too (rows ``engine_numba0``: an opt-in, the NumPy twins instead of the compiled loops, so no
+Numba start-up; the same numbers to rounding, not bit for bit).  Rounds interleave engine,
+baseline, that, peer, so that the machine's load hits all alike.  Children run without
+PYTHONDONTWRITEBYTECODE (Python keeps its bytecode cache, as an installed package has one);
+``--no-bytecode-cache`` keeps the variable.
 """
 import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -123,8 +125,8 @@ def write_nets(names, tmp):
 
 
 # ====================================================================== timing
-def child_env(root, keep_no_bytecode, threads):
-    env = dict(os.environ)
+def child_env(root, keep_no_bytecode, threads, extra=None):
+    env = dict(os.environ, **(extra or {}))
     env["PYTHONPATH"] = root
     if not keep_no_bytecode:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -167,7 +169,8 @@ def summary(samples):
 
 
 def run(nets, runs, variants, keep_no_bytecode, threads, tmp):
-    """{net: {variant: summary}} (variant 'peer' shared by all nets, timed in each net's rounds)."""
+    """{net: {variant: summary}} (variants: {name: (checkout, extra environment)}; 'peer'
+    timed in each net's rounds)."""
     script = os.path.join(tmp, "first_forward.py")
     with open(script, "w") as f:
         f.write(SCRIPT)
@@ -175,14 +178,12 @@ def run(nets, runs, variants, keep_no_bytecode, threads, tmp):
     for name, path in nets.items():
         samples = {v: [] for v in variants}
         samples["peer"] = []
-        caches = {v: numba_cache_files(root) for v, root in variants.items()}
-        results = set()
+        caches = {v: numba_cache_files(root) for v, (root, _) in variants.items()}
         for _ in range(runs + 1):
-            for variant, root in variants.items():
-                env = child_env(root, keep_no_bytecode, threads)
-                t, cpu, result = time_process([sys.executable, "-m", "engine", "run", script, path], root, env)
+            for variant, (root, extra) in variants.items():
+                env = child_env(root, keep_no_bytecode, threads, extra)
+                t, cpu, _ = time_process([sys.executable, "-m", "engine", "run", script, path], root, env)
                 samples[variant].append((t, cpu))
-                results.add((variant, result))
             env = child_env(ROOT, keep_no_bytecode, threads)
             t, cpu, _ = time_process([sys.executable, "-c", PEER], tmp, env)
             samples["peer"].append((t, cpu))
@@ -208,7 +209,7 @@ def print_net(name, res, variants):
         r = res[variant]
         target = target_of(name)
         verdict = ("MET " if r["warm_s"] <= target else "MISS") if target is not None else "--  "
-        print("%s %-9s %-8s warm %6.3f s (cpu %5.3f)  cold %6.3f s (cpu %5.3f)  | peer torch import %5.3f s: "
+        print("%s %-9s %-13s warm %6.3f s (cpu %5.3f)  cold %6.3f s (cpu %5.3f)  | peer torch import %5.3f s: "
               "x%.2f | pycaffe recorded %s%s" % (
                   verdict, name, variant, r["warm_s"], r["warm_cpu_s"], r["cold_s"], r["cold_cpu_s"],
                   peer["warm_s"], r["warm_s"] / peer["warm_s"],
@@ -223,8 +224,8 @@ def targets(results, variant="engine"):
         if target is None or variant not in res:
             continue
         value = res[variant]["warm_s"]
-        rows.append({"target": "%s start-up to the first forward's result <= pycaffe's recorded %.2f s" % (name, target),
-                     "value": value, "ratio": value / target, "met": value <= target})
+        rows.append({"target": "%s start-up to the first forward's result <= pycaffe's recorded %.2f s"
+                               % (name, target), "value": value, "ratio": value / target, "met": value <= target})
     return rows
 
 
@@ -243,6 +244,8 @@ def main(argv=None):
     ap.add_argument("--nets", default=",".join(NETS), help="comma-separated: %s" % ", ".join(NETS))
     ap.add_argument("--runs", type=int, default=5, help="warm runs per net after the cold one (default 5)")
     ap.add_argument("--baseline-root", metavar="DIR", help="also time this checkout of the engine (rows 'baseline')")
+    ap.add_argument("--no-numba-row", action="store_true",
+                    help="also time the engine with ENGINE_NUMBA=0 (rows 'engine_numba0')")
     ap.add_argument("--threads", type=int, default=0, help="BLAS threads of the children (default: their own)")
     ap.add_argument("--no-bytecode-cache", action="store_true",
                     help="keep PYTHONDONTWRITEBYTECODE in the children's environment")
@@ -253,9 +256,11 @@ def main(argv=None):
     unknown = set(names) - set(NETS)
     if unknown:
         ap.error("unknown nets: %s" % ", ".join(sorted(unknown)))
-    variants = {"engine": ROOT}
+    variants = {"engine": (ROOT, None)}
     if a.baseline_root:
-        variants["baseline"] = os.path.abspath(a.baseline_root)
+        variants["baseline"] = (os.path.abspath(a.baseline_root), None)
+    if a.no_numba_row:
+        variants["engine_numba0"] = (ROOT, {"ENGINE_NUMBA": "0"})
     load_before = list(os.getloadavg())
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
@@ -263,7 +268,7 @@ def main(argv=None):
         results = run(nets, a.runs, variants, a.no_bytecode_cache, a.threads, tmp)
     report = {
         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": a.runs, "threads": a.threads or None,
-        "bytecode_cache": not a.no_bytecode_cache, "baseline_root": variants.get("baseline"),
+        "bytecode_cache": not a.no_bytecode_cache, "baseline_root": a.baseline_root and variants["baseline"][0],
         "machine": dict(cpus=os.cpu_count(), platform=platform.platform(), load_average_before=load_before,
                         load_average_after=list(os.getloadavg()), **versions()),
         "script": SCRIPT, "peer": PEER, "pycaffe_recorded": PYCAFFE_RECORDED,
