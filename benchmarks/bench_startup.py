@@ -3,6 +3,7 @@
 
     python benchmarks/bench_startup.py                       # LeNet, GoogLeNet, ResNet-50; 5 warm runs
     python benchmarks/bench_startup.py --runs 9 --nets googlenet --baseline-root /tmp/engine-before
+    python benchmarks/bench_startup.py --stages --no-numba-row --baseline-root DIR   # what README.md shows
     python benchmarks/bench_startup.py --json out.json       # default: the "startup" key of results.json
 
 The script is the five lines of a pycaffe user (``SCRIPT`` below): ``import caffe``, build the
@@ -40,6 +41,11 @@ Numba start-up; the same numbers to rounding, not bit for bit).  Rounds interlea
 baseline, that, peer, so that the machine's load hits all alike.  Children run without
 PYTHONDONTWRITEBYTECODE (Python keeps its bytecode cache, as an installed package has one);
 ``--no-bytecode-cache`` keeps the variable.
+
+``--stages`` then runs each net ``--runs`` times more with each stage timed inside the
+process (start: interpreter, engine and ``-m engine run`` to the script's first line; import
+caffe; Net; the first forward; a second forward for comparison) as process CPU time with one
+BLAS thread: the work's own cost, which a loaded machine's wall clock hides.
 """
 import argparse
 import json
@@ -67,6 +73,27 @@ print("RESULT", net.forward()[net.outputs[0]].argmax())
 """
 
 PEER = "import torch; torch.zeros(1); print('RESULT', 0)"
+
+# --stages: the same script with the time of each stage (process CPU and wall; the spawn time
+# comes in T_SPAWN), run with one BLAS thread so that the CPU times are the work's own.
+STAGES_SCRIPT = """\
+import os, sys, time
+t0, c0 = time.time(), time.process_time()
+import numpy as np
+import caffe
+t1, c1 = time.time(), time.process_time()
+net = caffe.Net(sys.argv[1], caffe.TEST)
+t2, c2 = time.time(), time.process_time()
+net.blobs['data'].data[...] = np.random.RandomState(0).rand(*net.blobs['data'].data.shape)
+r = net.forward()[net.outputs[0]].argmax()
+t3, c3 = time.time(), time.process_time()
+net.forward()
+t4, c4 = time.time(), time.process_time()
+print("RESULT", r)
+print("STAGES", t0 - float(os.environ["T_SPAWN"]), t1 - t0, t2 - t1, t3 - t2, t4 - t3, c0, c1 - c0, c2 - c1, c3 - c2,
+      c4 - c3)
+"""
+STAGES = ("start", "import_caffe", "net", "forward1", "forward2")
 
 # The real pycaffe's time for the GoogLeNet script on this machine (issue 24): a recorded
 # constant, not measured here (no pycaffe installed).
@@ -151,6 +178,38 @@ def time_process(cmd, cwd, env):
     if proc.returncode != 0 or t_result is None:
         raise RuntimeError("%s (in %s) failed with exit code %s" % (" ".join(cmd), cwd, proc.returncode))
     return t_result, usage.ru_utime + usage.ru_stime, result
+
+
+def run_stages(nets, runs, variants, keep_no_bytecode, tmp):
+    """{net: {variant: {stage: median process CPU s}, 'wall_to_result_s', 'cpu_to_result_s'}}:
+    STAGES_SCRIPT ``runs`` times per net and variant, one BLAS thread.  start: from the
+    spawn to the script's first line (interpreter, engine, ``-m engine run``)."""
+    script = os.path.join(tmp, "first_forward_stages.py")
+    with open(script, "w") as f:
+        f.write(STAGES_SCRIPT)
+    out = {}
+    for name, path in nets.items():
+        rows = {v: [] for v in variants}
+        for _ in range(runs):
+            for variant, (root, extra) in variants.items():
+                env = child_env(root, keep_no_bytecode, 1, extra)
+                env["T_SPAWN"] = repr(time.time())
+                p = subprocess.run([sys.executable, "-m", "engine", "run", script, path], cwd=root, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True)
+                line = [ln for ln in p.stdout.splitlines() if ln.startswith("STAGES")][0]
+                vals = [float(v) for v in line.split()[1:]]
+                rows[variant].append((vals[:5], vals[5:]))
+        out[name] = {}
+        for variant, rs in rows.items():
+            med = {st: statistics.median(r[1][i] for r in rs) for i, st in enumerate(STAGES)}
+            med["cpu_to_result_s"] = statistics.median(sum(r[1][:4]) for r in rs)
+            med["wall_to_result_s"] = statistics.median(sum(r[0][:4]) for r in rs)
+            out[name][variant] = med
+            print("stages %-9s %-13s cpu: start %.3f  import caffe %.3f  Net %.3f  forward 1 %.3f  (forward 2 %.3f)"
+                  "  = %.3f s to the result (wall %.3f)" % (
+                      name, variant, *[med[st] for st in STAGES], med["cpu_to_result_s"], med["wall_to_result_s"]))
+        sys.stdout.flush()
+    return out
 
 
 def numba_cache_files(root):
@@ -246,6 +305,9 @@ def main(argv=None):
     ap.add_argument("--baseline-root", metavar="DIR", help="also time this checkout of the engine (rows 'baseline')")
     ap.add_argument("--no-numba-row", action="store_true",
                     help="also time the engine with ENGINE_NUMBA=0 (rows 'engine_numba0')")
+    ap.add_argument("--stages", action="store_true",
+                    help="also time each stage (start, import caffe, Net, forward 1, forward 2: process CPU, one "
+                         "BLAS thread; --runs runs)")
     ap.add_argument("--threads", type=int, default=0, help="BLAS threads of the children (default: their own)")
     ap.add_argument("--no-bytecode-cache", action="store_true",
                     help="keep PYTHONDONTWRITEBYTECODE in the children's environment")
@@ -266,6 +328,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
         nets = write_nets(names, tmp)
         results = run(nets, a.runs, variants, a.no_bytecode_cache, a.threads, tmp)
+        stages = run_stages(nets, a.runs, variants, a.no_bytecode_cache, tmp) if a.stages else None
     report = {
         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": a.runs, "threads": a.threads or None,
         "bytecode_cache": not a.no_bytecode_cache, "baseline_root": a.baseline_root and variants["baseline"][0],
@@ -274,6 +337,8 @@ def main(argv=None):
         "script": SCRIPT, "peer": PEER, "pycaffe_recorded": PYCAFFE_RECORDED,
         "total_s": time.perf_counter() - t0, "results": results, "targets": targets(results),
     }
+    if stages is not None:
+        report["stages_cpu_one_thread"] = stages
     print()
     for t in report["targets"]:
         print("%-4s %s: %.3f s (x%.2f)" % ("MET" if t["met"] else "MISS", t["target"], t["value"], t["ratio"]))
