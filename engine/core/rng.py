@@ -57,8 +57,9 @@ _CHUNK = 1 << 20          # values handled per block
 # the loops are loaded once the process has drawn COMPILED_AFTER values in large draws
 # (a single draw that large counts): a LeNet (0.4 M weights) or a GoogLeNet (7 M) stays
 # in NumPy, a CaffeNet loads them for fc6 (38 M) and a ResNet-50 after its first 8 M.
-# COMPILED = False forces NumPy throughout (the tests run both paths; same bits).
-COMPILED = True
+# COMPILED = False forces NumPy throughout (the tests run both paths; same bits); so does
+# ENGINE_NUMBA=0 (engine.core.kernels.jit).
+COMPILED = os.environ.get("ENGINE_NUMBA", "1") != "0"
 COMPILED_FROM = 1 << 14
 COMPILED_AFTER = 1 << 23
 _kernels = None

@@ -23,7 +23,6 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 from typing import List
-from xml.sax.saxutils import escape
 
 from engine.core.errors import CaffeError
 from engine.proto import caffe_pb2
@@ -35,6 +34,13 @@ TYPE_COLOR = {"Convolution": "#FF5050", "Deconvolution": "#FF5050", "Pooling": "
               "InnerProduct": "#CC33FF"}
 RANKDIRS = ("LR", "RL", "TB", "BT")
 CHAR_W, LINE_H, PAD = 7.0, 15.0, 8.0
+
+
+def escape(text, entities=None):
+    """xml.sax.saxutils.escape (imported when an SVG is written: xml.sax pulls in urllib
+    and email, which ``import caffe`` does not need)."""
+    from xml.sax.saxutils import escape as _escape
+    return _escape(text, entities or {})
 
 
 @dataclass

@@ -13,28 +13,23 @@ sixteen-lane sum alone (the "health" level).
 
 Numba is optional: without it (``AVAILABLE`` is False) the callers keep their
 NumPy code paths, which give the same numbers (the |x| sum bit for bit; the
-float64 sums to rounding).  Compiled functions are cached on disk
-(``cache=True``), so only the first process pays the compilation (about a
-second per dtype signature).
+float64 sums to rounding).  Numba is imported, and the compiled functions made,
+the first time :func:`usable` (or ``AVAILABLE``) is asked (engine.core.kernels.jit);
+they are cached on disk (``cache=True``), so only the first process pays the
+compilation (about a second per dtype signature).
 """
 import math
 
 import numpy as np
 
-try:  # pragma: no cover - depends on the environment
-    import numba
-    from numba import njit
-    AVAILABLE = True
-except Exception:  # ImportError, or a Numba that does not support this NumPy
-    numba = None
-    AVAILABLE = False
+from engine.core.kernels import jit as _kjit
 
 LANES = 16            # cblas_sasum's accumulators (see engine.core.blob.caffe_asum)
 MIN_SIZE = 4 * LANES  # below this caffe_asum adds plainly; callers use NumPy
 
 
 def _jit(fn):
-    return njit(cache=True, nogil=True, boundscheck=False)(fn) if AVAILABLE else None
+    return _kjit.jit(fn)
 
 
 def _summary_kernel(x, lanes):
@@ -171,13 +166,35 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
 
 _summary = _jit(_summary_kernel)
 _lanes_loop = _jit(_lanes_kernel)
-try:    # the vector form needs llvmlite's IR builder (Numba's own dependency)
-    _LANES16 = _make_lanes_intrinsic() if AVAILABLE else None
-    _lanes = _jit(_lanes_vector_kernel) if AVAILABLE else None
-except Exception:  # pragma: no cover - an llvmlite without the IR API
-    _lanes = _lanes_loop
+_lanes = _jit(_lanes_vector_kernel)
 _nonfinite = _jit(_nonfinite_kernel)
 _hist = _jit(_hist_kernel)
+_LANES16 = None
+
+
+def _make_lanes16():
+    """The vector intrinsic, made before the loops are compiled (Numba imported); without
+    llvmlite's IR builder (Numba's own dependency) :func:`asum` uses the plain loop."""
+    global _LANES16, _lanes
+    try:
+        _LANES16 = _make_lanes_intrinsic()
+    except Exception:  # pragma: no cover - an llvmlite without the IR API
+        _lanes = _lanes_loop
+
+
+_kjit.before_compiling(__name__, _make_lanes16)
+
+
+def compiled():
+    """True when the compiled functions exist: Numba imports (the first call imports it and
+    makes them)."""
+    return _kjit.materialize(_summary) is not None
+
+
+def __getattr__(name):
+    if name == "AVAILABLE":     # whether the compiled functions exist (imports Numba)
+        return compiled()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 def _finish_asum(x, lanes):
@@ -191,8 +208,8 @@ def _finish_asum(x, lanes):
 def usable(x):
     """True when the compiled path handles ``x`` (a flat contiguous float32 NumPy array
     of at least MIN_SIZE values)."""
-    return (AVAILABLE and type(x) is np.ndarray and x.dtype == np.float32 and x.ndim == 1
-            and x.size >= MIN_SIZE and x.flags.c_contiguous)
+    return (type(x) is np.ndarray and x.dtype == np.float32 and x.ndim == 1
+            and x.size >= MIN_SIZE and x.flags.c_contiguous and compiled())
 
 
 def asum(x):

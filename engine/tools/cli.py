@@ -1143,8 +1143,7 @@ def _caffe_spelling(ap, argv, out, err):
 
 def main(argv=None, out=None, err=None):
     """Run the command line; returns the exit code (see the module doc)."""
-    from engine.core.errors import CaffeError
-    from engine.instruments.debug import NonFiniteError
+    from engine.core.errors import CaffeError  # debug.NonFiniteError is one
     out = out or sys.stdout
     err = err or sys.stderr
     ap = make_parser()
@@ -1174,7 +1173,7 @@ def main(argv=None, out=None, err=None):
     except UsageError as e:
         err.write("usage error: %s\n" % e)
         return EXIT_USAGE
-    except (CaffeError, NonFiniteError) as e:
+    except CaffeError as e:
         err.write("error: %s\n" % _where(e))
         return EXIT_ERROR
     except OSError as e:          # files that cannot be read or written

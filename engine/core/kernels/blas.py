@@ -10,15 +10,30 @@ added inside ``?gemm`` with ``beta = 1``: one pass, 2.5x faster for CaffeNet's
 fc6.  Only there: SciPy's BLAS is a second OpenBLAS with its own threads, and
 switching between two thread pools costs when several threads are used.
 Results agree with the two-step form to rounding (the additions happen in a
-different order, as in Caffe's own gemm).
+different order, as in Caffe's own gemm).  SciPy is imported the first time a
+product takes that path (importing it costs a process 0.2-0.3 s).
 """
+import threading
+
 import numpy as np
 
-try:  # optional: SciPy's BLAS (Fortran order; views passed without copies below)
-    from scipy.linalg import blas as _blas
-    _GEMM = {np.dtype(np.float32): _blas.sgemm, np.dtype(np.float64): _blas.dgemm}
-except Exception:  # pragma: no cover - SciPy missing or broken
-    _GEMM = {}
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_GEMM = None          # {dtype: SciPy's ?gemm} once loaded ({} without SciPy)
+_GEMM_LOCK = threading.Lock()
+
+
+def _scipy_gemm(dtype):
+    """SciPy's ``?gemm`` for ``dtype`` (float32/64), or None without SciPy."""
+    global _GEMM
+    if _GEMM is None:
+        with _GEMM_LOCK:
+            if _GEMM is None:
+                try:  # optional: SciPy's BLAS (Fortran order; views passed without copies below)
+                    from scipy.linalg import blas as _blas
+                    _GEMM = {_F32: _blas.sgemm, _F64: _blas.dgemm}
+                except Exception:  # pragma: no cover - SciPy missing or broken
+                    _GEMM = {}
+    return _GEMM.get(dtype)
 
 
 # gemm with beta = 1 (SciPy) when c has at least this many elements and the inner
@@ -40,13 +55,14 @@ def _fortran_op(m):
 def gemm_acc(a, b, c, work=None):
     """c += a @ b (2-D).  ``work(shape, dtype)`` gives a scratch array for the
     fallback path (else a temporary is made)."""
-    if isinstance(c, np.ndarray) and c.dtype in _GEMM and a.dtype == c.dtype and b.dtype == c.dtype \
-            and c.flags.c_contiguous and c.size >= BETA1_MIN_SIZE and 0 < a.shape[1] <= BETA1_MAX_INNER:
+    if isinstance(c, np.ndarray) and (c.dtype == _F32 or c.dtype == _F64) and a.dtype == c.dtype \
+            and b.dtype == c.dtype and c.flags.c_contiguous and c.size >= BETA1_MIN_SIZE \
+            and 0 < a.shape[1] <= BETA1_MAX_INNER and _scipy_gemm(c.dtype) is not None:
         # C = A B  <=>  C^T = B^T A^T in Fortran order: C^T is C viewed as F-contiguous.
         b1, tb = _fortran_op(b)
         a1, ta = _fortran_op(a)
         ct = c.T
-        r = _GEMM[c.dtype](1.0, b1, a1, beta=1.0, c=ct, trans_a=tb, trans_b=ta, overwrite_c=1)
+        r = _scipy_gemm(c.dtype)(1.0, b1, a1, beta=1.0, c=ct, trans_a=tb, trans_b=ta, overwrite_c=1)
         if r is not ct and not np.shares_memory(r, c):   # the wrapper copied: write back
             c[...] = r.T
         return c

@@ -15,26 +15,42 @@ one compiled call (no per-image Python):
   with dy packed (zeros in the columns that are not outputs).
 
 ``applies(layer geometry)`` says where it serves: 2-D, stride 1, dilation 1, group 1,
-0 <= pad < kernel, float32 host arrays, Numba present.  Results agree with im2col + GEMM
-to float32 rounding.
+0 <= pad < kernel, float32 host arrays, Numba present (imported by the first such
+question; engine.core.kernels.jit).  Results agree with im2col + GEMM to float32 rounding.
 """
 import numpy as np
 
 from engine.core.kernels import gemm
+from engine.core.kernels import jit as _jit
 from engine.core.kernels.jit import jit
 
-MR, NR, KC = gemm.MR, gemm.NR, gemm.KC
+KC = gemm.KC
+MR = NR = 0         # the GEMM's tile (gemm.micro_tile), bound before the loops are compiled
+
+
+def _bind():
+    global MR, NR
+    gemm.compiled()                     # the micro-kernels the loops call
+    MR, NR = gemm.micro_tile()
+
+
+_jit.before_compiling(__name__, _bind)
 
 
 def applies(kernel, stride, pad, dilation, group, *arrays):
     """True where these layer settings and arrays can use the implicit GEMM."""
-    if not gemm.AVAILABLE or not gemm.ENABLED or len(kernel) != 2 or group != 1:
+    if not gemm.ENABLED or len(kernel) != 2 or group != 1:
         return False
     if any(s != 1 for s in stride) or any(d != 1 for d in dilation):
         return False
     if any(not 0 <= p < k for p, k in zip(pad, kernel)):
         return False
-    return gemm.usable(*arrays) and all(a.flags.c_contiguous for a in arrays)
+    return gemm.usable(*arrays) and all(a.flags.c_contiguous for a in arrays) and compiled()
+
+
+def compiled():
+    """True when the compiled loops exist (the first call makes them: Numba imported)."""
+    return _jit.materialize(_forward_jit) is not None
 
 
 def _ceil(a, b):
@@ -169,6 +185,11 @@ def _macs(x, y, w):
     return x.shape[0] * (y.size // max(y.shape[0], 1)) * (w.size // max(w.shape[0], 1))
 
 
+def _need_compiled():
+    if not compiled():
+        raise RuntimeError("the implicit-GEMM convolution needs Numba (applies() says where it serves)")
+
+
 def _empty(*arrays):
     """Nothing to compute: a batch of 0 (or any empty operand), as Caffe's loops over 0 images."""
     return any(a.size == 0 for a in arrays)
@@ -183,6 +204,7 @@ def forward(x, w, bias, pad, y, work):
     ph, pw = pad
     if _empty(x, w, y):
         return
+    _need_compiled()
     pad_elems, out_elems, rows = sizes(C, H, W, O, kh, kw, ph, pw)
     wp = _padded_weights(w.reshape(O, -1), rows, lambda n: work("cv.w", n))
     b = bias if bias is not None else wp[0, :1]
@@ -214,6 +236,7 @@ def backward_weights(x, dy, pad, dw, work):
     K = C * kh * kw
     if _empty(x, dy, dw):       # no image: dW gets nothing added
         return
+    _need_compiled()
     Kp, Op = -(-K // MR) * MR, -(-O // NR) * NR
     pad_elems = sizes(C, H, W, O, kh, kw, pad[0], pad[1])[0]
 

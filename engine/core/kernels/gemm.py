@@ -19,6 +19,10 @@ slices added in order).
 Threads: the column range is split over as many Python threads (the compiled code releases
 the GIL) as NumPy's BLAS is allowed (threadpoolctl's view of it, so ``threadpool_limits`` and
 OPENBLAS_NUM_THREADS apply), for products big enough to pay for it.
+
+Numba (and llvmlite, for the host's vector width) is imported on first use, not with this
+module (engine.core.kernels.jit): :func:`usable` (or ``AVAILABLE``) makes the compiled
+functions, and :func:`micro_tile` reads the tile, the first time one is asked for.
 """
 import os
 import threading
@@ -43,10 +47,20 @@ def _host_vector_width():
         return 8
 
 
-VL = _host_vector_width()
 NV = 2                                  # vectors per tile row
-MR = 8 if VL == 16 else 6               # tile rows: 16 (AVX-512) / 12 (AVX2) accumulators
-NR = NV * VL
+# The micro-kernel's tile: VL floats a vector (the host's widest), MR x NR; read once by
+# micro_tile() (0 until then).
+VL = MR = NR = 0
+
+
+def micro_tile():
+    """(MR, NR): MR = 8 rows of NR = 32 columns with AVX-512 (VL = 16), else 6 x 16
+    (16 / 12 accumulators); the host's vector width is read once, here."""
+    global VL, MR, NR
+    if not NR:
+        vl = _host_vector_width()
+        VL, MR, NR = vl, (8 if vl == 16 else 6), NV * vl      # NR last: it says "read"
+    return MR, NR
 
 
 def _make_microkernel(accumulate, tables=False):
@@ -112,7 +126,7 @@ def _make_microkernel(accumulate, tables=False):
     return intrinsic(uk)
 
 
-def _pack_b(B, pc, kc, j0, w, bp):
+def _pack_b_loop(B, pc, kc, j0, w, bp):
     """Rows pc..pc+kc, columns j0..j0+w of B into one NR-wide panel, zero-padded."""
     if B.strides[0] == 4 and w == NR:          # B is a transposed C-contiguous array
         for j in range(w):
@@ -127,7 +141,7 @@ def _pack_b(B, pc, kc, j0, w, bp):
             bp[o + j] = 0.0
 
 
-def _sgemm(A, B, C, accumulate, bp, tile):
+def _sgemm_loop(A, B, C, accumulate, bp, tile):
     """C (+)= A @ B over float32 arrays; C's rows contiguous; ``bp``, ``tile`` scratch.
 
     A is read in place (any strides); B in place where its rows are contiguous, else (and
@@ -180,16 +194,34 @@ def _sgemm(A, B, C, accumulate, bp, tile):
                             C[ir + i, jr + j] = tile[i * NR + j]
 
 
-if _jit.AVAILABLE:
+# The micro-kernels (Numba intrinsics), made with the compiled loops below.
+_UK_SET = _UK_ADD = UKT_SET = UKT_ADD = None
+
+
+def _make_microkernels():
+    global _UK_SET, _UK_ADD, UKT_SET, UKT_ADD
+    micro_tile()
     _UK_SET = _make_microkernel(False)
     _UK_ADD = _make_microkernel(True)
     UKT_SET = _make_microkernel(False, tables=True)
     UKT_ADD = _make_microkernel(True, tables=True)
-    _pack_b = _jit.jit(_pack_b)
-    _sgemm = _jit.jit(_sgemm)
-    AVAILABLE = True
-else:  # pragma: no cover - Numba missing
-    AVAILABLE = False
+
+
+_jit.before_compiling(__name__, _make_microkernels)
+_pack_b = _jit.jit(_pack_b_loop)
+_sgemm = _jit.jit(_sgemm_loop)
+
+
+def compiled():
+    """True when the compiled GEMM exists: Numba imports (the first call imports it and
+    makes the micro-kernels and the compiled loops)."""
+    return _jit.materialize(_sgemm) is not None
+
+
+def __getattr__(name):
+    if name == "AVAILABLE":     # whether the compiled GEMM exists (imports Numba)
+        return compiled()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 # ------------------------------------------------------------------ host side
@@ -255,13 +287,14 @@ def split_run(fn, count, macs, unit=1):
 
 
 def usable(*arrays):
-    """True where :func:`matmul` runs compiled: float32 host arrays, Numba present, enabled."""
-    if not (AVAILABLE and ENABLED):
+    """True where :func:`matmul` runs compiled: float32 host arrays, enabled, Numba present
+    (imported by the first such question)."""
+    if not ENABLED:
         return False
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != _F32:
             return False
-    return True
+    return compiled()
 
 
 def _one(a, b, out, accumulate):

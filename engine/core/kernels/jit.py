@@ -1,34 +1,140 @@
 """Compiled CPU loops (Numba) for kernels whose NumPy form needs big temporaries.
 
-``AVAILABLE`` is False without Numba (or with a Numba that does not load beside this
-NumPy); callers then keep their vectorised NumPy twins, which give the same results.
-Compiled functions are cached on disk (``cache=True``): only the first process
-compiles them.
+Numba is imported the first time a compiled loop is needed, not when a kernel module is:
+importing it costs a process about 0.25 s, and its first compiled call about 0.5 s more
+(its typing and lowering registries, which import SciPy; engine.core.rng says more), which
+a run that needs no such loop (a GPU run, a net without convolutions or pooling, a tool
+that only builds the net) never pays.  ``jit(fn)`` gives a :class:`Lazy` stand-in, bound
+in its module as the compiled function will be; the first call of any stand-in of a
+module (or :func:`use` asking about one) imports Numba and replaces every stand-in of that
+module with its Numba dispatcher, so that compiled loops calling each other find compiled
+functions and calls after that go straight to Numba (a dispatcher compiles, or loads from
+the on-disk cache, at its first call).  Without Numba (or with a Numba that does not load
+beside this NumPy, or with ENGINE_NUMBA=0) they are replaced by None: ``use`` says False
+and callers keep their vectorised NumPy twins, which give the same results (to rounding
+where they add in another order).  ``AVAILABLE`` (read as a module attribute) says whether
+Numba imports, importing it.  Compiled functions are cached on disk (``cache=True``):
+only the first process compiles them (GoogLeNet's loops: about 5 s); later ones load them
+(about 0.01 s each).
 """
-try:  # pragma: no cover - depends on the environment
-    from numba import njit as _njit
-    AVAILABLE = True
-except Exception:  # ImportError, or a Numba that does not support this NumPy
-    _njit = None
-    AVAILABLE = False
+import os
+import sys
+import threading
+
+# ENGINE_NUMBA=0: run as if Numba were not installed (the NumPy twins throughout; the
+# same numbers to rounding, slower forwards, no Numba start-up: benchmarks/README.md).
+USE_NUMBA = os.environ.get("ENGINE_NUMBA", "1") != "0"
+_numba = None           # the numba module once imported; False when it cannot be (or is not to be)
+_LOCK = threading.RLock()
 
 # Set False to force the NumPy twins (tests compare both).
 ENABLED = True
 
 
-def jit(fn):
+def numba_module():
+    """Numba, imported on the first call; None when it cannot be imported (or with
+    ENGINE_NUMBA=0)."""
+    global _numba
+    if _numba is None:
+        with _LOCK:
+            if _numba is None and not USE_NUMBA:
+                _numba = False
+            if _numba is None:
+                try:  # pragma: no cover - depends on the environment
+                    import numba
+                    _numba = numba
+                except Exception:  # ImportError, or a Numba that does not support this NumPy
+                    _numba = False
+    return _numba or None
+
+
+def available():
+    """True when Numba imports (importing it)."""
+    return numba_module() is not None
+
+
+def __getattr__(name):
+    if name == "AVAILABLE":
+        return available()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def compile_now(fn):
     """``fn`` compiled (nopython, cached, GIL released), or None without Numba."""
-    return _njit(cache=True, nogil=True, boundscheck=False)(fn) if AVAILABLE else None
+    nb = numba_module()
+    return nb.njit(cache=True, nogil=True, boundscheck=False)(fn) if nb is not None else None
+
+
+class Lazy:
+    """The compiled form of ``fn`` before it is made: see the module's doc.  Calling it
+    compiles its module's loops and calls the compiled ``fn``."""
+
+    __slots__ = ("fn", "compiled")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.compiled = None
+
+    def __repr__(self):
+        return "<compiled on first use: %s.%s>" % (self.fn.__module__, self.fn.__qualname__)
+
+    def __call__(self, *args):
+        fn = materialize(self)
+        if fn is None:
+            raise RuntimeError("Numba is not available to run %s" % self.fn.__qualname__)
+        return fn(*args)
+
+
+_prepare = {}      # module name -> functions run before its loops are compiled
+
+
+def before_compiling(module_name, hook):
+    """Run ``hook()`` before the first loop of ``module_name`` is compiled (it binds what
+    the loops read as globals: another module's compiled functions, its constants)."""
+    _prepare.setdefault(module_name, []).append(hook)
+
+
+def materialize(kernel):
+    """The compiled function for ``kernel`` (a :class:`Lazy`, or what replaced it), or None
+    without Numba; the first call for a module makes the dispatcher of every stand-in in it
+    and binds them in their place."""
+    if not isinstance(kernel, Lazy):
+        return kernel
+    if kernel.compiled is None:
+        with _LOCK:
+            if kernel.compiled is None:
+                _materialize_module(kernel.fn.__module__)
+    return kernel.compiled or None
+
+
+def _materialize_module(module_name):
+    namespace = vars(sys.modules[module_name])
+    nb = numba_module()
+    if nb is not None:
+        for hook in _prepare.pop(module_name, ()):
+            hook()
+    lazy = [(name, v) for name, v in namespace.items() if isinstance(v, Lazy) and v.fn.__module__ == module_name]
+    for _, v in lazy:
+        if v.compiled is None:      # (a stand-in bound under two names is compiled once)
+            v.compiled = compile_now(v.fn) if nb is not None else False
+    for name, v in lazy:      # calls from now on go straight to Numba's dispatchers
+        namespace[name] = v.compiled or None
+
+
+def jit(fn):
+    """``fn``'s compiled form, made on first use (a :class:`Lazy` until then)."""
+    return Lazy(fn)
 
 
 def use(kernel, *arrays):
-    """True when the compiled ``kernel`` exists and every array is a C-contiguous host array."""
+    """True when the compiled ``kernel`` exists (Numba imports: compiled on this first
+    question) and every array is a C-contiguous host array."""
     if kernel is None or not ENABLED:
         return False
     for a in arrays:
         if type(a).__module__ != "numpy" or not a.flags.c_contiguous:
             return False
-    return True
+    return materialize(kernel) is not None
 
 
 # ------------------------------------------------------------------ LLVM IR (Numba intrinsics)

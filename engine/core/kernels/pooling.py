@@ -301,7 +301,7 @@ def _ave_window_loop(i, j, H, W, kh, kw, sh, sw, ph, pw):
     return max(hs, 0), min(he, H), max(ws, 0), min(we, W), (he - hs) * (we - ws)
 
 
-_ave_window = jit(_ave_window_loop) or _ave_window_loop
+_ave_window = jit(_ave_window_loop)
 
 
 def _ave_fwd_loop(x, N, C, H, W, kh, kw, sh, sw, ph, pw, PH, PW, top):

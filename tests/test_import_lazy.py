@@ -1,0 +1,169 @@
+"""Start-up stays lazy (issue 24): ``import engine`` (and ``import caffe`` under ``python -m
+engine run``) imports none of the heavy optional packages, building a net imports only the
+layer families its types need and neither Numba nor SciPy, and Numba is imported when a
+compiled loop is first needed.  Each check runs in a fresh interpreter; none times anything."""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HEAVY = ("numba", "llvmlite", "scipy", "dash", "plotly", "onnx", "onnxruntime", "torch", "cupy", "cv2", "h5py")
+
+LENET = """
+name: "LeNet"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 64 dim: 1 dim: 28 dim: 28 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 20 kernel_size: 5 stride: 1 weight_filler { type: "xavier" } } }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
+  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
+  convolution_param { num_output: 50 kernel_size: 5 stride: 1 weight_filler { type: "xavier" } } }
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
+  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
+  inner_product_param { num_output: 500 weight_filler { type: "xavier" } } }
+layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+  inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
+layer { name: "prob" type: "Softmax" bottom: "ip2" top: "prob" }
+"""
+
+
+def _run(*args):
+    """stdout of ``python ARGS`` (a fresh interpreter, the checkout first on its path)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def _loaded(stdout, tag):
+    """The names on the line that starts with ``tag``."""
+    for line in stdout.splitlines():
+        words = line.split()
+        if words and words[0] == tag:
+            return set(words[1:])
+    raise AssertionError("no %s line in %r" % (tag, stdout))
+
+
+def _state(stdout):
+    return stdout.split("STATE ", 1)[1].split("\n", 1)[0].split()
+
+
+PROBE = """
+def loaded(tag):
+    import sys
+    print(tag, *sorted(m for m in %r if m in sys.modules))
+""" % (HEAVY,)
+
+
+def test_import_engine_imports_no_heavy_package():
+    out = _run("-c", PROBE + "import engine\nloaded('ENGINE')\n")
+    assert _loaded(out, "ENGINE") == set()
+
+
+def test_building_a_lenet_needs_neither_numba_nor_scipy_and_forward_loads_numba_only():
+    code = PROBE + textwrap.dedent("""
+        import sys
+        import numpy as np
+        import engine
+        from google.protobuf import text_format
+        p = text_format.Parse(%r, engine.caffe_pb2.NetParameter())
+        net = engine.Net.from_param(p, phase=engine.TEST)
+        loaded("BUILT")
+        print("FAMILIES", *sorted(m.rsplit(".", 1)[1] for m in sys.modules if m.startswith("engine.core.layers.")))
+        net.blobs["data"].data[...] = np.random.RandomState(0).rand(*net.blobs["data"].shape)
+        net.forward()
+        loaded("FORWARD")
+    """) % LENET
+    out = _run("-c", code)
+    assert _loaded(out, "BUILT") == set()
+    # Input (data), Convolution/Pooling (vision), InnerProduct/Softmax (common), ReLU (neuron)
+    assert _loaded(out, "FAMILIES") == {"base", "registry", "data", "vision", "common", "neuron"}
+    from engine.core.kernels import jit
+    if jit.AVAILABLE:       # the compiled convolution and pooling loops: Numba, nothing else heavy
+        assert {"numba", "llvmlite"} <= _loaded(out, "FORWARD") <= {"numba", "llvmlite", "scipy"}
+
+
+def test_kernel_modules_and_the_recorder_import_without_numba():
+    out = _run("-c", PROBE + textwrap.dedent("""
+        from engine.core.kernels import conv2d, gemm, im2col, lrn, pooling, blas, jit
+        from engine.core import kernels
+        kernels.cuda_sources()
+        from engine.instruments import debug, fast_stats
+        loaded("KERNELS")
+    """))
+    assert _loaded(out, "KERNELS") == set()
+
+
+def test_python_m_engine_run_imports_caffe_without_heavy_packages(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE + "import caffe\nloaded('CAFFE')\nprint('NET', caffe.Net is not None)\n")
+    out = _run("-m", "engine", "run", str(script))
+    assert _loaded(out, "CAFFE") == set()
+    assert "NET True" in out
+
+
+def test_without_numba_the_numpy_twins_serve():
+    """A Numba that cannot be imported (here: blocked) leaves every stand-in None and the
+    callers on their NumPy twins; the forward runs and agrees with the compiled one."""
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import engine
+        from google.protobuf import text_format
+        def lenet_output():
+            engine.set_random_seed(3)
+            p = text_format.Parse(%r, engine.caffe_pb2.NetParameter())
+            net = engine.Net.from_param(p, phase=engine.TEST)
+            net.blobs["data"].data[...] = np.random.RandomState(0).rand(*net.blobs["data"].shape)
+            return net.forward()["prob"].copy()
+        if sys.argv[1] == "blocked":
+            sys.modules["numba"] = None            # import numba raises ImportError
+        out = lenet_output()
+        from engine.core.kernels import conv2d, gemm, jit, pooling
+        from engine.instruments import fast_stats
+        print("STATE", jit.AVAILABLE, gemm.AVAILABLE, conv2d.compiled(), fast_stats.AVAILABLE,
+              pooling._max_fwd_jit is None, "numba" in sys.modules and sys.modules["numba"] is not None)
+        np.save(sys.argv[2], out)
+    """) % LENET
+    from engine.core.kernels import jit
+    if not jit.AVAILABLE:
+        import pytest
+        pytest.skip("Numba is not installed: nothing to block")
+    import tempfile
+
+    import numpy as np
+    with tempfile.TemporaryDirectory() as d:
+        blocked = _run("-c", code, "blocked", os.path.join(d, "blocked.npy"))
+        normal = _run("-c", code, "normal", os.path.join(d, "normal.npy"))
+        # jit, gemm, conv2d, fast_stats available; pooling's stand-in replaced by None; numba imported
+        assert _state(blocked) == ["False", "False", "False", "False", "True", "False"]
+        assert _state(normal) == ["True", "True", "True", "True", "False", "True"]
+        np.testing.assert_allclose(np.load(os.path.join(d, "blocked.npy")), np.load(os.path.join(d, "normal.npy")),
+                                   rtol=1e-4, atol=1e-6)
+
+
+def test_engine_numba_0_never_imports_numba():
+    """ENGINE_NUMBA=0: as if Numba were not installed (NumPy twins, NumPy random draws)."""
+    code = PROBE + textwrap.dedent("""
+        import numpy as np
+        import engine
+        from google.protobuf import text_format
+        from engine.core import rng
+        from engine.core.kernels import gemm, jit
+        p = text_format.Parse(%r, engine.caffe_pb2.NetParameter())
+        net = engine.Net.from_param(p, phase=engine.TEST)
+        net.blobs["data"].data[...] = np.random.RandomState(0).rand(*net.blobs["data"].shape)
+        net.forward()
+        print("STATE", jit.AVAILABLE, gemm.AVAILABLE, rng.compiled(1 << 30))
+        loaded("FORWARD")
+    """) % LENET
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ENGINE_NUMBA="0")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert _state(out.stdout) == ["False", "False", "None"]
+    assert _loaded(out.stdout, "FORWARD") == set()
