@@ -17,7 +17,8 @@ Two kinds:
   and a new spare pushes out the spares primed longest ago.
 
 Every spare is built in a background thread of lowered OS priority, ``delay`` seconds after
-the load that asked for it returns (the page draws the net first).  A load that asks for a
+the load that asked for it returns (the page draws the net first), or for a tab's spare,
+a moment after the graph callback drew that net (:meth:`Spares.hurry_tab`), if sooner.  A load that asks for a
 spare being built waits for it rather than building a second net beside it (both would take
 as long as the two together).  A spare whose files changed since it was built
 (``stamp``: the files' versions) is dropped, not handed out: the tab builds what the files
@@ -204,6 +205,18 @@ class Spares:
                 else:
                     del self._tabs[owner]
             self._changed.notify_all()
+
+    def hurry_tab(self, owner, delay=0.25):
+        """The tab's net is drawn (the graph callback returned its elements): its spare waiting
+        out its delay starts ``delay`` seconds from now instead (the response is on its way)."""
+        with self._lock:
+            entry = self._tabs.get(owner)
+            if entry is None or entry.state != "waiting":
+                return
+        t = threading.Timer(delay, self._work_tab, (owner, entry))     # the first of the two to start builds
+        t.daemon = True
+        t.name = "inspector-tab-spare"
+        t.start()
 
     def take_tab(self, owner, spec, wait=0.0):
         """The spare the tab ``owner`` has of ``spec`` (None: none), which it no longer has.

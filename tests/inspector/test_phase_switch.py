@@ -326,3 +326,17 @@ def test_a_switch_waits_for_the_tabs_spare_being_built():
     assert spares.take_tab("tab", "spec", wait=10) is None              # taken: none left
     assert not spares.prime_tab("tab", "spec", need=2 << 20)            # over the budget: none
     assert spares.take_tab("other", "spec", wait=10) is None            # another tab's: never
+
+
+def test_a_tabs_spare_starts_once_its_net_is_drawn():
+    """A tab's spare waits out its delay after the load, or starts as the graph callback draws
+    the net, if that is sooner."""
+    built = threading.Event()
+    app = _app(spares=True)
+    app.spares.delay = 600.0
+    sid = _open(app, path=LENET)
+    assert app.spares.tab_spare(sid)[0] == "waiting"
+    build = app.spares._build
+    app.spares._build = lambda spec: (build(spec), built.set())[0]
+    graph.render(app, sid, "category", "edges", OPTIONS, None)
+    assert built.wait(120) and _wait_tab_spare(app, sid)[0] == "ready"
