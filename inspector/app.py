@@ -10,7 +10,7 @@ from .callbacks.common import error_text
 from .config import InspectorConfig, data_dir
 from .layout import page
 from .state.jobs import ThreadJobManager
-from .state.loading import build
+from .state.loading import build, spec_stamp
 from .state.netstate import initial_spec
 from .state.sessions import SessionStore, new_session_id
 from .state.spares import Spares, first_view
@@ -27,7 +27,10 @@ def create_app(config=None, store=None):
     ctx = AppContext(config=config, store=store, examples=config.examples())
     if config.prebuild and not config.gpu:
         ctx.spares = Spares(lambda spec: first_view(build(spec, allow_python=config.allow_python_layers,
-                                                          max_bytes=config.max_net_bytes)))
+                                                          model_root=config.model_root,
+                                                          max_bytes=config.max_net_bytes)),
+                            budget=config.spare_bytes, stamp=spec_stamp)
+        store.on_close.append(ctx.spares.drop_tab)     # a session that ends takes its spare net along
         ctx.spares.prime(initial_spec(ctx))
     manager = ThreadJobManager(config.cache_dir, expire=config.job_expire_seconds)
     dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),

@@ -35,8 +35,8 @@ def parse_args(argv=None):
                         "WSGI server for a team (docs/serving.md)")
     p.add_argument("--threads", type=int, default=8, help="worker threads of the waitress server")
     p.add_argument("--no-prebuild", action="store_true",
-                   help="do not build the default net ahead for the next browser tab (saves its memory; "
-                        "a new tab then waits for Init)")
+                   help="build no net ahead: neither the default net for the next browser tab nor a net in "
+                        "its other phase (saves their memory; a new tab and a phase switch then wait for Init)")
     p.add_argument("--cache-dir", default=None,
                    help="folder of the background-callback cache (long actions' progress and results; "
                         "default: a temporary folder removed at exit)")
@@ -46,7 +46,14 @@ def parse_args(argv=None):
                    help="memory one net may need (its blobs' data and diff, params and buffers, as counted at "
                         "Init before anything is allocated); a bigger net is refused with a message and the "
                         "server goes on (default: half of this machine's memory; 0: no limit)")
+    p.add_argument("--spare-mb", type=int, default=None,
+                   help="memory the tabs' spare nets may need all together: a net opened from a path, an "
+                        "upload or an address is built ahead in its other phase (one per tab) when it fits, "
+                        "so that a phase switch takes it at once (default: 2 GiB or a quarter of this "
+                        "machine's memory, the lesser; 0: none)")
     args = p.parse_args(argv)
+    if args.spare_mb is not None and args.spare_mb < 0:
+        p.error("--spare-mb must be 0 (no spares) or more")
     if args.max_net_mb is not None and args.max_net_mb < 0:
         p.error("--max-net-mb must be 0 (no limit) or more")
     return args
@@ -55,10 +62,12 @@ def parse_args(argv=None):
 def config_from_args(args):
     import os
 
-    from inspector.config import InspectorConfig, default_max_net_bytes
+    from inspector.config import InspectorConfig, default_max_net_bytes, default_spare_bytes
     from inspector.state.netstate import default_phase
     max_net_mb = getattr(args, "max_net_mb", None)
     max_net = default_max_net_bytes() if max_net_mb is None else (int(max_net_mb) << 20 or None)
+    spare_mb = getattr(args, "spare_mb", None)
+    spare = default_spare_bytes() if spare_mb is None else int(spare_mb) << 20
     return InspectorConfig(
         model=args.model, weights=args.weights, solver=args.solver,
         phase=args.phase or (default_phase(args.model) if args.model else None),
@@ -67,7 +76,7 @@ def config_from_args(args):
         allow_python_layers=args.allow_python_layers, max_upload_bytes=args.max_upload_mb * 2 ** 20,
         max_sessions=args.max_sessions, idle_seconds=args.idle_minutes * 60.0,
         cache_dir=getattr(args, "cache_dir", None), prebuild=not getattr(args, "no_prebuild", False),
-        timeline_budget_mb=args.timeline_budget_mb, max_net_bytes=max_net)
+        timeline_budget_mb=args.timeline_budget_mb, max_net_bytes=max_net, spare_bytes=spare)
 
 
 def main(argv=None):

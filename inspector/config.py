@@ -34,6 +34,16 @@ def default_max_net_bytes():
         return 4 << 30
 
 
+def default_spare_bytes():
+    """2 GiB, or a quarter of the machine's memory where that is less: the default budget of
+    the tabs' spare nets together (``--spare-mb``), nets built ahead in their other phase."""
+    try:
+        import psutil
+        return int(min(2 << 30, psutil.virtual_memory().total // 4))
+    except Exception:  # pragma: no cover - psutil is a requirement
+        return 1 << 30
+
+
 @dataclass
 class InspectorConfig:
     model: Optional[str] = None               # prototxt given on the command line
@@ -58,6 +68,10 @@ class InspectorConfig:
     # per net: what its blobs, params and buffers may declare at Init (engine.memory_budget);
     # a net past it is refused before its memory is allocated.  None: no limit
     max_net_bytes: Optional[int] = field(default_factory=default_max_net_bytes)
+    # with ``prebuild``: what the tabs' spare nets (a net opened from a path, an upload or an
+    # address, built ahead in its other phase; one per tab, those primed longest ago dropped
+    # first) may need all together (net.memory_required_bytes).  0: no tab has a spare
+    spare_bytes: int = field(default_factory=default_spare_bytes)
 
     def examples(self):
         """[(label, absolute path, phase)] of the bundled examples that exist."""

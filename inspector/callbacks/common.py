@@ -28,7 +28,7 @@ class AppContext:
     config: Any            # InspectorConfig
     store: Any             # SessionStore
     examples: List[tuple]  # [(label, path, phase)]
-    spares: Any = None     # spares.Spares: the default net built ahead for the next tab (None: none)
+    spares: Any = None     # spares.Spares: nets built ahead, for the next tab and phase switches (None: none)
 
 
 def error_text(exc):

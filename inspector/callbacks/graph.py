@@ -21,6 +21,9 @@ def render(app, sid, colour_by, blob_mode, options, expanded):
         els, view = presenter.graph_elements(s.loaded, colour_by, opts, expanded)
         meta = {"net": "%s-%d" % (view.uirevision, s.net_version), "n": len(els)}
         title = graph_title(view.title, debugger.viewed_step(s.loaded))
+    spares = getattr(app, "spares", None)
+    if spares is not None:
+        spares.hurry_tab(sid)       # the net is drawn: its other phase is built ahead from now
     return els, title, legend_children(view), meta
 
 

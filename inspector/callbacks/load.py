@@ -135,23 +135,38 @@ SPARE_WAIT = 60.0      # seconds a load waits for the spare of its net being bui
 
 
 def _spare(app, session, spec):
-    """The net built ahead for ``spec`` (the page's default net, on the CPU), or None.  One
-    being built now is waited for: a second Init beside it (a quick switch back and forth of
-    the Phase, a tab opened as the server starts) would take as long as both together."""
+    """The net built ahead for ``spec`` (on the CPU), or None: the tab's own spare (its net in
+    the other phase), else a shared one (the page's default net, the command line's or an
+    example's net in the other phase).  One being built now is waited for: a second Init
+    beside it (a quick switch back and forth of the Phase, a tab opened as the server
+    starts) would take as long as both together."""
     spares = getattr(app, "spares", None)
-    if spares is None or session.device != "CPU" or not spec.trusted:
+    if spares is None or session.device != "CPU":
         return None
+    if not spec.trusted:
+        return spares.take_tab(session.id, spec, wait=SPARE_WAIT)
     return spares.take(spec, wait=SPARE_WAIT)
 
 
-def _spare_other_phase(app, session, spec):
-    """Build ``spec`` in the other phase ahead (a moment later), so that a switch of the
-    Phase takes it at once: the command line's and the examples' nets, on the CPU."""
+def _spare_other_phase(app, session, loaded):
+    """Build the net just loaded in the other phase ahead (a moment later), so that a switch
+    of the Phase takes it at once: the command line's and the examples' nets as shared
+    spares, any other net (a path, an upload, an address) as the tab's own spare when its
+    memory fits the spare budget.  The tab's spare of the net it had goes either way."""
     spares = getattr(app, "spares", None)
-    if spares is None or session.device != "CPU" or not spec.trusted or spec.solver:
+    if spares is None:
         return
-    spares.prime_later(replace(spec, phase="TEST" if spec.phase == "TRAIN" else "TRAIN",
-                               level=int(spec.level or 0), stages=tuple(spec.stages)))
+    spec = loaded.spec
+    if session.device != "CPU" or spec.solver:
+        spares.drop_tab(session.id)
+        return
+    other = replace(spec, phase="TEST" if spec.phase == "TRAIN" else "TRAIN", level=int(spec.level or 0),
+                    stages=tuple(spec.stages))
+    if spec.trusted:
+        spares.drop_tab(session.id)
+        spares.prime_later(other)
+    else:
+        spares.prime_tab(session.id, other, need=loaded.net.memory_required_bytes)
 
 
 def load(app, session, spec, device=None):
@@ -175,7 +190,7 @@ def load(app, session, spec, device=None):
         session.error = err
         session.failed_spec = spec
         return False
-    _spare_other_phase(app, session, spec)
+    _spare_other_phase(app, session, loaded)
     old = session.loaded
     if old is not None:
         old.recorder.detach()

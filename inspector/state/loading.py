@@ -272,6 +272,12 @@ def file_version(path):
     return os.path.realpath(path), st.st_mtime_ns, st.st_size
 
 
+def spec_stamp(spec):
+    """The versions of the files ``spec`` builds from (model, weights, solver, mean): a net
+    built ahead is what a build now would give only while they are unchanged."""
+    return tuple(file_version(p) if p else None for p in (spec.model, spec.weights, spec.solver, spec.mean))
+
+
 def read_source(path, keep=8, copy=True):
     """The NetParameter of the prototxt at ``path`` (engine.read_net_params), parsed
     once per version of the file: a phase switch, a level or the next tab rebuilds the

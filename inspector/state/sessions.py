@@ -155,6 +155,7 @@ class SessionStore:
         self._sessions = OrderedDict()
         self._lock = threading.Lock()
         self.evicted = 0
+        self.on_close = []          # functions of a session id, called as its session ends (its spare net goes)
 
     def __len__(self):
         return len(self._sessions)
@@ -193,6 +194,8 @@ class SessionStore:
             # close under the session's lock so a running callback finishes first
             with s.lock:
                 s.close()
+            for fn in self.on_close:
+                fn(s.id)
 
     def get_or_create(self, sid=None):
         """(session, created): the session ``sid``, or a new one (under ``sid``

@@ -61,6 +61,16 @@ def test_max_net_mb_option():
         parse_args(["--max-net-mb", "-1"])
 
 
+def test_spare_mb_option():
+    import psutil
+    default = min(2 << 30, psutil.virtual_memory().total // 4)
+    assert config_from_args(parse_args([])).spare_bytes == default           # the tabs' spare nets, together
+    assert config_from_args(parse_args(["--spare-mb", "300"])).spare_bytes == 300 << 20
+    assert config_from_args(parse_args(["--spare-mb", "0"])).spare_bytes == 0             # no tab spares
+    with pytest.raises(SystemExit):
+        parse_args(["--spare-mb", "-1"])
+
+
 def test_a_net_over_the_memory_budget_is_refused_beside_another_session(serve):
     srv = serve(max_net_bytes=64 << 20, prebuild=False)
     a, b = srv.tab(), srv.tab()
