@@ -9,6 +9,30 @@ from engine.core import backend
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
 
+_LENET_DEPLOY = """name: "LeNet"
+layer { name: "data" type: "Input" top: "data" input_param { shape: { dim: %d dim: 1 dim: 28 dim: 28 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 20 kernel_size: 5 stride: 1 weight_filler { type: "xavier" } } }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
+  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
+  convolution_param { num_output: 50 kernel_size: 5 stride: 1 weight_filler { type: "xavier" } } }
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
+  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
+  inner_product_param { num_output: 500 weight_filler { type: "xavier" } } }
+layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+  inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
+layer { name: "prob" type: "Softmax" bottom: "ip2" top: "prob" }
+"""
+
+
+def lenet_deploy(batch):
+    """LeNet's deploy net (Input of ``batch`` x 1 x 28 x 28, xavier fillers, Softmax) as text."""
+    return _LENET_DEPLOY % batch
+
+
 HALF = 'layer { name: "half" type: "Power" bottom: "e3" top: "out" power_param { scale: 0.5 } }'
 RELU = 'layer { name: "relu" type: "ReLU" bottom: "e3" top: "e3" }'
 

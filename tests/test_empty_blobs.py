@@ -33,6 +33,7 @@ from engine.core.errors import CaffeError, EmptyBlobError, LayerError
 from engine.core.kernels import gemm, jit
 from engine.core.layers.registry import create_layer, layer_types
 from engine.proto import caffe_pb2
+from tests.nets import lenet_deploy
 from tests.test_nonfinite import NO_BACKWARD, NOT_HERE, SPECS, TOPS
 
 NO_BACKWARD = NO_BACKWARD - {"Silence"}        # Caffe's Silence has a Backward: it zeroes the bottom diffs
@@ -250,28 +251,11 @@ def test_a_batch_reshaped_to_zero_runs_as_caffes_loops(name, phase, kernels):
 
 
 # ------------------------------------------------------------------ whole nets
-LENET_DEPLOY = """name: "LeNet"
-layer { name: "data" type: "Input" top: "data" input_param { shape: { dim: %d dim: 1 dim: 28 dim: 28 } } }
-layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
-  convolution_param { num_output: 20 kernel_size: 5 stride: 1 weight_filler { type: "xavier" } } }
-layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
-  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
-  convolution_param { num_output: 50 kernel_size: 5 stride: 1 weight_filler { type: "xavier" } } }
-layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
-  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
-  inner_product_param { num_output: 500 weight_filler { type: "xavier" } } }
-layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
-  inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
-layer { name: "prob" type: "Softmax" bottom: "ip2" top: "prob" }
-"""
 
 
 def _lenet(tmp_path, n):
     p = tmp_path / "lenet.prototxt"
-    p.write_text(LENET_DEPLOY % n)
+    p.write_text(lenet_deploy(n))
     return Net(str(p), TEST)
 
 

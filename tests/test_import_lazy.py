@@ -8,28 +8,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.nets import lenet_deploy
+
 ROOT = Path(__file__).resolve().parents[1]
 
 HEAVY = ("numba", "llvmlite", "scipy", "dash", "plotly", "onnx", "onnxruntime", "torch", "cupy", "cv2", "h5py")
 
-LENET = """
-name: "LeNet"
-layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 64 dim: 1 dim: 28 dim: 28 } } }
-layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
-  convolution_param { num_output: 20 kernel_size: 5 stride: 1 weight_filler { type: "xavier" } } }
-layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
-  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "conv2" type: "Convolution" bottom: "pool1" top: "conv2"
-  convolution_param { num_output: 50 kernel_size: 5 stride: 1 weight_filler { type: "xavier" } } }
-layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
-  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
-  inner_product_param { num_output: 500 weight_filler { type: "xavier" } } }
-layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
-  inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
-layer { name: "prob" type: "Softmax" bottom: "ip2" top: "prob" }
-"""
+LENET = lenet_deploy(64)
 
 
 def _run(*args):
