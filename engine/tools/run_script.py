@@ -207,20 +207,30 @@ def run_script(script, argv=(), err=None):
     if not os.path.isfile(script):
         err.write("python -m engine run: can't open file '%s': [Errno 2] No such file or directory\n" % script)
         return 2
-    finder = _install_on_import()
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [script] + list(argv)
     path = os.path.abspath(script)
-    sys.path.insert(0, os.path.dirname(path))
-    try:
+
+    def start():
+        sys.argv = [script] + list(argv)
+        sys.path.insert(0, os.path.dirname(path))
         _run_as_main(path)
+    return _guarded(start, lambda: script, err)
+
+
+def _guarded(start, source, err):
+    """Run ``start()`` as python runs a program: the exit code of its SystemExit (0 when it
+    returns), 1 with the engine's report of an exception (``source()``: the file to name);
+    ``caffe`` importable as the engine meanwhile, ``sys.argv`` and ``sys.path`` restored."""
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    finder = _install_on_import()
+    try:
+        start()
         return 0
     except SystemExit as e:
         return _exit_code(e, err)
     except KeyboardInterrupt:
         raise
     except Exception as e:
-        _report(e, script, err)
+        _report(e, source(), err)
         return 1
     finally:
         finder.remove()
@@ -252,30 +262,18 @@ def run_module(module, argv=(), err=None):
     ``alter_sys``: ``sys.argv[0]`` the module's file, as python sets it; the working
     directory first on ``sys.path``); returns the exit code."""
     err = err or sys.stderr
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    cwd = os.getcwd()
-    if not sys.path or sys.path[0] not in ("", cwd):
-        sys.path.insert(0, cwd)
-    finder = _install_on_import()
-    try:
+
+    def start():
+        cwd = os.getcwd()
+        if not sys.path or sys.path[0] not in ("", cwd):
+            sys.path.insert(0, cwd)
         problem = _module_problem(module)
         if problem:
             err.write("python -m engine run: %s\n" % problem)
-            return 1
+            raise SystemExit(1)
         sys.argv = [module] + list(argv)       # run_module sets argv[0] to the module's file
         runpy.run_module(module, run_name="__main__", alter_sys=True)
-        return 0
-    except SystemExit as e:
-        return _exit_code(e, err)
-    except KeyboardInterrupt:
-        raise
-    except Exception as e:
-        _report(e, _module_file(module), err)
-        return 1
-    finally:
-        finder.remove()
-        sys.argv = saved_argv
-        sys.path[:] = saved_path
+    return _guarded(start, lambda: _module_file(module), err)
 
 
 def _module_file(module):
