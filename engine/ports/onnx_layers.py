@@ -150,42 +150,35 @@ def _spatial_reshape(c, x, shape, channel_axis):
     return c.reshape(x, (n,) + tuple(shape[channel_axis:]), "batch_view")
 
 
-@register("Convolution")
-def _convolution(c):
+def _conv_nodes(c, op, name, what):
+    """One ``op`` (Conv or ConvTranspose) node per bottom with the layer's geometry; a
+    channel axis other than 1 is viewed as (batch, C, spatial...) and the output reshaped."""
     L = c.layer
     if L.num_spatial_axes < 1:
-        c.refuse("a convolution with no spatial axis (channel axis last)")
+        c.refuse("a %s with no spatial axis (channel axis last)" % what)
     ins = [c.param_const(0, "weight")]
     if L.bias_term:
         ins.append(c.param_const(1, "bias"))
     outs = []
     for i, shape in enumerate(c.bottom_shapes):
         x = _spatial_reshape(c, c.x(i), shape, L.channel_axis)
-        y = c.node("Conv", [x] + ins, "conv" if len(c.bottom_shapes) == 1 else "conv%d" % i,
+        y = c.node(op, [x] + ins, name if len(c.bottom_shapes) == 1 else "%s%d" % (name, i),
                    kernel_shape=list(L.kernel_shape), strides=list(L.stride), pads=list(L.pad) * 2,
                    dilations=list(L.dilation), group=int(L.group))
         outs.append(c.reshape(y, c.top_shapes[i], "out%d" % i) if L.channel_axis != 1 else y)
     return outs
+
+
+@register("Convolution")
+def _convolution(c):
+    return _conv_nodes(c, "Conv", "conv", "convolution")
 
 
 @register("Deconvolution")
 def _deconvolution(c):
-    L = c.layer
-    if L.num_spatial_axes < 1:
-        c.refuse("a deconvolution with no spatial axis (channel axis last)")
     # Caffe's deconvolution weight (C_in, C_out/group, k...) is ConvTranspose's layout; the
     # output size stride*(in-1) + dilation*(k-1)+1 - 2*pad is ConvTranspose's with these pads.
-    ins = [c.param_const(0, "weight")]
-    if L.bias_term:
-        ins.append(c.param_const(1, "bias"))
-    outs = []
-    for i, shape in enumerate(c.bottom_shapes):
-        x = _spatial_reshape(c, c.x(i), shape, L.channel_axis)
-        y = c.node("ConvTranspose", [x] + ins, "deconv" if len(c.bottom_shapes) == 1 else "deconv%d" % i,
-                   kernel_shape=list(L.kernel_shape), strides=list(L.stride), pads=list(L.pad) * 2,
-                   dilations=list(L.dilation), group=int(L.group))
-        outs.append(c.reshape(y, c.top_shapes[i], "out%d" % i) if L.channel_axis != 1 else y)
-    return outs
+    return _conv_nodes(c, "ConvTranspose", "deconv", "deconvolution")
 
 
 @register("Im2col")
