@@ -9,8 +9,9 @@
     var IDS = {graph: 'net-graph', holder: 'net-graph-holder', minimap: 'graph-minimap', hover: 'graph-hover',
                mapToggle: 'graph-minimap-toggle',
                search: 'graph-search', results: 'graph-search-results', pick: 'graph-search-pick',
-               toggle: 'block-toggle'};
-    var S = {cy: null, net: null, viewed: false, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
+               toggle: 'block-toggle', panels: 'panels-net'};
+    var S = {panelsWant: 0, panelsGiven: 0, panelsTimer: null,
+             cy: null, net: null, viewed: false, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
              mapImage: null, mapBox: null, mapDirty: true, mapQueued: false, reframeQueued: false, far: null,
              labelsQueued: false, lodTimer: null, lodQueued: false};
 
@@ -486,6 +487,26 @@
     }, 25);
 
     // ------------------------------------------------------------------ Dash clientside callbacks
+    // ------------------------------------------------------------------ the panels follow the graph
+    // A new net's side panels (details, findings, timeline, the range lists, breakpoints...) are
+    // made once its graph is on screen: their callbacks listen to PANELS_NET, which takes the
+    // net's version (NET_VERSION) after the frame that draws that net's graph, or a while after
+    // NET_VERSION changed if no graph comes (a load that failed).  The graph is what a user waits
+    // for; the panels are filled a moment later instead of holding it up.
+    function releasePanels(version) {
+        if (S.panelsTimer) { window.clearTimeout(S.panelsTimer); S.panelsTimer = null; }
+        if (version > S.panelsGiven) {
+            S.panelsGiven = version;
+            setProps(IDS.panels, version);
+        }
+    }
+
+    function panelsAfterGraph(meta) {       // called by sync once the graph shows ``meta``
+        var version = meta && meta.version;
+        if (!(version > S.panelsGiven)) { return; }
+        window.requestAnimationFrame(function () { window.setTimeout(function () { releasePanels(version); }, 0); });
+    }
+
     function later(fn, tries) {
         window.requestAnimationFrame(function () {
             if (!fn() && tries > 0) { window.setTimeout(function () { later(fn, tries - 1); }, 60); }
@@ -498,6 +519,23 @@
     window.inspectorGraphPending = function () {
         return !!(S.lodTimer || S.lodQueued || S.labelsQueued || S.mapQueued || S.reframeQueued);
     };
+    // The graph binds itself as soon as cytoscape is on the page, not at the first sync (which
+    // waits for the page's first callbacks): a page sent with its net's elements (a fresh tab's
+    // first view, inspector/callbacks/first_view.py) gets its first view before its first paint.
+    function watchFirst(frames) {
+        var cy = hook();
+        if (!cy) {
+            if (frames > 0) { window.requestAnimationFrame(function () { watchFirst(frames - 1); }); }
+            return;
+        }
+        if (!S.viewed && cy.elements().length > 0) {   // else the 'add' handler makes the first view
+            S.viewed = true;
+            firstView(cy);
+            stampDrawn();
+        }
+    }
+    window.requestAnimationFrame(function () { watchFirst(1200); });
+
     window.dash_clientside = window.dash_clientside || {};
     window.dash_clientside.inspectorGraph = {
             sync: function (meta, selection, focus) {
@@ -522,9 +560,15 @@
                         S.focusN = S.focus.n;
                     }
                     queueMap(true);
+                    panelsAfterGraph(meta);
                     return true;
                 }, 20);
                 return {net: net || null, selection: selection || null};
+            },
+            panels: function (version) {      // NET_VERSION changed: the graph should follow
+                if (S.panelsTimer) { window.clearTimeout(S.panelsTimer); }
+                S.panelsTimer = window.setTimeout(function () { releasePanels(version); }, 1500);
+                return window.dash_clientside.no_update;
             },
             fit: function () {
                 var trig = (window.dash_clientside.callback_context.triggered || [])[0];

@@ -285,7 +285,7 @@ def _walk_layout(node, props):
             for k, v in p.items():
                 if k == "children":
                     _walk_layout(v, props)
-                elif isinstance(cid, str) and k != "id":
+                if isinstance(cid, str) and k != "id":
                     props["%s.%s" % (cid, k)] = v
 
 
@@ -374,7 +374,13 @@ class Tab:
         self.net = None
         self.stats.count("tabs")
         # the renderer's first round: the load callback with nothing triggered, then what it changes
-        self.fire(self.deps.find("net-version.data"), [], cascade=True)
+        updates = self.fire(self.deps.find("net-version.data"), [], cascade=True)
+        self.came_drawn = not updates and self.props.get("net-version.data", 0) >= 1
+        if self.came_drawn:
+            # the page came with its net drawn (inspector/callbacks/first_view.py): its load
+            # callback changed nothing, and the panels follow the graph (assets/graph.js)
+            self.last_load = {k: v for k, v in props.items() if k in ("load-status.children", "load-error.children")}
+            self.trigger("panels-net.data", self.props["net-version.data"])
         if self.props.get("net-version.data", 0) >= 1:
             self._loaded(self.expect["lenet"], self.last_load)
 
@@ -423,6 +429,10 @@ class Tab:
                 updates["%s.%s" % (cid, prop)] = v
         if "error-text.children" in updates:
             self.stats.banner("%s (%s): %s" % (kind, self.label, updates["error-text.children"]))
+        if "net-version.data" in updates:
+            # the page's graph passes a new net's version on to the side panels once it is
+            # drawn (assets/graph.js sets panels-net): a tab does it at once
+            updates["panels-net.data"] = updates["net-version.data"]
         with self.lock:
             for k, v in updates.items():
                 if isinstance(v, dict) and v.get("__dash_patch_update"):

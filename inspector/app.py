@@ -1,12 +1,14 @@
 """``create_app(config)``: the Dash app of the inspector."""
 import logging
 
+import flask
 from dash import Dash
 
 from inspector import adapters
 
 from .callbacks import AppContext, register_all
 from .callbacks.common import error_text
+from .callbacks.first_view import fresh_tab, with_first_view
 from .config import InspectorConfig, data_dir
 from .layout import page
 from .state.jobs import ThreadJobManager
@@ -42,7 +44,11 @@ def create_app(config=None, store=None):
 
     def serve_layout():
         store.evict_idle()
-        return page(config, new_session_id(), ctx.examples, gpu, solver_ok)
+        sid = new_session_id()
+        tree = page(config, sid, ctx.examples, gpu, solver_ok)
+        if fresh_tab(flask.request if flask.has_request_context() else None):
+            tree = with_first_view(ctx, sid, tree)       # the default net drawn with the page
+        return tree
 
     dash_app.layout = serve_layout
     # uploads travel base64-encoded inside the callback's JSON

@@ -8,6 +8,7 @@ so an id is spelled in exactly one place.
 SESSION = "session-id"            # the server-side session's id
 NET_VERSION = "net-version"       # bumped by the server when a net is (re)loaded
 RUN_VERSION = "run-version"       # bumped by the server after every run / input change
+PANELS_NET = "panels-net"         # NET_VERSION, passed on once the graph of that net is drawn (graph.js)
 SELECTION = "selection"           # {"kind": "layer"|"blob", "name": str}
 EXPANDED_BLOCKS = "expanded-blocks"   # list of expanded block ids (owner: the graph)
 

@@ -100,8 +100,8 @@ def register(dash_app, app):
     @dash_app.callback(
         Output(ids.BREAK_TABLE, "children", allow_duplicate=True),
         Output(ids.BREAK_SELECT, "options", allow_duplicate=True), Output(ids.BREAK_HIT, "children"),
-        Input(ids.RUN_VERSION, "data"), Input(ids.NET_VERSION, "data"), State(ids.SESSION, "data"),
-        prevent_initial_call="initial_duplicate")
+        Input(ids.RUN_VERSION, "data"), Input(ids.PANELS_NET, "data"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
     @guarded(3, "showing breakpoint hits")
     def hits_cb(_rv, _nv, sid):
         return hit_panel(app, sid)

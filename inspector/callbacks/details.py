@@ -74,8 +74,9 @@ def blob_view(app, sid, selection, which, item, page, index_text):
 def register(dash_app, app):
     @dash_app.callback(
         Output(ids.DETAILS, "children"), Output(ids.BLOB_VIEW, "style"),
-        Input(ids.SELECTION, "data"), Input(ids.NET_VERSION, "data"), Input(ids.RUN_VERSION, "data"),
-        State(ids.SESSION, "data"))
+        Input(ids.SELECTION, "data"), Input(ids.PANELS_NET, "data"), Input(ids.RUN_VERSION, "data"),
+        State(ids.SESSION, "data"),
+        prevent_initial_call=True)
     @guarded(2, "showing details")
     def details_cb(selection, _nv, _rv, sid):
         return details(app, sid, selection)

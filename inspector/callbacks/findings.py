@@ -75,8 +75,9 @@ def register(dash_app, app):
         Output(ids.FILTERED_TABLE, "children"), Output(ids.SPLITS_TABLE, "children"),
         Output(ids.SHARED_TABLE, "children"), Output(ids.MEMORY_CHART, "figure"), Output(ids.TIME_CHART, "figure"),
         Output(ids.TRANSCRIPT, "children"), Output(ids.DEBUG_LINES, "children"),
-        Input(ids.NET_VERSION, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.TRANSCRIPT_FILTER, "value"),
-        Input(ids.TABS, "value"), State(ids.SESSION, "data"))
+        Input(ids.PANELS_NET, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.TRANSCRIPT_FILTER, "value"),
+        Input(ids.TABS, "value"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
     @guarded(8, "building the findings")
     def findings_cb(_nv, _rv, text, tab, sid):
         if tab != "findings":
@@ -85,7 +86,8 @@ def register(dash_app, app):
 
     @dash_app.callback(
         Output(ids.NAN_ALERT, "style"), Output(ids.NAN_TEXT, "children"),
-        Input(ids.NET_VERSION, "data"), Input(ids.RUN_VERSION, "data"), State(ids.SESSION, "data"))
+        Input(ids.PANELS_NET, "data"), Input(ids.RUN_VERSION, "data"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
     @guarded(2, "checking for NaN")
     def nan_cb(_nv, _rv, sid):
         return nan_alert(app, sid)

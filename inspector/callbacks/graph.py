@@ -3,6 +3,7 @@ marked client-side: no redraw), click-to-select, folding (expand/collapse
 one or all, double-click), search (matches listed, a pick selects, reveals
 and centres), and the legend."""
 from dash import ClientsideFunction, Input, Output, State, html, no_update
+from dash.exceptions import PreventUpdate
 
 from inspector import ids
 from inspector.state import debugger, presenter
@@ -19,12 +20,44 @@ def render(app, sid, colour_by, blob_mode, options, expanded):
             return [], "no net loaded", [], {"net": "", "n": 0}
         opts = presenter.display_options(blob_mode, options)
         els, view = presenter.graph_elements(s.loaded, colour_by, opts, expanded)
-        meta = {"net": "%s-%d" % (view.uirevision, s.net_version), "n": len(els)}
+        meta = {"net": "%s-%d" % (view.uirevision, s.net_version), "n": len(els), "version": s.net_version}
         title = graph_title(view.title, debugger.viewed_step(s.loaded))
     spares = getattr(app, "spares", None)
     if spares is not None:
         spares.hurry_tab(sid)       # the net is drawn: its other phase is built ahead from now
     return els, title, legend_children(view), meta
+
+
+def first_graph(app, sid, run_version, args):
+    """The graph of a fresh tab's first net (``first_load``), drawn into the page it is sent
+    with: {(id, prop): value} of the graph callback's outputs for the view ``args``
+    (colour_by, blob_mode, options, expanded: the page's own defaults) at the page's
+    ``run_version``."""
+    els, title, legend, meta = render(app, sid, *args)
+    with app.store.use(sid) as s:
+        if s.first_view is not None:
+            s.first_view["graph"] = tuple(json_args((run_version, *args)))
+    return {(ids.GRAPH, "elements"): els, (ids.GRAPH_TITLE, "children"): title,
+            (ids.GRAPH_LEGEND, "children"): legend, (ids.GRAPH_META, "data"): meta}
+
+
+def json_args(args):
+    """The view's arguments as the page sends them back (lists for tuples)."""
+    return [list(a) if isinstance(a, tuple) else a for a in args]
+
+
+def first_graph_done(app, sid, args):
+    """Whether the page's first graph callback asks for the drawing the page came with
+    (first_graph: the same net version, run version and view ``args``); then it changes
+    nothing.  Once.  (Dash names an input of the first call as its trigger when the load
+    callback before it changed nothing, so the first call is told by what it asks for.)"""
+    with app.store.use(sid) as s:
+        fv = s.first_view
+        if (not fv or fv.get("net_version") != s.net_version or fv.get("graph_done")
+                or fv.get("graph") != tuple(json_args(args))):
+            return False
+        fv["graph_done"] = True
+        return True
 
 
 def graph_title(title, step):
@@ -183,11 +216,16 @@ def register(dash_app, app):
         State(ids.SESSION, "data"))
     @guarded(4, "drawing the graph")
     def graph_cb(_nv, _rv, colour_by, blob_mode, options, expanded, sid):
+        if first_graph_done(app, sid, (_rv, colour_by, blob_mode, options, expanded)):
+            raise PreventUpdate          # the page came with this drawing (first_graph)
         return render(app, sid, colour_by, blob_mode, options, expanded)
 
     dash_app.clientside_callback(
         ClientsideFunction("inspectorGraph", "sync"), Output(ids.GRAPH_CLIENT, "data"),
         Input(ids.GRAPH_META, "data"), Input(ids.SELECTION, "data"), Input(ids.FOCUS, "data"))
+    dash_app.clientside_callback(      # the panels follow once the graph is drawn (assets/graph.js)
+        ClientsideFunction("inspectorGraph", "panels"), Output(ids.PANELS_NET, "data"),
+        Input(ids.NET_VERSION, "data"))
     # the buttons that act on the selection are off while nothing is selected (they did nothing)
     dash_app.clientside_callback(
         "function (sel) { var none = !(sel && sel.name); return [none, none, none]; }",

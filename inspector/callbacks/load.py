@@ -26,6 +26,13 @@ OPEN_PATH = (ids.MODEL_PATH_OPEN, ids.MODEL_PATH)          # the Open button, En
 FROM_ADDRESS = (None, ids.URL_POP, ids.SESSION)            # page load, back/forward, a restored tab
 SAME_NET_NOOP = (ids.EXAMPLE, ids.PHASE, ids.LEVEL, ids.STAGES)   # choosing what is loaded changes nothing
 NOT_IN_NET = "not in this net"     # the error kind of an address naming a layer, blob or block the net lacks
+UPLOAD_IDS = tuple(UPLOAD_KINDS)
+# what the load callback sets, in order (a fresh tab's page is sent with the same, see first_load)
+LOAD_OUTPUTS = ((ids.NET_VERSION, "data"), (ids.LOAD_ERROR, "children"), (ids.LOAD_STATUS, "children"),
+                (ids.STAGES, "options"), *((u, "contents") for u in UPLOAD_IDS),
+                (ids.EXAMPLE, "value"), (ids.MODEL_PATH, "value"), (ids.PHASE, "value"),
+                (ids.LEVEL, "value"), (ids.STAGES, "value"), (ids.SELECTION, "data"), (ids.EXPANDED_BLOCKS, "data"))
+SHARED_OUTPUTS = ((ids.SELECTION, "data"), (ids.EXPANDED_BLOCKS, "data"))    # other callbacks set them too
 
 
 def shown_spec(app, session):
@@ -388,13 +395,71 @@ def describe(session):
     return "%s from %s (%s)" % (g.name or "net", st.label or os.path.basename(st.model), "; ".join(bits))
 
 
+def load_outputs(app, r, trigger, selection):
+    """The load callback's outputs (LOAD_OUTPUTS, in order) for a :class:`LoadResult`."""
+    s = r.session
+    ex, path_value, ph, lv, st, opts = controls(app, s, r.stages)
+    if s.loaded is None and s.failed_spec is None:
+        # an expired session: the controls keep showing the tab's net, never the default one
+        ex = path_value = ph = lv = st = opts = no_update
+    if trigger in OPEN_PATH and r.error is not None and r.error.kind != "address":
+        path_value = no_update          # the typed path stays, to be fixed in place
+    clear = [None if u == trigger else no_update for u in UPLOAD_IDS]
+    sel, expanded = no_update, no_update
+    if r.restore is not None:           # loaded from the address: its selection and folding
+        if r.restore["selection"] != selection:
+            sel = r.restore["selection"]
+        if r.restore["expanded"] is not None:
+            expanded = r.restore["expanded"]
+        elif (s.loaded is not None and isinstance(r.restore["selection"], dict)
+              and r.restore["selection"].get("kind") in ("layer", "blob")):
+            # a link naming a layer (no open=): the blocks around it open, as a search pick does
+            sel_ = r.restore["selection"]
+            expanded = opened_around(s.loaded, sel_["kind"], sel_.get("name"), None)
+    return (r.version, load_error_box(r.error, describe(s)), load_status(s), opts, *clear,
+            ex, path_value, ph, lv, st, sel, expanded)
+
+
+def first_load(app, sid):
+    """A fresh tab's first load, made while its page is sent (inspector/app.py): the default net
+    into the new session ``sid``, when it is built ahead already (never a wait: a page held up
+    by an Init would show nothing at all).  Returns {(id, prop): value} of the load callback's
+    outputs, for the page to carry, or None (the page loads as usual).  The session remembers
+    it, so that the page's first load callback does not do it again (``first_load_done``)."""
+    spares = getattr(app, "spares", None)
+    spec = initial_spec(app)
+    if spares is None or not spec.model or not spares.ready(spec):
+        return None
+    r = handle_load_full(app, sid, None, search="")
+    if r.error is not None or r.session.loaded is None:
+        return None                      # the page's own load shows what happened
+    with app.store.use(sid) as s:
+        s.first_view = {"net_version": s.net_version}
+    out = load_outputs(app, r, None, None)
+    return {key: v for key, v in zip(LOAD_OUTPUTS, out) if v is not no_update}
+
+
+def first_load_done(app, sid, search):
+    """Whether the page's first load callback finds its net loaded with the page already
+    (first_load); then it changes nothing.  Once: a later load is a load."""
+    if search and search != "?":
+        return False
+    with app.store.use(sid) as s:
+        fv = s.first_view
+        if not fv or fv.get("net_version") != s.net_version or fv.get("load_done"):
+            return False
+        fv["load_done"] = True
+        return True
+
+
 def register(dash_app, app):
-    upload_ids = list(UPLOAD_KINDS)
-    n_out = 11 + len(upload_ids)
+    upload_ids = list(UPLOAD_IDS)
+    n_out = len(LOAD_OUTPUTS)
 
     @dash_app.callback(
         Output(ids.STANDIN_BOX, "style"), Output(ids.STANDIN_TEXT, "children"), Output(ids.STANDIN_FORM, "children"),
-        Input(ids.NET_VERSION, "data"), State(ids.SESSION, "data"))
+        Input(ids.PANELS_NET, "data"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
     @guarded(3, "describing the stood-in data layers")
     def standin_cb(_nv, sid):
         with app.store.use(sid) as s:
@@ -405,12 +470,7 @@ def register(dash_app, app):
         return {"display": "block"}, text, form
 
     @dash_app.callback(
-        Output(ids.NET_VERSION, "data"), Output(ids.LOAD_ERROR, "children"), Output(ids.LOAD_STATUS, "children"),
-        Output(ids.STAGES, "options"),
-        *[Output(u, "contents") for u in upload_ids],
-        Output(ids.EXAMPLE, "value"), Output(ids.MODEL_PATH, "value"), Output(ids.PHASE, "value"),
-        Output(ids.LEVEL, "value"), Output(ids.STAGES, "value"),
-        Output(ids.SELECTION, "data", allow_duplicate=True), Output(ids.EXPANDED_BLOCKS, "data", allow_duplicate=True),
+        *[Output(i, prop, allow_duplicate=(i, prop) in SHARED_OUTPUTS) for i, prop in LOAD_OUTPUTS],
         Input(ids.EXAMPLE, "value"), Input(ids.MODEL_PATH_OPEN, "n_clicks"), Input(ids.MODEL_PATH, "n_submit"),
         *[Input(u, "contents") for u in upload_ids],
         Input(ids.PHASE, "value"), Input(ids.LEVEL, "value"), Input(ids.STAGES, "value"),
@@ -424,6 +484,8 @@ def register(dash_app, app):
                 _apply, path, f_model, f_weights, f_solver, f_mean, device, search, selection, shape_values,
                 shape_ids):
         trigger = triggered()
+        if trigger is None and first_load_done(app, sid, search):
+            raise PreventUpdate              # the page came with this net (first_load)
         contents = dict(zip(upload_ids, (c_model, c_weights, c_solver, c_mean)))
         names = dict(zip(upload_ids, (f_model, f_weights, f_solver, f_mean)))
         upload = None
@@ -446,24 +508,4 @@ def register(dash_app, app):
                 out[7 + len(upload_ids)] = int(r.session.loaded.spec.level or 0) if r.session.loaded is not None else 0
                 return tuple(out)
             raise PreventUpdate
-        s = r.session
-        ex, path_value, ph, lv, st, opts = controls(app, s, r.stages)
-        if s.loaded is None and s.failed_spec is None:
-            # an expired session: the controls keep showing the tab's net, never the default one
-            ex = path_value = ph = lv = st = opts = no_update
-        if trigger in OPEN_PATH and r.error is not None and r.error.kind != "address":
-            path_value = no_update          # the typed path stays, to be fixed in place
-        clear = [None if u == trigger else no_update for u in upload_ids]
-        sel, expanded = no_update, no_update
-        if r.restore is not None:           # loaded from the address: its selection and folding
-            if r.restore["selection"] != selection:
-                sel = r.restore["selection"]
-            if r.restore["expanded"] is not None:
-                expanded = r.restore["expanded"]
-            elif (s.loaded is not None and isinstance(r.restore["selection"], dict)
-                  and r.restore["selection"].get("kind") in ("layer", "blob")):
-                # a link naming a layer (no open=): the blocks around it open, as a search pick does
-                sel_ = r.restore["selection"]
-                expanded = opened_around(s.loaded, sel_["kind"], sel_.get("name"), None)
-        return (r.version, load_error_box(r.error, describe(s)), load_status(s), opts, *clear,
-                ex, path_value, ph, lv, st, sel, expanded)
+        return load_outputs(app, r, trigger, selection)

@@ -162,7 +162,8 @@ def register(dash_app, app):
 
     @dash_app.callback(
         Output(ids.CONTINUE, "disabled"), Output(ids.CONTINUE, "title"),
-        Input(ids.RUN_VERSION, "data"), Input(ids.NET_VERSION, "data"), State(ids.SESSION, "data"))
+        Input(ids.RUN_VERSION, "data"), Input(ids.PANELS_NET, "data"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
     @guarded(2, "checking what Continue resumes")
     def continue_cb(_rv, _nv, sid):
         return continue_state(app, sid)
@@ -170,7 +171,8 @@ def register(dash_app, app):
     @dash_app.callback(
         Output(ids.START, "options"), Output(ids.START, "value"), Output(ids.END, "options"),
         Output(ids.END, "value"), Output(ids.SOLVER_STEP, "disabled"),
-        Input(ids.NET_VERSION, "data"), State(ids.SESSION, "data"))
+        Input(ids.PANELS_NET, "data"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
     @guarded(5, "listing layers")
     def range_cb(_nv, sid):
         start_opts, end_opts, first, last, solver = range_options(app, sid)

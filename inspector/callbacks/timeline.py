@@ -120,9 +120,10 @@ def register(dash_app, app):
         Output(ids.TIMELINE_DIFF_B, "options"), Output(ids.TIMELINE_DIFF_B, "value"),
         Output(ids.COMPARE_A, "options"), Output(ids.COMPARE_A, "value"),
         Output(ids.COMPARE_B, "options"), Output(ids.COMPARE_B, "value"),
-        Input(ids.RUN_VERSION, "data"), Input(ids.NET_VERSION, "data"), Input(ids.TABS, "value"),
+        Input(ids.RUN_VERSION, "data"), Input(ids.PANELS_NET, "data"), Input(ids.TABS, "value"),
         State(ids.TIMELINE_DIFF_A, "value"), State(ids.TIMELINE_DIFF_B, "value"),
-        State(ids.COMPARE_A, "value"), State(ids.COMPARE_B, "value"), State(ids.SESSION, "data"))
+        State(ids.COMPARE_A, "value"), State(ids.COMPARE_B, "value"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
     @guarded(16, "showing the timeline")
     def timeline_cb(_rv, _nv, tab, cur_a, cur_b, cmp_a, cmp_b, sid):
         if tab not in ("timeline", "compare"):

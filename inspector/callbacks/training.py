@@ -183,8 +183,9 @@ def register(dash_app, app):
 
     @dash_app.callback(
         Output(ids.TRAIN_CURVES, "figure"), Output(ids.TRAIN_RATIOS, "figure"), Output(ids.TRAIN_SUMMARY, "children"),
-        Input(ids.JOB_DONE, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.NET_VERSION, "data"),
-        Input(ids.TABS, "value"), State(ids.SESSION, "data"))
+        Input(ids.JOB_DONE, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.PANELS_NET, "data"),
+        Input(ids.TABS, "value"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
     @guarded(3, "drawing the training curves")
     def curves_cb(_done, _rv, _nv, tab, sid):
         if tab != "training":

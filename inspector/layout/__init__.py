@@ -17,6 +17,7 @@ def page(config, session_id, examples, gpu, solver_ok):
         dcc.Store(id=ids.SESSION, data=session_id, storage_type="session"),
         dcc.Store(id=ids.NET_VERSION, data=0),
         dcc.Store(id=ids.RUN_VERSION, data=0),
+        dcc.Store(id=ids.PANELS_NET, data=0),
         dcc.Store(id=ids.SELECTION, data=None),
         dcc.Store(id=ids.EXPANDED_BLOCKS, data=None),
         *address_stores(),

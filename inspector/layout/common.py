@@ -14,13 +14,39 @@ def plot_config(**extra):
 def apply_plot_config(node):
     """Give every dcc.Graph under ``node`` PLOT_CONFIG (over its own config);
     returns ``node``."""
-    if isinstance(node, dcc.Graph):
-        node.config = {**(getattr(node, "config", None) or {}), **PLOT_CONFIG}
+    for c in components(node):
+        if isinstance(c, dcc.Graph):
+            c.config = {**(getattr(c, "config", None) or {}), **PLOT_CONFIG}
+    return node
+
+
+def components(node):
+    """Every component under ``node`` (itself first), depth first."""
+    yield node
     children = getattr(node, "children", None)
     for c in children if isinstance(children, (list, tuple)) else [children]:
         if c is not None and hasattr(c, "to_plotly_json"):
-            apply_plot_config(c)
+            yield from components(c)
+
+
+def with_props(node, props):
+    """Set {(id, prop): value} on the components under ``node``; returns ``node``.
+    Raises KeyError for an id the page does not have (a renamed component)."""
+    by_id = {getattr(c, "id", None): c for c in components(node)}
+    missing = [id_ for id_, _prop in props if id_ not in by_id]
+    if missing:
+        raise KeyError("no component %s in the page" % ", ".join(map(repr, missing)))
+    for (id_, prop), value in props.items():
+        setattr(by_id[id_], prop, value)
     return node
+
+
+def prop_of(node, id_, prop):
+    """The value of ``prop`` of the component ``id_`` under ``node``."""
+    for c in components(node):
+        if getattr(c, "id", None) == id_:
+            return getattr(c, prop, None)
+    raise KeyError(id_)
 
 
 def kv_table(rows, cls="kv"):

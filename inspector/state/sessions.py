@@ -128,6 +128,7 @@ class Session:
     last_hit_cursor: bool = False       # ... Run to cursor's one-shot stop, not a breakpoint of the user's
     reveal: Any = None                  # {"kind", "name", "n"}: a layer the graph should select and show
     reveals: int = 0                    # how many reveals were asked (their "n")
+    first_view: Optional[Dict[str, Any]] = None   # what the tab's page was sent with (inspector/app.py)
     _dir: Optional[str] = field(default=None, repr=False)
 
     @property
