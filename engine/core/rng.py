@@ -236,7 +236,16 @@ def _uniform_numpy(stream, out, t, lo, hi):
     while filled < n:
         want = min(n - filled, _CHUNK)
         u = stream.peek(want + 8)
-        v = u.astype(t) / t(_U32) * (hi - lo) + lo
+        v = u.astype(t)
+        v /= t(_U32)
+        v *= hi - lo
+        v += lo
+        below = v[:want] < hi
+        if below.all():     # nothing redrawn (nearly always): the first ``want`` values
+            out[filled:filled + want] = v[:want]
+            stream.skip(want)
+            filled += want
+            continue
         good = np.flatnonzero(v < hi)[:want]
         out[filled:filled + len(good)] = v[good]
         stream.skip(int(good[-1]) + 1 if len(good) == want else len(u))
