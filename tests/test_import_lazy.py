@@ -205,3 +205,51 @@ def test_cached_kernels_load_without_numbas_registries(tmp_path):
     import numpy as np
     a, b = np.load(tmp_path / "numba.npy"), np.load(tmp_path / "fast.npy")
     assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def test_fast_cache_load_falls_back_to_numbas_loading(monkeypatch):
+    """jit.fast_cache_load: a cached overload is loaded without the refresh; a load that
+    raises is done again by Numba's own ``load_overload``; a cache without the expected
+    methods (or ENGINE_NUMBA_FAST_LOAD=0) leaves the dispatcher as it was."""
+    import contextlib
+
+    from engine.core.kernels import jit
+    if not jit.AVAILABLE:
+        import pytest
+        pytest.skip("Numba is not installed")
+    from numba.core.registry import cpu_target
+
+    class Cache:
+        def __init__(self, fail):
+            self.fail, self.calls = fail, []
+
+        @contextlib.contextmanager
+        def _guard_against_spurious_io_errors(self):
+            yield
+
+        def _load_overload(self, sig, ctx):
+            self.calls.append("fast")
+            if self.fail:
+                raise KeyError("needs the registries")
+            return "loaded " + sig
+
+        def load_overload(self, sig, ctx):
+            self.calls.append("numba's")
+            return "numba's " + sig
+
+    class Dispatcher:
+        def __init__(self, cache):
+            self._cache = cache
+
+    ctx = cpu_target.target_context
+    ok, bad = Cache(False), Cache(True)
+    assert jit.fast_cache_load(Dispatcher(ok))._cache.load_overload("(f4,)", ctx) == "loaded (f4,)"
+    assert ok.calls == ["fast"]
+    assert jit.fast_cache_load(Dispatcher(bad))._cache.load_overload("(f4,)", ctx) == "numba's (f4,)"
+    assert bad.calls == ["fast", "numba's"]
+    plain = Dispatcher(object())
+    assert jit.fast_cache_load(plain) is plain and not hasattr(plain._cache, "load_overload")
+    monkeypatch.setattr(jit, "FAST_LOAD", False)
+    off = Cache(False)
+    jit.fast_cache_load(Dispatcher(off))
+    assert "load_overload" not in vars(off)

@@ -84,19 +84,24 @@ def fast_cache_load(dispatcher):
     What the refresh does that loading needs is kept: Numba's runtime (NRT: its C
     helpers' symbols and atomic reference counts, which the loaded code calls) is set up.
     A miss (nothing cached for the signature, a stale index) returns None as before, and
-    the dispatcher compiles, refreshing the registries then."""
+    the dispatcher compiles, refreshing the registries then; a load that fails otherwise is
+    done again Numba's way (refresh, then load)."""
     cache = getattr(dispatcher, "_cache", None)
     load = getattr(cache, "_load_overload", None)
     guard = getattr(cache, "_guard_against_spurious_io_errors", None)
     if not FAST_LOAD or load is None or guard is None:
         return dispatcher
     from numba.core.runtime import nrt
+    numbas = cache.load_overload
 
     def load_overload(sig, target_context):
-        nrt.rtsys.initialize(target_context)
-        with guard():
-            return load(sig, target_context)
-        return None     # (an I/O error the guard swallowed: compile)
+        try:
+            nrt.rtsys.initialize(target_context)
+            with guard():
+                return load(sig, target_context)
+            return None     # (an I/O error the guard swallowed: compile)
+        except Exception:   # a Numba whose loading needs its registries
+            return numbas(sig, target_context)
 
     cache.load_overload = load_overload
     return dispatcher
