@@ -52,8 +52,8 @@ _CHUNK = 1 << 20          # values handled per block
 
 # Which path draws.  The compiled loops (Numba) take draws of COMPILED_FROM values and
 # more; smaller ones, which NumPy handles in a fraction of a millisecond, stay in NumPy.
-# The first compiled call costs a process 0.2 to 0.6 s once (Numba's import, its typing
-# registries and LLVM; the loops themselves come compiled from the on-disk cache), so
+# The first compiled call costs a process about 0.3 s once (Numba's import, then 0.01-0.05 s
+# per loop loaded compiled from the on-disk cache: engine.core.kernels.jit), so
 # the loops are loaded once the process has drawn COMPILED_AFTER values in large draws
 # (a single draw that large counts), a normal value counting NORMAL_COST (the NumPy
 # ziggurat costs about 10x a uniform value there, 6x the compiled loop: 0.07-0.1 us against

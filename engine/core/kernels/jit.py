@@ -1,9 +1,8 @@
 """Compiled CPU loops (Numba) for kernels whose NumPy form needs big temporaries.
 
 Numba is imported the first time a compiled loop is needed, not when a kernel module is:
-importing it costs a process about 0.25 s, and its first compiled call about 0.5 s more
-(its typing and lowering registries, which import SciPy; engine.core.rng says more), which
-a run that needs no such loop (a GPU run, a net without convolutions or pooling, a tool
+importing it costs a process about 0.25 s, and loading each cached loop 0.01-0.05 s more
+(:func:`fast_cache_load`), which a run that needs no such loop (a GPU run, a net without convolutions or pooling, a tool
 that only builds the net) never pays.  ``jit(fn)`` gives a :class:`Lazy` stand-in, bound
 in its module as the compiled function will be; the first call of any stand-in of a
 module (or :func:`use` asking about one) imports Numba and replaces every stand-in of that
