@@ -34,8 +34,13 @@ def _loaded(stdout, tag):
     raise AssertionError("no %s line in %r" % (tag, stdout))
 
 
+def _loaded_line(stdout, tag):
+    """The words after ``tag`` on its line, in order."""
+    return stdout.split(tag + " ", 1)[1].split("\n", 1)[0].split()
+
+
 def _state(stdout):
-    return stdout.split("STATE ", 1)[1].split("\n", 1)[0].split()
+    return _loaded_line(stdout, "STATE")
 
 
 PROBE = """
@@ -152,3 +157,99 @@ def test_engine_numba_0_never_imports_numba():
     assert out.returncode == 0, out.stdout + out.stderr
     assert _state(out.stdout) == ["False", "False", "None"]
     assert _loaded(out.stdout, "FORWARD") == set()
+
+
+def test_cached_kernels_load_without_numbas_registries(tmp_path):
+    """Compiled loops found in Numba's on-disk cache are loaded without refreshing Numba's
+    CPU target (jit.fast_cache_load): none of its implementation registries (numba.np.*,
+    which import SciPy's BLAS) get imported, and the forward's output is bit for bit the
+    one Numba's own loading gives (ENGINE_NUMBA_FAST_LOAD=0, run first: it also fills the
+    cache)."""
+    from engine.core.kernels import jit
+    if not jit.AVAILABLE:
+        import pytest
+        pytest.skip("Numba is not installed")
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import engine
+        from google.protobuf import text_format
+        engine.set_random_seed(3)
+        p = text_format.Parse(%r, engine.caffe_pb2.NetParameter())
+        net = engine.Net.from_param(p, phase=engine.TEST)
+        net.blobs["data"].data[...] = np.random.RandomState(0).rand(*net.blobs["data"].shape)
+        np.save(sys.argv[1], net.forward()["prob"])
+        from numba.core.dispatcher import Dispatcher
+        from engine.core.kernels import conv2d, gemm, pooling
+        ds = [v for m in (conv2d, gemm, pooling) for v in vars(m).values() if isinstance(v, Dispatcher)]
+        print("CACHE", sum(sum(d.stats.cache_hits.values()) for d in ds),
+              sum(sum(d.stats.cache_misses.values()) for d in ds))
+        print("STATE", *[m in sys.modules for m in ("numba.np.arraymath", "numba.np.linalg", "scipy.linalg")])
+    """) % LENET
+
+    def run(fast, name):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), ENGINE_NUMBA_FAST_LOAD=fast)
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    numbas = run("0", "numba.npy")
+    assert _state(numbas) == ["True", "True", "True"]       # Numba's loading: every registry, SciPy's BLAS
+    fast = run("1", "fast.npy")
+    hits, misses = (int(v) for v in _loaded_line(fast, "CACHE"))
+    if misses or not hits:
+        import pytest
+        pytest.skip("Numba's on-disk cache is not used here (%d hits, %d misses)" % (hits, misses))
+    assert _state(fast) == ["False", "False", "False"]
+    import numpy as np
+    a, b = np.load(tmp_path / "numba.npy"), np.load(tmp_path / "fast.npy")
+    assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def test_fast_cache_load_falls_back_to_numbas_loading(monkeypatch):
+    """jit.fast_cache_load: a cached overload is loaded without the refresh; a load that
+    raises is done again by Numba's own ``load_overload``; a cache without the expected
+    methods (or ENGINE_NUMBA_FAST_LOAD=0) leaves the dispatcher as it was."""
+    import contextlib
+
+    from engine.core.kernels import jit
+    if not jit.AVAILABLE:
+        import pytest
+        pytest.skip("Numba is not installed")
+    from numba.core.registry import cpu_target
+
+    class Cache:
+        def __init__(self, fail):
+            self.fail, self.calls = fail, []
+
+        @contextlib.contextmanager
+        def _guard_against_spurious_io_errors(self):
+            yield
+
+        def _load_overload(self, sig, ctx):
+            self.calls.append("fast")
+            if self.fail:
+                raise KeyError("needs the registries")
+            return "loaded " + sig
+
+        def load_overload(self, sig, ctx):
+            self.calls.append("numba's")
+            return "numba's " + sig
+
+    class Dispatcher:
+        def __init__(self, cache):
+            self._cache = cache
+
+    ctx = cpu_target.target_context
+    ok, bad = Cache(False), Cache(True)
+    assert jit.fast_cache_load(Dispatcher(ok))._cache.load_overload("(f4,)", ctx) == "loaded (f4,)"
+    assert ok.calls == ["fast"]
+    assert jit.fast_cache_load(Dispatcher(bad))._cache.load_overload("(f4,)", ctx) == "numba's (f4,)"
+    assert bad.calls == ["fast", "numba's"]
+    plain = Dispatcher(object())
+    assert jit.fast_cache_load(plain) is plain and not hasattr(plain._cache, "load_overload")
+    monkeypatch.setattr(jit, "FAST_LOAD", False)
+    off = Cache(False)
+    jit.fast_cache_load(Dispatcher(off))
+    assert "load_overload" not in vars(off)

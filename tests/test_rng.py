@@ -429,3 +429,26 @@ def test_numba_is_loaded_once_a_process_draws_enough(monkeypatch):
     monkeypatch.setattr(rng, "_kernels", None)
     monkeypatch.setattr(rng, "_drawn", 0)
     assert rng.compiled(rng.COMPILED_AFTER) is kernels              # one draw that large
+
+
+def test_normal_draws_load_the_compiled_loops_sooner(monkeypatch):
+    """A normal value counts NORMAL_COST towards COMPILED_AFTER (the NumPy ziggurat costs
+    several uniform values): a normal draw of COMPILED_AFTER / NORMAL_COST values loads the
+    compiled loops, a uniform draw of as many does not."""
+    if rng.compiled(1 << 62) is None:
+        pytest.skip("numba is not installed")
+    n = rng.COMPILED_AFTER // rng.NORMAL_COST
+    assert rng.NORMAL_COST > 1 and n >= rng.COMPILED_FROM
+    monkeypatch.setattr(rng, "_kernels", None)
+    monkeypatch.setattr(rng, "_drawn", 0)
+    assert rng.compiled(n) is None                        # uniform: n of COMPILED_AFTER counted
+    monkeypatch.setattr(rng, "_drawn", 0)
+    assert rng.compiled(n, rng.NORMAL_COST) is not None   # normal: the whole threshold
+    monkeypatch.setattr(rng, "_kernels", None)
+    monkeypatch.setattr(rng, "_drawn", 0)
+    calls = []
+    monkeypatch.setattr(rng, "compiled", lambda k, cost=1: calls.append((k, cost)))
+    rng.gaussian(rng.Stream(1), rng.COMPILED_FROM, 0, 1)
+    rng.unit_normal(rng.Stream(1), rng.COMPILED_FROM)
+    rng.uniform(rng.Stream(1), rng.COMPILED_FROM, 0, 1)
+    assert calls == [(rng.COMPILED_FROM, rng.NORMAL_COST)] * 2 + [(rng.COMPILED_FROM, 1)]

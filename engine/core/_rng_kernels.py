@@ -23,13 +23,15 @@ import math
 import numpy as np
 from numba import njit
 
+from engine.core.kernels.jit import fast_cache_load
+
 _N, _M = 624, 397
 _UPPER, _LOWER, _MATRIX_A = np.uint32(0x80000000), np.uint32(0x7FFFFFFF), np.uint32(0x9908B0DF)
 _BRANGE = np.uint32(0xFFFFFFFF)
 
 
 def _jit(fn):
-    return njit(cache=True, nogil=True, boundscheck=False)(fn)
+    return fast_cache_load(njit(cache=True, nogil=True, boundscheck=False)(fn))
 
 
 # ---------------------------------------------------------------- mt19937

@@ -52,29 +52,34 @@ _CHUNK = 1 << 20          # values handled per block
 
 # Which path draws.  The compiled loops (Numba) take draws of COMPILED_FROM values and
 # more; smaller ones, which NumPy handles in a fraction of a millisecond, stay in NumPy.
-# The first compiled call costs a process 0.2 to 0.6 s once (Numba's import, its typing
-# registries and LLVM; the loops themselves come compiled from the on-disk cache), so
+# The first compiled call costs a process about 0.3 s once (Numba's import, then 0.01-0.05 s
+# per loop loaded compiled from the on-disk cache: engine.core.kernels.jit), so
 # the loops are loaded once the process has drawn COMPILED_AFTER values in large draws
-# (a single draw that large counts): a LeNet (0.4 M weights) or a GoogLeNet (7 M) stays
-# in NumPy, a CaffeNet loads them for fc6 (38 M) and a ResNet-50 after its first 8 M.
+# (a single draw that large counts), a normal value counting NORMAL_COST (the NumPy
+# ziggurat costs about 10x a uniform value there, 6x the compiled loop: 0.07-0.1 us against
+# 0.005-0.009 us for a uniform one, 0.012-0.014 us compiled, on the 2-core EPYC): a LeNet
+# (0.4 M uniform weights) or a GoogLeNet (7 M) stays in NumPy, a CaffeNet loads them for
+# fc6 (38 M), a ResNet-50 (normal: MSRA) after its first 2 M.
 # COMPILED = False forces NumPy throughout (the tests run both paths; same bits); so does
 # ENGINE_NUMBA=0 (engine.core.kernels.jit).
 COMPILED = os.environ.get("ENGINE_NUMBA", "1") != "0"
 COMPILED_FROM = 1 << 14
 COMPILED_AFTER = 1 << 23
+NORMAL_COST = 4
 _kernels = None
 _drawn = 0
 
 
-def compiled(n):
+def compiled(n, cost=1):
     """The compiled loops (``engine.core._rng_kernels``) for a draw of ``n`` values, or None:
-    below ``COMPILED_FROM``, before the process has drawn ``COMPILED_AFTER`` values, with
-    ``COMPILED`` off, or without Numba."""
+    below ``COMPILED_FROM``, before the process has drawn ``COMPILED_AFTER`` values (each
+    counting ``cost``: NORMAL_COST for the ziggurat's), with ``COMPILED`` off, or without
+    Numba."""
     global _kernels, _drawn
     if not COMPILED or n < COMPILED_FROM:
         return None
     if _kernels is None:
-        _drawn += n
+        _drawn += n * cost
         if _drawn < COMPILED_AFTER:
             return None
         try:
@@ -236,7 +241,16 @@ def _uniform_numpy(stream, out, t, lo, hi):
     while filled < n:
         want = min(n - filled, _CHUNK)
         u = stream.peek(want + 8)
-        v = u.astype(t) / t(_U32) * (hi - lo) + lo
+        v = u.astype(t)
+        v /= t(_U32)
+        v *= hi - lo
+        v += lo
+        below = v[:want] < hi
+        if below.all():     # nothing redrawn (nearly always): the first ``want`` values
+            out[filled:filled + want] = v[:want]
+            stream.skip(want)
+            filled += want
+            continue
         good = np.flatnonzero(v < hi)[:want]
         out[filled:filled + len(good)] = v[good]
         stream.skip(int(good[-1]) + 1 if len(good) == want else len(u))
@@ -567,7 +581,7 @@ def _walk_float(kind, value, u, out, filled, stream):
 def unit_normal(stream, n, dtype=np.float32):
     """``n`` draws of boost's ``unit_normal_distribution<Dtype>`` (the ziggurat)."""
     t = _real(dtype)
-    kernels = compiled(n)
+    kernels = compiled(n, NORMAL_COST)
     with stream.lock:
         if kernels is not None:
             return _normal_compiled(kernels, stream, np.empty(n, t), t, False, t(1), t(0))
@@ -621,7 +635,7 @@ def gaussian(stream, n, mu, sigma, dtype=np.float32, out=None):
     (into ``out`` when given)."""
     t = _real(dtype)
     out = _output(out, n, t)
-    kernels = compiled(n)
+    kernels = compiled(n, NORMAL_COST)
     with stream.lock:
         if kernels is not None:
             return _normal_compiled(kernels, stream, out, t, True, t(sigma), t(mu))

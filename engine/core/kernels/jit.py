@@ -1,9 +1,8 @@
 """Compiled CPU loops (Numba) for kernels whose NumPy form needs big temporaries.
 
 Numba is imported the first time a compiled loop is needed, not when a kernel module is:
-importing it costs a process about 0.25 s, and its first compiled call about 0.5 s more
-(its typing and lowering registries, which import SciPy; engine.core.rng says more), which
-a run that needs no such loop (a GPU run, a net without convolutions or pooling, a tool
+importing it costs a process about 0.25 s, and loading each cached loop 0.01-0.05 s more
+(:func:`fast_cache_load`), which a run that needs no such loop (a GPU run, a net without convolutions or pooling, a tool
 that only builds the net) never pays.  ``jit(fn)`` gives a :class:`Lazy` stand-in, bound
 in its module as the compiled function will be; the first call of any stand-in of a
 module (or :func:`use` asking about one) imports Numba and replaces every stand-in of that
@@ -16,6 +15,14 @@ where they add in another order).  ``AVAILABLE`` (read as a module attribute) sa
 Numba imports, importing it.  Compiled functions are cached on disk (``cache=True``):
 only the first process compiles them (GoogLeNet's loops: about 5 s); later ones load them
 (about 0.01 s each).
+
+Loading from that cache skips what Numba does before it (:func:`fast_cache_load`): its
+dispatcher refreshes the CPU target's typing and lowering registries first, importing
+every implementation module Numba has (and SciPy's BLAS, for ``np.dot``): about 0.5 s of
+a process's CPU, needed to compile but not to load machine code already compiled.  The
+code loaded is the same, so are the numbers; a signature not in the cache is compiled
+as before (Numba's compiler refreshes the registries itself).  ENGINE_NUMBA_FAST_LOAD=0
+keeps Numba's own loading (to compare).
 """
 import os
 import sys
@@ -24,6 +31,7 @@ import threading
 # ENGINE_NUMBA=0: run as if Numba were not installed (the NumPy twins throughout; the
 # same numbers to rounding, slower forwards, no Numba start-up: benchmarks/README.md).
 USE_NUMBA = os.environ.get("ENGINE_NUMBA", "1") != "0"
+FAST_LOAD = os.environ.get("ENGINE_NUMBA_FAST_LOAD", "1") != "0"
 _numba = None           # the numba module once imported; False when it cannot be (or is not to be)
 _LOCK = threading.RLock()
 
@@ -62,7 +70,40 @@ def __getattr__(name):
 def compile_now(fn):
     """``fn`` compiled (nopython, cached, GIL released), or None without Numba."""
     nb = numba_module()
-    return nb.njit(cache=True, nogil=True, boundscheck=False)(fn) if nb is not None else None
+    return fast_cache_load(nb.njit(cache=True, nogil=True, boundscheck=False)(fn)) if nb is not None else None
+
+
+def fast_cache_load(dispatcher):
+    """``dispatcher`` (a Numba dispatcher with ``cache=True``), made to load a cached
+    overload without first refreshing the CPU target's registries (the module's doc);
+    returned unchanged with ENGINE_NUMBA_FAST_LOAD=0 or where its cache object is not
+    the one this was written for (Numba's ``Cache`` as in 0.68: ``load_overload`` =
+    refresh + ``_load_overload`` under ``_guard_against_spurious_io_errors``).
+
+    What the refresh does that loading needs is kept: Numba's runtime (NRT: its C
+    helpers' symbols and atomic reference counts, which the loaded code calls) is set up.
+    A miss (nothing cached for the signature, a stale index) returns None as before, and
+    the dispatcher compiles, refreshing the registries then; a load that fails otherwise is
+    done again Numba's way (refresh, then load)."""
+    cache = getattr(dispatcher, "_cache", None)
+    load = getattr(cache, "_load_overload", None)
+    guard = getattr(cache, "_guard_against_spurious_io_errors", None)
+    if not FAST_LOAD or load is None or guard is None:
+        return dispatcher
+    from numba.core.runtime import nrt
+    numbas = cache.load_overload
+
+    def load_overload(sig, target_context):
+        try:
+            nrt.rtsys.initialize(target_context)
+            with guard():
+                return load(sig, target_context)
+            return None     # (an I/O error the guard swallowed: compile)
+        except Exception:   # a Numba whose loading needs its registries
+            return numbas(sig, target_context)
+
+    cache.load_overload = load_overload
+    return dispatcher
 
 
 class Lazy:
