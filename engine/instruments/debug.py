@@ -172,7 +172,7 @@ def array_stats(a, bins=HIST_BINS, hist_sample=0):
         v = backend.to_host(gpu_stats.summary(x, bins))      # one reduction kernel, one transfer
         summary, counts = [float(t) for t in v[:_N_SUMMARY]], v[_N_SUMMARY:]
     st = _finish(shape, n, x.dtype, summary, counts, bins)
-    if xp is np and bins and 0 < hist_sample < n and fast_stats.usable(x):
+    if xp is np and bins and 0 < hist_sample < n and fast_stats.usable(x, small=True):
         st.hist_sample = fast_stats.sample_size(n, hist_sample)
     return st
 
@@ -212,8 +212,10 @@ def health_stats(a):
 
 def _host_summary(x, bins, sample=0):
     """(summary list, histogram counts) of a flat float32/float64 NumPy array;
-    ``sample``: bin only that many values (compiled path only)."""
-    if fast_stats.usable(x):
+    ``sample``: bin only that many values (compiled path only).  Small arrays (a net's
+    BatchNorm and Scale params, biases) take the compiled path too: NumPy's ten
+    reductions cost more than the values."""
+    if fast_stats.usable(x, small=True):
         s = fast_stats.summary(x)
         lo, hi = s[8], s[9]
         if bins and lo <= hi:

@@ -102,6 +102,85 @@ def _make_lanes_intrinsic():
     return intrinsic(lanes16)
 
 
+def _make_summary_intrinsic():
+    """Numba intrinsic summary16(ptr, groups, lanes, sums, sqs, mins, maxs, zeros): over
+    ``groups`` consecutive groups of 16 float32 at ``ptr``, lane j (value x[16 g + j])
+    accumulates in order, as :func:`_summary_kernel`'s lane j does: |x| in float32, x and
+    x * x (rounded, then added) in float64, the min and max ignoring NaN (a value replaces
+    the lane's when it is smaller / larger) and the count of zeros.  The eight arguments
+    after ``groups`` are addresses of 16-element arrays (float32, float32, float64, float64,
+    float32, float32, int64) read as the starting values and written with the results:
+    the same bits as the scalar loop, at vector speed."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    from engine.core.kernels.jit import accumulate_loop, declare
+
+    def codegen(context, builder, signature, args):
+        ptr, groups, p_a, p_s, p_q, p_mn, p_mx, p_z = args
+        f32v = ir.VectorType(ir.FloatType(), LANES)
+        f64v = ir.VectorType(ir.DoubleType(), LANES)
+        i64v = ir.VectorType(ir.IntType(64), LANES)
+        base = builder.inttoptr(ptr, f32v.as_pointer())
+        fabs = declare(builder, "llvm.fabs.v%df32" % LANES, f32v, [f32v])
+        ptrs = [builder.inttoptr(p, t.as_pointer())
+                for p, t in zip((p_a, p_s, p_q, p_mn, p_mx, p_z), (f32v, f64v, f64v, f32v, f32v, i64v))]
+        inits = [builder.load(q, align=4) for q in ptrs]
+        zero = ir.Constant(f32v, None)
+
+        def body(g, accs):
+            a, sm, sq, mn, mx, z = accs
+            v = builder.load(builder.gep(base, [g]), align=4)
+            d = builder.fpext(v, f64v)
+            a = builder.fadd(a, builder.call(fabs, [v]))
+            sm = builder.fadd(sm, d)
+            sq = builder.fadd(sq, builder.fmul(d, d))
+            mn = builder.select(builder.fcmp_ordered("<", v, mn), v, mn)
+            mx = builder.select(builder.fcmp_ordered(">", v, mx), v, mx)
+            z = builder.add(z, builder.zext(builder.fcmp_ordered("==", v, zero), i64v))
+            return [a, sm, sq, mn, mx, z]
+
+        outs = accumulate_loop(builder, groups, inits, body, "summary")
+        for q, v in zip(ptrs, outs):
+            builder.store(v, q, align=4)
+        return context.get_dummy_value()
+
+    def summary16(typingctx, ptr, groups, a, s, q, mn, mx, z):
+        return types.void(*([types.intp] * 8)), codegen
+
+    return intrinsic(summary16)
+
+
+def _summary_vector_kernel(x, lanes):
+    """:func:`_summary_kernel` with its sixteen lanes through the vector intrinsic (the
+    same bits)."""
+    n = x.size
+    m = (n // 16) * 16
+    a = np.zeros(16, np.float32)
+    s = np.zeros(16, np.float64)
+    q = np.zeros(16, np.float64)
+    mn = np.full(16, np.inf, np.float32)
+    mx = np.full(16, -np.inf, np.float32)
+    z = np.zeros(16, np.int64)
+    _SUMMARY16(x.ctypes.data, n // 16, a.ctypes.data, s.ctypes.data, q.ctypes.data, mn.ctypes.data,
+               mx.ctypes.data, z.ctypes.data)
+    for i in range(m, n):
+        v = x[i]
+        d = np.float64(v)
+        s[0] += d
+        q[0] += d * d
+        if v < mn[0]:
+            mn[0] = v
+        if v > mx[0]:
+            mx[0] = v
+        if v == 0:
+            z[0] += 1
+    for j in range(16):
+        lanes[j] = a[j]
+    return s.sum(), q.sum(), mn.min(), mx.max(), z.sum()
+
+
 def _lanes_vector_kernel(x, lanes):
     """:func:`_lanes_kernel` through the vector intrinsic (the same bits)."""
     _LANES16(x.ctypes.data, x.size // 16, lanes.ctypes.data)
@@ -145,6 +224,7 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
     first (a loop the compiler vectorises) and counted after."""
     top = bins - 1
     ftop = np.float64(top)
+    part = np.zeros(4 * bins, np.int64)
     for s in starts:
         if check:
             for i in range(s, s + length):
@@ -159,27 +239,42 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
         else:
             for i in range(length):
                 y = (np.float64(x[s + i]) - lo) * scale
-                idx[i] = np.int32(min(max(y, 0.0), ftop))
-            for i in range(length):
+                y = y if y > 0.0 else 0.0
+                idx[i] = np.int32(y if y < ftop else ftop)
+            # four partial histograms, so that runs of one bin do not wait on each other
+            m = length - length % 4
+            for i in range(0, m, 4):
+                part[idx[i]] += 1
+                part[bins + idx[i + 1]] += 1
+                part[2 * bins + idx[i + 2]] += 1
+                part[3 * bins + idx[i + 3]] += 1
+            for i in range(m, length):
                 counts[idx[i]] += 1
+    if not check:
+        for b in range(bins):
+            counts[b] += part[b] + part[bins + b] + part[2 * bins + b] + part[3 * bins + b]
 
 
-_summary = _jit(_summary_kernel)
+_summary_loop = _jit(_summary_kernel)
+_summary = _jit(_summary_vector_kernel)
 _lanes_loop = _jit(_lanes_kernel)
 _lanes = _jit(_lanes_vector_kernel)
 _nonfinite = _jit(_nonfinite_kernel)
 _hist = _jit(_hist_kernel)
-_LANES16 = None
+_LANES16 = _SUMMARY16 = None
 
 
 def _make_lanes16():
-    """The vector intrinsic, made before the loops are compiled (Numba imported); without
-    llvmlite's IR builder (Numba's own dependency) :func:`asum` uses the plain loop."""
-    global _LANES16, _lanes
+    """The vector intrinsics, made before the loops are compiled (Numba imported); without
+    llvmlite's IR builder (Numba's own dependency) :func:`asum` and :func:`summary` use the
+    plain loops."""
+    global _LANES16, _SUMMARY16, _lanes, _summary
     try:
         _LANES16 = _make_lanes_intrinsic()
+        _SUMMARY16 = _make_summary_intrinsic()
     except Exception:  # pragma: no cover - an llvmlite without the IR API
         _lanes = _lanes_loop
+        _summary = _summary_loop
 
 
 _kjit.before_compiling(__name__, _make_lanes16)
@@ -205,11 +300,12 @@ def _finish_asum(x, lanes):
     return float(np.float32(lanes.sum(dtype=np.float32) + tail))
 
 
-def usable(x):
+def usable(x, small=False):
     """True when the compiled path handles ``x`` (a flat contiguous float32 NumPy array
-    of at least MIN_SIZE values)."""
+    of at least MIN_SIZE values; ``small``: of any nonzero size, for :func:`summary` with
+    ``small=True``)."""
     return (type(x) is np.ndarray and x.dtype == np.float32 and x.ndim == 1
-            and x.size >= MIN_SIZE and x.flags.c_contiguous and compiled())
+            and (x.size >= MIN_SIZE or (small and x.size > 0)) and x.flags.c_contiguous and compiled())
 
 
 def asum(x):
@@ -227,12 +323,14 @@ def nonfinite(x):
 
 def summary(x):
     """[asum, min, max, sum, sumsq, zeros, nan, inf, finite lo, finite hi] of a flat
-    float32 array (``usable(x)`` must hold), as ``debug._host_summary`` orders them:
+    float32 array (``usable(x, small=True)`` must hold), as ``debug._host_summary`` orders them:
     min/max are NaN when a NaN is present (NumPy's rule); lo/hi are inf/-inf when no
     value is finite."""
     lanes = np.empty(LANES, np.float32)
     tot, sq, mn, mx, zeros = _summary(x, lanes)
-    a = _finish_asum(x, lanes)
+    # Below MIN_SIZE caffe_asum adds |x| plainly (NumPy's float32 sum): that number, so
+    # that debug_info's stays Caffe's bit for bit.
+    a = _finish_asum(x, lanes) if x.size >= MIN_SIZE else float(np.abs(x).sum())
     mn, mx = float(mn), float(mx)
     nans = infs = 0
     lo, hi = mn, mx
@@ -248,6 +346,9 @@ def summary(x):
 SAMPLE_RUN = 256     # a sample is made of runs of this many consecutive values
 
 
+_STARTS = {}          # (n, k) -> sample_starts(n, k): a net asks for the same few
+
+
 def sample_starts(n, k):
     """Starts of the ``k // SAMPLE_RUN`` runs of a ``k``-value sample of an ``n``-value
     array: spread over the whole array at the golden ratio's quasi-random offsets
@@ -255,12 +356,19 @@ def sample_starts(n, k):
     overlapping.  One run over everything when k >= n."""
     if k >= n or n <= SAMPLE_RUN:
         return np.zeros(1, np.int64), n
+    got = _STARTS.get((n, k))
+    if got is not None:
+        return got
     runs = max(k // SAMPLE_RUN, 1)
     slots = n // SAMPLE_RUN                       # run-aligned positions
     runs = min(runs, slots)
     pos = np.floor(np.modf(np.arange(1, runs + 1) * 0.6180339887498949)[0] * slots).astype(np.int64)
-    pos = np.unique(pos)
-    return pos * SAMPLE_RUN, SAMPLE_RUN
+    starts = np.unique(pos) * SAMPLE_RUN
+    starts.flags.writeable = False
+    if len(_STARTS) >= 256:
+        _STARTS.clear()
+    _STARTS[(n, k)] = starts, SAMPLE_RUN
+    return starts, SAMPLE_RUN
 
 
 def sample_size(n, k):
