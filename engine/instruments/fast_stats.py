@@ -255,12 +255,130 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
             counts[b] += part[b] + part[bins + b] + part[2 * bins + b] + part[3 * bins + b]
 
 
+def _same_sample_kernel(x, step, fp):
+    """Whether x[::step] equals ``fp`` value for value (a NaN equals nothing)."""
+    m = fp.size
+    if (x.size + step - 1) // step != m:
+        return False
+    for i in range(m):
+        if x[i * step] != fp[i]:
+            return False
+    return True
+
+
+def _abs_sum_kernel(a, start, n):
+    """NumPy's float32 sum of |a[start:start + n]| for n <= 128 (PW_BLOCKSIZE): below
+    eight values added in order, else eight accumulators along the values, added as a
+    tree, then the values past the last full eight in order (its pairwise sum's one
+    block; tests/test_fast_stats.py checks the bits against NumPy's)."""
+    if n < 8:
+        res = np.float32(0)
+        for i in range(n):
+            res += abs(a[start + i])
+        return res
+    r0 = abs(a[start])
+    r1 = abs(a[start + 1])
+    r2 = abs(a[start + 2])
+    r3 = abs(a[start + 3])
+    r4 = abs(a[start + 4])
+    r5 = abs(a[start + 5])
+    r6 = abs(a[start + 6])
+    r7 = abs(a[start + 7])
+    i = 8
+    m = n - n % 8
+    while i < m:
+        j = start + i
+        r0 += abs(a[j])
+        r1 += abs(a[j + 1])
+        r2 += abs(a[j + 2])
+        r3 += abs(a[j + 3])
+        r4 += abs(a[j + 4])
+        r5 += abs(a[j + 5])
+        r6 += abs(a[j + 6])
+        r7 += abs(a[j + 7])
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += abs(a[start + i])
+        i += 1
+    return res
+
+
+def _asum_of_lanes_kernel(x, lanes):
+    """caffe_asum(x) (float32) from the sixteen |x| lanes of its full groups of sixteen:
+    the lanes added as NumPy adds them plus the tail's |x| sum (:func:`_finish_asum`), or
+    below MIN_SIZE values NumPy's plain |x| sum."""
+    n = x.size
+    if n < 64:
+        return _abs_sum(x, 0, n)
+    m = (n // 16) * 16
+    return _abs_sum(lanes, 0, 16) + _abs_sum(x, m, n - m)
+
+
+def _health_kernel(x):
+    """(caffe_asum(x), that sum / count in float32): the health level's numbers."""
+    lanes = np.zeros(16, np.float32)
+    if x.size >= 64:
+        _lanes(x, lanes)
+    a = _asum_of_lanes(x, lanes)
+    return a, a / np.float32(x.size)
+
+
+def _full_kernel(x, starts, length, out, counts):
+    """:func:`summary` and :func:`histogram` of x in one call: out[:10] the summary as
+    summary() orders it, out[10] the |x| sum's mean in float32 (caffe_asum / count); into
+    ``counts`` (zeros, one per bin) the histogram of the finite range (none when no value
+    is finite), binning x[s:s + length] for every s in ``starts``."""
+    n = x.size
+    bins = counts.size
+    lanes = np.empty(16, np.float32)
+    tot, sq, mn, mx, z = _summary(x, lanes)
+    a = _asum_of_lanes(x, lanes)
+    nan = 0
+    inf = 0
+    mn64 = np.float64(mn)
+    mx64 = np.float64(mx)
+    lo = mn64
+    hi = mx64
+    if not np.isfinite(tot):
+        nan, inf, lo, hi = _nonfinite(x)
+        if nan:
+            mn64 = np.nan
+            mx64 = np.nan
+        if nan == n:
+            lo = np.inf
+            hi = -np.inf
+    out[0] = a
+    out[1] = mn64
+    out[2] = mx64
+    out[3] = tot
+    out[4] = sq
+    out[5] = z
+    out[6] = nan
+    out[7] = inf
+    out[8] = lo
+    out[9] = hi
+    out[10] = a / np.float32(n)
+    if bins > 0 and lo <= hi:
+        width = hi - lo
+        if not width > 0:
+            width = 1.0
+        finite = nan == 0 and inf == 0
+        idx = np.empty(length if finite else 0, np.int32)
+        _hist(x, starts, length, lo, bins / width, bins, not finite, counts, idx)
+
+
 _summary_loop = _jit(_summary_kernel)
 _summary = _jit(_summary_vector_kernel)
 _lanes_loop = _jit(_lanes_kernel)
 _lanes = _jit(_lanes_vector_kernel)
 _nonfinite = _jit(_nonfinite_kernel)
 _hist = _jit(_hist_kernel)
+_same_sample = _jit(_same_sample_kernel)
+_abs_sum = _jit(_abs_sum_kernel)
+_asum_of_lanes = _jit(_asum_of_lanes_kernel)
+_health = _jit(_health_kernel)
+_full = _jit(_full_kernel)
 _LANES16 = _SUMMARY16 = None
 
 
@@ -315,6 +433,33 @@ def asum(x):
     return _finish_asum(x, lanes)
 
 
+def health(x):
+    """(caffe_asum(x), its mean in float32 as Caffe divides it) of a flat float32 array
+    (``usable(x, small=True)`` must hold), in one compiled call."""
+    return _health(x)
+
+
+def full(x, bins, sample=0):
+    """(summary list as :func:`summary` gives it, |x| mean in float32, histogram counts as
+    :func:`histogram` gives them (zeros when no value is finite), values binned or to be
+    binned) of a flat float32 array (``usable(x, small=True)``), in one compiled call."""
+    n = x.size
+    starts, length = sample_starts(n, n if not sample or sample >= n else int(sample))
+    out = np.empty(11)
+    counts = np.zeros(bins, np.int64)
+    _full(x, starts, length, out, counts)
+    s = out.tolist()
+    for k in (5, 6, 7):
+        s[k] = int(s[k])
+    return s[:10], s[10], counts, int(starts.size * length)
+
+
+def same_sample(x, step, fp):
+    """``(x[::step] == fp).all()`` with the shapes equal, in one compiled loop (``usable(x,
+    small=True)`` must hold, ``fp`` flat and of x's dtype): the Recorder's fingerprint check."""
+    return bool(_same_sample(x, step, fp))
+
+
 def nonfinite(x):
     """(NaN count, Inf count, finite min, finite max) of a flat float array."""
     nan, inf, lo, hi = _nonfinite(x)
@@ -347,6 +492,8 @@ SAMPLE_RUN = 256     # a sample is made of runs of this many consecutive values
 
 
 _STARTS = {}          # (n, k) -> sample_starts(n, k): a net asks for the same few
+_ONE_RUN = np.zeros(1, np.int64)
+_ONE_RUN.flags.writeable = False
 
 
 def sample_starts(n, k):
@@ -355,7 +502,7 @@ def sample_starts(n, k):
     (so that they do not follow its strides: channels, rows), sorted, not
     overlapping.  One run over everything when k >= n."""
     if k >= n or n <= SAMPLE_RUN:
-        return np.zeros(1, np.int64), n
+        return _ONE_RUN, n
     got = _STARTS.get((n, k))
     if got is not None:
         return got
