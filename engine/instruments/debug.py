@@ -157,11 +157,8 @@ def array_stats(a, bins=HIST_BINS, hist_sample=0):
     finite.  ``bins=0`` skips the histogram; ``hist_sample=k`` bins k values spread
     over the array instead of all of them when it holds more.
     """
-    return _flat_stats(a.reshape(-1), tuple(map(int, a.shape)), bins, hist_sample)
-
-
-def _flat_stats(x, shape, bins=HIST_BINS, hist_sample=0):
-    """:func:`array_stats` of ``x``, a flat view of an array of shape ``shape``."""
+    x = a.reshape(-1)
+    shape = tuple(map(int, a.shape))
     n = int(x.size)
     if n == 0:
         return _empty_stats(shape, bins)
@@ -197,11 +194,8 @@ def health_stats(a):
     sum of |x| proves it; only when the sum is not finite are NaN and Inf counted.
     The other fields are NaN (``partial`` set), as for stats read from a log.
     """
-    return _flat_health(a.reshape(-1), tuple(map(int, a.shape)))
-
-
-def _flat_health(x, shape):
-    """:func:`health_stats` of ``x``, a flat view of an array of shape ``shape``."""
+    x = a.reshape(-1)
+    shape = tuple(map(int, a.shape))
     n = int(x.size)
     if n == 0:
         return _empty_stats(shape, 0)
@@ -569,7 +563,7 @@ class _LayerPlan:
                  "need_backward", "python", "shares_top_data")
 
     def __init__(self, net, i):
-        layer = self.layer = net.layers[i]
+        layer = self.layer = net._layers[i]
         self.name = net._layer_name_list[i]
         self.type = layer.type
         self.bottoms, self.tops = net.bottom_vecs[i], net.top_vecs[i]
@@ -649,7 +643,7 @@ class Recorder:
         ms = (time.perf_counter() - self._tl) * 1000.0
         net = self.net
         plan = self._plans.get(i)
-        if plan is None or plan.layer is not net.layers[i]:
+        if plan is None or plan.layer is not net._layers[i]:
             plan = self._plans[i] = _LayerPlan(net, i)
         rec = LayerRecord(i, plan.name, plan.type, kind, ms)
         self._invalidate(kind, i, plan)

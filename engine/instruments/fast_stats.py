@@ -224,7 +224,8 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
     first (a loop the compiler vectorises) and counted after."""
     top = bins - 1
     ftop = np.float64(top)
-    part = np.zeros(4 * bins, np.int64)
+    parts = 8
+    part = np.zeros(parts * bins, np.int64)
     for s in starts:
         if check:
             for i in range(s, s + length):
@@ -237,22 +238,24 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
                         b = 0
                     counts[b] += 1
         else:
+            xs = x[s:s + length]
             for i in range(length):
-                y = (np.float64(x[s + i]) - lo) * scale
+                y = (np.float64(xs[i]) - lo) * scale
                 y = y if y > 0.0 else 0.0
                 idx[i] = np.int32(y if y < ftop else ftop)
-            # four partial histograms, so that runs of one bin do not wait on each other
-            m = length - length % 4
-            for i in range(0, m, 4):
-                part[idx[i]] += 1
-                part[bins + idx[i + 1]] += 1
-                part[2 * bins + idx[i + 2]] += 1
-                part[3 * bins + idx[i + 3]] += 1
+            # eight partial histograms, so that runs of one bin do not wait on each other
+            m = length - length % parts
+            for i in range(0, m, parts):
+                for j in range(parts):
+                    part[j * bins + idx[i + j]] += 1
             for i in range(m, length):
                 counts[idx[i]] += 1
     if not check:
         for b in range(bins):
-            counts[b] += part[b] + part[bins + b] + part[2 * bins + b] + part[3 * bins + b]
+            t = 0
+            for j in range(parts):
+                t += part[j * bins + b]
+            counts[b] += t
 
 
 def _same_sample_kernel(x, step, fp):
