@@ -178,10 +178,10 @@ def array_stats(a, bins=HIST_BINS, hist_sample=0):
 def _compiled_stats(x, shape, n, bins, hist_sample):
     """:func:`array_stats` of a flat float32 host array on the compiled path
     (``fast_stats.usable(x, small=True)``): one summary pass, then the histogram
-    of the finite range (of a sample of ``hist_sample`` values when there are more),
-    in one call."""
-    s, asum_mean, counts, binned = fast_stats.full(x, bins, hist_sample)
-    st = _finish(shape, n, x.dtype, s, counts, bins, asum_mean)
+    of the finite range (of a sample of ``hist_sample`` values when there are more)
+    and :func:`_finish`'s arithmetic, in one call."""
+    v, hist, binned = fast_stats.full(x, bins, hist_sample)
+    st = BlobStats(shape, n, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], hist, v[9], v[10])
     if bins and 0 < hist_sample < n:
         st.hist_sample = binned
     return st
@@ -326,7 +326,7 @@ def _device_summary(x, xp, bins):
         return xp.concatenate([summary, counts.astype(f64)])
 
 
-def _finish(shape, n, dtype, s, counts, bins, asum_mean=None):
+def _finish(shape, n, dtype, s, counts, bins):
     asum, mn, mx, tot, sq, zeros, nans, infs, lo, hi = s
     nans, infs, zeros = int(nans), int(infs), int(zeros)
     if not (math.isfinite(lo) and math.isfinite(hi)):     # no finite value
@@ -343,13 +343,12 @@ def _finish(shape, n, dtype, s, counts, bins, asum_mean=None):
     l2 = math.sqrt(sq) if sq >= 0 else float("nan")
     if math.isnan(sq):
         l2 = float("nan")
-    # Caffe's number: asum in Dtype, divided by count in Dtype (given: the compiled path's).
-    if asum_mean is None:
-        if dtype == np.float32:
-            with np.errstate(all="ignore"):
-                asum_mean = float(np.float32(asum) / np.float32(n))
-        else:
-            asum_mean = asum / n
+    # Caffe's number: asum in Dtype, divided by count in Dtype.
+    if dtype == np.float32:
+        with np.errstate(all="ignore"):
+            asum_mean = float(np.float32(asum) / np.float32(n))
+    else:
+        asum_mean = asum / n
     if isinstance(counts, np.ndarray) and counts.dtype.kind in "iu":
         hist = counts.tolist()         # Python ints already
     else:

@@ -328,10 +328,11 @@ def _health_kernel(x):
 
 
 def _full_kernel(x, starts, length, out, counts):
-    """:func:`summary` and :func:`histogram` of x in one call: out[:10] the summary as
-    summary() orders it, out[10] the |x| sum's mean in float32 (caffe_asum / count); into
-    ``counts`` (zeros, one per bin) the histogram of the finite range (none when no value
-    is finite), binning x[s:s + length] for every s in ``starts``."""
+    """Every number of debug.BlobStats of x in one call (what :func:`summary`, :func:`histogram`
+    and ``debug._finish`` compute, in the same float64 and float32 operations): ``out`` =
+    [asum_mean, min, max, mean, std, l2, frac_zero, nan, inf, hist_lo, hist_hi]; into
+    ``counts`` (zeros, one per bin) the histogram of the finite range (none when no value is
+    finite), binning x[s:s + length] for every s in ``starts``."""
     n = x.size
     bins = counts.size
     lanes = np.empty(16, np.float32)
@@ -351,17 +352,6 @@ def _full_kernel(x, starts, length, out, counts):
         if nan == n:
             lo = np.inf
             hi = -np.inf
-    out[0] = a
-    out[1] = mn64
-    out[2] = mx64
-    out[3] = tot
-    out[4] = sq
-    out[5] = z
-    out[6] = nan
-    out[7] = inf
-    out[8] = lo
-    out[9] = hi
-    out[10] = a / np.float32(n)
     if bins > 0 and lo <= hi:
         width = hi - lo
         if not width > 0:
@@ -369,6 +359,37 @@ def _full_kernel(x, starts, length, out, counts):
         finite = nan == 0 and inf == 0
         idx = np.empty(length if finite else 0, np.int32)
         _hist(x, starts, length, lo, bins / width, bins, not finite, counts, idx)
+    # debug._finish's arithmetic
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        lo = 0.0
+        hi = 0.0
+        counts[:] = 0
+    elif not hi > lo:
+        hi = lo + 1.0
+    mean = tot / n
+    if np.isfinite(sq) and np.isfinite(mean):
+        var = sq / n - mean * mean
+        if 0.0 > var:                   # Python's max(var, 0.0)
+            var = 0.0
+        std = np.sqrt(var)
+    elif nan or np.isnan(sq) or np.isnan(mean):
+        std = np.nan
+    else:
+        std = np.inf
+    l2 = np.sqrt(sq) if sq >= 0 else np.nan
+    if np.isnan(sq):
+        l2 = np.nan
+    out[0] = a / np.float32(n)
+    out[1] = mn64
+    out[2] = mx64
+    out[3] = mean
+    out[4] = std
+    out[5] = l2
+    out[6] = z / n
+    out[7] = nan
+    out[8] = inf
+    out[9] = lo
+    out[10] = hi
 
 
 _summary_loop = _jit(_summary_kernel)
@@ -443,18 +464,19 @@ def health(x):
 
 
 def full(x, bins, sample=0):
-    """(summary list as :func:`summary` gives it, |x| mean in float32, histogram counts as
-    :func:`histogram` gives them (zeros when no value is finite), values binned or to be
-    binned) of a flat float32 array (``usable(x, small=True)``), in one compiled call."""
+    """([asum_mean, min, max, mean, std, l2, frac_zero, nan, inf, hist_lo, hist_hi], histogram
+    counts, values binned or to be binned): debug.BlobStats's numbers of a flat float32 array
+    (``usable(x, small=True)``), as :func:`summary`, :func:`histogram` and ``debug._finish``
+    give them, in one compiled call."""
     n = x.size
     starts, length = sample_starts(n, n if not sample or sample >= n else int(sample))
     out = np.empty(11)
     counts = np.zeros(bins, np.int64)
     _full(x, starts, length, out, counts)
-    s = out.tolist()
-    for k in (5, 6, 7):
-        s[k] = int(s[k])
-    return s[:10], s[10], counts, int(starts.size * length)
+    v = out.tolist()
+    v[7] = int(v[7])
+    v[8] = int(v[8])
+    return v, counts.tolist(), int(starts.size * length)
 
 
 def same_sample(x, step, fp):
