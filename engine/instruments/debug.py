@@ -533,7 +533,10 @@ class _CacheEntry:
 
     def __init__(self, mem, version, full, stats, step, arr):
         self.mem, self.version, self.full, self.stats, self.step = mem, version, full, stats, step
-        self.fingerprint = self._take(arr)
+        if type(arr) is np.ndarray and arr.ndim == 1:     # (the Recorder's flat arrays)
+            self.fingerprint = arr[:: max(1, arr.size // self.FINGERPRINT)].copy()
+        else:
+            self.fingerprint = self._take(arr)
 
     @classmethod
     def _take(cls, arr):
@@ -690,8 +693,9 @@ class Recorder:
             return
         drop = cache.pop
         layer = plan.layer
+        ppd = layer.param_propagate_down
         for k, p in enumerate(layer.blobs):     # param data: its version and fingerprint tell (BatchNorm writes it)
-            if layer.get_param_propagate_down(k):
+            if k >= len(ppd) or ppd[k]:         # (Layer.get_param_propagate_down)
                 drop(id(p.diff_memory), None)
         if kind == "forward":
             now = self._step_no

@@ -24,6 +24,7 @@ import numpy as np
 
 from engine.core.kernels import jit as _kjit
 
+_F32 = np.dtype(np.float32)
 LANES = 16            # cblas_sasum's accumulators (see engine.core.blob.caffe_asum)
 MIN_SIZE = 4 * LANES  # below this caffe_asum adds plainly; callers use NumPy
 
@@ -446,7 +447,7 @@ def usable(x, small=False):
     """True when the compiled path handles ``x`` (a flat contiguous float32 NumPy array
     of at least MIN_SIZE values; ``small``: of any nonzero size, for :func:`summary` with
     ``small=True``)."""
-    return (type(x) is np.ndarray and x.dtype == np.float32 and x.ndim == 1
+    return (type(x) is np.ndarray and x.dtype == _F32 and x.ndim == 1
             and (x.size >= MIN_SIZE or (small and x.size > 0)) and x.flags.c_contiguous and compiled())
 
 
