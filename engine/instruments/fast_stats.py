@@ -111,7 +111,9 @@ def _make_summary_intrinsic():
     the lane's when it is smaller / larger) and the count of zeros.  The eight arguments
     after ``groups`` are addresses of 16-element arrays (float32, float32, float64, float64,
     float32, float32, int64) read as the starting values and written with the results:
-    the same bits as the scalar loop, at vector speed."""
+    the same bits as the scalar loop, at vector speed.  The zeros are counted in 32-bit
+    lanes (no widening in the loop) and added to the 64-bit ones at the end: callers pass
+    fewer than 2**31 groups."""
     from llvmlite import ir
     from numba import types
     from numba.extending import intrinsic
@@ -129,6 +131,9 @@ def _make_summary_intrinsic():
                 for p, t in zip((p_a, p_s, p_q, p_mn, p_mx, p_z), (f32v, f64v, f64v, f32v, f32v, i64v))]
         inits = [builder.load(q, align=4) for q in ptrs]
         zero = ir.Constant(f32v, None)
+        i32v = ir.VectorType(ir.IntType(32), LANES)
+        z64 = inits[5]
+        inits[5] = ir.Constant(i32v, None)     # zeros counted in 32-bit lanes (groups < 2**31), added after
 
         def body(g, accs):
             a, sm, sq, mn, mx, z = accs
@@ -139,10 +144,11 @@ def _make_summary_intrinsic():
             sq = builder.fadd(sq, builder.fmul(d, d))
             mn = builder.select(builder.fcmp_ordered("<", v, mn), v, mn)
             mx = builder.select(builder.fcmp_ordered(">", v, mx), v, mx)
-            z = builder.add(z, builder.zext(builder.fcmp_ordered("==", v, zero), i64v))
+            z = builder.add(z, builder.zext(builder.fcmp_ordered("==", v, zero), i32v))
             return [a, sm, sq, mn, mx, z]
 
         outs = accumulate_loop(builder, groups, inits, body, "summary")
+        outs[5] = builder.add(z64, builder.zext(outs[5], i64v))
         for q, v in zip(ptrs, outs):
             builder.store(v, q, align=4)
         return context.get_dummy_value()
@@ -164,8 +170,11 @@ def _summary_vector_kernel(x, lanes):
     mn = np.full(16, np.inf, np.float32)
     mx = np.full(16, -np.inf, np.float32)
     z = np.zeros(16, np.int64)
-    _SUMMARY16(x.ctypes.data, n // 16, a.ctypes.data, s.ctypes.data, q.ctypes.data, mn.ctypes.data,
-               mx.ctypes.data, z.ctypes.data)
+    groups = n // 16
+    chunk = 1 << 30                  # groups per call: the zero counts' 32-bit lanes cannot overflow
+    for g0 in range(0, groups, chunk):
+        _SUMMARY16(x.ctypes.data + 64 * g0, min(chunk, groups - g0), a.ctypes.data, s.ctypes.data,
+                   q.ctypes.data, mn.ctypes.data, mx.ctypes.data, z.ctypes.data)
     for i in range(m, n):
         v = x[i]
         d = np.float64(v)
