@@ -10,14 +10,15 @@ records when a Recorder is attached (``net._mean_abs`` asks :meth:`Recorder.asum
 Statistics (:func:`array_stats`) are reduced on the device the data lives on;
 on the GPU one reduction kernel (:mod:`engine.core.kernels.stats`) summarises a
 blob and only one vector (ten numbers and the histogram counts) crosses to the
-host.  Within a step, a blob's statistics are computed
-once and reused until a layer may have written it: forward invalidates the
-layer's tops and params, backward its bottoms' and tops' diffs and its params
-(Caffe's contract: Forward writes tops, Backward writes bottom diffs and param
-diffs, never a top's diff unless it is in place; BatchNorm writes its params in
-Forward; the conformance checks compare every blob's diff after backward, so a
-layer that scribbled on its top diff would show there).  A Python layer may write
-anything, so it invalidates everything.  In forward, bottom statistics are
+host.  Within a step, a blob's statistics are computed once and reused until a
+layer may have written it: forward invalidates the layer's tops (not the data of a
+top that only shares its bottom's, as Split's and Flatten's do), backward the diffs
+of the bottoms it propagates to, and both the diffs of the params it propagates to
+(Caffe's contract: Forward writes tops, Backward writes the diffs of the bottoms and
+params it propagates to, never a top's diff unless it is in place; BatchNorm writes
+its params in Forward; the conformance checks compare every blob's diff after
+backward, so a layer that scribbled on its top diff would show there).  A Python
+layer may write anything, so it invalidates everything.  In forward, bottom statistics are
 taken after the layer ran (for an in-place layer they are the top's).
 
 Across steps a blob's statistics are kept while its memory is unchanged: the
