@@ -190,3 +190,54 @@ def test_records_equal_with_and_without_numba(monkeypatch):
                         assert a[k] == b[k]
                     for k in ("mean", "std", "l2"):
                         assert a[k] == pytest.approx(b[k], rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 33, 1000, 131075])
+def test_vector_summary_is_the_scalar_loop_bit_for_bit(n):
+    """The full level's one pass runs its sixteen lanes as vectors: every lane (|x| in
+    float32, sum and sum of squares in float64, min, max, zeros) the scalar loop's bits."""
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 10.0 ** rng.uniform(-30, 30, n)).astype(np.float32)
+    x[::7] = 0
+    for special in (False, True):
+        if special and n > 40:
+            x[3], x[20], x[33] = np.inf, np.nan, -np.inf
+        got_lanes, want_lanes = np.zeros(16, np.float32), np.zeros(16, np.float32)
+        assert fast_stats._summary is not fast_stats._summary_loop
+        got = fast_stats._summary(x, got_lanes)
+        want = fast_stats._summary_loop(x, want_lanes)
+        np.testing.assert_array_equal(np.array(got, np.float64), np.array(want, np.float64))
+        np.testing.assert_array_equal(got_lanes, want_lanes)
+
+
+@pytest.mark.parametrize("n", [1, 7, 15, 63])
+def test_small_arrays_take_the_compiled_path_with_caffes_number(n, monkeypatch):
+    """Arrays below the sixteen-lane size (BatchNorm's and Scale's params, biases) are
+    summarised compiled too; Caffe's |x| sum stays the plain float32 one."""
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 3).astype(np.float32)
+    x[::3] = 0
+    assert fast_stats.usable(x, small=True) and not fast_stats.usable(x)
+    fast = array_stats(x)
+    assert fast.asum_mean == float(np.float32(caffe_asum(x)) / np.float32(n))
+    _numpy_path(monkeypatch)
+    ref = array_stats(x)
+    assert fast.asum_mean == ref.asum_mean
+    for k in ("min", "max", "nan", "inf", "frac_zero", "hist_lo", "hist_hi"):
+        assert getattr(fast, k) == getattr(ref, k)
+    for k in ("mean", "std", "l2"):
+        assert getattr(fast, k) == pytest.approx(getattr(ref, k), rel=1e-9, abs=1e-12)
+    assert sum(fast.hist) == sum(ref.hist) == n
+
+
+def test_histogram_partial_counts_equal_the_checked_loop():
+    """The unchecked histogram (four partial counts) bins every value as the checked one."""
+    for n in (1000, 1 << 17, 100003):
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        for sample in (0, 1 << 15):
+            fast, k1 = fast_stats.histogram(x, -2.5, 3.0, 32, sample, finite=True)
+            checked, k2 = fast_stats.histogram(x, -2.5, 3.0, 32, sample, finite=False)
+            np.testing.assert_array_equal(fast, checked)
+            assert k1 == k2 == fast.sum()
+            assert fast_stats.sample_starts(n, sample or n)[0] is fast_stats.sample_starts(n, sample or n)[0] \
+                or sample == 0 or sample >= n

@@ -94,7 +94,9 @@ def test_implicit_convolution_split_over_threads_agrees(monkeypatch):
     bias = rng.standard_normal(10).astype(np.float32)
     dy = rng.standard_normal((5, 10, 7, 9)).astype(np.float32)
     assert conv2d.applies((3, 3), (1, 1), (1, 1), (1, 1), 1, x, w, dy)
-    assert not conv2d.applies((3, 3), (2, 2), (1, 1), (1, 1), 1, x, w, dy)
+    assert conv2d.applies((3, 3), (2, 2), (1, 1), (1, 1), 1, x, w, dy)
+    assert not conv2d.applies((3, 3), (3, 3), (1, 1), (1, 1), 1, x, w, dy)
+    assert not conv2d.applies((3, 3), (1, 1), (1, 1), (2, 2), 1, x, w, dy)
 
     def run(threads):
         bufs = {}
@@ -147,10 +149,14 @@ def test_implicit_convolution_split_over_threads_agrees(monkeypatch):
 @pytest.mark.parametrize("spec,hw,implicit", [("kernel_size:3 pad:1", (9, 11), True),
                                               ("kernel_size:3 pad:1", (7, 7), False),    # 49 pixels
                                               ("kernel_size:1", (16, 16), False),        # plain GEMM
-                                              ("kernel_size:3 pad:1 stride:2", (16, 16), False)])
+                                              ("kernel_size:3 pad:1 stride:2", (16, 16), True),
+                                              ("kernel_size:3 pad:1 stride:3", (32, 32), False),
+                                              ("kernel_size:1 stride:2", (16, 16), True),
+                                              ("kernel_size:1 stride:2", (16, 16), False)])   # 80 channels
 def test_which_convolutions_take_the_implicit_gemm(spec, hw, implicit):
     layer = make_layer('name:"c" type:"Convolution" convolution_param{num_output:6 %s}' % spec, dtype=np.float32)
-    bottom = [gaussian_blob((2, 4) + hw, dtype=np.float32)]
+    channels = 4 if implicit or "kernel_size:1 stride:2" not in spec else 80
+    bottom = [gaussian_blob((2, channels) + hw, dtype=np.float32)]
     top = empty_blobs(1, dtype=np.float32)
     layer.SetUp(bottom, top)
     assert layer._implicit(layer.blobs[0].data, bottom[0].data) is implicit
@@ -162,3 +168,92 @@ def test_many_groups_use_one_batched_matmul():
     b = np.ones((vision.MAX_COMPILED_GROUPS + 1, 9, 5), np.float32)
     assert not vision._compiled(a, b)
     assert vision._compiled(a[:2], b[:2]) is gemm.AVAILABLE
+
+
+def _conv_reference(x, w, b, pad, stride, dy):
+    """float64 forward, input gradient and weight gradient of a 2-D convolution (im2col
+    written out with strided slices)."""
+    N, C, H, W = x.shape
+    O, _, kh, kw = w.shape
+    (ph, pw), (sh, sw) = pad, stride
+    OH, OW = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    win = [(slice(i, i + sh * (OH - 1) + 1, sh), slice(j, j + sw * (OW - 1) + 1, sw)) for i, j in taps]
+    cols = np.stack([xp[:, :, r, c] for r, c in win], axis=2)                     # n c k oh ow
+    w3 = w.reshape(O, C, -1).astype(np.float64)
+    y = np.einsum("nckhw,ock->nohw", cols, w3) + b[None, :, None, None]
+    dw = np.einsum("nckhw,nohw->ock", cols, dy.astype(np.float64)).reshape(w.shape)
+    dcols = np.einsum("ock,nohw->nckhw", w3, dy.astype(np.float64))
+    dxp = np.zeros_like(xp)
+    for k, (r, c) in enumerate(win):
+        dxp[:, :, r, c] += dcols[:, :, k]
+    return y, dxp[:, :, ph:ph + H, pw:pw + W], dw
+
+
+@needs_gemm
+@pytest.mark.parametrize("geom", [
+    # N, C, H, W, O, kh, kw, ph, pw, sh, sw
+    (3, 4, 16, 16, 8, 3, 3, 1, 1, 2, 2),       # the tiny ResNet's res2a
+    (2, 3, 9, 11, 6, 5, 5, 2, 2, 2, 2),        # odd sizes
+    (2, 3, 9, 11, 6, 3, 3, 0, 0, 2, 2),        # no padding: the last row and column unread
+    (2, 5, 10, 7, 7, 3, 3, 1, 1, 2, 1),        # stride 2 down, 1 across
+    (2, 3, 8, 8, 4, 1, 1, 0, 0, 2, 2),         # strided 1x1: three phases without a tap
+    (2, 3, 13, 12, 5, 4, 4, 1, 2, 2, 2),       # even kernel
+    (1, 2, 7, 7, 3, 2, 3, 1, 0, 2, 2),
+    (2, 3, 9, 11, 6, 3, 3, 1, 1, 1, 1),        # stride 1 through the same entry points
+])
+def test_implicit_convolution_with_stride_agrees_with_float64(geom):
+    from engine.core.kernels import conv2d
+
+    N, C, H, W, O, kh, kw, ph, pw, sh, sw = geom
+    rng = np.random.default_rng(sum(geom))
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((O, C, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    OH, OW = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+    dy = rng.standard_normal((N, O, OH, OW)).astype(np.float32)
+    assert conv2d.applies((kh, kw), (sh, sw), (ph, pw), (1, 1), 1, x, w, dy)
+    bufs = {}
+
+    def work(name, n):
+        if name not in bufs or bufs[name].size < n:
+            bufs[name] = np.full(n, np.nan, np.float32)     # stale scratch must not leak in
+        return bufs[name]
+
+    y = np.full((N, O, OH, OW), np.nan, np.float32)
+    dx = np.full_like(x, np.nan)                             # every element written, zeros too
+    dw = np.ones_like(w)                                     # accumulated into
+    conv2d.forward(x, w, b, (ph, pw), y, work, (sh, sw))
+    conv2d.backward_data(dy, w, (ph, pw), dx, work, (sh, sw))
+    conv2d.backward_weights(x, dy, (ph, pw), dw, work, (sh, sw))
+    y_ref, dx_ref, dw_ref = _conv_reference(x, w, b, (ph, pw), (sh, sw), dy)
+    for got, ref in ((y, y_ref), (dx, dx_ref), (dw, 1.0 + dw_ref)):
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
+
+@needs_gemm
+@pytest.mark.parametrize("spec,channels", [("kernel_size:3 pad:1 stride:2", 16), ("kernel_size:1 stride:2", 16),
+                                           ("kernel_size:7 pad:3 stride:2", 3)])
+def test_strided_convolution_layer_implicit_agrees_with_im2col(spec, channels, monkeypatch):
+    """The layer on the strided implicit GEMM against the same layer on im2col + GEMM."""
+    from engine.core.kernels import conv2d
+
+    def run(max_stride):
+        monkeypatch.setattr(conv2d, "MAX_STRIDE", max_stride)
+        seed(1701)
+        layer = make_layer('name:"c" type:"Convolution" convolution_param{num_output:8 %s '
+                           'weight_filler{type:"gaussian" std:0.1} bias_filler{type:"gaussian" std:0.1}}' % spec,
+                           dtype=np.float32)
+        bottom = [gaussian_blob((3, channels, 20, 18), dtype=np.float32)]
+        top = empty_blobs(1, dtype=np.float32)
+        layer.SetUp(bottom, top)
+        assert layer._implicit(layer.blobs[0].data, bottom[0].data) is (max_stride == 2)
+        layer.Forward(bottom, top)
+        top[0].diff[...] = np.random.default_rng(3).standard_normal(top[0].shape)
+        layer.Backward(top, [True], bottom)
+        return [np.array(a) for a in (top[0].data, bottom[0].diff, layer.blobs[0].diff, layer.blobs[1].diff)]
+
+    for got, ref in zip(run(2), run(1)):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))

@@ -10,14 +10,15 @@ records when a Recorder is attached (``net._mean_abs`` asks :meth:`Recorder.asum
 Statistics (:func:`array_stats`) are reduced on the device the data lives on;
 on the GPU one reduction kernel (:mod:`engine.core.kernels.stats`) summarises a
 blob and only one vector (ten numbers and the histogram counts) crosses to the
-host.  Within a step, a blob's statistics are computed
-once and reused until a layer may have written it: forward invalidates the
-layer's tops and params, backward its bottoms' and tops' diffs and its params
-(Caffe's contract: Forward writes tops, Backward writes bottom diffs and param
-diffs, never a top's diff unless it is in place; BatchNorm writes its params in
-Forward; the conformance checks compare every blob's diff after backward, so a
-layer that scribbled on its top diff would show there).  A Python layer may write
-anything, so it invalidates everything.  In forward, bottom statistics are
+host.  Within a step, a blob's statistics are computed once and reused until a
+layer may have written it: forward invalidates the layer's tops (not the data of a
+top that only shares its bottom's, as Split's and Flatten's do), backward the diffs
+of the bottoms it propagates to, and both the diffs of the params it propagates to
+(Caffe's contract: Forward writes tops, Backward writes the diffs of the bottoms and
+params it propagates to, never a top's diff unless it is in place; BatchNorm writes
+its params in Forward; the conformance checks compare every blob's diff after
+backward, so a layer that scribbled on its top diff would show there).  A Python
+layer may write anything, so it invalidates everything.  In forward, bottom statistics are
 taken after the layer ran (for an in-place layer they are the top's).
 
 Across steps a blob's statistics are kept while its memory is unchanged: the
@@ -157,23 +158,33 @@ def array_stats(a, bins=HIST_BINS, hist_sample=0):
     finite.  ``bins=0`` skips the histogram; ``hist_sample=k`` bins k values spread
     over the array instead of all of them when it holds more.
     """
-    xp = backend.xp_of(a)
-    shape = tuple(int(d) for d in a.shape)
-    n = int(a.size)
+    x = a.reshape(-1)
+    shape = tuple(map(int, a.shape))
+    n = int(x.size)
     if n == 0:
         return _empty_stats(shape, bins)
-    x = a.reshape(-1)
     if x.dtype not in (np.float32, np.float64):
         x = x.astype(np.float64)
-    if xp is np:
+    if type(x) is np.ndarray and fast_stats.usable(x, small=True):
+        return _compiled_stats(x, shape, n, bins, hist_sample)
+    if backend.xp_of(x) is np:
         summary, counts = _host_summary(x, bins, hist_sample)
     else:
         from engine.core.kernels import stats as gpu_stats
         v = backend.to_host(gpu_stats.summary(x, bins))      # one reduction kernel, one transfer
         summary, counts = [float(t) for t in v[:_N_SUMMARY]], v[_N_SUMMARY:]
-    st = _finish(shape, n, x.dtype, summary, counts, bins)
-    if xp is np and bins and 0 < hist_sample < n and fast_stats.usable(x):
-        st.hist_sample = fast_stats.sample_size(n, hist_sample)
+    return _finish(shape, n, x.dtype, summary, counts, bins)
+
+
+def _compiled_stats(x, shape, n, bins, hist_sample):
+    """:func:`array_stats` of a flat float32 host array on the compiled path
+    (``fast_stats.usable(x, small=True)``): one summary pass, then the histogram
+    of the finite range (of a sample of ``hist_sample`` values when there are more)
+    and :func:`_finish`'s arithmetic, in one call."""
+    v, hist, binned = fast_stats.full(x, bins, hist_sample)
+    st = BlobStats(shape, n, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], hist, v[9], v[10])
+    if bins and 0 < hist_sample < n:
+        st.hist_sample = binned
     return st
 
 
@@ -184,21 +195,26 @@ def health_stats(a):
     sum of |x| proves it; only when the sum is not finite are NaN and Inf counted.
     The other fields are NaN (``partial`` set), as for stats read from a log.
     """
-    shape = tuple(int(d) for d in a.shape)
-    n = int(a.size)
+    x = a.reshape(-1)
+    shape = tuple(map(int, a.shape))
+    n = int(x.size)
     if n == 0:
         return _empty_stats(shape, 0)
-    xp = backend.xp_of(a)
-    x = a.reshape(-1)
+    if fast_stats.usable(x, small=True):
+        asum, asum_mean = fast_stats.health(x)      # caffe_asum's number and its mean, one call
+        if math.isfinite(asum):
+            return BlobStats.only_asum(asum_mean, shape, n)
     with np.errstate(all="ignore"):
         if fast_stats.usable(x):
             asum = fast_stats.asum(x)            # caffe_asum's number, one compiled pass
-        elif xp is np and x.dtype == np.float32:
+        elif x.dtype == np.float32 and backend.xp_of(x) is np:
             asum = caffe_asum(x)
         else:
+            xp = backend.xp_of(x)
             asum = float(xp.abs(x).sum())
         nan = inf = 0
         if not math.isfinite(asum):
+            xp = backend.xp_of(x)
             counts = backend.to_host(xp.stack([xp.isnan(x).sum(), xp.isinf(x).sum()]))
             nan, inf = int(counts[0]), int(counts[1])
         if x.dtype == np.float32:
@@ -212,8 +228,10 @@ def health_stats(a):
 
 def _host_summary(x, bins, sample=0):
     """(summary list, histogram counts) of a flat float32/float64 NumPy array;
-    ``sample``: bin only that many values (compiled path only)."""
-    if fast_stats.usable(x):
+    ``sample``: bin only that many values (compiled path only).  Small arrays (a net's
+    BatchNorm and Scale params, biases) take the compiled path too: NumPy's ten
+    reductions cost more than the values."""
+    if fast_stats.usable(x, small=True):
         s = fast_stats.summary(x)
         lo, hi = s[8], s[9]
         if bins and lo <= hi:
@@ -328,16 +346,15 @@ def _finish(shape, n, dtype, s, counts, bins):
         l2 = float("nan")
     # Caffe's number: asum in Dtype, divided by count in Dtype.
     if dtype == np.float32:
-        if abs(asum) < 3.0e38:
+        with np.errstate(all="ignore"):
             asum_mean = float(np.float32(asum) / np.float32(n))
-        else:
-            with np.errstate(all="ignore"):
-                asum_mean = float(np.float32(asum) / np.float32(n))
     else:
         asum_mean = asum / n
-    hist = counts.tolist() if hasattr(counts, "tolist") else list(counts)
-    return BlobStats(shape, n, asum_mean, mn, mx, mean, std, l2, zeros / n, nans, infs,
-                     [int(c) for c in hist], lo, hi)
+    if isinstance(counts, np.ndarray) and counts.dtype.kind in "iu":
+        hist = counts.tolist()         # Python ints already
+    else:
+        hist = [int(c) for c in (counts.tolist() if hasattr(counts, "tolist") else counts)]
+    return BlobStats(shape, n, asum_mean, mn, mx, mean, std, l2, zeros / n, nans, infs, hist, lo, hi)
 
 
 # ---------------------------------------------------------------------- records
@@ -502,6 +519,12 @@ def _current(blob, which):
     return blob.get_data(gpu) if which == "data" else blob.get_diff(gpu)
 
 
+def _flat(blob, mem):
+    """The current copy of ``mem`` (a blob's data or diff memory), flat, as ``_current``
+    reads it (the device copy when it is the newer one)."""
+    return (mem.dev() if mem.head == 2 else mem.host())[:blob.count]
+
+
 class _CacheEntry:
     """Statistics of a memory at one version, with a fingerprint of its values."""
 
@@ -511,7 +534,10 @@ class _CacheEntry:
 
     def __init__(self, mem, version, full, stats, step, arr):
         self.mem, self.version, self.full, self.stats, self.step = mem, version, full, stats, step
-        self.fingerprint = self._take(arr)
+        if type(arr) is np.ndarray and arr.ndim == 1:     # (the Recorder's flat arrays)
+            self.fingerprint = arr[:: max(1, arr.size // self.FINGERPRINT)].copy()
+        else:
+            self.fingerprint = self._take(arr)
 
     @classmethod
     def _take(cls, arr):
@@ -524,8 +550,33 @@ class _CacheEntry:
         fp = self.fingerprint
         if fp is None:
             return False
+        if type(arr) is np.ndarray and arr.dtype == fp.dtype and fast_stats.usable(arr, small=True):
+            # the same comparison, compiled: x[::step] == fp value for value (NaN never equal)
+            return fast_stats.same_sample(arr, max(1, arr.size // self.FINGERPRINT), fp)
         now = self._take(arr)
         return now is not None and now.shape == fp.shape and bool((now == fp).all())
+
+
+class _LayerPlan:
+    """What recording a run of one layer visits, worked out once per Recorder and layer:
+    its name and type, its bottoms, tops and params with their record names (the blob
+    lists are the net's own, read at every run), and how its runs may write them."""
+
+    __slots__ = ("name", "type", "layer", "bottoms", "bottom_names", "tops", "top_names", "param_names",
+                 "need_backward", "python", "shares_top_data")
+
+    def __init__(self, net, i):
+        layer = self.layer = net._layers[i]
+        self.name = net._layer_name_list[i]
+        self.type = layer.type
+        self.bottoms, self.tops = net.bottom_vecs[i], net.top_vecs[i]
+        self.bottom_names = [net._blob_name_list[b] for b in net._bottom_id_vecs[i]]
+        self.top_names = [net._blob_name_list[b] for b in net._top_id_vecs[i]]
+        self.param_names = [net._param_display_names[p] for p in net._param_id_vecs[i]]
+        self.need_backward = net._bottom_need_backward[i]
+        self.python = layer.type == "Python"
+        # Forward only hands its tops the bottom's data memory (Split, Flatten): no value written
+        self.shares_top_data = bool(getattr(layer, "shares_data_on_run", False))
 
 
 # ---------------------------------------------------------------------- the recorder
@@ -562,6 +613,7 @@ class Recorder:
         self._cur = None
         self._t0 = self._tl = 0.0
         self._cache = {}
+        self._plans = {}       # layer index -> _LayerPlan
         self._step_no = 0
         self.hist_sample = int(hist_sample or 0)
         self.focus = set(focus) if focus is not None else None
@@ -593,16 +645,19 @@ class Recorder:
         backend.synchronize()
         ms = (time.perf_counter() - self._tl) * 1000.0
         net = self.net
-        layer = net.layers[i]
-        rec = LayerRecord(i, net._layer_name_list[i], layer.type, kind, ms)
-        self._invalidate(kind, i)
+        plan = self._plans.get(i)
+        if plan is None or plan.layer is not net._layers[i]:
+            plan = self._plans[i] = _LayerPlan(net, i)
+        rec = LayerRecord(i, plan.name, plan.type, kind, ms)
+        self._invalidate(kind, i, plan)
         if self.stats:
-            whiches = ("data",) if kind == "forward" else ("data", "diff")
-            self._add(rec, net, i, ("bottom", "top", "param"), whiches, kind)
+            self._record_blobs(rec, plan, kind)
         if kind == "forward":
-            for t in range(len(net.top_vecs[i])):
-                if loss_weight(layer, t):
-                    rec.loss = (rec.loss or 0.0) + float(loss_weight(layer, t)) * _scalar(net.top_vecs[i][t])
+            layer = plan.layer
+            for t, top in enumerate(plan.tops):
+                w = loss_weight(layer, t)
+                if w:
+                    rec.loss = (rec.loss or 0.0) + float(w) * _scalar(top)
         self._cur.layers.append(rec)
         if self.stats:
             self._check_finite(rec, net, i, kind)
@@ -625,47 +680,62 @@ class Recorder:
             del self.steps[: len(self.steps) - self.max_steps]
 
     # ---------------------------------------------------------- recording
-    def _invalidate(self, kind, i):
-        """Forget the cached stats of what layer ``i`` may have written."""
-        net = self.net
-        layer = net.layers[i]
-        if layer.type == "Python":
-            self._cache.clear()
+    def _invalidate(self, kind, i, plan=None):
+        """Forget the cached stats of what layer ``i`` may have written: in forward its
+        tops (data and diff; not the data of a top that only shares its bottom's, Split's
+        and Flatten's, while recorded in this step), in backward the diffs of the
+        bottoms it propagates to; in both the diffs of the params it propagates to.  What
+        Caffe's contract says a run leaves alone keeps its stats while the memory's version
+        (and, across steps, fingerprint) hold.  A Python layer may write anything."""
+        plan = plan or _LayerPlan(self.net, i)
+        cache = self._cache
+        if plan.python:
+            cache.clear()
             return
-        drop = self._cache.pop
-        for p in layer.blobs:       # param data: its version and fingerprint tell (BatchNorm writes it)
-            drop(id(p.diff_memory), None)
+        drop = cache.pop
+        layer = plan.layer
+        ppd = layer.param_propagate_down
+        for k, p in enumerate(layer.blobs):     # param data: its version and fingerprint tell (BatchNorm writes it)
+            if k >= len(ppd) or ppd[k]:         # (Layer.get_param_propagate_down)
+                drop(id(p.diff_memory), None)
         if kind == "forward":
-            for t in net.top_vecs[i]:
-                drop(id(t.data_memory), None)
+            now = self._step_no
+            for t in plan.tops:
+                key = id(t.data_memory)
+                per = cache.get(key)
+                if per is not None and not (plan.shares_top_data and all(e.step == now for e in per.values())):
+                    del cache[key]
                 drop(id(t.diff_memory), None)
         else:
-            for b in net.bottom_vecs[i]:
-                drop(id(b.diff_memory), None)
+            for b, need in zip(plan.bottoms, plan.need_backward):
+                if need:
+                    drop(id(b.diff_memory), None)
 
-    def _add(self, rec, net, i, roles, whiches, kind):
-        layer = net.layers[i]
-        for role in roles:
-            if role == "bottom":
-                blobs = net.bottom_vecs[i]
-                names = [net._blob_name_list[b] for b in net._bottom_id_vecs[i]]
-            elif role == "top":
-                blobs = net.top_vecs[i]
-                names = [net._blob_name_list[b] for b in net._top_id_vecs[i]]
-            else:
-                blobs = layer.blobs
-                names = [net._param_display_names[p] for p in net._param_id_vecs[i]]
-            full = self.level == "full" and (self.focus is None or net._layer_name_list[i] in self.focus)
-            for k, (blob, name) in enumerate(zip(blobs, names)):
-                br = BlobRecord(name, role, k)
-                if kind == "backward":
-                    if role == "bottom":
-                        br.propagate = bool(net._bottom_need_backward[i][k])
-                    elif role == "param":
-                        br.propagate = bool(layer.get_param_propagate_down(k))
-                for which in whiches:
-                    setattr(br, which, self._stats(blob, which, full))
-                rec.blobs.append(br)
+    def _record_blobs(self, rec, plan, kind):
+        """The records of the layer's blobs: bottoms, tops, params in their order, each with
+        its data statistics and, in backward, its diff's and its propagate flag
+        (bottom_need_backward, param_propagate_down)."""
+        full = self.level == "full" and (self.focus is None or plan.name in self.focus)
+        stats = self._stats
+        out = rec.blobs
+        if kind == "forward":
+            for k, (blob, name) in enumerate(zip(plan.bottoms, plan.bottom_names)):
+                out.append(BlobRecord(name, "bottom", k, stats(blob, "data", full)))
+            for k, (blob, name) in enumerate(zip(plan.tops, plan.top_names)):
+                out.append(BlobRecord(name, "top", k, stats(blob, "data", full)))
+            for k, (blob, name) in enumerate(zip(plan.layer.blobs, plan.param_names)):
+                out.append(BlobRecord(name, "param", k, stats(blob, "data", full)))
+            return
+        need = plan.need_backward
+        for k, (blob, name) in enumerate(zip(plan.bottoms, plan.bottom_names)):
+            out.append(BlobRecord(name, "bottom", k, stats(blob, "data", full), stats(blob, "diff", full),
+                                  bool(need[k])))
+        for k, (blob, name) in enumerate(zip(plan.tops, plan.top_names)):
+            out.append(BlobRecord(name, "top", k, stats(blob, "data", full), stats(blob, "diff", full)))
+        layer = plan.layer
+        for k, (blob, name) in enumerate(zip(layer.blobs, plan.param_names)):
+            out.append(BlobRecord(name, "param", k, stats(blob, "data", full), stats(blob, "diff", full),
+                                  bool(layer.get_param_propagate_down(k))))
 
     def _stats(self, blob, which, full=True):
         """The blob's data or diff statistics: cached while valid, else computed
@@ -679,13 +749,19 @@ class Recorder:
             per_mem = self._cache[id(mem)] = {}
         shape = blob.shape
         e = per_mem.get(shape)
+        x = None
         if e is not None and e.mem is mem and e.version == mem.version and (e.full or not full):
-            if e.step == self._step_no or e.fingerprint_matches(_current(blob, which)):
+            if e.step == self._step_no:
+                return e.stats
+            x = _flat(blob, mem)
+            if e.fingerprint_matches(x):
                 e.step = self._step_no
                 return e.stats
-        arr = _current(blob, which)
-        st = array_stats(arr, self.bins, self.hist_sample) if full else health_stats(arr)
-        per_mem[shape] = _CacheEntry(mem, mem.version, full, st, self._step_no, arr)
+        if x is None:
+            x = _flat(blob, mem)
+        a = x.reshape(shape)
+        st = array_stats(a, self.bins, self.hist_sample) if full else health_stats(a)
+        per_mem[shape] = _CacheEntry(mem, mem.version, full, st, self._step_no, x)
         return st
 
     def current_layer(self, i, kind):

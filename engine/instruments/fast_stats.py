@@ -24,6 +24,7 @@ import numpy as np
 
 from engine.core.kernels import jit as _kjit
 
+_F32 = np.dtype(np.float32)
 LANES = 16            # cblas_sasum's accumulators (see engine.core.blob.caffe_asum)
 MIN_SIZE = 4 * LANES  # below this caffe_asum adds plainly; callers use NumPy
 
@@ -102,6 +103,94 @@ def _make_lanes_intrinsic():
     return intrinsic(lanes16)
 
 
+def _make_summary_intrinsic():
+    """Numba intrinsic summary16(ptr, groups, lanes, sums, sqs, mins, maxs, zeros): over
+    ``groups`` consecutive groups of 16 float32 at ``ptr``, lane j (value x[16 g + j])
+    accumulates in order, as :func:`_summary_kernel`'s lane j does: |x| in float32, x and
+    x * x (rounded, then added) in float64, the min and max ignoring NaN (a value replaces
+    the lane's when it is smaller / larger) and the count of zeros.  The eight arguments
+    after ``groups`` are addresses of 16-element arrays (float32, float32, float64, float64,
+    float32, float32, int64) read as the starting values and written with the results:
+    the same bits as the scalar loop, at vector speed.  The zeros are counted in 32-bit
+    lanes (no widening in the loop) and added to the 64-bit ones at the end: callers pass
+    fewer than 2**31 groups."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    from engine.core.kernels.jit import accumulate_loop, declare
+
+    def codegen(context, builder, signature, args):
+        ptr, groups, p_a, p_s, p_q, p_mn, p_mx, p_z = args
+        f32v = ir.VectorType(ir.FloatType(), LANES)
+        f64v = ir.VectorType(ir.DoubleType(), LANES)
+        i64v = ir.VectorType(ir.IntType(64), LANES)
+        base = builder.inttoptr(ptr, f32v.as_pointer())
+        fabs = declare(builder, "llvm.fabs.v%df32" % LANES, f32v, [f32v])
+        ptrs = [builder.inttoptr(p, t.as_pointer())
+                for p, t in zip((p_a, p_s, p_q, p_mn, p_mx, p_z), (f32v, f64v, f64v, f32v, f32v, i64v))]
+        inits = [builder.load(q, align=4) for q in ptrs]
+        zero = ir.Constant(f32v, None)
+        i32v = ir.VectorType(ir.IntType(32), LANES)
+        z64 = inits[5]
+        inits[5] = ir.Constant(i32v, None)     # zeros counted in 32-bit lanes (groups < 2**31), added after
+
+        def body(g, accs):
+            a, sm, sq, mn, mx, z = accs
+            v = builder.load(builder.gep(base, [g]), align=4)
+            d = builder.fpext(v, f64v)
+            a = builder.fadd(a, builder.call(fabs, [v]))
+            sm = builder.fadd(sm, d)
+            sq = builder.fadd(sq, builder.fmul(d, d))
+            mn = builder.select(builder.fcmp_ordered("<", v, mn), v, mn)
+            mx = builder.select(builder.fcmp_ordered(">", v, mx), v, mx)
+            z = builder.add(z, builder.zext(builder.fcmp_ordered("==", v, zero), i32v))
+            return [a, sm, sq, mn, mx, z]
+
+        outs = accumulate_loop(builder, groups, inits, body, "summary")
+        outs[5] = builder.add(z64, builder.zext(outs[5], i64v))
+        for q, v in zip(ptrs, outs):
+            builder.store(v, q, align=4)
+        return context.get_dummy_value()
+
+    def summary16(typingctx, ptr, groups, a, s, q, mn, mx, z):
+        return types.void(*([types.intp] * 8)), codegen
+
+    return intrinsic(summary16)
+
+
+def _summary_vector_kernel(x, lanes):
+    """:func:`_summary_kernel` with its sixteen lanes through the vector intrinsic (the
+    same bits)."""
+    n = x.size
+    m = (n // 16) * 16
+    a = np.zeros(16, np.float32)
+    s = np.zeros(16, np.float64)
+    q = np.zeros(16, np.float64)
+    mn = np.full(16, np.inf, np.float32)
+    mx = np.full(16, -np.inf, np.float32)
+    z = np.zeros(16, np.int64)
+    groups = n // 16
+    chunk = 1 << 30                  # groups per call: the zero counts' 32-bit lanes cannot overflow
+    for g0 in range(0, groups, chunk):
+        _SUMMARY16(x.ctypes.data + 64 * g0, min(chunk, groups - g0), a.ctypes.data, s.ctypes.data,
+                   q.ctypes.data, mn.ctypes.data, mx.ctypes.data, z.ctypes.data)
+    for i in range(m, n):
+        v = x[i]
+        d = np.float64(v)
+        s[0] += d
+        q[0] += d * d
+        if v < mn[0]:
+            mn[0] = v
+        if v > mx[0]:
+            mx[0] = v
+        if v == 0:
+            z[0] += 1
+    for j in range(16):
+        lanes[j] = a[j]
+    return s.sum(), q.sum(), mn.min(), mx.max(), z.sum()
+
+
 def _lanes_vector_kernel(x, lanes):
     """:func:`_lanes_kernel` through the vector intrinsic (the same bits)."""
     _LANES16(x.ctypes.data, x.size // 16, lanes.ctypes.data)
@@ -145,6 +234,8 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
     first (a loop the compiler vectorises) and counted after."""
     top = bins - 1
     ftop = np.float64(top)
+    parts = 8
+    part = np.zeros(parts * bins, np.int64)
     for s in starts:
         if check:
             for i in range(s, s + length):
@@ -157,29 +248,185 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
                         b = 0
                     counts[b] += 1
         else:
+            xs = x[s:s + length]
             for i in range(length):
-                y = (np.float64(x[s + i]) - lo) * scale
-                idx[i] = np.int32(min(max(y, 0.0), ftop))
-            for i in range(length):
+                y = (np.float64(xs[i]) - lo) * scale
+                y = y if y > 0.0 else 0.0
+                idx[i] = np.int32(y if y < ftop else ftop)
+            # eight partial histograms, so that runs of one bin do not wait on each other
+            m = length - length % parts
+            for i in range(0, m, parts):
+                for j in range(parts):
+                    part[j * bins + idx[i + j]] += 1
+            for i in range(m, length):
                 counts[idx[i]] += 1
+    if not check:
+        for b in range(bins):
+            t = 0
+            for j in range(parts):
+                t += part[j * bins + b]
+            counts[b] += t
 
 
-_summary = _jit(_summary_kernel)
+def _same_sample_kernel(x, step, fp):
+    """Whether x[::step] equals ``fp`` value for value (a NaN equals nothing)."""
+    m = fp.size
+    if (x.size + step - 1) // step != m:
+        return False
+    for i in range(m):
+        if x[i * step] != fp[i]:
+            return False
+    return True
+
+
+def _abs_sum_kernel(a, start, n):
+    """NumPy's float32 sum of |a[start:start + n]| for n <= 128 (PW_BLOCKSIZE): below
+    eight values added in order, else eight accumulators along the values, added as a
+    tree, then the values past the last full eight in order (its pairwise sum's one
+    block; tests/test_fast_stats.py checks the bits against NumPy's)."""
+    if n < 8:
+        res = np.float32(0)
+        for i in range(n):
+            res += abs(a[start + i])
+        return res
+    r0 = abs(a[start])
+    r1 = abs(a[start + 1])
+    r2 = abs(a[start + 2])
+    r3 = abs(a[start + 3])
+    r4 = abs(a[start + 4])
+    r5 = abs(a[start + 5])
+    r6 = abs(a[start + 6])
+    r7 = abs(a[start + 7])
+    i = 8
+    m = n - n % 8
+    while i < m:
+        j = start + i
+        r0 += abs(a[j])
+        r1 += abs(a[j + 1])
+        r2 += abs(a[j + 2])
+        r3 += abs(a[j + 3])
+        r4 += abs(a[j + 4])
+        r5 += abs(a[j + 5])
+        r6 += abs(a[j + 6])
+        r7 += abs(a[j + 7])
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += abs(a[start + i])
+        i += 1
+    return res
+
+
+def _asum_of_lanes_kernel(x, lanes):
+    """caffe_asum(x) (float32) from the sixteen |x| lanes of its full groups of sixteen:
+    the lanes added as NumPy adds them plus the tail's |x| sum (:func:`_finish_asum`), or
+    below MIN_SIZE values NumPy's plain |x| sum."""
+    n = x.size
+    if n < 64:
+        return _abs_sum(x, 0, n)
+    m = (n // 16) * 16
+    return _abs_sum(lanes, 0, 16) + _abs_sum(x, m, n - m)
+
+
+def _health_kernel(x):
+    """(caffe_asum(x), that sum / count in float32): the health level's numbers."""
+    lanes = np.zeros(16, np.float32)
+    if x.size >= 64:
+        _lanes(x, lanes)
+    a = _asum_of_lanes(x, lanes)
+    return a, a / np.float32(x.size)
+
+
+def _full_kernel(x, starts, length, out, counts):
+    """Every number of debug.BlobStats of x in one call (what :func:`summary`, :func:`histogram`
+    and ``debug._finish`` compute, in the same float64 and float32 operations): ``out`` =
+    [asum_mean, min, max, mean, std, l2, frac_zero, nan, inf, hist_lo, hist_hi]; into
+    ``counts`` (zeros, one per bin) the histogram of the finite range (none when no value is
+    finite), binning x[s:s + length] for every s in ``starts``."""
+    n = x.size
+    bins = counts.size
+    lanes = np.empty(16, np.float32)
+    tot, sq, mn, mx, z = _summary(x, lanes)
+    a = _asum_of_lanes(x, lanes)
+    nan = 0
+    inf = 0
+    mn64 = np.float64(mn)
+    mx64 = np.float64(mx)
+    lo = mn64
+    hi = mx64
+    if not np.isfinite(tot):
+        nan, inf, lo, hi = _nonfinite(x)
+        if nan:
+            mn64 = np.nan
+            mx64 = np.nan
+        if nan == n:
+            lo = np.inf
+            hi = -np.inf
+    if bins > 0 and lo <= hi:
+        width = hi - lo
+        if not width > 0:
+            width = 1.0
+        finite = nan == 0 and inf == 0
+        idx = np.empty(length if finite else 0, np.int32)
+        _hist(x, starts, length, lo, bins / width, bins, not finite, counts, idx)
+    # debug._finish's arithmetic
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        lo = 0.0
+        hi = 0.0
+        counts[:] = 0
+    elif not hi > lo:
+        hi = lo + 1.0
+    mean = tot / n
+    if np.isfinite(sq) and np.isfinite(mean):
+        var = sq / n - mean * mean
+        if 0.0 > var:                   # Python's max(var, 0.0)
+            var = 0.0
+        std = np.sqrt(var)
+    elif nan or np.isnan(sq) or np.isnan(mean):
+        std = np.nan
+    else:
+        std = np.inf
+    l2 = np.sqrt(sq) if sq >= 0 else np.nan
+    if np.isnan(sq):
+        l2 = np.nan
+    out[0] = a / np.float32(n)
+    out[1] = mn64
+    out[2] = mx64
+    out[3] = mean
+    out[4] = std
+    out[5] = l2
+    out[6] = z / n
+    out[7] = nan
+    out[8] = inf
+    out[9] = lo
+    out[10] = hi
+
+
+_summary_loop = _jit(_summary_kernel)
+_summary = _jit(_summary_vector_kernel)
 _lanes_loop = _jit(_lanes_kernel)
 _lanes = _jit(_lanes_vector_kernel)
 _nonfinite = _jit(_nonfinite_kernel)
 _hist = _jit(_hist_kernel)
-_LANES16 = None
+_same_sample = _jit(_same_sample_kernel)
+_abs_sum = _jit(_abs_sum_kernel)
+_asum_of_lanes = _jit(_asum_of_lanes_kernel)
+_health = _jit(_health_kernel)
+_full = _jit(_full_kernel)
+_LANES16 = _SUMMARY16 = None
 
 
 def _make_lanes16():
-    """The vector intrinsic, made before the loops are compiled (Numba imported); without
-    llvmlite's IR builder (Numba's own dependency) :func:`asum` uses the plain loop."""
-    global _LANES16, _lanes
+    """The vector intrinsics, made before the loops are compiled (Numba imported); without
+    llvmlite's IR builder (Numba's own dependency) :func:`asum` and :func:`summary` use the
+    plain loops."""
+    global _LANES16, _SUMMARY16, _lanes, _summary
     try:
         _LANES16 = _make_lanes_intrinsic()
+        _SUMMARY16 = _make_summary_intrinsic()
     except Exception:  # pragma: no cover - an llvmlite without the IR API
         _lanes = _lanes_loop
+        _summary = _summary_loop
 
 
 _kjit.before_compiling(__name__, _make_lanes16)
@@ -205,11 +452,12 @@ def _finish_asum(x, lanes):
     return float(np.float32(lanes.sum(dtype=np.float32) + tail))
 
 
-def usable(x):
+def usable(x, small=False):
     """True when the compiled path handles ``x`` (a flat contiguous float32 NumPy array
-    of at least MIN_SIZE values)."""
-    return (type(x) is np.ndarray and x.dtype == np.float32 and x.ndim == 1
-            and x.size >= MIN_SIZE and x.flags.c_contiguous and compiled())
+    of at least MIN_SIZE values; ``small``: of any nonzero size, for :func:`summary` with
+    ``small=True``)."""
+    return (type(x) is np.ndarray and x.dtype == _F32 and x.ndim == 1
+            and (x.size >= MIN_SIZE or (small and x.size > 0)) and x.flags.c_contiguous and compiled())
 
 
 def asum(x):
@@ -217,6 +465,34 @@ def asum(x):
     lanes = np.empty(LANES, np.float32)
     _lanes(x, lanes)
     return _finish_asum(x, lanes)
+
+
+def health(x):
+    """(caffe_asum(x), its mean in float32 as Caffe divides it) of a flat float32 array
+    (``usable(x, small=True)`` must hold), in one compiled call."""
+    return _health(x)
+
+
+def full(x, bins, sample=0):
+    """([asum_mean, min, max, mean, std, l2, frac_zero, nan, inf, hist_lo, hist_hi], histogram
+    counts, values binned or to be binned): debug.BlobStats's numbers of a flat float32 array
+    (``usable(x, small=True)``), as :func:`summary`, :func:`histogram` and ``debug._finish``
+    give them, in one compiled call."""
+    n = x.size
+    starts, length = sample_starts(n, n if not sample or sample >= n else int(sample))
+    out = np.empty(11)
+    counts = np.zeros(bins, np.int64)
+    _full(x, starts, length, out, counts)
+    v = out.tolist()
+    v[7] = int(v[7])
+    v[8] = int(v[8])
+    return v, counts.tolist(), int(starts.size * length)
+
+
+def same_sample(x, step, fp):
+    """``(x[::step] == fp).all()`` with the shapes equal, in one compiled loop (``usable(x,
+    small=True)`` must hold, ``fp`` flat and of x's dtype): the Recorder's fingerprint check."""
+    return bool(_same_sample(x, step, fp))
 
 
 def nonfinite(x):
@@ -227,12 +503,14 @@ def nonfinite(x):
 
 def summary(x):
     """[asum, min, max, sum, sumsq, zeros, nan, inf, finite lo, finite hi] of a flat
-    float32 array (``usable(x)`` must hold), as ``debug._host_summary`` orders them:
+    float32 array (``usable(x, small=True)`` must hold), as ``debug._host_summary`` orders them:
     min/max are NaN when a NaN is present (NumPy's rule); lo/hi are inf/-inf when no
     value is finite."""
     lanes = np.empty(LANES, np.float32)
     tot, sq, mn, mx, zeros = _summary(x, lanes)
-    a = _finish_asum(x, lanes)
+    # Below MIN_SIZE caffe_asum adds |x| plainly (NumPy's float32 sum): that number, so
+    # that debug_info's stays Caffe's bit for bit.
+    a = _finish_asum(x, lanes) if x.size >= MIN_SIZE else float(np.abs(x).sum())
     mn, mx = float(mn), float(mx)
     nans = infs = 0
     lo, hi = mn, mx
@@ -248,19 +526,31 @@ def summary(x):
 SAMPLE_RUN = 256     # a sample is made of runs of this many consecutive values
 
 
+_STARTS = {}          # (n, k) -> sample_starts(n, k): a net asks for the same few
+_ONE_RUN = np.zeros(1, np.int64)
+_ONE_RUN.flags.writeable = False
+
+
 def sample_starts(n, k):
     """Starts of the ``k // SAMPLE_RUN`` runs of a ``k``-value sample of an ``n``-value
     array: spread over the whole array at the golden ratio's quasi-random offsets
     (so that they do not follow its strides: channels, rows), sorted, not
     overlapping.  One run over everything when k >= n."""
     if k >= n or n <= SAMPLE_RUN:
-        return np.zeros(1, np.int64), n
+        return _ONE_RUN, n
+    got = _STARTS.get((n, k))
+    if got is not None:
+        return got
     runs = max(k // SAMPLE_RUN, 1)
     slots = n // SAMPLE_RUN                       # run-aligned positions
     runs = min(runs, slots)
     pos = np.floor(np.modf(np.arange(1, runs + 1) * 0.6180339887498949)[0] * slots).astype(np.int64)
-    pos = np.unique(pos)
-    return pos * SAMPLE_RUN, SAMPLE_RUN
+    starts = np.unique(pos) * SAMPLE_RUN
+    starts.flags.writeable = False
+    if len(_STARTS) >= 256:
+        _STARTS.clear()
+    _STARTS[(n, k)] = starts, SAMPLE_RUN
+    return starts, SAMPLE_RUN
 
 
 def sample_size(n, k):

@@ -25,6 +25,7 @@ from engine.core.kernels import jit as _jit
 from engine.core.kernels.jit import jit
 
 KC = gemm.KC
+MAX_STRIDE = 2      # strides served (phase planes: stride^2 of them per channel)
 MR = NR = 0         # the GEMM's tile (gemm.micro_tile), bound before the loops are compiled
 
 
@@ -41,7 +42,7 @@ def applies(kernel, stride, pad, dilation, group, *arrays):
     """True where these layer settings and arrays can use the implicit GEMM."""
     if not gemm.ENABLED or len(kernel) != 2 or group != 1:
         return False
-    if any(s != 1 for s in stride) or any(d != 1 for d in dilation):
+    if any(not 1 <= s <= MAX_STRIDE for s in stride) or any(d != 1 for d in dilation):
         return False
     if any(not 0 <= p < k for p, k in zip(pad, kernel)):
         return False
@@ -57,13 +58,18 @@ def _ceil(a, b):
     return -(-a // b) * b
 
 
-def sizes(C, H, W, O, kh, kw, ph, pw):
-    """(padded image elements, rows x columns of the output buffer, padded A rows)."""
+def sizes(C, H, W, O, kh, kw, ph, pw, sh=1, sw=1):
+    """(padded image elements, rows x columns of the output buffer, padded A rows).
+
+    Stride (sh, sw): the padded image is kept as sh x sw phase planes per channel (plane
+    (a, b) holds rows a, a + sh, ... and columns b, b + sw, ...), Hq x Wq each, so that an
+    output row reads contiguous elements of one plane for every kernel tap."""
     Hp, Wp = H + 2 * ph, W + 2 * pw
-    OH = Hp - kh + 1
-    Q = OH * Wp
+    Hq, Wq = -(-Hp // sh), -(-Wp // sw)
+    OH = (Hp - kh) // sh + 1
+    Q = OH * Wq
     Qp = _ceil(max(Q, 1), NR)
-    pad_elems = C * Hp * Wp + (Qp - Q) + Wp + kw + NR
+    pad_elems = C * sh * sw * Hq * Wq + (Qp - Q) + Wq + kw + NR
     return pad_elems, _ceil(O, MR) * Qp, _ceil(O, MR)
 
 
@@ -83,25 +89,61 @@ def _pad_image_loop(x, n, ph, pw, xpad):
 _pad_image = jit(_pad_image_loop)
 
 
-def _forward_loop(x, w, bias, has_bias, kh, kw, ph, pw, y, xpad, outw, koff, aoff):
-    """y (N, O, OH, OW) = conv(x (N, C, H, W), w (Op, C*kh*kw), zero rows past O)
-    (+ bias); xpad, outw: scratch (see sizes); koff (K), aoff (MR): int64 scratch."""
-    N, C, H, W = x.shape
-    O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
-    Op, K = w.shape
-    Hp, Wp = H + 2 * ph, W + 2 * pw
-    Q = OH * Wp
-    Qp = (Q + NR - 1) // NR * NR
+def _pad_phases_loop(x, n, ph, pw, sh, sw, xpad):
+    """Image n of x (N, C, H, W) zero-padded into sh x sw phase planes per channel (see
+    :func:`sizes`): padded element (h, t) of channel c at plane (c, h % sh, t % sw), row
+    h // sh, column t // sw (the rest stays as it is: zero)."""
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    Hq, Wq = (H + 2 * ph + sh - 1) // sh, (W + 2 * pw + sw - 1) // sw
+    plane = Hq * Wq
+    for c in range(C):
+        for h in range(H):
+            hh = h + ph
+            row = ((c * sh + hh % sh) * sw) * plane + (hh // sh) * Wq
+            for b in range(sw):
+                t0 = (b - pw) % sw          # the first column of phase b
+                d = row + b * plane + (t0 + pw) // sw
+                for t in range(t0, W, sw):
+                    xpad[d] = x[n, c, h, t]
+                    d += 1
+
+
+_pad_phases = jit(_pad_phases_loop)
+
+
+def _tap_offsets(koff, C, kh, kw, Hq, Wq, sh, sw):
+    """koff[(c, i, j)] = where tap (i, j) of channel c starts in the phase planes."""
+    plane = Hq * Wq
     for c in range(C):
         for i in range(kh):
             for j in range(kw):
-                koff[(c * kh + i) * kw + j] = c * Hp * Wp + i * Wp + j
+                koff[(c * kh + i) * kw + j] = ((c * sh + i % sh) * sw + j % sw) * plane + (i // sh) * Wq + j // sw
+
+
+_tap_offsets_jit = jit(_tap_offsets)
+
+
+def _forward_loop(x, w, bias, has_bias, kh, kw, ph, pw, sh, sw, y, xpad, outw, koff, aoff):
+    """y (N, O, OH, OW) = conv(x (N, C, H, W), w (Op, C*kh*kw), zero rows past O)
+    (+ bias), stride (sh, sw); xpad, outw: scratch (see sizes); koff (K), aoff (MR):
+    int64 scratch."""
+    N, C, H, W = x.shape
+    O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
+    Op, K = w.shape
+    Hq, Wq = (H + 2 * ph + sh - 1) // sh, (W + 2 * pw + sw - 1) // sw
+    Q = OH * Wq
+    Qp = (Q + NR - 1) // NR * NR
+    _tap_offsets_jit(koff, C, kh, kw, Hq, Wq, sh, sw)
     for r in range(MR):
         aoff[r] = r * K
     xpad[:] = 0.0
     wbase = w.ctypes.data
+    strided = sh != 1 or sw != 1
     for n in range(N):
-        _pad_image(x, n, ph, pw, xpad)
+        if strided:
+            _pad_phases(x, n, ph, pw, sh, sw, xpad)
+        else:
+            _pad_image(x, n, ph, pw, xpad)
         xb = xpad.ctypes.data
         ob = outw.ctypes.data
         for pc in range(0, K, KC):
@@ -118,24 +160,22 @@ def _forward_loop(x, w, bias, has_bias, kh, kw, ph, pw, y, xpad, outw, koff, aof
         for o in range(O):
             bv = bias[o] if has_bias else np.float32(0.0)
             for oh in range(OH):
-                s = o * Qp + oh * Wp
+                s = o * Qp + oh * Wq
                 for t in range(OW):
                     y[n, o, oh, t] = outw[s + t] + bv
 
 
-def _weights_loop(x, dy, kh, kw, ph, pw, dwt, xpad, bp, koff, aoff):
+def _weights_loop(x, dy, kh, kw, ph, pw, sh, sw, dwt, xpad, bp, koff, aoff):
     """dwt (Kp, Op) += sum over images and output pixels of x shifted (row k) times
-    dy (column o): the weight gradient transposed, rows past K and columns past O junk."""
+    dy (column o), stride (sh, sw): the weight gradient transposed, rows past K and
+    columns past O junk."""
     N, C, H, W = x.shape
     O, OH, OW = dy.shape[1], dy.shape[2], dy.shape[3]
     Kp, Op = dwt.shape
     K = C * kh * kw
-    Hp, Wp = H + 2 * ph, W + 2 * pw
-    Q = OH * Wp
-    for c in range(C):
-        for i in range(kh):
-            for j in range(kw):
-                koff[(c * kh + i) * kw + j] = c * Hp * Wp + i * Wp + j
+    Hq, Wq = (H + 2 * ph + sh - 1) // sh, (W + 2 * pw + sw - 1) // sw
+    Q = OH * Wq
+    _tap_offsets_jit(koff, C, kh, kw, Hq, Wq, sh, sw)
     for k in range(K, Kp):
         koff[k] = 0
     bofs = np.empty(KC, np.int64)
@@ -143,8 +183,12 @@ def _weights_loop(x, dy, kh, kw, ph, pw, dwt, xpad, bp, koff, aoff):
         bofs[kk] = kk * NR
     xpad[:] = 0.0
     npanel = Op // NR
+    strided = sh != 1 or sw != 1
     for n in range(N):
-        _pad_image(x, n, ph, pw, xpad)
+        if strided:
+            _pad_phases(x, n, ph, pw, sh, sw, xpad)
+        else:
+            _pad_image(x, n, ph, pw, xpad)
         xb = xpad.ctypes.data
         for pc in range(0, Q, KC):
             kc = min(KC, Q - pc)
@@ -153,8 +197,8 @@ def _weights_loop(x, dy, kh, kw, ph, pw, dwt, xpad, bp, koff, aoff):
                 base = pn * KC * NR
                 for kk in range(kc):
                     q = pc + kk
-                    oh = q // Wp
-                    ow = q - oh * Wp
+                    oh = q // Wq
+                    ow = q - oh * Wq
                     o0 = base + kk * NR
                     for jo in range(NR):
                         o = pn * NR + jo
@@ -195,42 +239,74 @@ def _empty(*arrays):
     return any(a.size == 0 for a in arrays)
 
 
-def forward(x, w, bias, pad, y, work):
-    """y = conv(x, w) (+ bias) for a stride-1 convolution; ``work(name, n)`` gives a flat
-    float32 scratch array of at least n elements (per thread), ``bias`` None for none.
+def forward(x, w, bias, pad, y, work, stride=(1, 1)):
+    """y = conv(x, w) (+ bias) for a convolution of this ``stride``; ``work(name, n)`` gives a
+    flat float32 scratch array of at least n elements (per thread), ``bias`` None for none.
     The images are split over threads as NumPy's BLAS threads allow."""
     N, C, H, W = x.shape
     O, _, kh, kw = w.shape
     ph, pw = pad
+    sh, sw = stride
     if _empty(x, w, y):
         return
     _need_compiled()
-    pad_elems, out_elems, rows = sizes(C, H, W, O, kh, kw, ph, pw)
+    pad_elems, out_elems, rows = sizes(C, H, W, O, kh, kw, ph, pw, sh, sw)
     wp = _padded_weights(w.reshape(O, -1), rows, lambda n: work("cv.w", n))
     b = bias if bias is not None else wp[0, :1]
 
     def part(n0, n1):
-        _forward_jit(x[n0:n1], wp, b, bias is not None, kh, kw, ph, pw, y[n0:n1],
+        _forward_jit(x[n0:n1], wp, b, bias is not None, kh, kw, ph, pw, sh, sw, y[n0:n1],
                      work("cv.pad", pad_elems)[:pad_elems], work("cv.out", out_elems)[:out_elems],
                      _ints(work, "cv.koff", C * kh * kw), _ints(work, "cv.aoff", MR))
 
     gemm.split_run(part, N, _macs(x, y, w))
 
 
-def backward_data(dy, w, pad, dx, work):
-    """dx = the input gradient of a stride-1 convolution: the implicit GEMM on dy padded by
-    kernel - 1 - pad, with w flipped and its in/out channels swapped."""
+def backward_data(dy, w, pad, dx, work, stride=(1, 1)):
+    """dx = the input gradient of a convolution: the implicit GEMM on dy padded by
+    kernel - 1 - pad, with w flipped and its in/out channels swapped.  Stride (sh, sw) > 1:
+    per phase (a, b) of the padded input (rows a, a + sh, ...; columns b, b + sw, ...), the
+    same on the taps (a + sh m, b + sw n) of w, its result put in place in dx (rows and
+    columns that no tap reaches: zero)."""
     N, O, OH, OW = dy.shape
-    _, C, kh, kw = w.shape
+    _, C, H, W = dx.shape
+    kh, kw = w.shape[2:]
+    sh, sw = stride
     if _empty(dy, w, dx):
         return
-    wf = work("cv.wflip", w.size)[: w.size].reshape(C, O, kh, kw)
-    wf[...] = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
-    forward(dy, wf, None, (kh - 1 - pad[0], kw - 1 - pad[1]), dx, work)
+    if sh == 1 and sw == 1:
+        wf = work("cv.wflip", w.size)[: w.size].reshape(C, O, kh, kw)
+        wf[...] = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+        forward(dy, wf, None, (kh - 1 - pad[0], kw - 1 - pad[1]), dx, work)
+        return
+    ph, pw = pad
+    for a in range(sh):
+        r0 = (a - ph) % sh          # first dx row of this phase; padded row r0 + ph
+        u0 = (r0 + ph - a) // sh    # its row in the phase's (full) result
+        ma = len(range(a, kh, sh))  # the taps of this phase: rows a, a + sh, ...
+        for b in range(sw):
+            c0 = (b - pw) % sw
+            v0 = (c0 + pw - b) // sw
+            nb = len(range(b, kw, sw))
+            dst = dx[:, :, r0::sh, c0::sw]
+            if ma == 0 or nb == 0 or dst.size == 0:
+                dst[...] = 0
+                continue
+            fh, fw = OH + ma - 1, OW + nb - 1       # the full correlation's extent
+            nu, nv = max(0, min(dst.shape[2], fh - u0)), max(0, min(dst.shape[3], fw - v0))
+            n_w = C * O * ma * nb
+            wf = work("cv.wflip", n_w)[:n_w].reshape(C, O, ma, nb)
+            wf[...] = w[:, :, a::sh, b::sw][:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+            n_out = N * C * fh * fw
+            full = work("cv.phase", n_out)[:n_out].reshape(N, C, fh, fw)
+            forward(dy, wf, None, (ma - 1, nb - 1), full, work)
+            if nu < dst.shape[2] or nv < dst.shape[3]:
+                dst[...] = 0
+            dst[:, :, :nu, :nv] = full[:, :, u0:u0 + nu, v0:v0 + nv]
 
 
-def backward_weights(x, dy, pad, dw, work):
-    """dw (O, C, kh, kw) += the weight gradient of a stride-1 convolution."""
+def backward_weights(x, dy, pad, dw, work, stride=(1, 1)):
+    """dw (O, C, kh, kw) += the weight gradient of a convolution of this ``stride``."""
     N, C, H, W = x.shape
     O, _, kh, kw = dw.shape
     K = C * kh * kw
@@ -238,12 +314,13 @@ def backward_weights(x, dy, pad, dw, work):
         return
     _need_compiled()
     Kp, Op = -(-K // MR) * MR, -(-O // NR) * NR
-    pad_elems = sizes(C, H, W, O, kh, kw, pad[0], pad[1])[0]
+    sh, sw = stride
+    pad_elems = sizes(C, H, W, O, kh, kw, pad[0], pad[1], sh, sw)[0]
 
     def part(n0, n1):           # each thread sums its images into its own dW^T
         dwt = work("cv.dwt", Kp * Op)[: Kp * Op].reshape(Kp, Op)
         dwt[...] = 0
-        _weights_jit(x[n0:n1], dy[n0:n1], kh, kw, pad[0], pad[1], dwt, work("cv.pad", pad_elems)[:pad_elems],
+        _weights_jit(x[n0:n1], dy[n0:n1], kh, kw, pad[0], pad[1], sh, sw, dwt, work("cv.pad", pad_elems)[:pad_elems],
                      work("cv.bpack", KC * Op)[: KC * Op], _ints(work, "cv.koff", Kp), _ints(work, "cv.aoff", MR))
         if n0 == 0:             # the first span (this thread): added at once, so that a
             dw.reshape(O, K)[...] += dwt[:K, :O].T   # later span run here may reuse the buffer

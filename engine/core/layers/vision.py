@@ -386,12 +386,18 @@ class ConvolutionLayer(BaseConvolutionLayer):
     #: the implicit GEMM's break-even output size (benchmarks/README.md: 1x1 convolutions and
     #: 3x3 ones on 7x7 maps run faster as im2col-free / im2col + the compiled GEMM)
     IMPLICIT_MIN_PIXELS = 64
+    #: strided 1x1 convolutions take the implicit GEMM up to this many input channels (the
+    #: tiny ResNet's projection: faster; ResNet-50's 256-512 channels: slower than im2col's
+    #: strided copy + GEMM; benchmarks/README.md, issue 24)
+    IMPLICIT_STRIDED_1X1_MAX_CHANNELS = 64
 
     def _implicit(self, *arrays):
-        """True where the stride-1 implicit GEMM (engine.core.kernels.conv2d) serves: a
-        kernel larger than 1x1 over at least IMPLICIT_MIN_PIXELS output pixels."""
+        """True where the implicit GEMM (engine.core.kernels.conv2d: strides 1 and 2) serves:
+        a kernel larger than 1x1 (or a strided 1x1 one on few channels) over at least
+        IMPLICIT_MIN_PIXELS output pixels."""
         return (not self.on_gpu and self.channel_axis == 1 and self.num_spatial_axes == 2
-                and any(k > 1 for k in self.kernel_shape)
+                and (any(k > 1 for k in self.kernel_shape)
+                     or (any(s > 1 for s in self.stride) and self.channels <= self.IMPLICIT_STRIDED_1X1_MAX_CHANNELS))
                 and int(np.prod(self.output_shape)) >= self.IMPLICIT_MIN_PIXELS
                 and _conv2d.applies(self.kernel_shape, self.stride, self.pad, self.dilation, self.group,
                                     *arrays))
@@ -408,7 +414,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
         for b, t in zip(bottom, top):
             x = b.get_data().reshape((self.num, self.channels) + self.bottom_spatial)
             y = t.mut_data().reshape((self.num, self.num_output) + tuple(self.output_shape))
-            _conv2d.forward(x, w, bias, self.pad, y, self._work32)
+            _conv2d.forward(x, w, bias, self.pad, y, self._work32, self.stride)
 
     def _backward_implicit(self, top, propagate_down, bottom):
         w = self.blobs[0].get_data()
@@ -418,10 +424,10 @@ class ConvolutionLayer(BaseConvolutionLayer):
             dy = t.get_diff().reshape((self.num, self.num_output) + tuple(self.output_shape))
             if need_w:
                 x = b.get_data().reshape((self.num, self.channels) + self.bottom_spatial)
-                _conv2d.backward_weights(x, dy, self.pad, dw, self._work32)
+                _conv2d.backward_weights(x, dy, self.pad, dw, self._work32, self.stride)
             if propagate_down[i]:
                 dx = b.mut_diff().reshape((self.num, self.channels) + self.bottom_spatial)
-                _conv2d.backward_data(dy, w, self.pad, dx, self._work32)
+                _conv2d.backward_data(dy, w, self.pad, dx, self._work32, self.stride)
 
     def forward(self, bottom, top):
         if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom)):
