@@ -23,8 +23,8 @@ Nets: LeNet (the bundled ``examples/lenet`` net as a deploy net: an Input of 64 
 the train/test net's layers without data, loss and accuracy, a Softmax ``prob``, as Caffe's
 ``examples/mnist/lenet.prototxt``), GoogLeNet (the zoo's ``bvlc_googlenet/deploy.prototxt``;
 needs ``../shared/zoo``) with one image (``googlenet_1``: the pycaffe script of the issue,
-"one forward of one image"; the target row) and as written, batch 10 (``googlenet``), and ResNet-50 (``netgen.py``'s deploy layout, batch 1,
-with fillers).
+"one forward of one image"; the target row) and as written, batch 10 (``googlenet``), and
+ResNet-50 (``netgen.py``'s deploy layout, batch 1, with fillers).
 
 Peers, both labelled as what they are:
 - **pycaffe, recorded**: real pycaffe is not installed here; the figure measured with it on
