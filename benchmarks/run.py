@@ -148,6 +148,23 @@ def randomize_weights(net, rng):
                 b.data[...] = rng.normal(0, 0.01, shape)
 
 
+def calibrate_batchnorm(net, inputs):
+    """Global-statistics BatchNorm (deploy nets) given the statistics of what reaches it
+    from ``inputs`` ({blob: array}), as a trained net's running averages are: with random
+    statistics the activations of a deep net grow layer after layer (MobileNet v2's linear
+    bottlenecks: logits of 10^4, where float32 softmax is ill-conditioned)."""
+    for n, a in inputs.items():
+        net.blobs[n].data[...] = a
+    for i, layer in enumerate(net.layers):
+        if layer.type == "BatchNorm" and getattr(layer, "use_global_stats", False):
+            x = net._blobs[net._bottom_id_vecs[i][0]].data
+            x = x.reshape(x.shape[0], x.shape[1], -1).astype(np.float64)
+            layer.blobs[0].data[...] = x.mean(axis=(0, 2))
+            layer.blobs[1].data[...] = x.var(axis=(0, 2))
+            layer.blobs[2].data[...] = 1.0
+        net.ForwardFromTo(i, i)
+
+
 def input_arrays(net, rng):
     """Random inputs: labels where a loss/accuracy layer reads them, else N(0, 1)."""
     roles = {}
@@ -251,12 +268,14 @@ class Bench:
             f.write(text_format.MessageToString(param))
         net = Net(self.prototxt, self.phase)
         randomize_weights(net, self.rng)
+        self.inputs = input_arrays(net, self.rng)
+        if self.phase == self.engine.TEST:
+            calibrate_batchnorm(net, self.inputs)
         self.weights = os.path.join(self.tmp, "net.caffemodel")
         net.save(self.weights)
         self.result.update(layers=len(net.layers), blobs=len(net.blob_names),
                            params=int(sum(b.count for b in net.learnable_params)),
                            caffemodel_mb=os.path.getsize(self.weights) / 2 ** 20)
-        self.inputs = input_arrays(net, self.rng)
         self.force = bool(net.param.force_backward) and not any(
             l.type.endswith("Loss") for l in net.layers)
         del net

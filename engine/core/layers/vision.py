@@ -16,6 +16,7 @@ import numpy as np
 from engine.core import backend, rng
 from engine.core.blob import Blob, blob_count, declare_buffer
 from engine.core.kernels import conv2d as _conv2d
+from engine.core.kernels import depthwise as _depthwise
 from engine.core.kernels import gemm as _gemm
 from engine.core.kernels import im2col as _im2col
 from engine.core.kernels import lrn as _lrn
@@ -423,7 +424,43 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 dx = b.mut_diff().reshape((self.num, self.channels) + self.bottom_spatial)
                 _conv2d.backward_data(dy, w, self.pad, dx, self._work32)
 
+    # ------------------------------------------------------------ depthwise (host)
+    def _depthwise(self, *arrays):
+        """True where the direct depthwise loops (engine.core.kernels.depthwise) serve:
+        2-D, group = channels = num_output, on the host."""
+        return (not self.on_gpu and self.channel_axis == 1
+                and _depthwise.applies(self.group, self.channels, self.num_output, self.num_spatial_axes,
+                                       *arrays))
+
+    def _image_shapes(self):
+        return (self.num, self.channels) + self.bottom_spatial, (self.num, self.num_output) + tuple(self.output_shape)
+
+    def _forward_depthwise(self, bottom, top):
+        w = self.blobs[0].get_data()
+        bias = self.blobs[1].get_data() if self.bias_term else None
+        xs, ys = self._image_shapes()
+        for b, t in zip(bottom, top):
+            _depthwise.forward(b.get_data().reshape(xs), w, bias, self.stride, self.pad, self.dilation,
+                               t.mut_data().reshape(ys), self._work32)
+
+    def _backward_depthwise(self, top, propagate_down, bottom):
+        w = self.blobs[0].get_data()
+        need_w = self.get_param_propagate_down(0)
+        dw = self.blobs[0].mut_diff() if need_w else None
+        xs, ys = self._image_shapes()
+        for i, (b, t) in enumerate(zip(bottom, top)):
+            dy = t.get_diff().reshape(ys)
+            if need_w:
+                _depthwise.backward_weights(b.get_data().reshape(xs), dy, self.stride, self.pad, self.dilation,
+                                            dw, self._work32)
+            if propagate_down[i]:
+                _depthwise.backward_data(dy, w, self.stride, self.pad, self.dilation, b.mut_diff().reshape(xs),
+                                         self._work32)
+
     def forward(self, bottom, top):
+        if self._depthwise(self.blobs[0].get_data(), *(b.get_data() for b in bottom), *(t.mut_data() for t in top)):
+            self._forward_depthwise(bottom, top)
+            return
         if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom)):
             self._forward_implicit(bottom, top)
             return
@@ -456,6 +493,10 @@ class ConvolutionLayer(BaseConvolutionLayer):
         P = int(np.prod(self.output_shape, dtype=np.int64))
         per_image = self.kernel_dim * g * P
         self._bias_backward(top)
+        if self._depthwise(self.blobs[0].get_data(), *(b.get_data() for b in bottom),
+                           *(t.get_diff() for t in top)):
+            self._backward_depthwise(top, propagate_down, bottom)
+            return
         if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom),
                           *(t.get_diff() for t in top)):
             self._backward_implicit(top, propagate_down, bottom)
