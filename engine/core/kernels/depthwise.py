@@ -34,9 +34,9 @@ def applies(group, channels, num_output, num_spatial, *arrays):
     if not ENABLED or num_spatial != 2 or group <= 1 or not (group == channels == num_output):
         return False
     for a in arrays:
-        if type(a) is not np.ndarray or a.dtype != np.float32 or not a.flags.c_contiguous:
+        if type(a) is not np.ndarray or a.dtype != np.float32:
             return False
-    return _jit.materialize(_forward_jit) is not None
+    return _jit.use(_forward_jit, *arrays)      # compiled (jit.ENABLED), C-contiguous
 
 
 # ------------------------------------------------------------------ compiled loops
