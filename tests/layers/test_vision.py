@@ -289,6 +289,22 @@ def test_conv_gradient_group_dilation_pad(col_layout):
                                                           empty_blobs(1))
 
 
+@pytest.mark.parametrize("min_pixels", [1, 10 ** 9], ids=["per_image", "batched"])
+def test_conv_1x1_per_image_and_batched(monkeypatch, min_pixels):
+    """A 1x1 convolution over big maps runs a GEMM per image between the blobs; both forms
+    give the reference's outputs and pass Caffe's gradient check."""
+    from engine.core.layers import vision
+    monkeypatch.setattr(vision.ConvolutionLayer, "PER_IMAGE_MIN_PIXELS", min_pixels)
+    x = gaussian_blob((3, 4, 3, 5))
+    layer = make_layer(CONV % "kernel_size: 1 num_output: 5")
+    top = run(layer, [x])
+    assert layer._per_image_1x1(3) == (min_pixels == 1)
+    ref = ref_conv(x.data, layer.blobs[0].data, layer.blobs[1].data, (1, 1), (0, 0), (1, 1), 1)
+    np.testing.assert_allclose(top[0].data, ref, rtol=1e-10, atol=1e-10)
+    layer = make_layer(CONV % "kernel_size: 1 num_output: 3")
+    GradientChecker(1e-2, 1e-3).check_gradient_exhaustive(layer, [gaussian_blob((2, 4, 3, 3))], empty_blobs(1))
+
+
 DEPTHWISE = [
     ("kernel_size: 3 pad: 1 num_output: 6 group: 6", (2, 6, 9, 8), (1, 1), (1, 1), (1, 1)),
     ("kernel_size: 3 pad: 1 stride: 2 num_output: 5 group: 5 bias_term: false", (2, 5, 10, 9), (2, 2), (1, 1),
