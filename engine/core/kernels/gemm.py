@@ -33,9 +33,11 @@ from engine.core.kernels import jit as _jit
 
 _MODE = os.environ.get("ENGINE_NUMBA_GEMM", "auto")
 ENABLED = _MODE != "0"      # set False to use NumPy's matmul
-#: "auto" (ENGINE_NUMBA_GEMM unset): serve only on hosts with AVX-512, where the wide tile
-#: beats OpenBLAS's AVX2 kernels; on an AVX2 host OpenBLAS's own kernels are 10-60% faster
-#: on the convolutions' shapes (benchmarks/README.md, issue 24) and NumPy's matmul serves.
+#: "auto" (ENGINE_NUMBA_GEMM unset): :func:`matmul` runs compiled only on hosts with
+#: AVX-512, where the wide tile beats OpenBLAS's AVX2 kernels; on an AVX2 host OpenBLAS's own
+#: kernels are 10-60% faster on the convolutions' plain products (benchmarks/README.md,
+#: issue 24) and NumPy's matmul serves them.  The implicit-GEMM convolution (conv2d.py, no
+#: column matrix) asks with ``any_host=True`` and serves on any host.
 #: ENGINE_NUMBA_GEMM=1 forces the compiled GEMM on any host.
 WIDE_ONLY = _MODE not in ("0", "1")
 KC = 512           # inner-dimension slice per micro-kernel call
@@ -292,10 +294,10 @@ def split_run(fn, count, macs, unit=1):
     return out
 
 
-def usable(*arrays):
+def usable(*arrays, any_host=False):
     """True where :func:`matmul` runs compiled: float32 host arrays, enabled, Numba present
-    (imported by the first such question), and (unless forced, see WIDE_ONLY) a host with
-    AVX-512."""
+    (imported by the first such question), and (unless forced, see WIDE_ONLY, or
+    ``any_host``) a host with AVX-512."""
     if not ENABLED:
         return False
     for a in arrays:
@@ -303,7 +305,7 @@ def usable(*arrays):
             return False
     if not compiled():
         return False
-    return not WIDE_ONLY or wide_host()
+    return any_host or not WIDE_ONLY or wide_host()
 
 
 def wide_host():
