@@ -22,6 +22,7 @@ Layer and blob names are KaimingHe's: ``conv1``, ``bn_conv1``, ``scale_conv1``,
     python benchmarks/netgen.py 152 > resnet152_deploy.prototxt
     python benchmarks/netgen.py 50 --train --batch 8 -o resnet50_train.prototxt
     python benchmarks/netgen.py 152 --deploy-file -o ResNet-152-deploy.prototxt
+    python benchmarks/netgen.py mobilenet_v2 --batch 8 -o mobilenet_v2_deploy.prototxt
 """
 import argparse
 import os
@@ -219,6 +220,62 @@ def mobilenet(batch=1, image=224, num_classes=1000):
     return b.net
 
 
+#: MobileNet v2's inverted residual blocks as shicai's deploy file numbers them:
+#: (name, expanded channels, output channels, depthwise stride); a block adds its input
+#: (an Eltwise ``block_<name>``) where the stride is 1 and the channels stay.
+MOBILENET_V2_BLOCKS = (
+    ("2_1", 32, 16, 1), ("2_2", 96, 24, 2), ("3_1", 144, 24, 1), ("3_2", 144, 32, 2),
+    ("4_1", 192, 32, 1), ("4_2", 192, 32, 1), ("4_3", 192, 64, 2), ("4_4", 384, 64, 1),
+    ("4_5", 384, 64, 1), ("4_6", 384, 64, 1), ("4_7", 384, 96, 1), ("5_1", 576, 96, 1),
+    ("5_2", 576, 96, 1), ("5_3", 576, 160, 2), ("6_1", 960, 160, 1), ("6_2", 960, 160, 1),
+    ("6_3", 960, 320, 1))
+
+
+def mobilenet_v2(batch=1, image=224, num_classes=1000):
+    """MobileNet v2 as shicai's MobileNet-Caffe ``mobilenet_v2_deploy.prototxt`` lays it out:
+    ``conv1`` (3x3/2, 32) + ``conv1/bn`` (BatchNorm into its own blob, global statistics,
+    eps 1e-5) + ``conv1/scale`` and ``relu1`` in place; 17 inverted residual blocks
+    (:data:`MOBILENET_V2_BLOCKS`), each ``convX_Y/expand`` (1x1) + bn/scale/ReLU,
+    ``convX_Y/dwise`` (3x3 depthwise: group = channels) + bn/scale/ReLU, ``convX_Y/linear``
+    (1x1, no ReLU) + bn/scale, and ``block_X_Y`` (Eltwise SUM with the block's input) where
+    the shapes allow; ``conv6_4`` (1x1, 1280) + bn/scale/ReLU, ``pool6`` (global AVE),
+    ``fc7`` (1x1 convolution with bias), ``prob`` (Softmax).  No bias on the other
+    convolutions.  An Input layer ``data`` stands for the file's ``input_dim`` lines (Caffe
+    upgrades them to one); 209 layers.  ``image`` other than 224 gives the same net on
+    smaller maps (the global pooling takes what is left)."""
+    b = _Builder("MOBILENET_V2")
+    b.input([batch, 3, image, image])
+
+    def conv_bn(name, bottom, out, kernel, stride=1, pad=0, group=1, relu=None):
+        b.conv(name, bottom, out, kernel, stride, pad, group, bias=False)
+        if group > 1:       # the file asks for Caffe's own engine on the depthwise ones
+            b.net.layer[-1].convolution_param.engine = b.pb.ConvolutionParameter.CAFFE
+        bn = name + "/bn"
+        p = b.layer(bn, "BatchNorm", [name], [bn]).batch_norm_param
+        p.use_global_stats, p.eps = True, 1e-5
+        b.layer(name + "/scale", "Scale", [bn], [bn]).scale_param.bias_term = True
+        if relu:
+            b.layer(relu, "ReLU", [bn], [bn])
+        return bn
+
+    x = conv_bn("conv1", "data", 32, 3, 2, 1, relu="relu1")
+    cin = 32
+    for tag, mid, cout, stride in MOBILENET_V2_BLOCKS:
+        y = conv_bn("conv%s/expand" % tag, x, mid, 1, relu="relu%s/expand" % tag)
+        y = conv_bn("conv%s/dwise" % tag, y, mid, 3, stride, 1, group=mid, relu="relu%s/dwise" % tag)
+        y = conv_bn("conv%s/linear" % tag, y, cout, 1)
+        if stride == 1 and cin == cout:
+            y = b.layer("block_" + tag, "Eltwise", [x, y], ["block_" + tag]).top[0]
+        x, cin = y, cout
+    x = conv_bn("conv6_4", x, 1280, 1, relu="relu6_4")
+    pool = b.layer("pool6", "Pooling", [x], ["pool6"]).pooling_param
+    pool.pool = b.pb.PoolingParameter.AVE
+    pool.global_pooling = True
+    b.conv("fc7", "pool6", num_classes, 1)
+    b.layer("prob", "Softmax", ["fc7"], ["prob"])
+    return b.net
+
+
 def fcn8s(image=64, num_classes=21):
     """FCN-8s as shelhamer's fcn.berkeleyvision.org voc-fcn8s deploy file names it:
     VGG-16 (``conv1_1`` + ``relu1_1`` ... ``pool5``), ``fc6``/``relu6``/``drop6``,
@@ -274,14 +331,18 @@ def mobilenet_prototxt(**kw):
     return text_format.MessageToString(mobilenet(**kw))
 
 
+def mobilenet_v2_prototxt(**kw):
+    return text_format.MessageToString(mobilenet_v2(**kw))
+
+
 def fcn8s_prototxt(**kw):
     return text_format.MessageToString(fcn8s(**kw))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Write a ResNet-50/101/152 prototxt (KaimingHe's layout), "
-                                            "or MobileNet v1 / FCN-8s deploy files.")
-    p.add_argument("depth", choices=[str(d) for d in sorted(STAGES)] + ["mobilenet", "fcn8s"])
+                                            "or MobileNet v1 / v2, FCN-8s deploy files.")
+    p.add_argument("depth", choices=[str(d) for d in sorted(STAGES)] + ["mobilenet", "mobilenet_v2", "fcn8s"])
     p.add_argument("--train", action="store_true", help="train net (labels, SoftmaxWithLoss)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--image", type=int, default=224)
@@ -292,6 +353,8 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.depth == "mobilenet":
         text = mobilenet_prototxt(batch=a.batch, image=a.image)
+    elif a.depth == "mobilenet_v2":
+        text = mobilenet_v2_prototxt(batch=a.batch, image=a.image)
     elif a.depth == "fcn8s":
         text = fcn8s_prototxt(image=a.image)
     elif a.deploy_file:

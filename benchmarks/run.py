@@ -4,8 +4,9 @@
                              [--repeat N] [--threads N] [--out results.json]
 
 For each net (LeNet, the tiny ResNet, the siamese net, CaffeNet, GoogLeNet,
-ResNet-50 and ResNet-152 from ``benchmarks/netgen.py``) and each device (CPU;
-GPU where CuPy sees one), one worker process:
+ResNet-50 and ResNet-152 from ``benchmarks/netgen.py``; ResNet-50 and MobileNet v2
+deploy, from the same file, at batch 1 and 8 on the CPU: one row each) and each device
+(CPU; GPU where CuPy sees one), one worker process:
 
 1. writes the prototxt with the benchmark's batch (deploy nets get
    ``force_backward: true`` and a fixed gradient on their output), initialises
@@ -67,6 +68,9 @@ NETS = {
                       batch=dict(quick=2, full=8, gpu=32)),
     "resnet50": dict(gen=50, phase="TRAIN", batch=dict(quick=1, full=4, gpu=32)),
     "resnet152": dict(gen=152, phase="TRAIN", batch=dict(quick=1, full=2, gpu=16)),
+    # Issue 24: deploy nets (TEST, force_backward) at batch 1 and 8, one row each.
+    "resnet50_deploy": dict(gen=50, phase="TEST", batches=(1, 8), batch=dict(gpu=32)),
+    "mobilenet_v2": dict(gen="mobilenet_v2", phase="TEST", batches=(1, 8), batch=dict(gpu=32)),
 }
 
 TIMED = ("forward", "backward", "forward_backward")
@@ -100,7 +104,10 @@ def net_param(spec, batch):
     """The benchmark's NetParameter: the batch set on every Input shape;
     deploy nets (no loss) get force_backward."""
     from engine.core.upgrade import read_net_params
-    if "gen" in spec:
+    if spec.get("gen") == "mobilenet_v2":
+        from benchmarks.netgen import mobilenet_v2
+        p = mobilenet_v2(batch=batch)
+    elif "gen" in spec:
         from benchmarks.netgen import resnet
         p = resnet(spec["gen"], batch=batch, train=spec["phase"] == "TRAIN", fillers=False)
     else:
@@ -136,6 +143,23 @@ def randomize_weights(net, rng):
                 b.data[...] = rng.normal(0, np.sqrt(2.0 / fan_in), shape)
             else:
                 b.data[...] = rng.normal(0, 0.01, shape)
+
+
+def calibrate_batchnorm(net, inputs):
+    """Global-statistics BatchNorm (deploy nets) given the statistics of what reaches it
+    from ``inputs`` ({blob: array}), as a trained net's running averages are: with random
+    statistics the activations of a deep net grow layer after layer (MobileNet v2's linear
+    bottlenecks: logits of 10^4, where float32 softmax is ill-conditioned)."""
+    for n, a in inputs.items():
+        net.blobs[n].data[...] = a
+    for i, layer in enumerate(net.layers):
+        if layer.type == "BatchNorm" and getattr(layer, "use_global_stats", False):
+            x = net._blobs[net._bottom_id_vecs[i][0]].data
+            x = x.reshape(x.shape[0], x.shape[1], -1).astype(np.float64)
+            layer.blobs[0].data[...] = x.mean(axis=(0, 2))
+            layer.blobs[1].data[...] = x.var(axis=(0, 2))
+            layer.blobs[2].data[...] = 1.0
+        net.ForwardFromTo(i, i)
 
 
 def input_arrays(net, rng):
@@ -241,12 +265,14 @@ class Bench:
             f.write(text_format.MessageToString(param))
         net = Net(self.prototxt, self.phase)
         randomize_weights(net, self.rng)
+        self.inputs = input_arrays(net, self.rng)
+        if self.phase == self.engine.TEST:
+            calibrate_batchnorm(net, self.inputs)
         self.weights = os.path.join(self.tmp, "net.caffemodel")
         net.save(self.weights)
         self.result.update(layers=len(net.layers), blobs=len(net.blob_names),
                            params=int(sum(b.count for b in net.learnable_params)),
                            caffemodel_mb=os.path.getsize(self.weights) / 2 ** 20)
-        self.inputs = input_arrays(net, self.rng)
         self.force = bool(net.param.force_backward) and not any(
             l.type.endswith("Loss") for l in net.layers)
         del net
@@ -383,6 +409,19 @@ class Bench:
             fails, worst, ill = torch_ref.compare(net, tnet, env, self.grad_inputs, ref=(t64, env64))
             ref_used = True
             del t64, env64
+        if fails:
+            # Past the float64 judge: the same with the engine's ReLU masks (ties at 0).
+            import torch
+            t64 = torch_ref.TorchNet(net, tnet.device, torch.float64)
+            tm = torch_ref.TorchNet(net, tnet.device, torch.float64, engine_relu_masks=True)
+            g64 = {n: g.double() for n, g in self.t_grads.items()} if self.t_grads else None
+            env64 = t64.forward(t64.feed(self.inputs), self.grad_inputs)
+            t64.backward(env64, g64)
+            envm = tm.forward(tm.feed(self.inputs), self.grad_inputs)
+            tm.backward(envm, g64)
+            fails, worst, ill = torch_ref.compare(net, tnet, env, self.grad_inputs, ref=(t64, env64),
+                                                  ref_masked=(tm, envm))
+            del t64, env64, tm, envm
         self.result["check"] = dict(ok=not fails, worst=worst[0], worst_rel_err=worst[1],
                                     float64_reference=ref_used,
                                     failures=[list(f) for f in fails[:10]],
@@ -613,14 +652,15 @@ def targets(results):
         # Issue 24: every net at PyTorch's pace or faster on the CPU (issue 16 allowed small
         # nets 1.1x and big ones 1.5x); the GPU keeps issue 16's 1.2x until one has been measured.
         lim_fb = 1.2 if r["device"] == "gpu" else 1.0
-        out.append(dict(target="%s %s fwd+bwd <= %.1fx torch" % (r["net"], r["device"], lim_fb),
+        name = r["net"] + (" b%d" % r["batch"] if "batches" in NETS.get(r["net"], {}) else "")
+        out.append(dict(target="%s %s fwd+bwd <= %.1fx torch" % (name, r["device"], lim_fb),
                         value=r["ratio"]["forward_backward"], met=r["ratio"]["forward_backward"] <= lim_fb))
         lim_dbg = 0.30
-        out.append(dict(target="%s %s full debug records <= +%d%%" % (r["net"], r["device"], lim_dbg * 100),
+        out.append(dict(target="%s %s full debug records <= +%d%%" % (name, r["device"], lim_dbg * 100),
                         value=r["debug_overhead"], met=r["debug_overhead"] <= lim_dbg))
         mem = r["memory"]
         rc = mem.get("ratio_caffe", mem["ratio"])
-        out.append(dict(target="%s %s memory peak <= 1.3x (blobs + Caffe's workspace)" % (r["net"], r["device"]),
+        out.append(dict(target="%s %s memory peak <= 1.3x (blobs + Caffe's workspace)" % (name, r["device"]),
                         value=rc, met=rc <= 1.3))
         if r["net"] == "resnet152" and r["device"] == "cpu":
             out.append(dict(target="resnet152 Init with weights < 1 s (wall)", value=r["init_weights_s"],
@@ -628,6 +668,37 @@ def targets(results):
             out.append(dict(target="resnet152 Init with weights < 1 s (CPU time)",
                             value=r["init_weights_cpu_s"], met=r["init_weights_cpu_s"] < 1.0))
     return out
+
+
+def _run_worker(a, n, dev, batch, repeat, init_repeat):
+    """One worker process: net ``n`` on ``dev`` at ``batch``; its result (an error entry when
+    the worker gave none)."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        res_path = f.name
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", n, "--device", dev,
+           "--batch", str(batch), "--repeat", str(repeat), "--init-repeat", str(init_repeat),
+           "--result", res_path]
+    if a.threads:
+        cmd += ["--threads", str(a.threads)]
+    if a.memory_only:
+        cmd += ["--memory-only"]
+    env = dict(os.environ)
+    if a.threads:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(a.threads)
+    t0 = _now()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env)
+    try:
+        with open(res_path) as f:
+            res = json.load(f)
+    except Exception:
+        res = dict(net=n, device=dev, batch=batch, error="worker exited with %d" % proc.returncode)
+    os.unlink(res_path)
+    res["wall_s"] = _now() - t0
+    print("%-12s %-4s b%-3d done in %.0f s%s" % (n, dev, batch, res["wall_s"],
+                                               ("  ERROR " + res["error"]) if "error" in res else ""),
+          file=sys.stderr)
+    return res
 
 
 def main(argv=None):
@@ -681,33 +752,14 @@ def main(argv=None):
             if "path" in spec and not os.path.exists(spec["path"]):
                 print("skipping %s: %s not found" % (n, spec["path"]), file=sys.stderr)
                 continue
-            batch = a.batch or spec["batch"]["gpu" if dev == "gpu" else ("quick" if a.quick else "full")]
-            with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-                res_path = f.name
-            cmd = [sys.executable, os.path.abspath(__file__), "--worker", n, "--device", dev,
-                   "--batch", str(batch), "--repeat", str(repeat), "--init-repeat", str(init_repeat),
-                   "--result", res_path]
-            if a.threads:
-                cmd += ["--threads", str(a.threads)]
-            if a.memory_only:
-                cmd += ["--memory-only"]
-            env = dict(os.environ)
-            if a.threads:
-                for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-                    env[var] = str(a.threads)
-            t0 = _now()
-            proc = subprocess.run(cmd, cwd=ROOT, env=env)
-            try:
-                with open(res_path) as f:
-                    res = json.load(f)
-            except Exception:
-                res = dict(net=n, device=dev, error="worker exited with %d" % proc.returncode)
-            os.unlink(res_path)
-            res["wall_s"] = _now() - t0
-            results.append(res)
-            print("%-12s %-4s done in %.0f s%s" % (n, dev, res["wall_s"],
-                                                  ("  ERROR " + res["error"]) if "error" in res else ""),
-                  file=sys.stderr)
+            if a.batch:
+                batches = [a.batch]
+            elif dev == "cpu" and "batches" in spec:      # one row per batch, quick or not
+                batches = list(spec["batches"])
+            else:
+                batches = [spec["batch"]["gpu" if dev == "gpu" else ("quick" if a.quick else "full")]]
+            for batch in batches:
+                results.append(_run_worker(a, n, dev, batch, repeat, init_repeat))
     if a.memory_only:
         print(memory_table(results))
         with open(a.out, "w") as f:

@@ -199,6 +199,7 @@ def kernels(request, monkeypatch):
         pytest.skip("Numba is not installed: no compiled kernels")
     on = request.param == "compiled"
     monkeypatch.setattr(gemm, "ENABLED", on)
+    monkeypatch.setattr(gemm, "WIDE_ONLY", False)      # the compiled GEMM on any host
     monkeypatch.setattr(jit, "ENABLED", on)
     if request.param == "gpu":
         backend.set_mode_gpu()

@@ -80,7 +80,7 @@ def test_building_a_lenet_needs_neither_numba_nor_scipy_and_forward_loads_numba_
 
 def test_kernel_modules_and_the_recorder_import_without_numba():
     out = _run("-c", PROBE + textwrap.dedent("""
-        from engine.core.kernels import conv2d, gemm, im2col, lrn, pooling, blas, jit
+        from engine.core.kernels import conv2d, depthwise, gemm, im2col, lrn, pooling, blas, jit
         from engine.core import kernels
         kernels.cuda_sources()
         from engine.instruments import debug, fast_stats

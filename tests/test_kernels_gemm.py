@@ -8,6 +8,33 @@ from tests.layers.helpers import empty_blobs, gaussian_blob, make_layer, seed
 
 needs_gemm = pytest.mark.skipif(not gemm.AVAILABLE, reason="Numba is not importable")
 
+
+@pytest.fixture(autouse=True)
+def _compiled_on_any_host(monkeypatch):
+    """The compiled GEMM serves only on AVX-512 hosts by default (gemm.WIDE_ONLY); these
+    tests check it on any host, as ENGINE_NUMBA_GEMM=1 would."""
+    monkeypatch.setattr(gemm, "WIDE_ONLY", False)
+
+
+@needs_gemm
+def test_default_serves_only_on_avx512_hosts(monkeypatch):
+    a = np.ones((4, 4), np.float32)
+    monkeypatch.setattr(gemm, "WIDE_ONLY", True)
+    assert gemm.usable(a, a, a) == gemm.wide_host()
+    monkeypatch.setattr(gemm, "wide_host", lambda: False)     # an AVX2 host: NumPy's matmul
+    assert not gemm.usable(a, a, a)
+    from engine.core.kernels import conv2d  # the implicit GEMM (no columns) serves on any host
+    x = np.ones((1, 2, 8, 8), np.float32)
+    assert conv2d.applies((3, 3), (1, 1), (1, 1), (1, 1), 1, x)
+    out = np.empty((4, 4), np.float32)
+    gemm.matmul(a, a * 2, out)
+    np.testing.assert_array_equal(out, np.full((4, 4), 8, np.float32))
+    monkeypatch.setattr(gemm, "wide_host", lambda: True)
+    assert gemm.usable(a, a, a)
+    monkeypatch.setattr(gemm, "WIDE_ONLY", False)              # ENGINE_NUMBA_GEMM=1
+    monkeypatch.setattr(gemm, "wide_host", lambda: False)
+    assert gemm.usable(a, a, a)
+
 SHAPES = [(1, 1, 1), (3, 5, 7), (8, 32, 32), (9, 300, 65), (16, 1100, 33), (33, 7, 100), (64, 576, 200),
           (17, 0, 5)]
 

@@ -289,6 +289,114 @@ def test_conv_gradient_group_dilation_pad(col_layout):
                                                           empty_blobs(1))
 
 
+@pytest.mark.parametrize("min_pixels", [1, 10 ** 9], ids=["per_image", "batched"])
+def test_conv_1x1_per_image_and_batched(monkeypatch, min_pixels):
+    """A 1x1 convolution over big maps runs a GEMM per image between the blobs; both forms
+    give the reference's outputs and pass Caffe's gradient check."""
+    from engine.core.layers import vision
+    monkeypatch.setattr(vision.ConvolutionLayer, "PER_IMAGE_MIN_PIXELS", min_pixels)
+    x = gaussian_blob((3, 4, 3, 5))
+    layer = make_layer(CONV % "kernel_size: 1 num_output: 5")
+    top = run(layer, [x])
+    assert layer._per_image_1x1(3) == (min_pixels == 1)
+    ref = ref_conv(x.data, layer.blobs[0].data, layer.blobs[1].data, (1, 1), (0, 0), (1, 1), 1)
+    np.testing.assert_allclose(top[0].data, ref, rtol=1e-10, atol=1e-10)
+    layer = make_layer(CONV % "kernel_size: 1 num_output: 3")
+    GradientChecker(1e-2, 1e-3).check_gradient_exhaustive(layer, [gaussian_blob((2, 4, 3, 3))], empty_blobs(1))
+
+
+DEPTHWISE = [
+    ("kernel_size: 3 pad: 1 num_output: 6 group: 6", (2, 6, 9, 8), (1, 1), (1, 1), (1, 1)),
+    ("kernel_size: 3 pad: 1 stride: 2 num_output: 5 group: 5 bias_term: false", (2, 5, 10, 9), (2, 2), (1, 1),
+     (1, 1)),
+    ("kernel_size: 5 pad: 1 stride: 3 dilation: 2 num_output: 4 group: 4", (3, 4, 17, 16), (3, 3), (1, 1),
+     (2, 2)),
+    ("kernel_h: 2 kernel_w: 4 pad_h: 0 pad_w: 3 stride_h: 1 stride_w: 2 num_output: 3 group: 3",
+     (1, 3, 7, 9), (1, 2), (0, 3), (1, 1)),
+    ("kernel_size: 3 pad: 2 num_output: 2 group: 2", (1, 2, 2, 3), (1, 1), (2, 2), (1, 1)),
+]
+
+
+def _fwd_bwd32(params, shape, use_direct, monkeypatch):
+    """Forward + backward of a float32 convolution on the host, with the direct depthwise
+    loops or Caffe's grouped im2col + GEMM; (layer, top, bottom diff, param diffs)."""
+    from engine.core.kernels import depthwise, jit
+    if use_direct and not jit.AVAILABLE:
+        pytest.skip("no Numba: the direct depthwise loops are not compiled")
+    monkeypatch.setattr(depthwise, "ENABLED", use_direct)
+    backend.set_mode_cpu()
+    backend.set_random_seed(5)          # the same weights both ways
+    x = gaussian_blob(shape, dtype=np.float32)
+    layer = make_layer(CONV % params, dtype=np.float32)
+    top = run(layer, [x], dtype=np.float32)
+    assert layer._depthwise(x.data, top[0].data) == use_direct
+    top[0].diff[...] = np.random.default_rng(3).normal(size=top[0].shape)
+    for b in layer.blobs:
+        b.diff[...] = 0.5          # the weight gradient is added to what is there
+    layer.Backward(top, [True], [x])
+    return layer, top[0].data.copy(), x.diff.copy(), [b.diff.copy() for b in layer.blobs]
+
+
+@pytest.mark.parametrize("params,shape,stride,pad,dil", DEPTHWISE)
+def test_conv_depthwise_direct_matches_caffes_grouped_gemm(monkeypatch, params, shape, stride, pad, dil):
+    layer, y, dx, dps = _fwd_bwd32(params, shape, True, monkeypatch)
+    w = layer.blobs[0].data
+    bias = layer.blobs[1].data if len(layer.blobs) > 1 else None
+    ref = ref_conv(gaussian_blob(shape).data, w.astype(np.float64), None if bias is None else
+                   bias.astype(np.float64), stride, pad, dil, shape[1])
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    _, y2, dx2, dps2 = _fwd_bwd32(params, shape, False, monkeypatch)
+    np.testing.assert_allclose(y, y2, rtol=1e-6, atol=1e-6)
+    # the input gradient is col2im's sum in col2im's order: the same bits
+    np.testing.assert_array_equal(dx, dx2)
+    for a, b in zip(dps, dps2):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    assert not np.array_equal(dps[0], np.full_like(dps[0], 0.5))
+
+
+@pytest.mark.parametrize("params,shape", [(DEPTHWISE[0][0], DEPTHWISE[0][1]), (DEPTHWISE[1][0], DEPTHWISE[1][1])])
+def test_conv_depthwise_direct_non_finite_as_caffe(monkeypatch, params, shape):
+    """A NaN or inf in the image or the top diff, or a NaN weight, reaches the same outputs
+    and gradients as through Caffe's columns (the stride-1 form's columns that are no output
+    never meet them)."""
+    def arrays(use_direct):
+        from engine.core.kernels import depthwise, jit
+        if use_direct and not jit.AVAILABLE:
+            pytest.skip("no Numba: the direct depthwise loops are not compiled")
+        monkeypatch.setattr(depthwise, "ENABLED", use_direct)
+        backend.set_random_seed(5)
+        x = gaussian_blob(shape, dtype=np.float32)
+        x.data[0, 1, 2, 3] = np.nan
+        x.data[1, 0, 4, 0] = np.inf
+        layer = make_layer(CONV % params, dtype=np.float32)
+        top = empty_blobs(1, dtype=np.float32)
+        layer.SetUp([x], top)
+        layer.blobs[0].data[2, 0, 1, 1] = np.nan
+        layer.Forward([x], top)
+        top[0].diff[...] = np.random.default_rng(3).normal(size=top[0].shape)
+        top[0].diff[1, 3, 1, 1] = -np.inf
+        layer.Backward(top, [True], [x])
+        return [top[0].data.copy(), x.diff.copy()] + [b.diff.copy() for b in layer.blobs]
+
+    for a, b in zip(arrays(True), arrays(False)):
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_array_equal(np.isinf(a), np.isinf(b))
+        ok = np.isfinite(b)
+        np.testing.assert_allclose(a[ok], b[ok], rtol=1e-5, atol=1e-5)
+
+
+def test_conv_depthwise_direct_gradient(monkeypatch):
+    from engine.core.kernels import depthwise
+    monkeypatch.setattr(depthwise, "ENABLED", True)
+    layer = make_layer(CONV % "kernel_size: 3 stride: 2 pad: 1 num_output: 3 group: 3", dtype=np.float32)
+    x = gaussian_blob((2, 3, 5, 4), dtype=np.float32)
+    top = empty_blobs(1, dtype=np.float32)
+    layer.SetUp([x], top)
+    if not layer._depthwise(x.data, layer.blobs[0].data):
+        pytest.skip("no Numba: the direct depthwise loops are not compiled")
+    GradientChecker(1e-2, 1e-2).check_gradient_exhaustive(layer, [x], top)
+
+
 def test_conv_gradient_rect_nobias():
     layer = make_layer(CONV % "kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 num_output: 2 "
                               "bias_term: false")

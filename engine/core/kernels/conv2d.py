@@ -46,7 +46,7 @@ def applies(kernel, stride, pad, dilation, group, *arrays):
         return False
     if any(not 0 <= p < k for p, k in zip(pad, kernel)):
         return False
-    return gemm.usable(*arrays) and all(a.flags.c_contiguous for a in arrays) and compiled()
+    return gemm.usable(*arrays, any_host=True) and all(a.flags.c_contiguous for a in arrays) and compiled()
 
 
 def compiled():

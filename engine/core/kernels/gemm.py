@@ -31,7 +31,15 @@ import numpy as np
 
 from engine.core.kernels import jit as _jit
 
-ENABLED = os.environ.get("ENGINE_NUMBA_GEMM", "1") != "0"   # set False to use NumPy's matmul
+_MODE = os.environ.get("ENGINE_NUMBA_GEMM", "auto")
+ENABLED = _MODE != "0"      # set False to use NumPy's matmul
+#: "auto" (ENGINE_NUMBA_GEMM unset): :func:`matmul` runs compiled only on hosts with
+#: AVX-512, where the wide tile beats OpenBLAS's AVX2 kernels; on an AVX2 host OpenBLAS's own
+#: kernels are 10-60% faster on the convolutions' plain products (benchmarks/README.md,
+#: issue 24) and NumPy's matmul serves them.  The implicit-GEMM convolution (conv2d.py, no
+#: column matrix) asks with ``any_host=True`` and serves on any host.
+#: ENGINE_NUMBA_GEMM=1 forces the compiled GEMM on any host.
+WIDE_ONLY = _MODE not in ("0", "1")
 KC = 512           # inner-dimension slice per micro-kernel call
 MIN_THREAD_MACS = 1 << 22   # split over threads only above this many multiply-adds
 
@@ -286,15 +294,24 @@ def split_run(fn, count, macs, unit=1):
     return out
 
 
-def usable(*arrays):
+def usable(*arrays, any_host=False):
     """True where :func:`matmul` runs compiled: float32 host arrays, enabled, Numba present
-    (imported by the first such question)."""
+    (imported by the first such question), and (unless forced, see WIDE_ONLY, or
+    ``any_host``) a host with AVX-512."""
     if not ENABLED:
         return False
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != _F32:
             return False
-    return compiled()
+    if not compiled():
+        return False
+    return any_host or not WIDE_ONLY or wide_host()
+
+
+def wide_host():
+    """True on a host with AVX-512 (the micro-kernel's 16-float vectors)."""
+    micro_tile()
+    return VL == 16
 
 
 def _one(a, b, out, accumulate):

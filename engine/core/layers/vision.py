@@ -16,6 +16,7 @@ import numpy as np
 from engine.core import backend, rng
 from engine.core.blob import Blob, blob_count, declare_buffer
 from engine.core.kernels import conv2d as _conv2d
+from engine.core.kernels import depthwise as _depthwise
 from engine.core.kernels import gemm as _gemm
 from engine.core.kernels import im2col as _im2col
 from engine.core.kernels import lrn as _lrn
@@ -429,7 +430,87 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 dx = b.mut_diff().reshape((self.num, self.channels) + self.bottom_spatial)
                 _conv2d.backward_data(dy, w, self.pad, dx, self._work32, self.stride)
 
+    # ------------------------------------------------------------ depthwise (host)
+    def _depthwise(self, *arrays):
+        """True where the direct depthwise loops (engine.core.kernels.depthwise) serve:
+        2-D, group = channels = num_output, on the host."""
+        return (not self.on_gpu and self.channel_axis == 1
+                and _depthwise.applies(self.group, self.channels, self.num_output, self.num_spatial_axes,
+                                       *arrays))
+
+    def _image_shapes(self):
+        return (self.num, self.channels) + self.bottom_spatial, (self.num, self.num_output) + tuple(self.output_shape)
+
+    def _forward_depthwise(self, bottom, top):
+        w = self.blobs[0].get_data()
+        bias = self.blobs[1].get_data() if self.bias_term else None
+        xs, ys = self._image_shapes()
+        for b, t in zip(bottom, top):
+            _depthwise.forward(b.get_data().reshape(xs), w, bias, self.stride, self.pad, self.dilation,
+                               t.mut_data().reshape(ys), self._work32)
+
+    def _backward_depthwise(self, top, propagate_down, bottom):
+        w = self.blobs[0].get_data()
+        need_w = self.get_param_propagate_down(0)
+        dw = self.blobs[0].mut_diff() if need_w else None
+        xs, ys = self._image_shapes()
+        for i, (b, t) in enumerate(zip(bottom, top)):
+            dy = t.get_diff().reshape(ys)
+            if need_w:
+                _depthwise.backward_weights(b.get_data().reshape(xs), dy, self.stride, self.pad, self.dilation,
+                                            dw, self._work32)
+            if propagate_down[i]:
+                _depthwise.backward_data(dy, w, self.stride, self.pad, self.dilation, b.mut_diff().reshape(xs),
+                                         self._work32)
+
+    # ------------------------------------------------------------ 1x1 per image (host)
+    #: a 1x1 convolution over at least this many pixels an image runs one GEMM per image
+    #: straight between the blobs (Caffe's loop over images), not one over the batch's
+    #: columns, which costs a copy of the input and one of the output
+    PER_IMAGE_MIN_PIXELS = 256
+
+    def _per_image_1x1(self, nb):
+        return (not self.on_gpu and self.is_1x1 and self.group == 1 and nb > 1
+                and int(np.prod(self.output_shape, dtype=np.int64)) >= self.PER_IMAGE_MIN_PIXELS)
+
+    def _forward_1x1(self, bottom, top):
+        xp = self.xp
+        W = self.blobs[0].get_data().reshape(self.num_output, self.channels)
+        P = int(np.prod(self.output_shape, dtype=np.int64))
+        bias = self.blobs[1].get_data().reshape(-1, 1) if self.bias_term else None
+        for b, t in zip(bottom, top):
+            x = b.get_data().reshape(self.num, self.channels, P)
+            y = t.mut_data().reshape(self.num, self.num_output, P)
+            for n in range(self.num):
+                xp.matmul(W, x[n], out=y[n])
+                if bias is not None:
+                    y[n] += bias
+
+    def _backward_1x1(self, top, propagate_down, bottom):
+        xp = self.xp
+        W = self.blobs[0].get_data().reshape(self.num_output, self.channels)
+        need_w = self.get_param_propagate_down(0)
+        dW = self.blobs[0].mut_diff().reshape(self.num_output, self.channels) if need_w else None
+        P = int(np.prod(self.output_shape, dtype=np.int64))
+        work = self._work("dw", dW.size, dW.dtype)[:dW.size].reshape(dW.shape) if need_w else None
+        for i, (b, t) in enumerate(zip(bottom, top)):
+            dy = t.get_diff().reshape(self.num, self.num_output, P)
+            x = b.get_data().reshape(self.num, self.channels, P)
+            dx = b.mut_diff().reshape(self.num, self.channels, P) if propagate_down[i] else None
+            for n in range(self.num):
+                if need_w:              # Caffe's weight GEMM with beta = 1, image by image
+                    xp.matmul(dy[n], x[n].T, out=work)
+                    dW += work
+                if dx is not None:
+                    xp.matmul(W.T, dy[n], out=dx[n])
+
     def forward(self, bottom, top):
+        if self._per_image_1x1(self.num):
+            self._forward_1x1(bottom, top)
+            return
+        if self._depthwise(self.blobs[0].get_data(), *(b.get_data() for b in bottom), *(t.mut_data() for t in top)):
+            self._forward_depthwise(bottom, top)
+            return
         if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom)):
             self._forward_implicit(bottom, top)
             return
@@ -462,6 +543,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
         P = int(np.prod(self.output_shape, dtype=np.int64))
         per_image = self.kernel_dim * g * P
         self._bias_backward(top)
+        if self._per_image_1x1(self.num):
+            self._backward_1x1(top, propagate_down, bottom)
+            return
+        if self._depthwise(self.blobs[0].get_data(), *(b.get_data() for b in bottom),
+                           *(t.get_diff() for t in top)):
+            self._backward_depthwise(top, propagate_down, bottom)
+            return
         if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom),
                           *(t.get_diff() for t in top)):
             self._backward_implicit(top, propagate_down, bottom)

@@ -1,0 +1,352 @@
+"""Depthwise 2-D convolution on the host (group = channels = num_output): direct loops.
+
+Caffe runs a depthwise convolution as its grouped im2col + GEMM: per image and channel, a
+1 x K (K = kh*kw) row of weights times the channel's K x P column matrix.  With one
+output per group those products are tiny (1 x 9 @ 9 x P), and a GEMM call per channel,
+plus the column matrix itself (9x the image), is most of the time.  These loops compute
+the same sums from the image in place:
+
+- ``forward``: y[n, c, oh, ow] = sum over (i, j) in Caffe's column order (kernel row, then
+  column) of w[c, i, j] * x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (taps in the padding
+  are zeros: adding 0 changes nothing), then + bias[c], as Caffe's bias GEMM adds it;
+- ``backward_data``: dx = Caffe's col2im of (w^T dy): every input pixel receives
+  w[c, i, j] * dy[...] for each tap in the same (i, j, oh, ow) order as col2im adds them;
+- ``backward_weights``: dw[c, i, j] += sum over images and output pixels of
+  dy * x shifted, each image's sum added to dw in image order (Caffe's GEMM with beta = 1
+  per image); within an image the pixels are summed along the output rows in vector lanes
+  (as a vectorised GEMM does: equal to rounding).
+
+Forward and input gradient give Caffe's sums in Caffe's order; the weight gradient agrees
+to float32 rounding.  ``applies(...)``: 2-D, group = channels = num_output, float32 host
+arrays, Numba present (imported by the first such question).
+"""
+import numpy as np
+
+from engine.core.kernels import gemm
+from engine.core.kernels import jit as _jit
+from engine.core.kernels.jit import jit
+
+ENABLED = True          # set False to keep Caffe's grouped im2col + GEMM (tests compare both)
+
+
+def applies(group, channels, num_output, num_spatial, *arrays):
+    """True where these layer settings and arrays can use the direct depthwise loops."""
+    if not ENABLED or num_spatial != 2 or group <= 1 or not (group == channels == num_output):
+        return False
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != np.float32:
+            return False
+    return _jit.use(_forward_jit, *arrays)      # compiled (jit.ENABLED), C-contiguous
+
+
+# ------------------------------------------------------------------ compiled loops
+# Two forms.  Stride 1: the plane is copied into a zero-padded buffer of row width
+# Wp = W + 2 pw, and the output is computed Wp columns a row (the last Wp - OW of each row are
+# not outputs), so that every tap is one long run over the flat plane (as the implicit GEMM
+# in conv2d.py reads it).  Other strides (and planes holding a non-finite value, where
+# a column that is not an output could meet it): per output row, over the row's valid span.
+# The inner loops run over 1-D views from index 0, so that the compiler sees non-negative
+# indices and vectorises them.
+def _span(off, sw, OW, W):
+    """Output columns [t0, t1) whose tap column t*sw + off falls inside [0, W)."""
+    t0 = 0
+    if off < 0:
+        t0 = (-off + sw - 1) // sw
+    t1 = OW
+    if (OW - 1) * sw + off >= W:
+        t1 = (W - 1 - off) // sw + 1
+    return t0, max(t0, t1)
+
+
+def _pad_plane(src, ph, pw, Wp, dst):
+    """src (H, W) into the interior of the zero-bordered flat buffer ``dst`` (row width Wp);
+    True when every value is finite."""
+    H, W = src.shape
+    ok = True
+    for h in range(H):
+        d = dst[(h + ph) * Wp + pw:(h + ph) * Wp + pw + W]
+        r = src[h]
+        for t in range(W):
+            v = r[t]
+            ok &= (v - v) == 0
+            d[t] = v
+    return ok
+
+
+def _fwd_rows(xp, wc, sh, sw, ph, pw, dh, dw, yp, bv, acc):
+    """One plane, per output row: yp (OH, OW) = taps of xp (H, W) weighted by wc (kh, kw), + bv."""
+    H, W = xp.shape
+    OH, OW = yp.shape
+    kh, kw = wc.shape
+    for oh in range(OH):
+        acc[:] = 0.0
+        for i in range(kh):
+            ih = oh * sh - ph + i * dh
+            if ih < 0 or ih >= H:
+                continue
+            for j in range(kw):
+                wv = wc[i, j]
+                off = j * dw - pw
+                t0, t1 = _span(off, sw, OW, W)
+                if t1 == t0:
+                    continue
+                a = acc[t0:t1]
+                xr = xp[ih, t0 * sw + off:(t1 - 1) * sw + off + 1:sw]
+                for t in range(t1 - t0):
+                    a[t] += wv * xr[t]
+        yr = yp[oh]
+        for t in range(OW):
+            yr[t] = acc[t] + bv
+
+
+def _forward_loop(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, y, acc, xpad, c0, c1):
+    """y (N, C, OH, OW) = depthwise conv of x (N, C, H, W) with w (C, kh, kw) (+ bias), for
+    channels c0..c1; ``acc``: max(OW, OH * Wp) floats, ``xpad``: the padded plane (stride 1)."""
+    N, C, H, W = x.shape
+    OH, OW = y.shape[2], y.shape[3]
+    kh, kw = w.shape[1], w.shape[2]
+    flat = sh == 1 and sw == 1
+    Wp = W + 2 * pw
+    R = OH * Wp
+    if flat:
+        xpad[:] = 0.0
+    for n in range(N):
+        for c in range(c0, c1):
+            bv = bias[c] if has_bias else np.float32(0.0)
+            if not flat:
+                _fwd_rows(x[n, c], w[c], sh, sw, ph, pw, dh, dw, y[n, c], bv, acc)
+                continue
+            _pad_plane(x[n, c], ph, pw, Wp, xpad)
+            out = acc[:R]
+            out[:] = 0.0
+            for i in range(kh):
+                for j in range(kw):
+                    wv = w[c, i, j]
+                    base = i * dh * Wp + j * dw
+                    xs = xpad[base:base + R]
+                    for r in range(R):
+                        out[r] += wv * xs[r]
+            for oh in range(OH):
+                o = out[oh * Wp:oh * Wp + OW]
+                yr = y[n, c, oh]
+                for t in range(OW):
+                    yr[t] = o[t] + bv
+
+
+def _bwd_data_rows(dyp, wc, sh, sw, ph, pw, dh, dw, dxp):
+    """One plane: dxp (H, W) = col2im of wc^T dyp, in col2im's order."""
+    H, W = dxp.shape
+    OH, OW = dyp.shape
+    kh, kw = wc.shape
+    dxp[:, :] = 0.0
+    for i in range(kh):
+        for j in range(kw):
+            wv = wc[i, j]
+            off = j * dw - pw
+            t0, t1 = _span(off, sw, OW, W)
+            if t1 == t0:
+                continue
+            for oh in range(OH):
+                ih = oh * sh - ph + i * dh
+                if ih < 0 or ih >= H:
+                    continue
+                d = dxp[ih, t0 * sw + off:(t1 - 1) * sw + off + 1:sw]
+                g = dyp[oh, t0:t1]
+                for t in range(t1 - t0):
+                    d[t] += wv * g[t]
+
+
+def _backward_data_loop(dy, w, sh, sw, ph, pw, dh, dw, dx, dypad, dxpad, c0, c1):
+    """dx (N, C, H, W) = col2im of w^T dy for a depthwise convolution: every input pixel
+    gets its taps' terms in col2im's order (taps (i, j), then output rows and columns);
+    channels c0..c1; ``dypad`` (OH * Wp), ``dxpad`` (the padded plane): stride-1 scratch."""
+    N, C, H, W = dx.shape
+    OH, OW = dy.shape[2], dy.shape[3]
+    kh, kw = w.shape[1], w.shape[2]
+    flat = sh == 1 and sw == 1
+    Wp = W + 2 * pw
+    R = OH * Wp
+    if flat:
+        dypad[:] = 0.0
+    for c in range(c0, c1):
+        finite = True
+        for i in range(kh):
+            for j in range(kw):
+                finite &= (w[c, i, j] - w[c, i, j]) == 0
+        for n in range(N):
+            if not (flat and finite):     # a non-finite weight times a column that is no output
+                _bwd_data_rows(dy[n, c], w[c], sh, sw, ph, pw, dh, dw, dx[n, c])
+                continue
+            for oh in range(OH):
+                d = dypad[oh * Wp:oh * Wp + OW]
+                g = dy[n, c, oh]
+                for t in range(OW):
+                    d[t] = g[t]
+            dxpad[:] = 0.0
+            for i in range(kh):
+                for j in range(kw):
+                    wv = w[c, i, j]
+                    base = i * dh * Wp + j * dw
+                    ds = dxpad[base:base + R]
+                    for r in range(R):
+                        ds[r] += wv * dypad[r]
+            for h in range(H):
+                s = dxpad[(h + ph) * Wp + pw:(h + ph) * Wp + pw + W]
+                d = dx[n, c, h]
+                for t in range(W):
+                    d[t] = s[t]
+
+
+def _bwd_weights_rows(xp, dyp, sh, sw, ph, pw, dh, dw, dwc, lanes):
+    """One plane, per output row: dwc (kh, kw) += the sum over output pixels of dyp * xp
+    shifted (partial sums per output column, then added)."""
+    H, W = xp.shape
+    OH, OW = dyp.shape
+    kh, kw = dwc.shape
+    for i in range(kh):
+        for j in range(kw):
+            off = j * dw - pw
+            t0, t1 = _span(off, sw, OW, W)
+            lanes[:OW] = 0.0
+            if t1 > t0:
+                a = lanes[t0:t1]
+                for oh in range(OH):
+                    ih = oh * sh - ph + i * dh
+                    if ih < 0 or ih >= H:
+                        continue
+                    g = dyp[oh, t0:t1]
+                    xr = xp[ih, t0 * sw + off:(t1 - 1) * sw + off + 1:sw]
+                    for t in range(t1 - t0):
+                        a[t] += g[t] * xr[t]
+            s = np.float32(0.0)
+            for t in range(OW):
+                s += lanes[t]
+            dwc[i, j] += s
+
+
+LANES = 64      # partial sums of the flat weight-gradient dot products
+
+
+def _backward_weights_loop(x, dy, sh, sw, ph, pw, dh, dw, dwt, lanes, xpad, dypad, c0, c1):
+    """dwt (C, kh, kw) += per image, the sum over output pixels of dy * x shifted, for
+    channels c0..c1 (each image's sum added in image order, as Caffe's GEMM with beta = 1
+    per image); ``lanes``: max(OW, LANES) floats; ``xpad``, ``dypad``: stride-1 scratch."""
+    N, C, H, W = x.shape
+    OH, OW = dy.shape[2], dy.shape[3]
+    kh, kw = dwt.shape[1], dwt.shape[2]
+    flat = sh == 1 and sw == 1
+    Wp = W + 2 * pw
+    R = OH * Wp
+    if flat:
+        xpad[:] = 0.0
+        dypad[:] = 0.0
+    for n in range(N):
+        for c in range(c0, c1):
+            # a column that is no output (dy 0 there) meets interior pixels: exact only
+            # where those are finite
+            if not (flat and _pad_plane(x[n, c], ph, pw, Wp, xpad)):
+                _bwd_weights_rows(x[n, c], dy[n, c], sh, sw, ph, pw, dh, dw, dwt[c], lanes)
+                continue
+            for oh in range(OH):
+                d = dypad[oh * Wp:oh * Wp + OW]
+                g = dy[n, c, oh]
+                for t in range(OW):
+                    d[t] = g[t]
+            for i in range(kh):
+                for j in range(kw):
+                    base = i * dh * Wp + j * dw
+                    a = lanes[:LANES]
+                    a[:] = 0.0
+                    for r0 in range(0, R, LANES):
+                        m = min(LANES, R - r0)
+                        xs = xpad[base + r0:base + r0 + m]
+                        g = dypad[r0:r0 + m]
+                        for t in range(m):
+                            a[t] += g[t] * xs[t]
+                    s = np.float32(0.0)
+                    for t in range(LANES):
+                        s += a[t]
+                    dwt[c, i, j] += s
+
+
+_span = jit(_span)
+_pad_plane = jit(_pad_plane)
+_fwd_rows = jit(_fwd_rows)
+_bwd_data_rows = jit(_bwd_data_rows)
+_bwd_weights_rows = jit(_bwd_weights_rows)
+_forward_jit = jit(_forward_loop)
+_backward_data_jit = jit(_backward_data_loop)
+_backward_weights_jit = jit(_backward_weights_loop)
+
+
+# ------------------------------------------------------------------ host side
+def _split(fn, C, macs):
+    """fn(c0, c1) over channel spans, on as many threads as NumPy's BLAS may use (the
+    channels are independent: each span writes its own)."""
+    gemm.split_run(fn, C, macs)
+
+
+def _scratch(work, name, n):
+    n = max(int(n), 1)
+    return work(name, n)[:n]
+
+
+def _flat_sizes(H, W, OH, kh, kw, ph, pw, dh, dw):
+    """(padded plane elements, output rows x Wp) of the stride-1 form."""
+    Wp = W + 2 * pw
+    R = OH * Wp
+    return max((H + 2 * ph) * Wp, (kh - 1) * dh * Wp + (kw - 1) * dw + R), R
+
+
+def forward(x, w, bias, stride, pad, dilation, y, work):
+    """y = depthwise conv(x, w) (+ bias; None for none); x (N, C, H, W), w (C, 1, kh, kw);
+    ``work(name, n)`` gives a flat float32 scratch array of at least n elements (per thread)."""
+    if x.size == 0 or y.size == 0:
+        return
+    N, C, H, W = x.shape
+    OH, OW = y.shape[2:]
+    kh, kw = w.shape[-2:]
+    w3 = w.reshape(C, kh, kw)
+    b = bias if bias is not None else w3[:, 0, 0]
+    L, R = _flat_sizes(H, W, OH, kh, kw, pad[0], pad[1], dilation[0], dilation[1])
+
+    def part(c0, c1):
+        _forward_jit(x, w3, b, bias is not None, stride[0], stride[1], pad[0], pad[1], dilation[0],
+                     dilation[1], y, _scratch(work, "dw.acc", max(OW, R)), _scratch(work, "dw.xpad", L), c0, c1)
+    _split(part, C, y.size * kh * kw)
+
+
+def backward_data(dy, w, stride, pad, dilation, dx, work):
+    """dx = the input gradient (overwritten) of a depthwise convolution."""
+    if dx.size == 0:
+        return
+    if dy.size == 0:
+        dx[...] = 0
+        return
+    N, C, H, W = dx.shape
+    OH = dy.shape[2]
+    kh, kw = w.shape[-2:]
+    w3 = w.reshape(C, kh, kw)
+    L, R = _flat_sizes(H, W, OH, kh, kw, pad[0], pad[1], dilation[0], dilation[1])
+
+    def part(c0, c1):
+        _backward_data_jit(dy, w3, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1], dx,
+                           _scratch(work, "dw.dypad", R), _scratch(work, "dw.xpad", L), c0, c1)
+    _split(part, C, dy.size * kh * kw)
+
+
+def backward_weights(x, dy, stride, pad, dilation, dw, work):
+    """dw (C, 1, kh, kw) += the weight gradient of a depthwise convolution."""
+    if x.size == 0 or dy.size == 0:
+        return
+    N, C, H, W = x.shape
+    OH, OW = dy.shape[2:]
+    kh, kw = dw.shape[-2:]
+    dw3 = dw.reshape(C, kh, kw)
+    L, R = _flat_sizes(H, W, OH, kh, kw, pad[0], pad[1], dilation[0], dilation[1])
+
+    def part(c0, c1):
+        _backward_weights_jit(x, dy, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1], dw3,
+                              _scratch(work, "dw.lanes", max(OW, LANES)), _scratch(work, "dw.xpad", L),
+                              _scratch(work, "dw.dypad", R), c0, c1)
+    _split(part, C, dy.size * kh * kw)
