@@ -1,4 +1,5 @@
 """``create_app(config)``: the Dash app of the inspector."""
+import html
 import logging
 
 import flask
@@ -36,8 +37,9 @@ def create_app(config=None, store=None):
         ctx.spares.prime(initial_spec(ctx))
     manager = ThreadJobManager(config.cache_dir, expire=config.job_expire_seconds)
     dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
-                    suppress_callback_exceptions=False, on_error=_last_resort,
-                    background_callback_manager=manager)
+                    assets_ignore=INLINE_ASSETS, suppress_callback_exceptions=False,
+                    on_error=_last_resort, background_callback_manager=manager)
+    dash_app.index_string = index_page(dash_app.index_string, dash_app.config.requests_pathname_prefix)
     dash_app.job_manager = manager           # long actions: inspector/state/jobs.py
     gpu = adapters.gpu_available()
     solver_ok = True         # engine's solvers are part of the engine
@@ -56,6 +58,20 @@ def create_app(config=None, store=None):
     register_all(dash_app, ctx)
     dash_app.inspector = ctx
     return dash_app
+
+
+INLINE_ASSETS = r"\.inline\.js$"     # assets written into the page itself (index_page), not served
+
+
+def index_page(index_string, prefix):
+    """Dash's page ``index_string`` with assets/boot.inline.js inline at the top of its head:
+    the tab's session kind, and the layout asked for while the scripts load."""
+    boot = (data_dir("assets") / "boot.inline.js").read_text(encoding="utf-8")
+    if "</script" in boot.lower() or "{%" in boot:
+        raise ValueError("assets/boot.inline.js cannot be written inline into the page")
+    tag = '<script data-prefix="%s">\n%s\n</script>' % (html.escape(prefix, quote=True), boot)
+    head = index_string.index("<head>") + len("<head>")
+    return index_string[:head] + "\n" + tag + index_string[head:]
 
 
 def _load_layer_registry():

@@ -665,9 +665,9 @@ def run_solver(store, sid, iterations, report=None, token=None, iterate=None, re
                     stopped = "breakpoint"
                     break
                 last = loaded.training.train[-1] if loaded.training and loaded.training.train else None
-            # the tab's other callbacks (findings, details...) wait for this session between two
-            # iterations: a lock is not fair, and this thread would take it again at once
-            time.sleep(YIELD_SECONDS)
+            # the tab's other callbacks (findings, details...) that wait for this session get in
+            # between two iterations: a lock is not fair, and this thread would take it again at once
+            store.let_in(sid)
             if report is not None:
                 report(done, n, "iteration %d, loss %s" % (last.iteration, _g(last.loss)) if last else "")
     finally:
@@ -684,8 +684,6 @@ def run_solver(store, sid, iterations, report=None, token=None, iterate=None, re
         s.message = msg
     return RunOutcome(done, n, msg, stopped)
 
-
-YIELD_SECONDS = 0.002      # between two solver iterations of a run: the session's other callbacks get in
 
 
 def _g(v):

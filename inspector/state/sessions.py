@@ -103,6 +103,7 @@ class Loaded:
 class Session:
     id: str
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    waiting: int = 0                    # callbacks waiting for ``lock`` (SessionStore.use, let_in)
     created: float = 0.0
     last_used: float = 0.0
     loaded: Optional[Loaded] = None
@@ -232,13 +233,33 @@ class SessionStore:
         is not used: the callback gets the live session of that id instead."""
         while True:
             s, _created = self.get_or_create(sid)
-            with s.lock:
+            with self._lock:
+                s.waiting += 1
+            try:
+                s.lock.acquire()
+            finally:
+                with self._lock:
+                    s.waiting -= 1
+            try:
                 with self._lock:
                     live = self._sessions.get(s.id) is s
                 if live:
                     yield s
                     s.last_used = self.clock()
                     return
+            finally:
+                s.lock.release()
+
+    def let_in(self, sid, limit=2.0, poll=0.001):
+        """Wait (at most ``limit`` seconds) until every callback that is waiting for session
+        ``sid``'s lock has taken it: a long run that takes the lock once per step calls this
+        between two steps, so that the tab's other callbacks answer while it runs (a lock is
+        not fair: the run's thread, busy and never descheduled, would take it again at once)."""
+        with self._lock:
+            s = self._sessions.get(sid)
+        end = time.monotonic() + limit
+        while s is not None and s.waiting > 0 and time.monotonic() < end:
+            time.sleep(poll)
 
     def drop(self, sid):
         with self._lock:

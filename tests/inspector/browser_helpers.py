@@ -1,4 +1,5 @@
 """Helpers for the browser tests: find and click graph nodes, wait for text."""
+import os
 import time
 from pathlib import Path
 
@@ -61,12 +62,17 @@ def cy_eval(dash_duo, body, *args):
 
 
 def wait_for(predicate, timeout=120, interval=0.1, what="condition"):
+    """``predicate()``'s first true value, polled every ``interval`` s for at most ``timeout`` s.
+    With WAIT_TRACE=1 in the environment each wait prints how long it took (where a slow
+    browser test spends its time: ``pytest -s``)."""
     end = time.time() + timeout
     last = None
     while time.time() < end:
         try:
             last = predicate()
             if last:
+                if os.environ.get("WAIT_TRACE"):
+                    print("WAIT %-50s %.1fs" % (what[:50], time.time() - end + timeout), flush=True)
                 return last
         except Exception as e:  # stale elements while the page re-renders
             last = e

@@ -134,3 +134,25 @@ def test_with_props_names_a_missing_component():
     assert getattr(tree.children[0], "title", None) is None            # nothing set when one is missing
     with_props(tree, {("a", "title"): "x"})
     assert tree.children[0].title == "x"
+
+
+def test_the_page_asks_for_its_layout_in_its_first_lines(app):
+    """The page's head starts with assets/boot.inline.js, written into the page (not served
+    as an asset, not after the styles and scripts): it marks the tab's kind and asks for the
+    layout and the callback list while the scripts load, under the app's path prefix."""
+    html = app.server.test_client().get("/").get_data(as_text=True)
+    head = html[html.index("<head>"):html.index("</head>")]
+    first = head.index("<script")
+    assert first < head.find("<link") or head.find("<link") < 0
+    assert head[first:].startswith('<script data-prefix="/">')
+    boot = head[first:head.index("</script>", first)]
+    assert "inspector-tab" in boot and "'_dash-layout', '_dash-dependencies'" in boot
+    assert "boot.inline.js" not in html                          # not served as an asset as well
+    assert html.count("<script") == html.count("</script>")
+
+
+def test_the_early_layout_request_follows_the_path_prefix():
+    from inspector.app import index_page
+    page = index_page("<html><head><title>x</title></head><body></body></html>", "/apps/inspector/")
+    assert '<script data-prefix="/apps/inspector/">' in page
+    assert page.index("<script") < page.index("<title>")

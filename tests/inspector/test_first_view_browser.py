@@ -57,6 +57,13 @@ def test_a_new_tab_comes_with_its_net_drawn_and_the_panels_follow(dash_duo):
     wait_for(lambda: (session.first_view or {}).get("load_done"), timeout=60, what="the first load callback")
     assert session.net_version == 1 and session.first_view.get("graph_done")
     assert dash_duo.driver.execute_script("return document.cookie").find("inspector-tab=new") >= 0
+    # the page asked for its layout (and the callback list) from its first lines, once: the
+    # renderer took those answers, it did not ask again (one layout, one session)
+    asked = dash_duo.driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)"
+        ".filter(p => p.endsWith('/_dash-layout') || p.endsWith('/_dash-dependencies'))")
+    assert sorted(asked) == ["/_dash-dependencies", "/_dash-layout"], asked
+    assert len(app.inspector.store) == 1
     # the panels follow the graph: the range lists, the findings, a click's details
     wait_for(lambda: "0 digits" in _range_options(dash_duo), timeout=60, what="the Start list")
     open_tab(dash_duo, "Findings")

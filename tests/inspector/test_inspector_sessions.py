@@ -105,3 +105,43 @@ def test_session_lock_serialises_users():
     [t.join() for t in ts]
     for k in range(0, len(order), 2):
         assert order[k].split("-")[0] == order[k + 1].split("-")[0]
+
+
+def test_a_long_run_lets_a_waiting_callback_in_at_its_next_step():
+    """A run that takes the session's lock once per step (a solver run) lets a callback
+    that waits for the session in between two steps, however often it asks again: the
+    tab's other panels answer while it runs.  Counted in steps, not in seconds."""
+    store = SessionStore(4, 100)
+    sid = new_session_id()
+    steps = []
+    waiting_from = []
+    got_in_after = []
+    holding = threading.Event()
+
+    def run():
+        for k in range(200):
+            if got_in_after:
+                break
+            with store.use(sid):
+                holding.set()
+                steps.append(k)
+                t_end = threading.Event()
+                t_end.wait(0.005)              # a step's work, under the lock
+            store.let_in(sid, limit=60.0)
+
+    def callback():
+        holding.wait()
+        waiting_from.append(len(steps))
+        with store.use(sid):
+            got_in_after.append(len(steps))
+
+    r = threading.Thread(target=run)
+    c = threading.Thread(target=callback)
+    r.start()
+    c.start()
+    c.join(120)
+    r.join(120)
+    assert got_in_after, "the callback never got the session"
+    # it asked during step waiting_from[0] (or the one after): it got in right after that step
+    assert got_in_after[0] <= waiting_from[0] + 1, (waiting_from, got_in_after)
+    assert store.get(sid).waiting == 0
