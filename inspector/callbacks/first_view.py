@@ -5,7 +5,7 @@ instead of after two rounds of callbacks.  The page's first load and graph callb
 find the work done (``load.first_load_done``, ``graph.first_graph_done``) and change
 nothing; the side panels follow once the graph is drawn (PANELS_NET, assets/graph.js).
 
-A tab that comes back with its own session (a reload: assets/session_tab.js marks it with
+A tab that comes back with its own session (a reload: assets/boot.inline.js marks it with
 a cookie) or whose address names a net, a layer or a view gets the page as before: its
 first view is not the default one."""
 import logging
@@ -19,7 +19,7 @@ from .load import first_load
 
 log = logging.getLogger("inspector")
 
-RETURNING_COOKIE = "inspector-tab"      # "returning": the tab has a session of its own (session_tab.js)
+RETURNING_COOKIE = "inspector-tab"      # "returning": the tab has a session of its own (assets/boot.inline.js)
 
 
 def fresh_tab(request):
