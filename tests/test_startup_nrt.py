@@ -1,0 +1,92 @@
+"""Numba's runtime (NRT) set up from saved machine code (engine.core.kernels.jit.init_runtime,
+issue 24's start-up): the first process compiles its small LLVM module as Numba does and saves
+the code; later ones load it instead of compiling; a damaged file is compiled again and
+rewritten; compiled code that allocates and frees arrays (the runtime's reference counts) runs
+the same on a runtime loaded that way.  Each step runs in a fresh interpreter; none times
+anything."""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from engine.core.kernels import jit
+    from numba.core.registry import cpu_target
+    from numba.core.runtime import nrt, nrtdynmod
+    compiled = []
+    make = nrtdynmod.create_nrt_module
+    nrtdynmod.create_nrt_module = lambda ctx: compiled.append(1) or make(ctx)
+    jit.init_runtime(cpu_target.target_context, sys.argv[1])
+    print("INIT", nrt.rtsys._init, len(compiled))
+    if len(sys.argv) > 2:       # compiled code that makes, fills and frees arrays (NRT calls)
+        import numba
+
+        @numba.njit
+        def cumulative(n):
+            a = np.empty(n, np.float32)
+            for i in range(n):
+                a[i] = np.float32(i) / np.float32(3)
+            b = a.copy()
+            return b.sum(), b[n - 1]
+
+        print("RUN", *cumulative(1000))
+        print("REF", *cumulative.py_func(1000))
+""")
+
+
+def _run(cache_dir, *extra, fast="1"):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ENGINE_NUMBA_FAST_LOAD=fast)
+    out = subprocess.run([sys.executable, "-c", PROBE, str(cache_dir), *extra], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.strip()}
+
+
+def _nrt_files(cache_dir):
+    return sorted(p for p in Path(cache_dir).iterdir() if p.name.startswith("engine-nrt-"))
+
+
+@pytest.fixture
+def numba_present():
+    from engine.core.kernels import jit
+    if not jit.AVAILABLE:
+        pytest.skip("Numba is not installed")
+    import numba
+    if not numba.__version__.startswith(jit._NRT_VERSIONS):
+        pytest.skip("init_runtime uses Numba's own set-up on Numba %s" % numba.__version__)
+
+
+def test_runtime_compiled_once_then_loaded(tmp_path, numba_present):
+    first = _run(tmp_path)
+    assert first["INIT"] == ["True", "1"]           # compiled, as Numba does
+    files = _nrt_files(tmp_path)
+    assert len(files) == 1 and files[0].stat().st_size > 8
+    second = _run(tmp_path, "run")
+    assert second["INIT"] == ["True", "0"]          # loaded: nothing compiled
+    assert second["RUN"] == second["REF"]           # arrays made and freed through it
+    assert _nrt_files(tmp_path) == files
+
+
+def test_damaged_runtime_file_is_compiled_again_and_rewritten(tmp_path, numba_present):
+    _run(tmp_path)
+    (path,) = _nrt_files(tmp_path)
+    good = path.read_bytes()
+    path.write_bytes((16).to_bytes(8, "little") + b"not machine code" + b"junk")
+    damaged = _run(tmp_path, "run")
+    assert damaged["INIT"] == ["True", "1"]
+    assert damaged["RUN"] == damaged["REF"]
+    assert path.read_bytes() == good                # the same code as the first process's
+    assert _run(tmp_path)["INIT"] == ["True", "0"]
+
+
+def test_fast_load_off_keeps_numbas_own_setup(tmp_path, numba_present):
+    out = _run(tmp_path, fast="0")
+    assert out["INIT"] == ["True", "1"]
+    assert _nrt_files(tmp_path) == []               # nothing saved: Numba's initialize ran
