@@ -85,13 +85,21 @@ def fast_cache_load(dispatcher):
     (:func:`init_runtime`, its machine code from the cache folder too).
     A miss (nothing cached for the signature, a stale index) returns None as before, and
     the dispatcher compiles, refreshing the registries then; a load that fails otherwise is
-    done again Numba's way (refresh, then load)."""
+    done again Numba's way (refresh, then load).
+
+    Nor does the dispatcher's first call look for Numba's extension packages first (its
+    ``_compilation_chain_init_hook``: every installed distribution's entry points read,
+    ~0.015 s): the kernels' arguments are arrays and numbers, and the refresh before any
+    compiling or Numba's own loading loads the extensions (``entrypoints.init_all``), as
+    any other dispatcher's first call does."""
     cache = getattr(dispatcher, "_cache", None)
     load = getattr(cache, "_load_overload", None)
     guard = getattr(cache, "_guard_against_spurious_io_errors", None)
     if not FAST_LOAD or load is None or guard is None:
         return dispatcher
     numbas = cache.load_overload
+    if hasattr(dispatcher, "_compilation_chain_init_hook"):
+        dispatcher._compilation_chain_init_hook = _no_hook
 
     def load_overload(sig, target_context):
         try:
@@ -104,6 +112,10 @@ def fast_cache_load(dispatcher):
 
     cache.load_overload = load_overload
     return dispatcher
+
+
+def _no_hook():
+    """A kernel dispatcher's compilation-chain hook: nothing (see :func:`fast_cache_load`)."""
 
 
 # Numba versions whose runtime set-up init_runtime repeats (numba.core.runtime.nrt's
