@@ -221,7 +221,8 @@ layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool" pooling_param { 
 
 def test_cached_loops_load_without_numbas_array_implementation(tmp_path):
     """The cached loops of a forward and backward through an implicit-GEMM convolution and
-    AVE pooling load without importing Numba's array implementation (numba.np.arrayobj,
+    AVE pooling load without scanning for Numba's extensions or importing Numba's array
+    implementation (numba.np.arrayobj,
     with its string and hashing modules: ~0.06 s of a process's start each time a loop
     that made an array inside itself was loaded): the loops take their scratch from the
     caller.  The outputs and gradients are those of Numba's own loading, byte for byte."""
@@ -248,6 +249,8 @@ def test_cached_loops_load_without_numbas_array_implementation(tmp_path):
         print("CACHE", sum(sum(d.stats.cache_hits.values()) for d in ds),
               sum(sum(d.stats.cache_misses.values()) for d in ds))
         print("STATE", *[m in sys.modules for m in ("numba.np.arrayobj", "numba.np.arraymath")])
+        from numba.core import entrypoints
+        print("EXTENSIONS", entrypoints._already_initialized)
     """) % AVE_NET
 
     def run(fast, name):
@@ -265,6 +268,8 @@ def test_cached_loops_load_without_numbas_array_implementation(tmp_path):
         import pytest
         pytest.skip("Numba's on-disk cache is not used here (%d hits, %d misses)" % (hits, misses))
     assert _state(fast) == ["False", "False"]
+    # Numba's extension entry points: looked for by its own loading, not by the cached loads
+    assert _loaded_line(numbas, "EXTENSIONS") == ["True"] and _loaded_line(fast, "EXTENSIONS") == ["False"]
     import numpy as np
     a, b = np.load(tmp_path / "numba.npz"), np.load(tmp_path / "fast.npz")
     for key in ("out", "dx", "dw"):
