@@ -2,8 +2,9 @@
 issue 24's start-up): the first process compiles its small LLVM module as Numba does and saves
 the code; later ones load it instead of compiling; a damaged file is compiled again and
 rewritten; compiled code that allocates and frees arrays (the runtime's reference counts) runs
-the same on a runtime loaded that way.  Each step runs in a fresh interpreter; none times
-anything."""
+the same on a runtime loaded that way.  And Numba's import with the cyclic collector paused
+(jit._import_numba) leaves the collector as it was and dropped cycles collectable.  Each step
+runs in a fresh interpreter; none times anything."""
 import os
 import subprocess
 import sys
@@ -90,3 +91,39 @@ def test_fast_load_off_keeps_numbas_own_setup(tmp_path, numba_present):
     out = _run(tmp_path, fast="0")
     assert out["INIT"] == ["True", "1"]
     assert _nrt_files(tmp_path) == []               # nothing saved: Numba's initialize ran
+
+
+GC_PROBE = textwrap.dedent("""
+    import gc, sys, weakref
+    from engine.core.kernels import jit
+    if sys.argv[1] == "off":
+        gc.disable()
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a                 # a cycle: freed only by the collector
+    freed = []
+    weakref.finalize(a, freed.append, "a")
+    del a, b
+    print("NUMBA", jit.numba_module() is not None, "numba" in sys.modules)
+    print("GC", gc.isenabled(), gc.get_freeze_count(), freed)
+    gc.collect()
+    print("COLLECTED", freed)
+""")
+
+
+@pytest.mark.parametrize("user", ["on", "off"])
+def test_numba_import_pauses_the_collector_and_keeps_garbage_collectable(user, numba_present):
+    """jit's Numba import pauses the cyclic collector and moves the objects to the oldest
+    generation untraversed: afterwards the collector is as the program left it, nothing
+    stays frozen, and a cycle the program dropped before is still freed by a collection."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", GC_PROBE, user], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.strip()}
+    assert lines["NUMBA"] == ["True", "True"]
+    assert lines["GC"][:2] == [str(user == "on"), "0"]
+    assert lines["COLLECTED"] == ["['a']"]

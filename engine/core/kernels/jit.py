@@ -49,11 +49,31 @@ def numba_module():
                 _numba = False
             if _numba is None:
                 try:  # pragma: no cover - depends on the environment
-                    import numba
-                    _numba = numba
+                    _numba = _import_numba()
                 except Exception:  # ImportError, or a Numba that does not support this NumPy
                     _numba = False
     return _numba or None
+
+
+def _import_numba():
+    """``import numba`` with Python's cyclic garbage collector paused, then every object
+    the process has moved to the oldest generation at once (``gc.freeze`` + ``gc.unfreeze``:
+    none is examined, none kept out of later collections).  Numba's import makes some
+    300,000 long-lived objects; collected as they come, the young generations' passes
+    over them cost a process 0.07-0.1 s of CPU (GoogLeNet's first forward, issue 24)
+    and find nothing to free.  Garbage the program made before stays collectable: the
+    next full collection frees it."""
+    import gc
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import numba
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+    return numba
 
 
 def available():
