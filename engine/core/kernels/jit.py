@@ -62,15 +62,17 @@ def _import_numba():
     300,000 long-lived objects; collected as they come, the young generations' passes
     over them cost a process 0.07-0.1 s of CPU (GoogLeNet's first forward, issue 24)
     and find nothing to free.  Garbage the program made before stays collectable: the
-    next full collection frees it."""
+    next full collection frees it.  A program that froze objects itself (``gc.freeze``
+    before forking) keeps them frozen: then nothing is moved."""
     import gc
-    enabled = gc.isenabled()
+    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
     gc.disable()
     try:
         import numba
     finally:
-        gc.freeze()
-        gc.unfreeze()
+        if not frozen:
+            gc.freeze()
+            gc.unfreeze()
         if enabled:
             gc.enable()
     return numba
