@@ -134,3 +134,40 @@ def test_numba_import_pauses_the_collector_and_keeps_garbage_collectable(user, n
     assert lines["GC"][:2] == [str(user != "off"), str(user == "frozen")]
     if user != "frozen":
         assert lines["COLLECTED"] == ["['a']"]
+
+
+ENGINE_GC_PROBE = textwrap.dedent("""
+    import gc, sys, weakref
+    if sys.argv[1] == "off":
+        gc.disable()
+    kept = []
+    if sys.argv[1] == "frozen":
+        kept.append(object.__new__(type("Kept", (), {})))
+        gc.freeze()
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    freed = []
+    weakref.finalize(a, freed.append, "a")
+    del a, b
+    import engine
+    print("GC", gc.isenabled(), gc.get_freeze_count() > 0, "engine.core.net" in sys.modules)
+    gc.collect()
+    print("COLLECTED", freed)
+""")
+
+
+@pytest.mark.parametrize("user", ["on", "off", "frozen"])
+def test_import_engine_pauses_the_collector_the_same_way(user):
+    """``import engine`` pauses the collector over its imports as jit does over Numba's."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", ENGINE_GC_PROBE, user], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.strip()}
+    assert lines["GC"] == [str(user != "off"), str(user == "frozen"), "True"]
+    if user != "frozen":
+        assert lines["COLLECTED"] == ["['a']"]
