@@ -2,20 +2,34 @@
 with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts, and
 ``engine.install_as_caffe()`` (or ``python -m engine run SCRIPT``) makes ``import caffe``
 give the engine's pycaffe (engine.pycaffe; docs/pycaffe.md)."""
-from engine import _blas_kernels  # first: OpenBLAS reads OPENBLAS_CORETYPE when NumPy loads it
-from engine.core.backend import gpu_available, set_device, set_mode_cpu, set_random_seed
-from engine.core.blob import Blob  # noqa: F401
-from engine.core.errors import (
-    CaffeError,
-    DeviceError,
-    LayerError,
-    NetError,
-    ParseError,
-    ShapeError,
-    SolverError,
-    UnknownLayerTypeError,
-)
-from engine.core.net import TEST, TRAIN, Net  # noqa: F401
+import gc as _gc
+
+# These imports (NumPy, protobuf, the core) make only long-lived objects: the cyclic
+# collector is paused meanwhile and they go to the oldest generation at once, as around
+# Numba's import (engine.core.kernels.jit._import_numba, which says why).
+_collecting, _frozen = _gc.isenabled(), _gc.get_freeze_count()
+_gc.disable()
+try:
+    from engine import _blas_kernels  # first: OpenBLAS reads OPENBLAS_CORETYPE when NumPy loads it
+    from engine.core.backend import gpu_available, set_device, set_mode_cpu, set_random_seed
+    from engine.core.blob import Blob  # noqa: F401
+    from engine.core.errors import (
+        CaffeError,
+        DeviceError,
+        LayerError,
+        NetError,
+        ParseError,
+        ShapeError,
+        SolverError,
+        UnknownLayerTypeError,
+    )
+    from engine.core.net import TEST, TRAIN, Net  # noqa: F401
+finally:
+    if not _frozen:
+        _gc.freeze()
+        _gc.unfreeze()
+    if _collecting:
+        _gc.enable()
 
 __version__ = "0.1.0"
 

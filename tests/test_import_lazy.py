@@ -207,6 +207,76 @@ def test_cached_kernels_load_without_numbas_registries(tmp_path):
     assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
+# An implicit-GEMM convolution (3x3 over 12x12) into AVE pooling, forward and backward.
+AVE_NET = """
+name: "ConvAve"
+force_backward: true
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 12 dim: 12 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "xavier" }
+                            bias_filler { type: "constant" value: 0.1 } } }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool" pooling_param { pool: AVE kernel_size: 3 stride: 2 } }
+"""
+
+
+def test_cached_loops_load_without_numbas_array_implementation(tmp_path):
+    """The cached loops of a forward and backward through an implicit-GEMM convolution and
+    AVE pooling load without scanning for Numba's extensions or importing Numba's array
+    implementation (numba.np.arrayobj,
+    with its string and hashing modules: ~0.06 s of a process's start each time a loop
+    that made an array inside itself was loaded): the loops take their scratch from the
+    caller.  The outputs and gradients are those of Numba's own loading, byte for byte."""
+    from engine.core.kernels import jit
+    if not jit.AVAILABLE:
+        import pytest
+        pytest.skip("Numba is not installed")
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import engine
+        from google.protobuf import text_format
+        engine.set_random_seed(5)
+        p = text_format.Parse(%r, engine.caffe_pb2.NetParameter())
+        net = engine.Net.from_param(p, phase=engine.TEST)
+        net.blobs["data"].data[...] = np.random.RandomState(0).rand(*net.blobs["data"].shape)
+        out = net.forward()["pool"].copy()
+        net.blobs["pool"].diff[...] = np.random.RandomState(1).rand(*net.blobs["pool"].shape)
+        net.backward()
+        np.savez(sys.argv[1], out=out, dx=net.blobs["data"].diff, dw=net.params["conv"][0].diff)
+        from numba.core.dispatcher import Dispatcher
+        from engine.core.kernels import conv2d, pooling
+        ds = [v for m in (conv2d, pooling) for v in vars(m).values() if isinstance(v, Dispatcher)]
+        print("CACHE", sum(sum(d.stats.cache_hits.values()) for d in ds),
+              sum(sum(d.stats.cache_misses.values()) for d in ds))
+        print("STATE", *[m in sys.modules for m in ("numba.np.arrayobj", "numba.np.arraymath")])
+        from numba.core import entrypoints
+        print("EXTENSIONS", entrypoints._already_initialized)
+    """) % AVE_NET
+
+    def run(fast, name):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), ENGINE_NUMBA_FAST_LOAD=fast)
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    numbas = run("0", "numba.npz")         # Numba's loading (and the cache filled)
+    assert _state(numbas) == ["True", "True"]
+    fast = run("1", "fast.npz")
+    hits, misses = (int(v) for v in _loaded_line(fast, "CACHE"))
+    if misses or not hits:
+        import pytest
+        pytest.skip("Numba's on-disk cache is not used here (%d hits, %d misses)" % (hits, misses))
+    assert _state(fast) == ["False", "False"]
+    # Numba's extension entry points: looked for by its own loading, not by the cached loads
+    assert _loaded_line(numbas, "EXTENSIONS") == ["True"] and _loaded_line(fast, "EXTENSIONS") == ["False"]
+    import numpy as np
+    a, b = np.load(tmp_path / "numba.npz"), np.load(tmp_path / "fast.npz")
+    for key in ("out", "dx", "dw"):
+        assert a[key].dtype == b[key].dtype and a[key].tobytes() == b[key].tobytes(), key
+    assert np.abs(a["dw"]).sum() > 0 and np.abs(a["dx"]).sum() > 0
+
+
 def test_fast_cache_load_falls_back_to_numbas_loading(monkeypatch):
     """jit.fast_cache_load: a cached overload is loaded without the refresh; a load that
     raises is done again by Numba's own ``load_overload``; a cache without the expected

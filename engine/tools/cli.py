@@ -868,11 +868,17 @@ def _quiet_flags(p):
     p.add_argument("-q", "--quiet", action="store_true")
 
 
-def make_parser():
+def make_parser(only=None):
+    """The command line's parser; ``only="run"``: with the run command alone (what
+    ``python -m engine run SCRIPT`` needs: a script's start-up skips building the others)."""
     ap = _Parser(prog="python -m engine", description="Caffe's command line and debugging instruments on the "
                  "engine.", epilog="Exit codes: 0 ok, 1 engine error, 2 usage, 3 compare: runs differ, "
                  "4 debug/train: a breakpoint fired.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    if only == "run":
+        _add_run_command(sub)
+        ap.command_parsers = sub.choices
+        return ap
     _add_instrument_commands(sub)
     _add_file_commands(sub)
     _add_caffe_commands(sub)
@@ -1146,8 +1152,8 @@ def main(argv=None, out=None, err=None):
     from engine.core.errors import CaffeError  # debug.NonFiniteError is one
     out = out or sys.stdout
     err = err or sys.stderr
-    ap = make_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    ap = make_parser(only="run" if argv[:1] == ["run"] else None)
     argv, code = _caffe_spelling(ap, argv, out, err)
     if code is not None:
         return code

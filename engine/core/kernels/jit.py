@@ -49,11 +49,33 @@ def numba_module():
                 _numba = False
             if _numba is None:
                 try:  # pragma: no cover - depends on the environment
-                    import numba
-                    _numba = numba
+                    _numba = _import_numba()
                 except Exception:  # ImportError, or a Numba that does not support this NumPy
                     _numba = False
     return _numba or None
+
+
+def _import_numba():
+    """``import numba`` with Python's cyclic garbage collector paused, then every object
+    the process has moved to the oldest generation at once (``gc.freeze`` + ``gc.unfreeze``:
+    none is examined, none kept out of later collections).  Numba's import makes some
+    300,000 long-lived objects; collected as they come, the young generations' passes
+    over them cost a process 0.07-0.1 s of CPU (GoogLeNet's first forward, issue 24)
+    and find nothing to free.  Garbage the program made before stays collectable: the
+    next full collection frees it.  A program that froze objects itself (``gc.freeze``
+    before forking) keeps them frozen: then nothing is moved."""
+    import gc
+    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
+    gc.disable()
+    try:
+        import numba
+    finally:
+        if not frozen:
+            gc.freeze()
+            gc.unfreeze()
+        if enabled:
+            gc.enable()
+    return numba
 
 
 def available():
@@ -81,21 +103,29 @@ def fast_cache_load(dispatcher):
     refresh + ``_load_overload`` under ``_guard_against_spurious_io_errors``).
 
     What the refresh does that loading needs is kept: Numba's runtime (NRT: its C
-    helpers' symbols and atomic reference counts, which the loaded code calls) is set up.
+    helpers' symbols and atomic reference counts, which the loaded code calls) is set up
+    (:func:`init_runtime`, its machine code from the cache folder too).
     A miss (nothing cached for the signature, a stale index) returns None as before, and
     the dispatcher compiles, refreshing the registries then; a load that fails otherwise is
-    done again Numba's way (refresh, then load)."""
+    done again Numba's way (refresh, then load).
+
+    Nor does the dispatcher's first call look for Numba's extension packages first (its
+    ``_compilation_chain_init_hook``: every installed distribution's entry points read,
+    ~0.015 s): the kernels' arguments are arrays and numbers, and the refresh before any
+    compiling or Numba's own loading loads the extensions (``entrypoints.init_all``), as
+    any other dispatcher's first call does."""
     cache = getattr(dispatcher, "_cache", None)
     load = getattr(cache, "_load_overload", None)
     guard = getattr(cache, "_guard_against_spurious_io_errors", None)
     if not FAST_LOAD or load is None or guard is None:
         return dispatcher
-    from numba.core.runtime import nrt
     numbas = cache.load_overload
+    if hasattr(dispatcher, "_compilation_chain_init_hook"):
+        dispatcher._compilation_chain_init_hook = _no_hook
 
     def load_overload(sig, target_context):
         try:
-            nrt.rtsys.initialize(target_context)
+            init_runtime(target_context, getattr(cache, "_cache_path", None))
             with guard():
                 return load(sig, target_context)
             return None     # (an I/O error the guard swallowed: compile)
@@ -104,6 +134,100 @@ def fast_cache_load(dispatcher):
 
     cache.load_overload = load_overload
     return dispatcher
+
+
+def _no_hook():
+    """A kernel dispatcher's compilation-chain hook: nothing (see :func:`fast_cache_load`)."""
+
+
+# Numba versions whose runtime set-up init_runtime repeats (numba.core.runtime.nrt's
+# _Runtime.initialize and nrtdynmod.compile_nrt_functions are the same in 0.61-0.68).
+_NRT_VERSIONS = tuple("0.%d." % v for v in range(61, 69))
+_NRT_LIBRARY = "nrt"
+
+
+def init_runtime(target_context, cache_dir=None):
+    """Numba's runtime (NRT) set up as ``nrt.rtsys.initialize(target_context)`` does, with
+    its small LLVM module (atomic reference counts, NRT_incref/NRT_decref, which the loaded
+    loops call) loaded as machine code from ``cache_dir`` (a kernel's Numba cache folder)
+    instead of compiled: 0.03-0.04 s of a process's CPU to ~0.005 s.  The first process
+    compiles it as Numba does and saves the machine code there, named by what Numba keys
+    its own cache on (the codegen's magic tuple: LLVM target and CPU features) and the
+    Numba and llvmlite versions.  Numba's own set-up runs instead without ``cache_dir``,
+    with ENGINE_NUMBA_FAST_LOAD=0, on a Numba version this was not written for, or when
+    anything here fails."""
+    from numba.core.runtime import nrt
+    rt = nrt.rtsys
+    if rt._init:
+        return
+    import numba
+    if not (FAST_LOAD and cache_dir and numba.__version__.startswith(_NRT_VERSIONS)):
+        rt.initialize(target_context)
+        return
+    try:
+        _init_runtime_cached(rt, target_context, cache_dir, numba.__version__)
+    except Exception:   # a Numba whose runtime differs after all: its own set-up
+        rt._init = False
+        rt.initialize(target_context)
+
+
+def _init_runtime_cached(rt, ctx, cache_dir, numba_version):
+    import hashlib
+
+    import llvmlite
+    from llvmlite import binding as ll
+    from numba.core import config
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import _nrt_python, nrtdynmod
+    with global_compiler_lock:
+        if rt._init:
+            return
+        codegen = ctx.codegen()
+        key = repr((codegen.magic_tuple(), numba_version, llvmlite.__version__))
+        path = os.path.join(cache_dir, "engine-nrt-%s.nbo" % hashlib.sha256(key.encode()).hexdigest()[:20])
+        # what _Runtime.initialize does before compiling: the C helpers' symbols
+        if config.NRT_STATS:
+            _nrt_python.memsys_enable_stats()
+        for py_name, address in _nrt_python.c_helpers.items():
+            ll.add_symbol(py_name if py_name.startswith("_") else "NRT_" + py_name, address)
+        library = None
+        try:
+            with open(path, "rb") as f:
+                blob = f.read()
+        except OSError:
+            blob = None
+        n = int.from_bytes(blob[:8], "little") if blob is not None and len(blob) > 8 else -1
+        if 0 < n <= len(blob) - 8:
+            try:
+                library = codegen.unserialize_library((_NRT_LIBRARY, "object", (blob[8:8 + n], blob[8 + n:])))
+            except Exception:   # a damaged file: compiled again and rewritten
+                library = None
+        if library is None:     # compiled as nrtdynmod.compile_nrt_functions does, its code kept
+            ir_mod, library = nrtdynmod.create_nrt_module(ctx)
+            library.enable_object_caching()
+            library.add_ir_module(ir_mod)
+            library.finalize()
+            name, kind, (obj, bitcode) = library.serialize_using_object_code()
+            if name == _NRT_LIBRARY and kind == "object":
+                _write_atomically(path, len(obj).to_bytes(8, "little") + obj + bitcode)
+        rt._library = library
+        rt._init = True
+
+
+def _write_atomically(path, data):
+    """``data`` into ``path`` (a temporary file renamed over it); nothing when the folder
+    cannot be written."""
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 class Lazy:
