@@ -12,6 +12,31 @@ if str(ROOT) not in sys.path:
 SHARED = Path(os.environ.get("CAFFE_SHARED", ROOT.parent / "shared"))
 
 
+MAX_WORKERS = 4       # more Chromiums and engine processes than this gain little and cost memory
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """A run of the whole suite (``python -m pytest``, no paths given) spreads its test files
+    over pytest-xdist workers, one per core (at most MAX_WORKERS): most tests keep one core
+    busy and the browser tests mostly wait for the page, so a 2-core machine runs the suite
+    in a good deal less time.  Nothing changes where pytest-xdist is missing, on a one-core
+    machine, or when the command line says how to distribute (``-n N``; ``-n 0`` or
+    ``-p no:xdist`` runs in one process), names test paths, or debugs (``--pdb``)."""
+    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    opt = config.option
+    if opt.numprocesses is not None or opt.dist != "no" or getattr(opt, "tx", None):
+        return
+    if opt.file_or_dir or config.getoption("usepdb", False) or config.getoption("collectonly", False):
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = min(cores, MAX_WORKERS)
+    if workers >= 2:
+        opt.numprocesses = workers
+        opt.dist = "loadfile"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs CuPy and a CUDA device (skipped without)")
     config.addinivalue_line("markers", "browser: drives headless Chromium (dash.testing)")
