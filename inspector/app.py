@@ -1,6 +1,7 @@
 """``create_app(config)``: the Dash app of the inspector."""
 import html
 import logging
+import re
 
 import flask
 from dash import Dash
@@ -36,7 +37,7 @@ def create_app(config=None, store=None):
         store.on_close.append(ctx.spares.drop_tab)     # a session that ends takes its spare net along
         ctx.spares.prime(initial_spec(ctx))
     manager = ThreadJobManager(config.cache_dir, expire=config.job_expire_seconds)
-    dash_app = Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
+    dash_app = _Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
                     assets_ignore=INLINE_ASSETS, suppress_callback_exceptions=False,
                     on_error=_last_resort, background_callback_manager=manager)
     dash_app.index_string = index_page(dash_app.index_string, dash_app.config.requests_pathname_prefix)
@@ -60,6 +61,18 @@ def create_app(config=None, store=None):
     return dash_app
 
 
+class _Dash(Dash):
+    """Dash without the core-js polyfill bundle (``deps/polyfill@7``, 100 KB that a first
+    open fetched, compiled and ran before anything else, about 0.1 s): every browser the page
+    supports has what it polyfills, except regenerator's runtime, which the renderer's and
+    dcc's lazy components call as a global; assets/vendor/regenerator-runtime.js (the
+    regenerator-runtime package, MIT) gives it, loaded before the renderer as every asset."""
+
+    def _generate_scripts_html(self):
+        return _POLYFILL.sub("", super()._generate_scripts_html())
+
+
+_POLYFILL = re.compile(r'<script src="[^"]*/deps/polyfill@[^"]*"></script>\s*')
 INLINE_ASSETS = r"\.inline\.js$"     # assets written into the page itself (index_page), not served
 
 

@@ -64,6 +64,12 @@ def test_a_new_tab_comes_with_its_net_drawn_and_the_panels_follow(dash_duo):
         ".filter(p => p.endsWith('/_dash-layout') || p.endsWith('/_dash-dependencies'))")
     assert sorted(asked) == ["/_dash-dependencies", "/_dash-layout"], asked
     assert len(app.inspector.store) == 1
+    # no core-js polyfill bundle: regenerator's runtime, which the lazy components (the
+    # dropdowns, the uploads) call as a global, comes from assets/vendor
+    scripts = dash_duo.driver.execute_script(
+        "return Array.from(document.scripts).map(s => s.src).filter(s => s)")
+    assert not [s for s in scripts if "polyfill" in s], scripts
+    assert dash_duo.driver.execute_script("return typeof window.regeneratorRuntime.mark") == "function"
     # the panels follow the graph: the range lists, the findings, a click's details
     wait_for(lambda: "0 digits" in _range_options(dash_duo), timeout=60, what="the Start list")
     open_tab(dash_duo, "Findings")
@@ -73,6 +79,10 @@ def test_a_new_tab_comes_with_its_net_drawn_and_the_panels_follow(dash_duo):
     # and the page steps as always
     dash_duo.find_element("#" + ids.STEP_FORWARD).click()
     wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(0, 0)")
+    # nothing went wrong in the page's scripts meanwhile (a lazy component without regenerator's
+    # runtime throws 'regeneratorRuntime is not defined')
+    errors = [e for e in dash_duo.driver.get_log("browser") if e.get("level") == "SEVERE"]
+    assert not errors, errors
 
 
 def test_a_reloaded_tab_goes_on_with_its_own_net(dash_duo):
