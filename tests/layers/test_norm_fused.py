@@ -141,14 +141,14 @@ def test_scale_compiled_path_is_taken(monkeypatch):
 
 
 @pytest.mark.parametrize("in_place", [False, True])
-def test_relu_backward_compiled_equals_numpy(in_place):
+def test_relu_compiled_equals_numpy(in_place):
     outs = []
     for fused in (False, True):
         channel.ENABLED = fused
         try:
             layer = make_layer('type: "ReLU"', dtype=np.float32)
             x = gaussian_blob((4, 5, 6, 7), seed=3, dtype=np.float32)
-            x.data[0, 0, 0, :3] = [0.0, -0.0, np.nan]
+            x.data[0, 0, 0, :5] = [0.0, -0.0, np.nan, -np.nan, -np.inf]
             top = [x] if in_place else empty_blobs(1, dtype=np.float32)
             layer.SetUp([x], top)
             layer.Forward([x], top)

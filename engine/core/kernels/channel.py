@@ -200,9 +200,10 @@ def _bn_divide(xn, std, y):
                 yr[i] = v
 
 
-def _bn_global(x, mean, std, y, inplace):
-    """y = (x - mean[c]) / std[c]; ``inplace``: y is x (written through x, so that the
-    compiler sees one array and vectorises)."""
+def _bn_global(x, mean, std, y):
+    """y = (x - mean[c]) / std[c]; where y is x, written through x (so that the compiler
+    sees one array and vectorises)."""
+    inplace = x.ctypes.data == y.ctypes.data
     O, C, S = x.shape
     for o in range(O):
         for c in range(C):
@@ -228,9 +229,9 @@ def _bn_backward_sums(y, dy, dyy_rows, dy_rows):
             dy_rows[o, c] = _pw(0, dy[o, c], dy[o, c], 0, S, stk, vals)
 
 
-def _bn_backward_out(y, dy, s_dyy, s_dy, k, std, out, inplace):
-    """out = (dy + ((y * s_dyy[c] + s_dy[c]) * k)) / std[c], each step rounded; ``inplace``:
-    out is dy."""
+def _bn_backward_out(y, dy, s_dyy, s_dy, k, std, out):
+    """out = (dy + ((y * s_dyy[c] + s_dy[c]) * k)) / std[c], each step rounded (out may be dy)."""
+    inplace = dy.ctypes.data == out.ctypes.data
     O, C, S = y.shape
     for o in range(O):
         for c in range(C):
@@ -255,8 +256,9 @@ def _bn_backward_out(y, dy, s_dyy, s_dy, k, std, out, inplace):
 
 
 # ------------------------------------------------------------------ Scale
-def _scale_forward(x, s, b, with_bias, temp, keep, y, inplace):
-    """y = x * s[c] (+ b[c]); temp = x first where ``keep``; ``inplace``: y is x."""
+def _scale_forward(x, s, b, with_bias, temp, keep, y):
+    """y = x * s[c] (+ b[c]); temp = x first where ``keep`` (y may be x)."""
+    inplace = x.ctypes.data == y.ctypes.data
     O, C, S = x.shape
     for o in range(O):
         for c in range(C):
@@ -282,11 +284,12 @@ def _scale_forward(x, s, b, with_bias, temp, keep, y, inplace):
                     yr[i] = xr[i] * sv
 
 
-def _scale_backward(dy, x, product, s, want_bias, bias_rows, want_scale, scale_rows, want_bottom, bd,
-                    product_is_x, bd_is_dy):
+def _scale_backward(dy, x, product, s, want_bias, bias_rows, want_scale, scale_rows, want_bottom, bd):
     """Per (outer, channel) row, in this order: bias_rows = NumPy's sum of dy; product =
-    dy * x and scale_rows = its sum; bd = dy * s[c].  ``product_is_x``: the product goes
-    over x (Caffe's temp_, in place); ``bd_is_dy``: the bottom diff is dy (in place)."""
+    dy * x and scale_rows = its sum; bd = dy * s[c].  ``product`` may be x (Caffe's temp_,
+    in place) and ``bd`` may be dy (in place)."""
+    product_is_x = product.ctypes.data == x.ctypes.data
+    bd_is_dy = bd.ctypes.data == dy.ctypes.data
     stk, vals = _scratch()
     O, C, S = dy.shape
     for o in range(O):
@@ -317,9 +320,34 @@ def _scale_backward(dy, x, product, s, want_bias, bias_rows, want_scale, scale_r
 
 
 # ------------------------------------------------------------------ ReLU
-def _relu_backward(x, dy, bd, inplace):
-    """bd = dy * (x > 0) (as float32 0 / 1: NumPy's multiply by the boolean mask);
-    ``inplace``: bd is dy."""
+def _relu_forward(x, y):
+    """y = NumPy's maximum(x, 0): x where x > 0 or NaN, else +0 (-0 too, as NumPy's vector
+    loop gives); y may be x."""
+    z = np.float32(0)
+    inplace = x.ctypes.data == y.ctypes.data
+    if inplace:
+        # through a small buffer: written back in place, the select became a conditional
+        # store that the compiler does not vectorise (3-4x slower)
+        tmp = np.empty(1024, np.float32)
+        n = x.size
+        for k in range(0, n, 1024):
+            m = min(1024, n - k)
+            u = x[k:k + m]
+            for j in range(m):
+                v = u[j]
+                tmp[j] = v if (v > z or v != v) else z
+            for j in range(m):
+                u[j] = tmp[j]
+    else:
+        for i in range(x.size):
+            v = x[i]
+            y[i] = v if (v > z or v != v) else z
+
+
+def _relu_backward(x, dy, bd):
+    """bd = dy * (x > 0) (as float32 0 / 1: NumPy's multiply by the boolean mask); bd may
+    be dy."""
+    inplace = dy.ctypes.data == bd.ctypes.data
     if inplace:
         for i in range(x.size):
             dy[i] = dy[i] * (np.float32(1) if x[i] > 0 else np.float32(0))
@@ -339,15 +367,11 @@ _bn_backward_sums_jit = jit(_bn_backward_sums)
 _bn_backward_out_jit = jit(_bn_backward_out)
 _scale_forward_jit = jit(_scale_forward)
 _scale_backward_jit = jit(_scale_backward)
+_relu_forward_jit = jit(_relu_forward)
 _relu_backward_jit = jit(_relu_backward)
 
 
 # ------------------------------------------------------------------ callers
-def _same(a, b):
-    """Whether a and b are the same memory (an in-place layer's bottom and top)."""
-    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-
-
 def bn_center(x, mean, xn):
     """xn = x - mean[c]; returns the (outer, C) row sums of xn * xn (NumPy's)."""
     rows = np.empty(x.shape[:2], np.float32)
@@ -362,7 +386,7 @@ def bn_divide(xn, std, y):
 
 def bn_global(x, mean, std, y):
     """y = (x - mean[c]) / std[c]."""
-    _bn_global_jit(x, mean, std, y, _same(x, y))
+    _bn_global_jit(x, mean, std, y)
 
 
 def bn_backward_sums(y, dy):
@@ -375,13 +399,12 @@ def bn_backward_sums(y, dy):
 
 def bn_backward_out(y, dy, s_dyy, s_dy, k, std, out):
     """out = (dy + ((y * s_dyy[c] + s_dy[c]) * k)) / std[c]."""
-    _bn_backward_out_jit(y, dy, s_dyy, s_dy, np.float32(k), std, out, _same(dy, out))
+    _bn_backward_out_jit(y, dy, s_dyy, s_dy, np.float32(k), std, out)
 
 
 def scale_forward(x, s, b, temp, y):
     """y = x * s[c] (+ b[c] when b is not None); temp = x first when temp is not None."""
-    _scale_forward_jit(x, s, s if b is None else b, b is not None, x if temp is None else temp, temp is not None,
-                       y, _same(x, y))
+    _scale_forward_jit(x, s, s if b is None else b, b is not None, x if temp is None else temp, temp is not None, y)
 
 
 def scale_backward(dy, x, product, s, bd, want_bias, want_scale):
@@ -391,13 +414,16 @@ def scale_backward(dy, x, product, s, bd, want_bias, want_scale):
     bias_rows = np.empty(shape if want_bias else (1, 1), np.float32)
     scale_rows = np.empty(shape if want_scale else (1, 1), np.float32)
     x = dy if x is None else x
-    product = x if product is None else product
-    bd_is_dy = bd is None or _same(bd, dy)
-    _scale_backward_jit(dy, x, product, s, want_bias, bias_rows, want_scale, scale_rows,
-                        bd is not None, dy if bd is None else bd, _same(product, x), bd_is_dy)
+    _scale_backward_jit(dy, x, x if product is None else product, s, want_bias, bias_rows, want_scale, scale_rows,
+                        bd is not None, dy if bd is None else bd)
     return (bias_rows if want_bias else None), (scale_rows if want_scale else None)
+
+
+def relu_forward(x, y):
+    """y = maximum(x, 0) (NumPy's: NaN stays NaN)."""
+    _relu_forward_jit(x.reshape(-1), y.reshape(-1))
 
 
 def relu_backward(x, dy, bd):
     """bd = dy * (x > 0)."""
-    _relu_backward_jit(x.reshape(-1), dy.reshape(-1), bd.reshape(-1), _same(dy, bd))
+    _relu_backward_jit(x.reshape(-1), dy.reshape(-1), bd.reshape(-1))
