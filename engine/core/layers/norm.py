@@ -26,6 +26,9 @@ class BatchNormLayer(Layer):
     """
     type = "BatchNorm"
     params_are_statistics = True
+    # Net flags its params as propagating (as Caffe does), but Backward never writes their
+    # diffs: the debug Recorder keeps their statistics across backward runs.
+    writes_param_diffs = False
     category = "norm"
     summary = "Normalises by batch (or stored) mean and variance."
     param_fields = ("batch_norm_param",)
