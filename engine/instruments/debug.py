@@ -520,7 +520,7 @@ def _current(blob, which):
 
 
 _F32 = np.dtype(np.float32)
-_COMPILED = []      # [True] once fast_stats' compiled functions are known to exist
+_COMPILED: List[bool] = []      # [True] once fast_stats' compiled functions are known to exist
 
 
 def _compiled():
