@@ -183,3 +183,33 @@ def test_usable_refuses_other_arrays():
     assert not channel.usable(np.zeros(4, np.float64))
     assert not channel.usable(np.zeros((4, 4), np.float32)[:, ::2])
     assert not channel.usable(Blob((2,), dtype=np.float32))
+
+
+@pytest.mark.parametrize("global_stats", [False, True])
+def test_batchnorm_division_by_zero_as_numpy(global_stats):
+    # Backward before any Forward divides by the zero std (Caffe computes with its zero
+    # buffers): inf / NaN as NumPy's, not Python's ZeroDivisionError; a zero variance
+    # with eps 0 in forward likewise.
+    outs = []
+    for fused in (False, True):
+        channel.ENABLED = fused
+        try:
+            text = 'type: "BatchNorm" batch_norm_param { eps: 0 %s }' % (
+                "use_global_stats: true" if global_stats else "")
+            layer = make_layer(text, dtype=np.float32)
+            x = gaussian_blob((3, 2, 4, 2), dtype=np.float32)
+            top = empty_blobs(1, dtype=np.float32)
+            layer.SetUp([x], top)
+            top[0].diff[...] = gaussian_blob((3, 2, 4, 2), seed=5, dtype=np.float32).data
+            with np.errstate(all="ignore"):
+                layer.Backward(top, [True], [x])
+                got = [x.diff.copy()]
+                x.data[...] = 1.5                   # constant: variance 0
+                layer.Forward([x], top)
+                got += [top[0].data.copy(), layer.std.data.copy()]
+            outs.append(got)
+        finally:
+            channel.ENABLED = True
+    assert not np.isfinite(outs[0][0]).all()      # the zero std divided: inf / NaN
+    for a, b in zip(*outs):
+        same(a, b)
