@@ -530,6 +530,17 @@ def _compiled():
     return bool(_COMPILED)
 
 
+def _flat_stats(x, shape, full, bins, hist_sample):
+    """array_stats (``full``) or health_stats of ``x``, a flat float32 host array of a
+    blob of ``shape`` (not empty; the compiled functions exist), without their checks."""
+    if full:
+        return _compiled_stats(x, shape, x.size, bins, hist_sample)
+    asum, asum_mean = fast_stats.health(x)
+    if math.isfinite(asum):
+        return BlobStats.only_asum(asum_mean, shape, x.size)
+    return health_stats(x.reshape(shape))
+
+
 def _flat(blob, mem):
     """The current copy of ``mem`` (a blob's data or diff memory), flat, as ``_current``
     reads it (the device copy when it is the newer one)."""
@@ -778,13 +789,7 @@ class Recorder:
         if x is None:
             x = _flat(blob, mem)
         if type(x) is np.ndarray and x.dtype == _F32 and x.size and _compiled():
-            # array_stats / health_stats of a flat float32 host array, without their checks
-            if full:
-                st = _compiled_stats(x, shape, x.size, self.bins, self.hist_sample)
-            else:
-                asum, asum_mean = fast_stats.health(x)
-                st = (BlobStats.only_asum(asum_mean, shape, x.size) if math.isfinite(asum)
-                      else health_stats(x.reshape(shape)))
+            st = _flat_stats(x, shape, full, self.bins, self.hist_sample)
         else:
             a = x.reshape(shape)
             st = array_stats(a, self.bins, self.hist_sample) if full else health_stats(a)
