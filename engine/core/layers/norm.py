@@ -408,7 +408,6 @@ class ScaleLayer(Layer):
             else:
                 self.xp.multiply(top_diff, s, out=bottom[0].mut_diff().reshape(top_diff.shape))
 
-
     def _backward_fused(self, top, propagate_down, bottom, want_bias):
         """A learned scale's backward as the compiled loops (engine.core.kernels.channel):
         the bias sum, the product dy * x with its sum and the bottom diff in one pass, the
@@ -418,9 +417,11 @@ class ScaleLayer(Layer):
         shape3 = (self.outer, self.mid, self.inner)
         if bottom[0].count == scale.count:
             return False          # eltwise: the product goes to a workspace (the NumPy path)
+        dy = top[0].get_diff().reshape(shape3)
+        if not _channel.usable(dy):
+            return False          # (before any mut_ call: the NumPy path makes its own)
         want_scale = self.get_param_propagate_down(0)
         in_place = bottom[0] is top[0]
-        dy = top[0].get_diff().reshape(shape3)
         s = scale.get_data().reshape(-1)
         x = product = bd = None
         if want_scale:
