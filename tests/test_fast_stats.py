@@ -105,6 +105,13 @@ def _count_stats(monkeypatch):
         calls.append(a.size)
         return real(a, *args, **kw)
     monkeypatch.setattr(debug, "array_stats", counting)
+    real_flat = debug._flat_stats      # the Recorder's own path for flat float32 host arrays
+
+    def counting_flat(x, shape, full, *args):
+        if full:
+            calls.append(x.size)
+        return real_flat(x, shape, full, *args)
+    monkeypatch.setattr(debug, "_flat_stats", counting_flat)
     return calls
 
 

@@ -147,16 +147,18 @@ def blob_count(shape, what=None):
     the buffers Caffe keeps as Blobs (``what`` names the buffer in the message) before they
     make them, so that a net Caffe refuses is refused before its memory is asked for."""
     shape = tuple(int(d) for d in shape)
-    where = "" if what is None else " (%s of shape %s)" % (what, " ".join(str(d) for d in shape))
+
+    def where():        # (the message's tail, made only for an error)
+        return "" if what is None else " (%s of shape %s)" % (what, " ".join(str(d) for d in shape))
     if len(shape) > MAX_BLOB_AXES:
-        raise ShapeError("Blob shape has %d axes; at most %d are allowed%s" % (len(shape), MAX_BLOB_AXES, where))
+        raise ShapeError("Blob shape has %d axes; at most %d are allowed%s" % (len(shape), MAX_BLOB_AXES, where()))
     count = 1
     for d in shape:
         if d < 0:
-            raise ShapeError("Blob shape %s has a negative dimension%s" % (shape, where))
+            raise ShapeError("Blob shape %s has a negative dimension%s" % (shape, where()))
         if count != 0 and d > INT_MAX // count:
             raise ShapeError(check_failed("shape[i] <= 0x7fffffff / count_", d, INT_MAX // count,
-                                          "blob size exceeds INT_MAX") + where)
+                                          "blob size exceeds INT_MAX") + where())
         count *= d
     return count
 

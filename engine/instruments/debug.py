@@ -519,6 +519,28 @@ def _current(blob, which):
     return blob.get_data(gpu) if which == "data" else blob.get_diff(gpu)
 
 
+_F32 = np.dtype(np.float32)
+_COMPILED: List[bool] = []      # [True] once fast_stats' compiled functions are known to exist
+
+
+def _compiled():
+    """fast_stats.compiled(), asked until it says True."""
+    if not _COMPILED and fast_stats.compiled():
+        _COMPILED.append(True)
+    return bool(_COMPILED)
+
+
+def _flat_stats(x, shape, full, bins, hist_sample):
+    """array_stats (``full``) or health_stats of ``x``, a flat float32 host array of a
+    blob of ``shape`` (not empty; the compiled functions exist), without their checks."""
+    if full:
+        return _compiled_stats(x, shape, x.size, bins, hist_sample)
+    asum, asum_mean = fast_stats.health(x)
+    if math.isfinite(asum):
+        return BlobStats.only_asum(asum_mean, shape, x.size)
+    return health_stats(x.reshape(shape))
+
+
 def _flat(blob, mem):
     """The current copy of ``mem`` (a blob's data or diff memory), flat, as ``_current``
     reads it (the device copy when it is the newer one)."""
@@ -550,7 +572,8 @@ class _CacheEntry:
         fp = self.fingerprint
         if fp is None:
             return False
-        if type(arr) is np.ndarray and arr.dtype == fp.dtype and fast_stats.usable(arr, small=True):
+        if (type(arr) is np.ndarray and arr.dtype == fp.dtype and arr.dtype == _F32 and arr.ndim == 1
+                and arr.size and arr.flags.c_contiguous and _compiled()):     # (fast_stats.usable(arr, small=True))
             # the same comparison, compiled: x[::step] == fp value for value (NaN never equal)
             return fast_stats.same_sample(arr, max(1, arr.size // self.FINGERPRINT), fp)
         now = self._take(arr)
@@ -563,7 +586,7 @@ class _LayerPlan:
     lists are the net's own, read at every run), and how its runs may write them."""
 
     __slots__ = ("name", "type", "layer", "bottoms", "bottom_names", "tops", "top_names", "param_names",
-                 "need_backward", "python", "shares_top_data")
+                 "need_backward", "python", "shares_top_data", "writes_param_diffs")
 
     def __init__(self, net, i):
         layer = self.layer = net._layers[i]
@@ -577,6 +600,9 @@ class _LayerPlan:
         self.python = layer.type == "Python"
         # Forward only hands its tops the bottom's data memory (Split, Flatten): no value written
         self.shares_top_data = bool(getattr(layer, "shares_data_on_run", False))
+        # Backward may write its params' diffs (not BatchNorm's: Caffe flags them as propagating,
+        # but its Backward never touches them, so their statistics stay valid)
+        self.writes_param_diffs = bool(getattr(layer, "writes_param_diffs", True))
 
 
 # ---------------------------------------------------------------------- the recorder
@@ -694,10 +720,12 @@ class Recorder:
             return
         drop = cache.pop
         layer = plan.layer
-        ppd = layer.param_propagate_down
-        for k, p in enumerate(layer.blobs):     # param data: its version and fingerprint tell (BatchNorm writes it)
-            if k >= len(ppd) or ppd[k]:         # (Layer.get_param_propagate_down)
-                drop(id(p.diff_memory), None)
+        if plan.writes_param_diffs:
+            ppd = list(layer.param_propagate_down)
+            n = len(ppd)
+            for k, p in enumerate(layer.blobs):     # param data: its version and fingerprint tell (BatchNorm writes it)
+                if k >= n or ppd[k]:                # (Layer.get_param_propagate_down)
+                    drop(id(p._diff), None)
         if kind == "forward":
             now = self._step_no
             for t in plan.tops:
@@ -726,16 +754,17 @@ class Recorder:
             for k, (blob, name) in enumerate(zip(plan.layer.blobs, plan.param_names)):
                 out.append(BlobRecord(name, "param", k, stats(blob, "data", full)))
             return
-        need = plan.need_backward
+        need = list(plan.need_backward)
         for k, (blob, name) in enumerate(zip(plan.bottoms, plan.bottom_names)):
             out.append(BlobRecord(name, "bottom", k, stats(blob, "data", full), stats(blob, "diff", full),
                                   bool(need[k])))
         for k, (blob, name) in enumerate(zip(plan.tops, plan.top_names)):
             out.append(BlobRecord(name, "top", k, stats(blob, "data", full), stats(blob, "diff", full)))
         layer = plan.layer
+        ppd = list(layer.param_propagate_down)      # (Layer.get_param_propagate_down: True past its end)
         for k, (blob, name) in enumerate(zip(layer.blobs, plan.param_names)):
             out.append(BlobRecord(name, "param", k, stats(blob, "data", full), stats(blob, "diff", full),
-                                  bool(layer.get_param_propagate_down(k))))
+                                  bool(ppd[k]) if k < len(ppd) else True))
 
     def _stats(self, blob, which, full=True):
         """The blob's data or diff statistics: cached while valid, else computed
@@ -759,8 +788,11 @@ class Recorder:
                 return e.stats
         if x is None:
             x = _flat(blob, mem)
-        a = x.reshape(shape)
-        st = array_stats(a, self.bins, self.hist_sample) if full else health_stats(a)
+        if type(x) is np.ndarray and x.dtype == _F32 and x.size and _compiled():
+            st = _flat_stats(x, shape, full, self.bins, self.hist_sample)
+        else:
+            a = x.reshape(shape)
+            st = array_stats(a, self.bins, self.hist_sample) if full else health_stats(a)
         per_mem[shape] = _CacheEntry(mem, mem.version, full, st, self._step_no, x)
         return st
 

@@ -89,10 +89,12 @@ def __getattr__(name):
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
-def compile_now(fn):
-    """``fn`` compiled (nopython, cached, GIL released), or None without Numba."""
+def compile_now(fn, **options):
+    """``fn`` compiled (nopython, cached, GIL released; ``options``: more of Numba's, e.g.
+    ``error_model="numpy"``), or None without Numba."""
     nb = numba_module()
-    return fast_cache_load(nb.njit(cache=True, nogil=True, boundscheck=False)(fn)) if nb is not None else None
+    return (fast_cache_load(nb.njit(cache=True, nogil=True, boundscheck=False, **options)(fn)) if nb is not None
+            else None)
 
 
 def fast_cache_load(dispatcher):
@@ -234,11 +236,12 @@ class Lazy:
     """The compiled form of ``fn`` before it is made: see the module's doc.  Calling it
     compiles its module's loops and calls the compiled ``fn``."""
 
-    __slots__ = ("fn", "compiled")
+    __slots__ = ("fn", "compiled", "options")
 
     def __init__(self, fn):
         self.fn = fn
         self.compiled = None
+        self.options = {}
 
     def __repr__(self):
         return "<compiled on first use: %s.%s>" % (self.fn.__module__, self.fn.__qualname__)
@@ -281,7 +284,7 @@ def _materialize_module(module_name):
     lazy = [(name, v) for name, v in namespace.items() if isinstance(v, Lazy) and v.fn.__module__ == module_name]
     for _, v in lazy:
         if v.compiled is None:      # (a stand-in bound under two names is compiled once)
-            v.compiled = compile_now(v.fn) if nb is not None else False
+            v.compiled = compile_now(v.fn, **v.options) if nb is not None else False
     for name, v in lazy:      # calls from now on go straight to Numba's dispatchers
         namespace[name] = v.compiled or None
 
@@ -289,6 +292,16 @@ def _materialize_module(module_name):
 def jit(fn):
     """``fn``'s compiled form, made on first use (a :class:`Lazy` until then)."""
     return Lazy(fn)
+
+
+def jit_with(**options):
+    """:func:`jit` with more of Numba's options (``error_model="numpy"``: a float division by
+    zero gives inf / NaN as NumPy's does, not Python's ZeroDivisionError)."""
+    def wrap(fn):
+        lazy = Lazy(fn)
+        lazy.options = dict(options)
+        return lazy
+    return wrap
 
 
 def use(kernel, *arrays):

@@ -6,6 +6,7 @@ first, then over the batch, as Caffe's two gemv calls do.
 """
 
 from engine.core.blob import Blob
+from engine.core.kernels import channel as _channel
 from engine.core.layers.base import Layer, elementwise_flops, fill_param, top_count, workspace
 from engine.core.layers.base import check_eq as _check_eq
 from engine.core.layers.registry import create_layer, register_layer
@@ -25,6 +26,9 @@ class BatchNormLayer(Layer):
     """
     type = "BatchNorm"
     params_are_statistics = True
+    # Net flags its params as propagating (as Caffe does), but Backward never writes their
+    # diffs: the debug Recorder keeps their statistics across backward runs.
+    writes_param_diffs = False
     category = "norm"
     summary = "Normalises by batch (or stored) mean and variance."
     param_fields = ("batch_norm_param",)
@@ -98,18 +102,26 @@ class BatchNormLayer(Layer):
         if self.use_global_stats:
             # Backward needs only std: normalise straight into the top (in place too).
             y = self._view(top[0].mut_data(), bottom)
-            xp.subtract(x, mean[None, :, None], out=y)
             std = self.std.mut_data()
             xp.sqrt(var + self.eps, out=std)
+            if _channel.usable(x, y, mean, std):
+                _channel.bn_global(x, mean, std, y)      # the two passes below in one
+                return
+            xp.subtract(x, mean[None, :, None], out=y)
             xp.divide(y, std[None, :, None], out=y)
             return
         # x_norm_ (Caffe's): kept for backward, since later in-place layers may
         # clobber the top data.  The layer's own buffer, reused every step.
         xn = self._view(self.x_norm.mut_data(), bottom)
-        xp.subtract(x, mean[None, :, None], out=xn)
-        sq = workspace(xp, "bn_sq", x.shape, x.dtype)
-        xp.multiply(xn, xn, out=sq)
-        var = (sq.sum(axis=2) * alpha).sum(axis=0)
+        fused = _channel.usable(x, xn, mean)
+        if fused:
+            # x - mean and the row sums of its squares in one pass (NumPy's sums)
+            var = (_channel.bn_center(x, mean, xn) * alpha).sum(axis=0)
+        else:
+            xp.subtract(x, mean[None, :, None], out=xn)
+            sq = workspace(xp, "bn_sq", x.shape, x.dtype)
+            xp.multiply(xn, xn, out=sq)
+            var = (sq.sum(axis=2) * alpha).sum(axis=0)
         maf = self.moving_average_fraction
         b0, b1, b2 = (b.mut_data() for b in self.blobs)
         b2[...] = b2 * maf + dt(1)
@@ -119,6 +131,9 @@ class BatchNormLayer(Layer):
         b1[...] = maf * b1 + bias_correction * var
         std = self.std.mut_data()
         xp.sqrt(var + self.eps, out=std)
+        if fused:
+            _channel.bn_divide(xn, std, self._view(top[0].mut_data(), bottom))
+            return
         xp.divide(xn, std[None, :, None], out=xn)
         self._view(top[0].mut_data(), bottom)[...] = xn
 
@@ -137,6 +152,13 @@ class BatchNormLayer(Layer):
             xp.divide(dy, std, out=out)
             return
         y = self._view(self.x_norm.get_data(), bottom)
+        if _channel.usable(y, dy, out, std):
+            # The sums of y * dy and dy in one pass, the gradient in a second (the same
+            # float32 steps as below, each rounded).
+            dyy_rows, dy_rows = _channel.bn_backward_sums(y, dy)
+            _channel.bn_backward_out(y, dy, dyy_rows.sum(axis=0), dy_rows.sum(axis=0),
+                                     dt(-1.0 / (num * spatial)), self.std.get_data(), out)
+            return
         g = workspace(xp, "bn_g", y.shape, y.dtype)
         xp.multiply(y, dy, out=g)
         s_dyy = g.sum(axis=2).sum(axis=0)
@@ -323,6 +345,15 @@ class ScaleLayer(Layer):
         xp = self.xp
         scale = (bottom[1] if len(bottom) > 1 else self.blobs[0]).get_data()
         x = bottom[0].get_data().reshape(self.outer, self.mid, self.inner)
+        if len(bottom) == 1 and (self.bias_layer is None or len(self.bias_bottom) == 1):
+            # Learned scale (and bias): the copy aside, the product and the bias in one pass.
+            y = top[0].mut_data().reshape(x.shape)
+            temp = self.temp.mut_data().reshape(x.shape) if bottom[0] is top[0] else None
+            b = self.bias_layer.blobs[0].get_data() if self.bias_layer is not None else None
+            arrays = [a for a in (x, y, scale, temp, b) if a is not None]
+            if (b is None or b.size == scale.size) and _channel.usable(*arrays):
+                _channel.scale_forward(x, scale.reshape(-1), None if b is None else b.reshape(-1), temp, y)
+                return
         if bottom[0] is top[0]:
             # In place: keep the input for the scale gradient (Caffe's temp_,
             # the layer's own buffer, reused every step).
@@ -337,7 +368,10 @@ class ScaleLayer(Layer):
             self.bias_layer.forward(self.bias_bottom, top)
 
     def backward(self, top, propagate_down, bottom):
-        if self.bias_layer is not None and self.get_param_propagate_down(len(self.param_propagate_down) - 1):
+        want_bias = self.bias_layer is not None and self.get_param_propagate_down(len(self.param_propagate_down) - 1)
+        if len(bottom) == 1 and self._backward_fused(top, propagate_down, bottom, want_bias):
+            return
+        if want_bias:
             self.bias_layer.backward(top, [False], self.bias_bottom)
         scale_param = len(bottom) == 1
         scale = self.blobs[0] if scale_param else bottom[1]
@@ -373,6 +407,47 @@ class ScaleLayer(Layer):
                 bottom[0].mut_diff()[...] = (top_diff * s).reshape(bottom[0].shape)
             else:
                 self.xp.multiply(top_diff, s, out=bottom[0].mut_diff().reshape(top_diff.shape))
+
+    def _backward_fused(self, top, propagate_down, bottom, want_bias):
+        """A learned scale's backward as the compiled loops (engine.core.kernels.channel):
+        the bias sum, the product dy * x with its sum and the bottom diff in one pass, the
+        same float32 values as the NumPy passes of :meth:`backward`; False where they do
+        not serve (nothing done then)."""
+        scale = self.blobs[0]
+        shape3 = (self.outer, self.mid, self.inner)
+        if bottom[0].count == scale.count:
+            return False          # eltwise: the product goes to a workspace (the NumPy path)
+        dy = top[0].get_diff().reshape(shape3)
+        if not _channel.usable(dy):
+            return False          # (before any mut_ call: the NumPy path makes its own)
+        want_scale = self.get_param_propagate_down(0)
+        in_place = bottom[0] is top[0]
+        s = scale.get_data().reshape(-1)
+        x = product = bd = None
+        if want_scale:
+            # Caffe's scratch for the product: temp_ in place, else bottom[0]'s diff.
+            x = (self.temp.mut_data() if in_place else bottom[0].get_data()).reshape(shape3)
+            product = x if in_place else bottom[0].mut_diff().reshape(shape3)
+        if propagate_down[0]:
+            bd = bottom[0].mut_diff().reshape(shape3)
+        bias = self.blobs[self.bias_param_id] if want_bias else None
+        if bias is not None and bias.count != scale.count:
+            return False
+        arrays = [a for a in (dy, s, x, product, bd) if a is not None]
+        if not _channel.usable(*arrays):
+            return False
+        bias_rows, scale_rows = _channel.scale_backward(dy, x, product, s, bd, want_bias, want_scale)
+        if bias is not None:
+            d = bias.mut_diff()
+            d[...] = d + bias_rows.sum(axis=0).reshape(d.shape)     # a learned bias accumulates
+        if want_scale:
+            d = scale.mut_diff()
+            g = scale_rows.sum(axis=0)
+            if self.outer == 1 and self.mid > 1:
+                d[...] = g.reshape(d.shape)
+            else:
+                d[...] = d + g.reshape(d.shape)
+        return True
 
 
 # ---------------------------------------------------------------------------- MVN
