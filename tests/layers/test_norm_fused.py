@@ -24,6 +24,8 @@ def same(a, b):
 
 @pytest.mark.parametrize("kind", [0, 1, 2])
 def test_pairwise_row_sums_are_numpys(kind):
+    """The compiled row sums add as this NumPy's float32 sum does, rows past NumPy 1.x's
+    8192-value buffer included (one tree over the row on NumPy 2, one per buffer on 1.x)."""
     rng = np.random.default_rng(kind)
     sizes = list(range(300)) + [1023, 1024, 1025, 3136, 8192, 8200, 12544, 50176]
     stk = np.empty(3 * 64, np.int64)
@@ -33,8 +35,46 @@ def test_pairwise_row_sums_are_numpys(kind):
         a = (rng.standard_normal(n) * 7 + 1).astype(np.float32)
         b = (rng.standard_normal(n) * 3).astype(np.float32)
         ref = (a if kind == 0 else a * a if kind == 1 else a * b).sum()
-        got = pw(kind, a, b, 0, n, stk, vals)
+        got = pw(kind, a, b, 0, n, stk, vals, channel.numpy_sum_chunk())
         assert np.float32(got).view(np.uint32) == np.float32(ref).view(np.uint32), n
+
+
+@pytest.mark.parametrize("chunk", [0, 8192, 1000])
+def test_pairwise_row_sums_by_chunks_add_each_chunks_tree_in_order(chunk):
+    """Either NumPy's way of adding a long row: one tree (chunk 0), or a tree per chunk added
+    from zero in order (NumPy 1.x's buffered reduction), checked against that sum written
+    out with NumPy's own sum of each chunk."""
+    rng = np.random.default_rng(7)
+    stk = np.empty(3 * 64, np.int64)
+    vals = np.empty(64, np.float32)
+    pw = _jit.materialize(channel._pw)
+    tree = _jit.materialize(channel._pw_tree)
+    for n in (100, 1000, 8192, 8200, 12544, 50176):
+        a = (rng.standard_normal(n) * 7 + 1).astype(np.float32)
+        if chunk == 0 or n <= chunk:
+            want = tree(0, a, a, 0, n, stk, vals)
+        else:
+            want = np.float32(0)
+            for s in range(0, n, chunk):
+                want = np.float32(want + tree(0, a, a, s, min(chunk, n - s), stk, vals))
+        got = pw(0, a, a, 0, n, stk, vals, chunk)
+        assert np.float32(got).view(np.uint32) == np.float32(want).view(np.uint32), (n, chunk)
+
+
+def test_numpy_sum_chunk_follows_this_numpys_reduction():
+    """numpy_sum_chunk() says how this NumPy adds a 20000-value float32 row: a tree per buffer
+    on NumPy 1.x, the whole row as one tree on NumPy 2."""
+    rng = np.random.default_rng(11)
+    stk = np.empty(3 * 64, np.int64)
+    vals = np.empty(64, np.float32)
+    pw = _jit.materialize(channel._pw)
+    chunk = channel.numpy_sum_chunk()
+    assert chunk == (np.getbufsize() if int(np.__version__.split(".")[0]) < 2 else 0)
+    hits = 0
+    for _ in range(20):
+        a = (rng.standard_normal(20000) * 7 + 1).astype(np.float32)
+        hits += np.float32(pw(0, a, a, 0, a.size, stk, vals, chunk)) == a.sum()
+    assert hits == 20
 
 
 def _run_bn(fused, shape, in_place, global_stats=False, steps=2):
@@ -63,7 +103,7 @@ def _run_bn(fused, shape, in_place, global_stats=False, steps=2):
         channel.ENABLED = True
 
 
-@pytest.mark.parametrize("shape", [(8, 16, 32, 32), (2, 3, 5, 7), (3, 4, 300), (5, 3), (1, 2, 129)])
+@pytest.mark.parametrize("shape", [(8, 16, 32, 32), (2, 3, 5, 7), (3, 4, 300), (5, 3), (1, 2, 129), (2, 2, 96, 96)])
 @pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("global_stats", [False, True])
 def test_batchnorm_compiled_equals_numpy(shape, in_place, global_stats):

@@ -29,6 +29,15 @@ from engine.core.kernels.jit import jit, jit_with
 ENABLED = True          # set False to keep the NumPy passes (tests compare both)
 
 _BLOCK = 128            # NumPy's PW_BLOCKSIZE
+_NUMPY_1 = int(np.__version__.split(".")[0]) < 2
+
+
+def numpy_sum_chunk():
+    """How many values of a row NumPy's float32 sum adds as one pairwise tree: on NumPy 1.x
+    a reduction goes through the iterator's buffer (``np.getbufsize()`` values, 8192 unless
+    a program set it), each chunk's tree added to the sum in turn; NumPy 2 adds the whole
+    row as one tree (0)."""
+    return int(np.getbufsize()) if _NUMPY_1 else 0
 
 
 def usable(*arrays):
@@ -140,7 +149,23 @@ def _leaf(kind, a, b, s, n):
     return res
 
 
-def _pw(kind, a, b, s, n, stk, vals):
+def _pw(kind, a, b, s, n, stk, vals, chunk):
+    """NumPy's float32 sum of a row as this NumPy adds it: one pairwise tree
+    (:func:`_pw_tree`) over the row, or with ``chunk`` > 0 (NumPy 1.x: its reductions go
+    through the iterator's buffer, ``numpy_sum_chunk()`` values at a time) one tree per chunk,
+    the chunks' sums added in order from zero."""
+    if chunk <= 0 or n <= chunk:
+        return _pw_tree(kind, a, b, s, n, stk, vals)
+    acc = np.float32(0.0)
+    done = 0
+    while done < n:
+        m = min(chunk, n - done)
+        acc = acc + _pw_tree(kind, a, b, s + done, m, stk, vals)
+        done += m
+    return acc
+
+
+def _pw_tree(kind, a, b, s, n, stk, vals):
     """NumPy's float32 sum (as :func:`_leaf`) of a row of any length: the halves' tree
     walked in post-order; ``stk`` (int64, 3 x 64) and ``vals`` (float32, 64) are scratch."""
     if n <= _BLOCK:
@@ -181,7 +206,7 @@ def _scratch():
 
 
 # ------------------------------------------------------------------ BatchNorm
-def _bn_center(x, mean, xn, sq_rows):
+def _bn_center(x, mean, xn, sq_rows, chunk):
     """xn = x - mean[c] (x, xn: (outer, C, inner)); sq_rows[o, c] = NumPy's sum of
     (xn * xn) over the row."""
     stk, vals = _scratch()
@@ -193,7 +218,7 @@ def _bn_center(x, mean, xn, sq_rows):
             m = mean[c]
             for i in range(S):
                 dr[i] = xr[i] - m
-            sq_rows[o, c] = _pw(1, dr, dr, 0, S, stk, vals)
+            sq_rows[o, c] = _pw(1, dr, dr, 0, S, stk, vals, chunk)
 
 
 def _bn_divide(xn, std, y):
@@ -229,14 +254,14 @@ def _bn_global(x, mean, std, y):
                     yr[i] = (xr[i] - m) / d
 
 
-def _bn_backward_sums(y, dy, dyy_rows, dy_rows):
+def _bn_backward_sums(y, dy, dyy_rows, dy_rows, chunk):
     """NumPy's row sums of y * dy and of dy, per (outer, channel)."""
     stk, vals = _scratch()
     O, C, S = y.shape
     for o in range(O):
         for c in range(C):
-            dyy_rows[o, c] = _pw(2, y[o, c], dy[o, c], 0, S, stk, vals)
-            dy_rows[o, c] = _pw(0, dy[o, c], dy[o, c], 0, S, stk, vals)
+            dyy_rows[o, c] = _pw(2, y[o, c], dy[o, c], 0, S, stk, vals, chunk)
+            dy_rows[o, c] = _pw(0, dy[o, c], dy[o, c], 0, S, stk, vals, chunk)
 
 
 def _bn_backward_out(y, dy, s_dyy, s_dy, k, std, out):
@@ -294,7 +319,7 @@ def _scale_forward(x, s, b, with_bias, temp, keep, y):
                     yr[i] = xr[i] * sv
 
 
-def _scale_backward(dy, x, product, s, want_bias, bias_rows, want_scale, scale_rows, want_bottom, bd):
+def _scale_backward(dy, x, product, s, want_bias, bias_rows, want_scale, scale_rows, want_bottom, bd, chunk):
     """Per (outer, channel) row, in this order: bias_rows = NumPy's sum of dy; product =
     dy * x and scale_rows = its sum; bd = dy * s[c].  ``product`` may be x (Caffe's temp_,
     in place) and ``bd`` may be dy (in place)."""
@@ -306,18 +331,18 @@ def _scale_backward(dy, x, product, s, want_bias, bias_rows, want_scale, scale_r
         for c in range(C):
             gr = dy[o, c]
             if want_bias:
-                bias_rows[o, c] = _pw(0, gr, gr, 0, S, stk, vals)
+                bias_rows[o, c] = _pw(0, gr, gr, 0, S, stk, vals, chunk)
             if want_scale:
                 xr = x[o, c]
                 if product_is_x:
                     for i in range(S):
                         xr[i] = gr[i] * xr[i]
-                    scale_rows[o, c] = _pw(0, xr, xr, 0, S, stk, vals)
+                    scale_rows[o, c] = _pw(0, xr, xr, 0, S, stk, vals, chunk)
                 else:
                     pr = product[o, c]
                     for i in range(S):
                         pr[i] = gr[i] * xr[i]
-                    scale_rows[o, c] = _pw(0, pr, pr, 0, S, stk, vals)
+                    scale_rows[o, c] = _pw(0, pr, pr, 0, S, stk, vals, chunk)
             if want_bottom:
                 sv = s[c]
                 if bd_is_dy:
@@ -368,6 +393,7 @@ def _relu_backward(x, dy, bd):
 
 _val = jit(_val)
 _leaf = jit(_leaf)
+_pw_tree = jit(_pw_tree)
 _pw = jit(_pw)
 _scratch = jit(_scratch)
 _bn_center_jit = jit(_bn_center)
@@ -385,7 +411,7 @@ _relu_backward_jit = jit(_relu_backward)
 def bn_center(x, mean, xn):
     """xn = x - mean[c]; returns the (outer, C) row sums of xn * xn (NumPy's)."""
     rows = np.empty(x.shape[:2], np.float32)
-    _bn_center_jit(x, mean, xn, rows)
+    _bn_center_jit(x, mean, xn, rows, numpy_sum_chunk())
     return rows
 
 
@@ -403,7 +429,7 @@ def bn_backward_sums(y, dy):
     """(row sums of y * dy, row sums of dy), each (outer, C)."""
     a = np.empty(y.shape[:2], np.float32)
     b = np.empty(y.shape[:2], np.float32)
-    _bn_backward_sums_jit(y, dy, a, b)
+    _bn_backward_sums_jit(y, dy, a, b, numpy_sum_chunk())
     return a, b
 
 
@@ -425,7 +451,7 @@ def scale_backward(dy, x, product, s, bd, want_bias, want_scale):
     scale_rows = np.empty(shape if want_scale else (1, 1), np.float32)
     x = dy if x is None else x
     _scale_backward_jit(dy, x, x if product is None else product, s, want_bias, bias_rows, want_scale, scale_rows,
-                        bd is not None, dy if bd is None else bd)
+                        bd is not None, dy if bd is None else bd, numpy_sum_chunk())
     return (bias_rows if want_bias else None), (scale_rows if want_scale else None)
 
 
