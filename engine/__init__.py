@@ -2,14 +2,10 @@
 with pycaffe's API, so that ``import engine as caffe`` runs pycaffe scripts, and
 ``engine.install_as_caffe()`` (or ``python -m engine run SCRIPT``) makes ``import caffe``
 give the engine's pycaffe (engine.pycaffe; docs/pycaffe.md)."""
-import gc as _gc
+from engine.core.gcpause import long_lived_imports as _long_lived_imports
 
-# These imports (NumPy, protobuf, the core) make only long-lived objects: the cyclic
-# collector is paused meanwhile and they go to the oldest generation at once, as around
-# Numba's import (engine.core.kernels.jit._import_numba, which says why).
-_collecting, _frozen = _gc.isenabled(), _gc.get_freeze_count()
-_gc.disable()
-try:
+# These imports (NumPy, protobuf, the core) make only long-lived objects (engine.core.gcpause)
+with _long_lived_imports():
     from engine import _blas_kernels  # first: OpenBLAS reads OPENBLAS_CORETYPE when NumPy loads it
     from engine.core.backend import gpu_available, set_device, set_mode_cpu, set_random_seed
     from engine.core.blob import Blob  # noqa: F401
@@ -24,12 +20,6 @@ try:
         UnknownLayerTypeError,
     )
     from engine.core.net import TEST, TRAIN, Net  # noqa: F401
-finally:
-    if not _frozen:
-        _gc.freeze()
-        _gc.unfreeze()
-    if _collecting:
-        _gc.enable()
 
 __version__ = "0.1.0"
 

@@ -56,25 +56,10 @@ def numba_module():
 
 
 def _import_numba():
-    """``import numba`` with Python's cyclic garbage collector paused, then every object
-    the process has moved to the oldest generation at once (``gc.freeze`` + ``gc.unfreeze``:
-    none is examined, none kept out of later collections).  Numba's import makes some
-    300,000 long-lived objects; collected as they come, the young generations' passes
-    over them cost a process 0.07-0.1 s of CPU (GoogLeNet's first forward, issue 24)
-    and find nothing to free.  Garbage the program made before stays collectable: the
-    next full collection frees it.  A program that froze objects itself (``gc.freeze``
-    before forking) keeps them frozen: then nothing is moved."""
-    import gc
-    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
-    gc.disable()
-    try:
+    """``import numba`` as a block of long-lived objects (engine.core.gcpause says why)."""
+    from engine.core.gcpause import long_lived_imports
+    with long_lived_imports():
         import numba
-    finally:
-        if not frozen:
-            gc.freeze()
-            gc.unfreeze()
-        if enabled:
-            gc.enable()
     return numba
 
 
