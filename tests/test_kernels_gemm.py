@@ -229,6 +229,13 @@ def _conv_reference(x, w, b, pad, stride, dy):
     (2, 3, 13, 12, 5, 4, 4, 1, 2, 2, 2),       # even kernel
     (1, 2, 7, 7, 3, 2, 3, 1, 0, 2, 2),
     (2, 3, 9, 11, 6, 3, 3, 1, 1, 1, 1),        # stride 1 through the same entry points
+    # stride 1: a padded row is W + pw wide, its right padding the next row's left one
+    (2, 3, 9, 11, 6, 5, 5, 2, 2, 1, 1),        # 5x5, pad 2 (CIFAR-10 quick)
+    (2, 3, 8, 6, 4, 5, 5, 4, 4, 1, 1),         # pad = kernel - 1 (what backward_data pads dy by)
+    (2, 3, 7, 9, 4, 3, 3, 0, 0, 1, 1),         # no padding
+    (1, 2, 6, 7, 3, 4, 2, 3, 1, 1, 1),         # even kernels, pad rows and columns differ
+    (2, 3, 5, 3, 4, 3, 5, 1, 4, 1, 1),         # padding wider than the image
+    (1, 1, 1, 1, 2, 3, 3, 2, 2, 1, 1),         # one pixel
 ])
 def test_implicit_convolution_with_stride_agrees_with_float64(geom):
     from engine.core.kernels import conv2d

@@ -2,10 +2,12 @@
 
 For a stride-1, undilated convolution, Caffe's column matrix row (c, i, j) over the output
 pixels is the zero-padded image plane c shifted by (i, j) -- if the output is laid out with
-the padded image's row width Wp (``OH x Wp`` columns, of which the last Wp - OW of each row
+the padded image's row width Wq (``OH x Wq`` columns, of which the last Wq - OW of each row
 are not outputs).  So ``out = W @ cols`` reads the padded image in place: the GEMM's B rows
-start at ``c*Hp*Wp + i*Wp + j`` (:func:`engine.core.kernels.gemm.UKT_SET`, a micro-kernel
-with offset tables), and the valid columns are copied out with the bias.  Per image, all in
+start at ``c*Hq*Wq + i*Wq + j`` (:func:`engine.core.kernels.gemm.UKT_SET`, a micro-kernel
+with offset tables), and the valid columns are copied out with the bias.  A padded row is
+W + pw wide, not W + 2 pw: its right padding is the next row's left padding (:func:`_planes`),
+so fewer columns are computed and dropped (3x3, pad 1: W + 1 per W outputs).  Per image, all in
 one compiled call (no per-image Python):
 
 - ``forward``: y = conv(x, W) + bias;
@@ -58,15 +60,27 @@ def _ceil(a, b):
     return -(-a // b) * b
 
 
-def sizes(C, H, W, O, kh, kw, ph, pw, sh=1, sw=1):
-    """(padded image elements, rows x columns of the output buffer, padded A rows).
+def _planes(H, W, ph, pw, sh, sw):
+    """(Hq, Wq): rows and row width of one plane of the zero-padded image.
 
-    Stride (sh, sw): the padded image is kept as sh x sw phase planes per channel (plane
-    (a, b) holds rows a, a + sh, ... and columns b, b + sw, ...), Hq x Wq each, so that an
-    output row reads contiguous elements of one plane for every kernel tap."""
-    Hp, Wp = H + 2 * ph, W + 2 * pw
-    Hq, Wq = -(-Hp // sh), -(-Wp // sw)
-    OH = (Hp - kh) // sh + 1
+    Stride 1: one plane per channel, H + 2 ph rows of W + pw: each row is its pw columns of
+    left padding and its W values, and its right padding is the next row's left padding
+    (zeros too), so an output row spans W + pw GEMM columns, of which kw - 1 - pw are not
+    outputs (a 3x3 kernel with pad 1: one; rows of W + 2 pw: two).  The last row's right
+    padding is the zeroed slack after the planes (:func:`sizes`).
+    Stride (sh, sw): sh x sw phase planes per channel (plane (a, b) holds rows a, a + sh, ...
+    and columns b, b + sw, ... of the image padded on both sides), so that an output row
+    reads contiguous elements of one plane for every kernel tap."""
+    if sh == 1 and sw == 1:
+        return H + 2 * ph, W + pw
+    return (H + 2 * ph + sh - 1) // sh, (W + 2 * pw + sw - 1) // sw
+
+
+def sizes(C, H, W, O, kh, kw, ph, pw, sh=1, sw=1):
+    """(padded image elements, rows x columns of the output buffer, padded A rows); the
+    padded image's planes: :func:`_planes`."""
+    Hq, Wq = _planes(H, W, ph, pw, sh, sw)
+    OH = (H + 2 * ph - kh) // sh + 1
     Q = OH * Wq
     Qp = _ceil(max(Q, 1), NR)
     pad_elems = C * sh * sw * Hq * Wq + (Qp - Q) + Wq + kw + NR
@@ -76,16 +90,18 @@ def sizes(C, H, W, O, kh, kw, ph, pw, sh=1, sw=1):
 # ------------------------------------------------------------------ compiled loops
 def _pad_image_loop(x, n, ph, pw, xpad):
     """Image n of x (N, C, H, W) into the interior of the zero-padded planes in ``xpad``
-    (C planes of (H + 2 ph) x (W + 2 pw); the border stays as it is: zero)."""
+    (C planes of (H + 2 ph) rows of W + pw, :func:`_planes`; the padding stays as it is:
+    zero)."""
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
-    Hp, Wp = H + 2 * ph, W + 2 * pw
+    Hq, Wq = _planes_jit(H, W, ph, pw, 1, 1)
     for c in range(C):
         for h in range(H):
-            d = c * Hp * Wp + (h + ph) * Wp + pw
+            d = c * Hq * Wq + (h + ph) * Wq + pw
             for t in range(W):
                 xpad[d + t] = x[n, c, h, t]
 
 
+_planes_jit = jit(_planes)
 _pad_image = jit(_pad_image_loop)
 
 
@@ -94,7 +110,7 @@ def _pad_phases_loop(x, n, ph, pw, sh, sw, xpad):
     :func:`sizes`): padded element (h, t) of channel c at plane (c, h % sh, t % sw), row
     h // sh, column t // sw (the rest stays as it is: zero)."""
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
-    Hq, Wq = (H + 2 * ph + sh - 1) // sh, (W + 2 * pw + sw - 1) // sw
+    Hq, Wq = _planes_jit(H, W, ph, pw, sh, sw)
     plane = Hq * Wq
     for c in range(C):
         for h in range(H):
@@ -130,7 +146,7 @@ def _forward_loop(x, w, bias, has_bias, kh, kw, ph, pw, sh, sw, y, xpad, outw, k
     N, C, H, W = x.shape
     O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
     Op, K = w.shape
-    Hq, Wq = (H + 2 * ph + sh - 1) // sh, (W + 2 * pw + sw - 1) // sw
+    Hq, Wq = _planes_jit(H, W, ph, pw, sh, sw)
     Q = OH * Wq
     Qp = (Q + NR - 1) // NR * NR
     _tap_offsets_jit(koff, C, kh, kw, Hq, Wq, sh, sw)
@@ -175,7 +191,7 @@ def _weights_loop(x, dy, kh, kw, ph, pw, sh, sw, dwt, xpad, bp, koff, aoff, bofs
     O, OH, OW = dy.shape[1], dy.shape[2], dy.shape[3]
     Kp, Op = dwt.shape
     K = C * kh * kw
-    Hq, Wq = (H + 2 * ph + sh - 1) // sh, (W + 2 * pw + sw - 1) // sw
+    Hq, Wq = _planes_jit(H, W, ph, pw, sh, sw)
     Q = OH * Wq
     _tap_offsets_jit(koff, C, kh, kw, Hq, Wq, sh, sw)
     for k in range(K, Kp):
