@@ -236,6 +236,7 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
     ftop = np.float64(top)
     parts = 8
     part = np.zeros(parts * bins, np.int64)
+    ubins = np.uint64(bins)
     for s in starts:
         if check:
             for i in range(s, s + length):
@@ -246,20 +247,22 @@ def _hist_kernel(x, starts, length, lo, scale, bins, check, counts, idx):
                         b = top
                     elif b < 0:
                         b = 0
-                    counts[b] += 1
+                    counts[np.uint64(b)] += 1
         else:
             xs = x[s:s + length]
             for i in range(length):
                 y = (np.float64(xs[i]) - lo) * scale
                 y = y if y > 0.0 else 0.0
                 idx[i] = np.int32(y if y < ftop else ftop)
-            # eight partial histograms, so that runs of one bin do not wait on each other
+            # eight partial histograms, so that runs of one bin do not wait on each other;
+            # the bins indexed as unsigned (they are in [0, bins)): no negative-index
+            # wrap-around test per count (half the histogram's time)
             m = length - length % parts
             for i in range(0, m, parts):
                 for j in range(parts):
-                    part[j * bins + idx[i + j]] += 1
+                    part[np.uint64(j) * ubins + np.uint64(idx[i + j])] += 1
             for i in range(m, length):
-                counts[idx[i]] += 1
+                counts[np.uint64(idx[i])] += 1
     if not check:
         for b in range(bins):
             t = 0
