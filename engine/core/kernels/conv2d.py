@@ -97,8 +97,10 @@ def _pad_image_loop(x, n, ph, pw, xpad):
     for c in range(C):
         for h in range(H):
             d = c * Hq * Wq + (h + ph) * Wq + pw
+            dst = xpad[d:d + W]
+            src = x[n, c, h]
             for t in range(W):
-                xpad[d + t] = x[n, c, h, t]
+                dst[t] = src[t]
 
 
 _planes_jit = jit(_planes)
@@ -116,11 +118,12 @@ def _pad_phases_loop(x, n, ph, pw, sh, sw, xpad):
         for h in range(H):
             hh = h + ph
             row = ((c * sh + hh % sh) * sw) * plane + (hh // sh) * Wq
+            src = x[n, c, h]
             for b in range(sw):
                 t0 = (b - pw) % sw          # the first column of phase b
                 d = row + b * plane + (t0 + pw) // sw
                 for t in range(t0, W, sw):
-                    xpad[d] = x[n, c, h, t]
+                    xpad[np.uint64(d)] = src[np.uint64(t)]
                     d += 1
 
 
@@ -177,8 +180,10 @@ def _forward_loop(x, w, bias, has_bias, kh, kw, ph, pw, sh, sw, y, xpad, outw, k
             bv = bias[o] if has_bias else np.float32(0.0)
             for oh in range(OH):
                 s = o * Qp + oh * Wq
+                src = outw[s:s + OW]
+                dst = y[n, o, oh]
                 for t in range(OW):
-                    y[n, o, oh, t] = outw[s + t] + bv
+                    dst[t] = src[t] + bv
 
 
 def _weights_loop(x, dy, kh, kw, ph, pw, sh, sw, dwt, xpad, bp, koff, aoff, bofs):
@@ -209,17 +214,30 @@ def _weights_loop(x, dy, kh, kw, ph, pw, sh, sw, dwt, xpad, bp, koff, aoff, bofs
         xb = xpad.ctypes.data
         for pc in range(0, Q, KC):
             kc = min(KC, Q - pc)
-            # dy^T for pixels pc..pc+kc, NR columns (o) per panel, zeros off the outputs
+            # dy^T for pixels pc..pc+kc, NR columns (o) per panel, zeros off the outputs;
+            # each o's pixels read in order (indices unsigned: no wrap-around tests)
+            oh0 = pc // Wq
+            ow0 = pc - oh0 * Wq
             for pn in range(npanel):
                 base = pn * KC * NR
-                for kk in range(kc):
-                    q = pc + kk
-                    oh = q // Wq
-                    ow = q - oh * Wq
-                    o0 = base + kk * NR
-                    for jo in range(NR):
-                        o = pn * NR + jo
-                        bp[o0 + jo] = dy[n, o, oh, ow] if (ow < OW and o < O) else np.float32(0.0)
+                for jo in range(NR):
+                    o = pn * NR + jo
+                    if o >= O:
+                        for kk in range(kc):
+                            bp[np.uint64(base + kk * NR + jo)] = np.float32(0.0)
+                        continue
+                    dyo = dy[n, o]
+                    oh = oh0
+                    ow = ow0
+                    for kk in range(kc):
+                        v = np.float32(0.0)
+                        if ow < OW:
+                            v = dyo[np.uint64(oh), np.uint64(ow)]
+                        bp[np.uint64(base + kk * NR + jo)] = v
+                        ow += 1
+                        if ow == Wq:
+                            ow = 0
+                            oh += 1
             for ir in range(0, Kp, MR):
                 for r in range(MR):
                     aoff[r] = koff[ir + r]
