@@ -40,13 +40,16 @@ def applies(group, channels, num_output, num_spatial, *arrays):
 
 
 # ------------------------------------------------------------------ compiled loops
-# Two forms.  Stride 1: the plane is copied into a zero-padded buffer of row width
-# Wp = W + 2 pw, and the output is computed Wp columns a row (the last Wp - OW of each row are
-# not outputs), so that every tap is one long run over the flat plane (as the implicit GEMM
-# in conv2d.py reads it).  Other strides (and planes holding a non-finite value, where
-# a column that is not an output could meet it): per output row, over the row's valid span.
-# The inner loops run over 1-D views from index 0, so that the compiler sees non-negative
-# indices and vectorises them.
+# Two forms.  Flat: the plane is copied into a zero-padded buffer of row width Wp = W + 2 pw,
+# and the output is computed Wp columns a row (the last Wp - OW of each row are not
+# outputs), so that every tap is one long run over the flat plane (as the implicit GEMM in
+# conv2d.py reads it); with a stride (sh, sw) the padded plane is kept as sh x sw phase
+# planes (rows a, a + sh, ...; columns b, b + sw, ...) of Hq x Wq, so that a tap's inputs for
+# consecutive outputs are again consecutive (forward and weight gradient).  Otherwise (the
+# input gradient with a stride, and planes holding a non-finite value, where a column that
+# is not an output could meet it): per output row, over the row's valid span.  The inner
+# loops run over 1-D views from index 0 (or unsigned indices), so that the compiler sees
+# non-negative indices and vectorises them.
 def _span(off, sw, OW, W):
     """Output columns [t0, t1) whose tap column t*sw + off falls inside [0, W)."""
     t0 = 0
@@ -73,30 +76,40 @@ def _pad_plane(src, ph, pw, Wp, dst):
     return ok
 
 
-def _fwd_rows(xp, wc, sh, sw, ph, pw, dh, dw, yp, bv, acc):
-    """One plane, per output row: yp (OH, OW) = taps of xp (H, W) weighted by wc (kh, kw), + bv."""
-    H, W = xp.shape
-    OH, OW = yp.shape
-    kh, kw = wc.shape
-    for oh in range(OH):
-        acc[:] = 0.0
-        for i in range(kh):
-            ih = oh * sh - ph + i * dh
-            if ih < 0 or ih >= H:
-                continue
-            for j in range(kw):
-                wv = wc[i, j]
-                off = j * dw - pw
-                t0, t1 = _span(off, sw, OW, W)
-                if t1 == t0:
-                    continue
-                a = acc[t0:t1]
-                xr = xp[ih, t0 * sw + off:(t1 - 1) * sw + off + 1:sw]
-                for t in range(t1 - t0):
-                    a[t] += wv * xr[t]
-        yr = yp[oh]
-        for t in range(OW):
-            yr[t] = acc[t] + bv
+def _phase_dims(H, W, ph, pw, sh, sw):
+    """(Hq, Wq): rows and row width of one phase plane of the zero-padded plane."""
+    return (H + 2 * ph + sh - 1) // sh, (W + 2 * pw + sw - 1) // sw
+
+
+def _pad_phase_planes(src, ph, pw, sh, sw, Hq, Wq, dst):
+    """src (H, W) zero-padded into sh x sw phase planes in ``dst`` (phase (a, b) at
+    (a * sw + b) * Hq * Wq: padded rows a, a + sh, ..., columns b, b + sw, ...; the padding
+    stays as it is: zero); True when every value is finite.  Stride 1: :func:`_pad_plane`."""
+    if sh == 1 and sw == 1:
+        return _pad_plane(src, ph, pw, Wq, dst)
+    H, W = src.shape
+    plane = Hq * Wq
+    ok = True
+    for h in range(H):
+        hh = h + ph
+        r = src[h]
+        row = (hh % sh) * sw * plane + (hh // sh) * Wq
+        for b in range(sw):
+            t0 = (b - pw) % sw          # the first column of phase b
+            d = row + b * plane + (t0 + pw) // sw
+            for t in range(t0, W, sw):
+                v = r[np.uint64(t)]
+                ok &= (v - v) == 0
+                dst[np.uint64(d)] = v
+                d += 1
+    return ok
+
+
+def _tap_base(i, j, sh, sw, dh, dw, Hq, Wq):
+    """Where tap (i, j)'s input for output (0, 0) sits in the phase planes."""
+    a = i * dh
+    b = j * dw
+    return ((a % sh) * sw + b % sw) * Hq * Wq + (a // sh) * Wq + b // sw
 
 
 def _forward_loop(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, y, acc, xpad, c0, c1):
@@ -105,29 +118,24 @@ def _forward_loop(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, y, acc, xpad, c0
     N, C, H, W = x.shape
     OH, OW = y.shape[2], y.shape[3]
     kh, kw = w.shape[1], w.shape[2]
-    flat = sh == 1 and sw == 1
-    Wp = W + 2 * pw
-    R = OH * Wp
-    if flat:
-        xpad[:] = 0.0
+    Hq, Wq = _phase_dims(H, W, ph, pw, sh, sw)
+    R = OH * Wq
+    xpad[:] = 0.0
     for n in range(N):
         for c in range(c0, c1):
             bv = bias[c] if has_bias else np.float32(0.0)
-            if not flat:
-                _fwd_rows(x[n, c], w[c], sh, sw, ph, pw, dh, dw, y[n, c], bv, acc)
-                continue
-            _pad_plane(x[n, c], ph, pw, Wp, xpad)
+            _pad_phase_planes(x[n, c], ph, pw, sh, sw, Hq, Wq, xpad)
             out = acc[:R]
             out[:] = 0.0
             for i in range(kh):
                 for j in range(kw):
                     wv = w[c, i, j]
-                    base = i * dh * Wp + j * dw
+                    base = _tap_base(i, j, sh, sw, dh, dw, Hq, Wq)
                     xs = xpad[base:base + R]
                     for r in range(R):
                         out[r] += wv * xs[r]
             for oh in range(OH):
-                o = out[oh * Wp:oh * Wp + OW]
+                o = out[oh * Wq:oh * Wq + OW]
                 yr = y[n, c, oh]
                 for t in range(OW):
                     yr[t] = o[t] + bv
@@ -234,27 +242,25 @@ def _backward_weights_loop(x, dy, sh, sw, ph, pw, dh, dw, dwt, lanes, xpad, dypa
     N, C, H, W = x.shape
     OH, OW = dy.shape[2], dy.shape[3]
     kh, kw = dwt.shape[1], dwt.shape[2]
-    flat = sh == 1 and sw == 1
-    Wp = W + 2 * pw
-    R = OH * Wp
-    if flat:
-        xpad[:] = 0.0
-        dypad[:] = 0.0
+    Hq, Wq = _phase_dims(H, W, ph, pw, sh, sw)
+    R = OH * Wq
+    xpad[:] = 0.0
+    dypad[:] = 0.0
     for n in range(N):
         for c in range(c0, c1):
             # a column that is no output (dy 0 there) meets interior pixels: exact only
             # where those are finite
-            if not (flat and _pad_plane(x[n, c], ph, pw, Wp, xpad)):
+            if not _pad_phase_planes(x[n, c], ph, pw, sh, sw, Hq, Wq, xpad):
                 _bwd_weights_rows(x[n, c], dy[n, c], sh, sw, ph, pw, dh, dw, dwt[c], lanes)
                 continue
             for oh in range(OH):
-                d = dypad[oh * Wp:oh * Wp + OW]
+                d = dypad[oh * Wq:oh * Wq + OW]
                 g = dy[n, c, oh]
                 for t in range(OW):
                     d[t] = g[t]
             for i in range(kh):
                 for j in range(kw):
-                    base = i * dh * Wp + j * dw
+                    base = _tap_base(i, j, sh, sw, dh, dw, Hq, Wq)
                     a = lanes[:LANES]
                     a[:] = 0.0
                     for r0 in range(0, R, LANES):
@@ -271,7 +277,9 @@ def _backward_weights_loop(x, dy, sh, sw, ph, pw, dh, dw, dwt, lanes, xpad, dypa
 
 _span = jit(_span)
 _pad_plane = jit(_pad_plane)
-_fwd_rows = jit(_fwd_rows)
+_phase_dims = jit(_phase_dims)
+_pad_phase_planes = jit(_pad_phase_planes)
+_tap_base = jit(_tap_base)
 _bwd_data_rows = jit(_bwd_data_rows)
 _bwd_weights_rows = jit(_bwd_weights_rows)
 _forward_jit = jit(_forward_loop)
@@ -291,11 +299,12 @@ def _scratch(work, name, n):
     return work(name, n)[:n]
 
 
-def _flat_sizes(H, W, OH, kh, kw, ph, pw, dh, dw):
-    """(padded plane elements, output rows x Wp) of the stride-1 form."""
-    Wp = W + 2 * pw
-    R = OH * Wp
-    return max((H + 2 * ph) * Wp, (kh - 1) * dh * Wp + (kw - 1) * dw + R), R
+def _flat_sizes(H, W, OH, kh, kw, ph, pw, dh, dw, sh=1, sw=1):
+    """(padded plane elements, output rows x row width) of the flat form: the phase planes
+    and what a tap's run reads past them (the last row's columns that are no outputs)."""
+    Hq, Wq = (H + 2 * ph + sh - 1) // sh, (W + 2 * pw + sw - 1) // sw
+    R = OH * Wq
+    return max(sh * sw * Hq * Wq + (kw - 1) * dw // sw + 1, (kh - 1) * dh * Wq + (kw - 1) * dw + R), R
 
 
 def forward(x, w, bias, stride, pad, dilation, y, work):
@@ -308,7 +317,7 @@ def forward(x, w, bias, stride, pad, dilation, y, work):
     kh, kw = w.shape[-2:]
     w3 = w.reshape(C, kh, kw)
     b = bias if bias is not None else w3[:, 0, 0]
-    L, R = _flat_sizes(H, W, OH, kh, kw, pad[0], pad[1], dilation[0], dilation[1])
+    L, R = _flat_sizes(H, W, OH, kh, kw, pad[0], pad[1], dilation[0], dilation[1], stride[0], stride[1])
 
     def part(c0, c1):
         _forward_jit(x, w3, b, bias is not None, stride[0], stride[1], pad[0], pad[1], dilation[0],
@@ -343,7 +352,7 @@ def backward_weights(x, dy, stride, pad, dilation, dw, work):
     OH, OW = dy.shape[2:]
     kh, kw = dw.shape[-2:]
     dw3 = dw.reshape(C, kh, kw)
-    L, R = _flat_sizes(H, W, OH, kh, kw, pad[0], pad[1], dilation[0], dilation[1])
+    L, R = _flat_sizes(H, W, OH, kh, kw, pad[0], pad[1], dilation[0], dilation[1], stride[0], stride[1])
 
     def part(c0, c1):
         _backward_weights_jit(x, dy, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1], dw3,
