@@ -105,6 +105,28 @@ def _pad_phase_planes(src, ph, pw, sh, sw, Hq, Wq, dst):
     return ok
 
 
+def _unpad_phase_planes(src, ph, pw, sh, sw, Hq, Wq, dst):
+    """dst (H, W) = the interior of the phase planes in ``src`` (the inverse of
+    :func:`_pad_phase_planes`)."""
+    H, W = dst.shape
+    plane = Hq * Wq
+    for h in range(H):
+        hh = h + ph
+        d = dst[h]
+        row = (hh % sh) * sw * plane + (hh // sh) * Wq
+        if sh == 1 and sw == 1:
+            s = src[row + pw:row + pw + W]
+            for t in range(W):
+                d[t] = s[t]
+            continue
+        for b in range(sw):
+            t0 = (b - pw) % sw
+            k = row + b * plane + (t0 + pw) // sw
+            for t in range(t0, W, sw):
+                d[np.uint64(t)] = src[np.uint64(k)]
+                k += 1
+
+
 def _tap_base(i, j, sh, sw, dh, dw, Hq, Wq):
     """Where tap (i, j)'s input for output (0, 0) sits in the phase planes."""
     a = i * dh
@@ -167,26 +189,26 @@ def _bwd_data_rows(dyp, wc, sh, sw, ph, pw, dh, dw, dxp):
 def _backward_data_loop(dy, w, sh, sw, ph, pw, dh, dw, dx, dypad, dxpad, c0, c1):
     """dx (N, C, H, W) = col2im of w^T dy for a depthwise convolution: every input pixel
     gets its taps' terms in col2im's order (taps (i, j), then output rows and columns);
-    channels c0..c1; ``dypad`` (OH * Wp), ``dxpad`` (the padded plane): stride-1 scratch."""
+    channels c0..c1; ``dypad`` (OH * Wq), ``dxpad`` (the padded phase planes): scratch.
+    With a stride the taps add into the phase planes (:func:`_pad_phase_planes`), each
+    pixel still receiving its taps' terms in tap order."""
     N, C, H, W = dx.shape
     OH, OW = dy.shape[2], dy.shape[3]
     kh, kw = w.shape[1], w.shape[2]
-    flat = sh == 1 and sw == 1
-    Wp = W + 2 * pw
-    R = OH * Wp
-    if flat:
-        dypad[:] = 0.0
+    Hq, Wq = _phase_dims(H, W, ph, pw, sh, sw)
+    R = OH * Wq
+    dypad[:] = 0.0
     for c in range(c0, c1):
         finite = True
         for i in range(kh):
             for j in range(kw):
                 finite &= (w[c, i, j] - w[c, i, j]) == 0
         for n in range(N):
-            if not (flat and finite):     # a non-finite weight times a column that is no output
+            if not finite:     # a non-finite weight times a column that is no output
                 _bwd_data_rows(dy[n, c], w[c], sh, sw, ph, pw, dh, dw, dx[n, c])
                 continue
             for oh in range(OH):
-                d = dypad[oh * Wp:oh * Wp + OW]
+                d = dypad[oh * Wq:oh * Wq + OW]
                 g = dy[n, c, oh]
                 for t in range(OW):
                     d[t] = g[t]
@@ -194,15 +216,11 @@ def _backward_data_loop(dy, w, sh, sw, ph, pw, dh, dw, dx, dypad, dxpad, c0, c1)
             for i in range(kh):
                 for j in range(kw):
                     wv = w[c, i, j]
-                    base = i * dh * Wp + j * dw
+                    base = _tap_base(i, j, sh, sw, dh, dw, Hq, Wq)
                     ds = dxpad[base:base + R]
                     for r in range(R):
                         ds[r] += wv * dypad[r]
-            for h in range(H):
-                s = dxpad[(h + ph) * Wp + pw:(h + ph) * Wp + pw + W]
-                d = dx[n, c, h]
-                for t in range(W):
-                    d[t] = s[t]
+            _unpad_phase_planes(dxpad, ph, pw, sh, sw, Hq, Wq, dx[n, c])
 
 
 def _bwd_weights_rows(xp, dyp, sh, sw, ph, pw, dh, dw, dwc, lanes):
@@ -280,6 +298,7 @@ _pad_plane = jit(_pad_plane)
 _phase_dims = jit(_phase_dims)
 _pad_phase_planes = jit(_pad_phase_planes)
 _tap_base = jit(_tap_base)
+_unpad_phase_planes = jit(_unpad_phase_planes)
 _bwd_data_rows = jit(_bwd_data_rows)
 _bwd_weights_rows = jit(_bwd_weights_rows)
 _forward_jit = jit(_forward_loop)
@@ -336,7 +355,7 @@ def backward_data(dy, w, stride, pad, dilation, dx, work):
     OH = dy.shape[2]
     kh, kw = w.shape[-2:]
     w3 = w.reshape(C, kh, kw)
-    L, R = _flat_sizes(H, W, OH, kh, kw, pad[0], pad[1], dilation[0], dilation[1])
+    L, R = _flat_sizes(H, W, OH, kh, kw, pad[0], pad[1], dilation[0], dilation[1], stride[0], stride[1])
 
     def part(c0, c1):
         _backward_data_jit(dy, w3, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1], dx,
