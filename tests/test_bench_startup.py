@@ -47,7 +47,7 @@ def test_targets_compare_with_pycaffes_same_run_median():
     g = [r for r in rows if r["target"].startswith("googlenet_1")][0]
     assert g["met"] is True and g["reference"] == "pycaffe same run" and g["reference_s"] == 0.75
     assert g["ratio"] == pytest.approx(0.8)
-    assert "pycaffe, same run's 0.750 s" in g["target"]
+    assert g["target"] == "googlenet_1 start-up to the first forward's result <= pycaffe's 0.750 s (same run)"
     lenet = [r for r in rows if r["target"].startswith("lenet")][0]
     assert lenet["met"] is None and lenet["ratio"] == pytest.approx(1.5)
     lines = bs.target_lines(rows)
@@ -64,6 +64,7 @@ def test_targets_fall_back_to_the_recorded_constant_without_pycaffe():
     rows = bs.targets(results)
     recorded = bs.PYCAFFE_RECORDED["googlenet_1"]["median_s"]
     assert len(rows) == 1 and rows[0]["reference"] == "pycaffe recorded"
+    assert rows[0]["target"].endswith("<= pycaffe's %.3f s (recorded)" % recorded)
     assert rows[0]["reference_s"] == recorded and rows[0]["met"] is (0.7 <= recorded)
     assert bs.target_of("lenet", results["lenet"]) is None
     assert bs.target_of("googlenet_1", results["googlenet_1"]) == (recorded, "pycaffe recorded")
