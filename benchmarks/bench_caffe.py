@@ -3,6 +3,7 @@
 
     python benchmarks/bench_caffe.py --caffe /path/to/build/tools/caffe
     python benchmarks/bench_caffe.py --caffe CAFFE --net googlenet --batch 10 --rounds 5 --json out.json
+    python benchmarks/bench_caffe.py --caffe CAFFE --net googlenet,resnet50,caffenet --rounds 3
 
 Both tools time the same prototxt the same way (tools/caffe.cpp ``time()``: one clean
 Forward and Backward, then ``--iterations`` passes of every layer's Forward and every
@@ -15,9 +16,24 @@ CPU times (whole process: Init and the untimed first pass included; steadier on 
 machine).  Per-layer-type sums (forward, backward) of the last round come with it.
 
 Without ``--caffe`` (or with a path that is not an executable) it prints why and exits 0:
-there is no Caffe build to compare with.  Nets: ``googlenet`` (the zoo's
-``train_val.input.prototxt`` in TRAIN: data from Input layers, the three losses), or a
-prototxt path (``--phase``).  Caffe's code and build stay outside the repository.
+there is no Caffe build to compare with.  Nets (``--net``, comma-separated; each gets its own
+rounds, table and target line, in the order given):
+
+- ``googlenet``: the zoo's ``bvlc_googlenet/train_val.input.prototxt`` in TRAIN (data from
+  Input layers, the three losses), batch 10 unless ``--batch``;
+- ``resnet50``: ``netgen.py``'s ResNet-50 in its TRAIN layout, the one ``run.py`` times
+  (Input ``data`` and ``label``, BatchNorm with batch statistics, SoftmaxWithLoss), with its
+  fillers (MSRA) so that both tools start from random weights; batch 4 (``run.py``'s full
+  CPU batch) unless ``--batch``;
+- ``caffenet``: the zoo's ``bvlc_reference_caffenet/train_val.input.prototxt`` in TRAIN,
+  batch 10 unless ``--batch``;
+- or a prototxt path (``--phase``; batch 10 unless ``--batch``).
+
+Each net's target line is ``MET``/``MISS`` of engine / Caffe forward-backward <= 0.5 (issue
+24's target for GoogLeNet; the same line for the others).  The children run with
+``OPENBLAS_VERBOSE=2``, so each side's OpenBLAS says which kernels it picked (``Core: ...``);
+the lines are printed with the table (``--blas-core NAME`` sets ``OPENBLAS_CORETYPE`` for
+both).  Caffe's code and build stay outside the repository.
 """
 import argparse
 import json
@@ -35,18 +51,61 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 SHARED_ZOO = os.path.join(os.path.dirname(ROOT), "shared", "zoo", "models")
-NETS = {"googlenet": os.path.join(SHARED_ZOO, "bvlc_googlenet", "train_val.input.prototxt")}
+NETS = {"googlenet": os.path.join(SHARED_ZOO, "bvlc_googlenet", "train_val.input.prototxt"),
+        "resnet50": "netgen:resnet50",
+        "caffenet": os.path.join(SHARED_ZOO, "bvlc_reference_caffenet", "train_val.input.prototxt")}
+DEFAULT_BATCH = {"googlenet": 10, "resnet50": 4, "caffenet": 10}
+TARGET = 0.5            # issue 24: engine / Caffe forward-backward
 AVERAGES = (("forward", "Average Forward pass"), ("backward", "Average Backward pass"),
             ("forward_backward", "Average Forward-Backward"))
 _LAYER_LINE = re.compile(r"(?:^|\s)(\S+)\s+(forward|backward): ([0-9.eE+-]+) ms\.")
+_BLAS_CORE = re.compile(r"^\s*Core:\s*(\S+)", re.M)
+
+
+def parse_nets(text):
+    """The ``--net`` value as a list: comma-separated names of ``NETS`` or prototxt paths."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ValueError("--net: no net given")
+    return names
+
+
+def net_batch(name, batch=None):
+    """``batch`` if given, else the net's default (``DEFAULT_BATCH``; 10 for a path)."""
+    return batch if batch is not None else DEFAULT_BATCH.get(name, 10)
+
+
+def target_line(net, ratio, target=TARGET):
+    """``MET``/``MISS`` of engine / Caffe forward-backward against ``target``."""
+    met = ratio == ratio and ratio <= target          # NaN (no rounds) is a MISS
+    return "%-4s %s forward-backward <= %.1fx caffe: %.3f" % ("MET" if met else "MISS", net, target, ratio)
+
+
+def blas_cores(text):
+    """The kernels OpenBLAS said it picked (``OPENBLAS_VERBOSE=2``: ``Core: Haswell``), in
+    order, without repeats (a process may load more than one OpenBLAS); [] if none said."""
+    out = []
+    for m in _BLAS_CORE.finditer(text):
+        if m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def net_source(src):
+    """The NetParameter of a ``NETS`` value or a prototxt path."""
+    if src == "netgen:resnet50":
+        from benchmarks.netgen import resnet
+        return resnet(50, batch=1, train=True, fillers=True)
+    from engine.core.upgrade import read_net_params
+    return read_net_params(src)
 
 
 def write_prototxt(path, batch, out):
-    """``path`` with the batch set on every Input shape (and a deploy net's input dims)."""
+    """``path`` (or a ``netgen:`` net) with the batch set on every Input shape (and a deploy
+    net's input dims)."""
     from google.protobuf import text_format
 
-    from engine.core.upgrade import read_net_params
-    p = read_net_params(path)
+    p = net_source(path)
     for lp in p.layer:
         if lp.type == "Input":
             for s in lp.input_param.shape:
@@ -83,6 +142,7 @@ def run_tool(cmd, env, cwd=ROOT):
     if proc.returncode != 0:
         raise RuntimeError("%s exited %d:\n%s" % (" ".join(cmd[:3]), proc.returncode, text[-3000:]))
     res = parse_time_output(text)
+    res["blas_cores"] = blas_cores(text)
     if "forward_backward" not in res:
         raise RuntimeError("no 'Average Forward-Backward' in the output of %s:\n%s" % (cmd[0], text[-3000:]))
     return res, wall, cpu
@@ -109,33 +169,27 @@ def median(xs):
     return float(statistics.median(xs)) if xs else float("nan")
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--caffe", help="path to a BVLC Caffe binary (build/tools/caffe); skipped without one")
-    p.add_argument("--net", default="googlenet", help="googlenet, or a prototxt path")
-    p.add_argument("--phase", default="TRAIN", help="TRAIN (default) or TEST")
-    p.add_argument("--batch", type=int, default=10)
-    p.add_argument("--iterations", type=int, default=5, help="timed passes per run (caffe time -iterations)")
-    p.add_argument("--rounds", type=int, default=3, help="alternating Caffe/engine rounds")
-    p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads of both (default 1)")
-    p.add_argument("--baseline-root", metavar="DIR",
-                   help="also time the engine of another checkout (e.g. `git archive REV | tar -x -C DIR`) "
-                        "in the same rounds: rows 'baseline'")
-    p.add_argument("--json", help="write the result here")
-    a = p.parse_args(argv)
-    if not a.caffe or not (os.path.isfile(a.caffe) and os.access(a.caffe, os.X_OK)):
-        print("bench_caffe: skipped: no Caffe binary (--caffe %s)" % (a.caffe or "not given"))
-        return 0
-    src = NETS.get(a.net, a.net)
-    if not os.path.exists(src):
-        print("bench_caffe: skipped: %s not found" % src)
-        return 0
-    tmp = tempfile.mkdtemp(prefix="bench_caffe_")
-    proto = os.path.join(tmp, "net.prototxt")
-    types = write_prototxt(src, a.batch, proto)
-    env = dict(os.environ, GLOG_logtostderr="1")
+def child_env(threads, blas_core=None):
+    """Both tools' environment: glog to stderr, ``threads`` BLAS/OpenMP threads, OpenBLAS
+    saying which kernels it picked (and picking ``blas_core`` when given)."""
+    env = dict(os.environ, GLOG_logtostderr="1", OPENBLAS_VERBOSE="2")
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = str(a.threads)
+        env[var] = str(threads)
+    if blas_core:
+        env["OPENBLAS_CORETYPE"] = blas_core
+    return env
+
+
+def bench_net(a, net, tmp):
+    """The alternating rounds of one net: its result dict (None when its prototxt is absent)."""
+    src = NETS.get(net, net)
+    if not src.startswith("netgen:") and not os.path.exists(src):
+        print("bench_caffe: %s skipped: %s not found" % (net, src))
+        return None
+    batch = net_batch(net, a.batch)
+    proto = os.path.join(tmp, "%s.prototxt" % re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(net)))
+    types = write_prototxt(src, batch, proto)
+    env = child_env(a.threads, a.blas_core)
     cmds = {
         "caffe": [a.caffe, "time", "-model", proto, "-iterations", str(a.iterations), "-phase", a.phase],
         "engine": [sys.executable, "-m", "engine", "time", proto, "--iterations", str(a.iterations),
@@ -147,6 +201,8 @@ def main(argv=None):
         cmds["baseline"] = cmds["engine"]
         cwd["baseline"] = os.path.abspath(a.baseline_root)
         tools.append("baseline")
+    print("== %s (batch %d, %s, %d thread%s)" % (net, batch, a.phase, a.threads, "" if a.threads == 1 else "s"),
+          flush=True)
     runs = {t: [] for t in tools}
     for r in range(a.rounds):
         order = tools[r % len(tools):] + tools[:r % len(tools)]
@@ -163,27 +219,77 @@ def main(argv=None):
         load = os.getloadavg()
     except OSError:
         load = None
-    out = dict(net=a.net, prototxt=src, phase=a.phase, batch=a.batch, iterations=a.iterations,
+    out = dict(net=net, prototxt=src, phase=a.phase, batch=batch, iterations=a.iterations,
                rounds=a.rounds, threads=a.threads, caffe=os.path.abspath(a.caffe), load_average=load,
+               blas_core_requested=a.blas_core,
+               blas_cores={t: rs[-1]["blas_cores"] for t, rs in runs.items()},
                engine_over_caffe=ratios,
                **({"baseline_root": os.path.abspath(a.baseline_root), "baseline_over_caffe": base}
                   if base else {}),
                **{"%s_ms" % t: {k: median([x[k] for x in runs[t]]) for k, _ in AVERAGES} for t in tools},
-               samples={t: [{k: v for k, v in r.items() if k != "layers"} for r in rs] for t, rs in runs.items()},
+               samples={t: [{k: v for k, v in r.items() if k not in ("layers", "blas_cores")} for r in rs]
+                        for t, rs in runs.items()},
                by_type={t: by_type(rs[-1]["layers"], types) for t, rs in runs.items()})
     for label, rr in (("engine", ratios), ("baseline", base)):
         if rr:
             print("%s / Caffe (median of %d rounds): forward-backward %.3f, forward %.3f, backward %.3f; "
                   "process CPU time %.3f" % (label, a.rounds, rr["forward_backward"], rr["forward"], rr["backward"],
                                              rr["process_cpu"]))
+    for t in tools:
+        print("OpenBLAS kernels, %s: %s" % (t, ", ".join(out["blas_cores"][t]) or "not reported (no OpenBLAS "
+                                                                                   "said Core:)"))
+    print_table(out["by_type"])
+    out["target"] = target_line(net, ratios["forward_backward"])
+    print(out["target"], flush=True)
+    return out
+
+
+def print_table(bt):
+    """Per-layer-type sums of the last round: Caffe's and the engine's forward and backward."""
     print("%-16s %10s %10s %10s %10s" % ("layer type (ms)", "caffe fwd", "caffe bwd", "engine fwd", "engine bwd"))
-    bt = out["by_type"]
     for k in sorted(bt["caffe"], key=lambda k: -sum(bt["caffe"][k].values())):
         c, e = bt["caffe"][k], bt["engine"].get(k, {"forward": 0.0, "backward": 0.0})
         print("%-16s %10.1f %10.1f %10.1f %10.1f" % (k, c["forward"], c["backward"], e["forward"], e["backward"]))
-    if a.json:
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--caffe", help="path to a BVLC Caffe binary (build/tools/caffe); skipped without one")
+    p.add_argument("--net", default="googlenet",
+                   help="comma-separated: googlenet, resnet50, caffenet or prototxt paths (default googlenet)")
+    p.add_argument("--phase", default="TRAIN", help="TRAIN (default) or TEST")
+    p.add_argument("--batch", type=int, default=None,
+                   help="batch of every net (default: googlenet 10, resnet50 4, caffenet 10, a path 10)")
+    p.add_argument("--iterations", type=int, default=5, help="timed passes per run (caffe time -iterations)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating Caffe/engine rounds")
+    p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads of both (default 1)")
+    p.add_argument("--blas-core", metavar="NAME",
+                   help="OPENBLAS_CORETYPE for both (e.g. Haswell, SkylakeX); default: each OpenBLAS picks")
+    p.add_argument("--baseline-root", metavar="DIR",
+                   help="also time the engine of another checkout (e.g. `git archive REV | tar -x -C DIR`) "
+                        "in the same rounds: rows 'baseline'")
+    p.add_argument("--json", help="write the result here (one net: its result; several: {net: result})")
+    a = p.parse_args(argv)
+    try:
+        nets = parse_nets(a.net)
+    except ValueError as e:
+        p.error(str(e))
+    if not a.caffe or not (os.path.isfile(a.caffe) and os.access(a.caffe, os.X_OK)):
+        print("bench_caffe: skipped: no Caffe binary (--caffe %s)" % (a.caffe or "not given"))
+        return 0
+    tmp = tempfile.mkdtemp(prefix="bench_caffe_")
+    results = {}
+    for net in nets:
+        out = bench_net(a, net, tmp)
+        if out is not None:
+            results[net] = out
+    if len(results) > 1:
+        print()
+        for out in results.values():
+            print(out["target"])
+    if a.json and results:
         with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+            json.dump(next(iter(results.values())) if len(nets) == 1 else results, f, indent=1)
     return 0
 
 
