@@ -104,7 +104,7 @@ class NetCase:
             spec = run.NETS[name]
             if "path" in spec and not os.path.exists(spec["path"]):
                 raise FileNotFoundError(spec["path"])
-            self.batch = batch or RECORD_BATCH.get(name) or spec["batch"]["quick"]
+            self.batch = batch or RECORD_BATCH.get(name) or spec["batch"].get("quick") or spec["batches"][0]
             from google.protobuf import text_format
             param = run.net_param(spec, self.batch)
             path = os.path.join(tempfile.mkdtemp(prefix="records_%s_" % name), "net.prototxt")
