@@ -277,12 +277,12 @@ def main(argv=None):
     if not a.caffe or not (os.path.isfile(a.caffe) and os.access(a.caffe, os.X_OK)):
         print("bench_caffe: skipped: no Caffe binary (--caffe %s)" % (a.caffe or "not given"))
         return 0
-    tmp = tempfile.mkdtemp(prefix="bench_caffe_")
     results = {}
-    for net in nets:
-        out = bench_net(a, net, tmp)
-        if out is not None:
-            results[net] = out
+    with tempfile.TemporaryDirectory(prefix="bench_caffe_") as tmp:   # the prototxts written: removed after
+        for net in nets:
+            out = bench_net(a, net, tmp)
+            if out is not None:
+                results[net] = out
     if len(results) > 1:
         print()
         for out in results.values():
