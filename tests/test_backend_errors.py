@@ -213,3 +213,33 @@ def test_oom_inside_a_net_range(restore_backend, tmp_path):
         with backend.translate_gpu_errors("Forward"):
             net.forward()
     assert isinstance(ei.value, CaffeError)
+
+
+def test_net_ranges_translate_a_layers_memory_error_and_name_the_layer(restore_backend, tmp_path):
+    """ForwardFromTo and BackwardFromTo turn a layer's host MemoryError into a DeviceError
+    (as translate_gpu_errors does) that names the layer, and let other errors through
+    unchanged."""
+    from engine import TRAIN, Net
+    p = tmp_path / "n.prototxt"
+    p.write_text('force_backward: true\n'
+                 'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }\n'
+                 'layer { name: "r" type: "ReLU" bottom: "x" top: "y" }\n')
+    net = Net(str(p), TRAIN)
+    relu = net.layers[1]
+
+    def no_memory(*args):
+        raise MemoryError("Unable to allocate 8.00 EiB for an array")
+
+    relu.forward = no_memory
+    with pytest.raises(DeviceError, match="Out of memory on the host") as ei:
+        net.ForwardFromTo(0, 1)
+    assert ei.value.oom and "'r'" in str(ei.value) and isinstance(ei.value.__cause__, MemoryError)
+    relu.forward = lambda bottom, top: (_ for _ in ()).throw(KeyError("mine"))
+    with pytest.raises(KeyError, match="mine"):
+        net.ForwardFromTo(0, 1)
+    del relu.forward
+    net.ForwardFromTo(0, 1)
+    relu.backward = no_memory
+    with pytest.raises(DeviceError, match="Out of memory on the host") as ei:
+        net.BackwardFromTo(1, 0)
+    assert "'r'" in str(ei.value)

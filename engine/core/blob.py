@@ -247,6 +247,8 @@ class Blob:
     # ------------------------------------------------------------------ shape
     def reshape(self, *shape: int | Sequence[int]) -> None:
         """Blob::Reshape: new shape; memory grows only past the capacity."""
+        if len(shape) == 1 and type(shape[0]) is tuple and shape[0] and shape[0] == self._shape:
+            return          # the shape it has (every layer's Reshape before its Forward, mostly)
         given = shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
         dims: tuple[int, ...] = tuple(int(d) for d in given)  # type: ignore[arg-type]
         shape = dims

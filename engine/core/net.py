@@ -122,6 +122,20 @@ _quiet = _Quiet()
 
 
 # ------------------------------------------------------------------ Net
+
+def _call_translated(fn, *args):
+    """fn(*args), with GPU failures and host MemoryErrors raised as DeviceError, as inside
+    backend.translate_gpu_errors (without entering a context manager per layer run)."""
+    try:
+        return fn(*args)
+    except CaffeError:
+        raise
+    except Exception as e:
+        err = backend.translated_error(e)
+        if err is None:
+            raise
+        raise err from e
+
 class Net:
     """pycaffe's Net: ``Net(model_file, phase, level=0, stages=None, weights=None)``
     or the deprecated ``Net(model_file, weights, phase)``.
@@ -669,14 +683,14 @@ class Net:
                     obs.before_layer("forward", i)
                 layer = self._layers[i]
                 try:
-                    with backend.translate_gpu_errors():
-                        layer_loss = layer.Forward(self._bottom_vecs[i], self._top_vecs[i])
+                    layer_loss = _call_translated(layer.Forward, self._bottom_vecs[i], self._top_vecs[i])
                 except CaffeError as e:
                     self._name_empty(e, i)
                     _annotate(e, self._layer_name_list[i], layer.type, "Forward")
                     raise
-                with np.errstate(all="ignore"):     # inf + -inf losses: nan, as in C
-                    loss += layer_loss
+                if layer_loss:      # adding a zero leaves the sum as it is (it starts at +0)
+                    with np.errstate(all="ignore"):     # inf + -inf losses: nan, as in C
+                        loss += layer_loss
                 self._top_shapes[i] = tuple(t.shape for t in self._top_vecs[i])
                 for obs in self.debug_observers:
                     obs.after_layer("forward", i)
@@ -734,9 +748,8 @@ class Net:
                     layer = self._layers[i]
                     try:
                         self._check_top_shapes(i)
-                        with backend.translate_gpu_errors():
-                            layer.Backward(self._top_vecs[i], self._bottom_need_backward[i],
-                                           self._bottom_vecs[i])
+                        _call_translated(layer.Backward, self._top_vecs[i], self._bottom_need_backward[i],
+                                         self._bottom_vecs[i])
                     except CaffeError as e:
                         self._name_empty(e, i)
                         _annotate(e, self._layer_name_list[i], layer.type, "Backward")
