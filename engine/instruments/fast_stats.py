@@ -103,7 +103,7 @@ def _make_lanes_intrinsic():
     return intrinsic(lanes16)
 
 
-def _make_summary_intrinsic():
+def _make_summary_intrinsic(part):
     """Numba intrinsic summary16(ptr, groups, lanes, sums, sqs, mins, maxs, zeros): over
     ``groups`` consecutive groups of 16 float32 at ``ptr``, lane j (value x[16 g + j])
     accumulates in order, as :func:`_summary_kernel`'s lane j does: |x| in float32, x and
@@ -113,12 +113,19 @@ def _make_summary_intrinsic():
     float32, float32, int64) read as the starting values and written with the results:
     the same bits as the scalar loop, at vector speed.  The zeros are counted in 32-bit
     lanes (no widening in the loop) and added to the 64-bit ones at the end: callers pass
-    fewer than 2**31 groups."""
+    fewer than 2**31 groups.
+
+    ``part``: which accumulators this pass keeps -- "amz" (|x|, min, max, zeros) or "sq"
+    (the float64 sums): all sixteen lanes of all six need the sixteen vector registers of an
+    AVX2 core and more, and one pass keeping them all spilled them to the stack on every
+    step (2.5x slower than the two passes, each lane's additions the same)."""
     from llvmlite import ir
     from numba import types
     from numba.extending import intrinsic
 
     from engine.core.kernels.jit import accumulate_loop, declare
+
+    keep = (0, 3, 4, 5) if part == "amz" else (1, 2)
 
     def codegen(context, builder, signature, args):
         ptr, groups, p_a, p_s, p_q, p_mn, p_mx, p_z = args
@@ -129,28 +136,31 @@ def _make_summary_intrinsic():
         fabs = declare(builder, "llvm.fabs.v%df32" % LANES, f32v, [f32v])
         ptrs = [builder.inttoptr(p, t.as_pointer())
                 for p, t in zip((p_a, p_s, p_q, p_mn, p_mx, p_z), (f32v, f64v, f64v, f32v, f32v, i64v))]
-        inits = [builder.load(q, align=4) for q in ptrs]
         zero = ir.Constant(f32v, None)
         i32v = ir.VectorType(ir.IntType(32), LANES)
-        z64 = inits[5]
-        inits[5] = ir.Constant(i32v, None)     # zeros counted in 32-bit lanes (groups < 2**31), added after
+        inits = [builder.load(ptrs[k], align=4) if k != 5 else ir.Constant(i32v, None) for k in keep]
+        # (zeros counted in 32-bit lanes (groups < 2**31), added to the 64-bit ones after)
 
         def body(g, accs):
-            a, sm, sq, mn, mx, z = accs
             v = builder.load(builder.gep(base, [g]), align=4)
+            if part == "amz":
+                a, mn, mx, z = accs
+                a = builder.fadd(a, builder.call(fabs, [v]))
+                mn = builder.select(builder.fcmp_ordered("<", v, mn), v, mn)
+                mx = builder.select(builder.fcmp_ordered(">", v, mx), v, mx)
+                z = builder.add(z, builder.zext(builder.fcmp_ordered("==", v, zero), i32v))
+                return [a, mn, mx, z]
+            sm, sq = accs
             d = builder.fpext(v, f64v)
-            a = builder.fadd(a, builder.call(fabs, [v]))
             sm = builder.fadd(sm, d)
             sq = builder.fadd(sq, builder.fmul(d, d))
-            mn = builder.select(builder.fcmp_ordered("<", v, mn), v, mn)
-            mx = builder.select(builder.fcmp_ordered(">", v, mx), v, mx)
-            z = builder.add(z, builder.zext(builder.fcmp_ordered("==", v, zero), i32v))
-            return [a, sm, sq, mn, mx, z]
+            return [sm, sq]
 
-        outs = accumulate_loop(builder, groups, inits, body, "summary")
-        outs[5] = builder.add(z64, builder.zext(outs[5], i64v))
-        for q, v in zip(ptrs, outs):
-            builder.store(v, q, align=4)
+        outs = accumulate_loop(builder, groups, inits, body, "summary_" + part)
+        for k, v in zip(keep, outs):
+            if k == 5:
+                v = builder.add(builder.load(ptrs[5], align=4), builder.zext(v, i64v))
+            builder.store(v, ptrs[k], align=4)
         return context.get_dummy_value()
 
     def summary16(typingctx, ptr, groups, a, s, q, mn, mx, z):
@@ -175,6 +185,8 @@ def _summary_vector_kernel(x, lanes):
     for g0 in range(0, groups, chunk):
         _SUMMARY16(x.ctypes.data + 64 * g0, min(chunk, groups - g0), a.ctypes.data, s.ctypes.data,
                    q.ctypes.data, mn.ctypes.data, mx.ctypes.data, z.ctypes.data)
+        _SUMMARY16_SQ(x.ctypes.data + 64 * g0, min(chunk, groups - g0), a.ctypes.data, s.ctypes.data,
+                      q.ctypes.data, mn.ctypes.data, mx.ctypes.data, z.ctypes.data)
     for i in range(m, n):
         v = x[i]
         d = np.float64(v)
@@ -416,17 +428,18 @@ _abs_sum = _jit(_abs_sum_kernel)
 _asum_of_lanes = _jit(_asum_of_lanes_kernel)
 _health = _jit(_health_kernel)
 _full = _jit(_full_kernel)
-_LANES16 = _SUMMARY16 = None
+_LANES16 = _SUMMARY16 = _SUMMARY16_SQ = None
 
 
 def _make_lanes16():
     """The vector intrinsics, made before the loops are compiled (Numba imported); without
     llvmlite's IR builder (Numba's own dependency) :func:`asum` and :func:`summary` use the
     plain loops."""
-    global _LANES16, _SUMMARY16, _lanes, _summary
+    global _LANES16, _SUMMARY16, _SUMMARY16_SQ, _lanes, _summary
     try:
         _LANES16 = _make_lanes_intrinsic()
-        _SUMMARY16 = _make_summary_intrinsic()
+        _SUMMARY16 = _make_summary_intrinsic("amz")
+        _SUMMARY16_SQ = _make_summary_intrinsic("sq")
     except Exception:  # pragma: no cover - an llvmlite without the IR API
         _lanes = _lanes_loop
         _summary = _summary_loop
