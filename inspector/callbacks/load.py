@@ -68,16 +68,12 @@ def next_spec(app, session, trigger, example=None, path=None, upload=None, phase
     if trigger is None:
         return initial_spec(app) if session.loaded is None else None
     if trigger == ids.EXAMPLE:
-        if example == "cli":
-            return initial_spec(app)
-        for label, p, ex_phase in app.examples:
-            if p == example:
-                return ModelSpec(model=p, label=label, trusted=True, phase=ex_phase)
-        raise loading.PathRefused("unknown example %r" % (example,))
+        spec = _example_spec(app, example)
+        if spec is None:
+            raise loading.PathRefused("unknown example %r" % (example,))
+        return spec
     if trigger in OPEN_PATH:
-        real = loading.resolve_model_path(path, app.config.model_root)
-        return ModelSpec(model=real, label=os.path.relpath(real, os.path.realpath(app.config.model_root)),
-                         phase=default_phase(real))
+        return _path_spec(app, path)
     if trigger in UPLOAD_KINDS:
         kind = UPLOAD_KINDS[trigger]
         contents, filename = upload
@@ -94,9 +90,45 @@ def next_spec(app, session, trigger, example=None, path=None, upload=None, phase
         return replace(cur, data_shapes=tuple(sorted(given.items())))
     if trigger in (ids.PHASE, ids.LEVEL, ids.STAGES):
         if session.loaded is None and session.failed_spec is None:
-            return None      # nothing to rebuild (an expired session): never the default net in its place
+            # An expired session (the server let it go for newer tabs): rebuild the net the
+            # tab still shows, named by its Example list or its Model path box; never the
+            # default net in place of another (an uploaded net is gone: nothing then).
+            cur = _tab_net(app, example, path)
+            if cur is None:
+                return None
         return replace(cur, phase=phase or cur.phase, level=int(level or 0), stages=tuple(stages or ()))
     return None
+
+
+def _example_spec(app, example):
+    """The spec of an entry of the Example list ("cli": the command line's net), or None."""
+    if example == "cli":
+        return initial_spec(app)
+    for label, p, ex_phase in app.examples:
+        if p == example:
+            return ModelSpec(model=p, label=label, trusted=True, phase=ex_phase)
+    return None
+
+
+def _tab_net(app, example, path):
+    """The net a tab shows, read from its controls: the Example list's entry, else the file
+    its Model path box names under the model root; None when neither names one (an uploaded
+    net: its label is no path)."""
+    spec = _example_spec(app, example) if example else None
+    if spec is not None or not path:
+        return spec
+    try:
+        spec = _path_spec(app, path)
+    except loading.PathRefused:
+        return None
+    return spec if os.path.isfile(spec.model) else None
+
+
+def _path_spec(app, path):
+    """The spec of a prototxt named by a path under the model root (raises PathRefused)."""
+    real = loading.resolve_model_path(path, app.config.model_root)
+    return ModelSpec(model=real, label=os.path.relpath(real, os.path.realpath(app.config.model_root)),
+                     phase=default_phase(real))
 
 
 def _hide_uploads(session, err):

@@ -38,11 +38,32 @@ def test_phase_change_on_an_expired_session_loads_nothing(app_ctx):
     """An evicted tab's session is empty: its Phase/Level/Stages controls (or the
     renderer echoing them after a load) must not put the default net there in place of
     the tab's own, silently (the load test saw steps run on LeNet in a ResNet tab, and
-    a refused upload's answer replaced by LeNet's)."""
+    a refused upload's answer replaced by LeNet's).  Without an Example entry or a Model
+    path naming the tab's net (an uploaded net: its label is no path), nothing is loaded."""
     sid = new_session_id()
     for trigger in (ids.PHASE, ids.LEVEL, ids.STAGES):
-        v, err, s, _ = load.handle_load(app_ctx, sid, trigger, phase="TRAIN", level=0, stages=[])
-        assert s.loaded is None and v == 0 and err is None
+        for example, path in ((None, None), (None, "uploaded lenet.prototxt"), (None, "no/such.prototxt")):
+            v, err, s, _ = load.handle_load(app_ctx, sid, trigger, phase="TRAIN", level=0, stages=[],
+                                            example=example, path=path)
+            assert s.loaded is None and v == 0 and err is None
+
+
+def test_phase_change_on_an_expired_session_rebuilds_the_tabs_own_net(app_ctx):
+    """A tab whose session the server let go (more newer tabs than it keeps) and whose
+    controls still name its net -- the Example list's entry, or the Model path box -- gets
+    that net back in the phase asked for, instead of a blank page ("no net loaded")."""
+    tiny = "examples/resnet_tiny/resnet_tiny.prototxt"
+    sid = new_session_id()
+    v, err, s, _ = load.handle_load(app_ctx, sid, ids.PHASE, phase="TEST", level=0, stages=[], path=tiny)
+    assert err is None and v == 1 and s.loaded.graph.name == "TinyResNet" and s.loaded.graph.phase_name == "TEST"
+    lenet_label, lenet_path, _ = app_ctx.examples[0]
+    sid = new_session_id()
+    v, err, s, _ = load.handle_load(app_ctx, sid, ids.PHASE, phase="TRAIN", level=0, stages=[],
+                                    example=lenet_path, path=tiny)
+    assert err is None and s.loaded.spec.model == lenet_path and s.loaded.graph.phase_name == "TRAIN"
+    # a live session keeps its own net whatever the boxes say (they follow the load)
+    v, err, s, _ = load.handle_load(app_ctx, sid, ids.PHASE, phase="TEST", level=0, stages=[], path=tiny)
+    assert s.loaded.spec.model == lenet_path and s.loaded.graph.phase_name == "TEST"
 
 
 def test_open_path_under_root_and_refuse_escape(app_ctx, sid):

@@ -6,7 +6,7 @@ net opens structure only, that layer stood in by an Input)."""
 from pathlib import Path
 
 import pytest
-from browser_helpers import cy_eval, text_of, wait_for, wait_text
+from browser_helpers import cy_eval, start_app, text_of, wait_for, wait_text
 from inspector_testlib import PHASED_NET
 from selenium.webdriver.common.keys import Keys
 
@@ -71,3 +71,30 @@ def test_upload_is_checked_in_its_phase_and_relative_paths_say_where(dash_duo, t
     assert str(Path(cwd) / "digits_lmdb") in text and "working directory" in text
     assert str(root / "nets" / "digits_lmdb") in text and "start the server in %s" % (root / "nets") in text
     assert "layer d (Data)" in text and "Reader" in text_of(dash_duo, ids.LOAD_STATUS)
+
+
+def test_a_tab_the_server_let_go_gets_its_own_net_back_on_a_phase_change(dash_duo):
+    """The server keeps the nets of its most recently used tabs (max_sessions).  A tab it
+    let go for a newer one still shows its net; clicking Phase there rebuilds that net (the
+    Example list names it) in the phase clicked, instead of blanking the page with "no net
+    loaded" (seen with ResNet-152 after eight newer tabs)."""
+    app = start_app(dash_duo, max_sessions=1)
+    store = app.inspector.store
+    d = dash_duo.driver
+    first = d.current_window_handle
+    [first_sid] = store.ids()
+    before = text_of(dash_duo, ids.LOAD_STATUS)
+    phase = _checked(dash_duo, ids.PHASE)
+    other = "TEST" if phase == "TRAIN" else "TRAIN"
+    assert phase in before and "layers" in before
+    d.switch_to.new_window("tab")                   # a newer tab: the server's one place is its
+    d.get(dash_duo.server_url)
+    wait_for(lambda: len(store.ids()) == 1 and store.ids()[0] != first_sid, what="the first tab let go")
+    wait_text(dash_duo, ids.LOAD_STATUS, "layers")
+    d.switch_to.window(first)
+    d.find_element("css selector", "#%s input[value=%s]" % (ids.PHASE, other)).click()
+    wait_text(dash_duo, ids.LOAD_STATUS, other)
+    status = text_of(dash_duo, ids.LOAD_STATUS)
+    assert before.split(" · ")[0] in status and "layers" in status and "no net" not in status
+    wait_for(lambda: other in text_of(dash_duo, ids.GRAPH_TITLE), what="the graph caption in the new phase")
+    assert cy_eval(dash_duo, "return cy.nodes().length;") > 0
