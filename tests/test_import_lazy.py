@@ -43,6 +43,27 @@ def _state(stdout):
     return _loaded_line(stdout, "STATE")
 
 
+def _numbas_and_fast_loads(code, tmp_path, ext):
+    """The stdouts of the script ``code`` (argv[1]: where it saves its arrays, numba.EXT then
+    fast.EXT in ``tmp_path``; a line "CACHE hits misses" of its compiled loops) run first with
+    Numba's own loading of cached loops (ENGINE_NUMBA_FAST_LOAD=0: it also fills the cache),
+    then with the engine's; skips where the second run did not load from Numba's cache."""
+    def run(fast, name):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), ENGINE_NUMBA_FAST_LOAD=fast)
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    numbas = run("0", "numba." + ext)
+    fast = run("1", "fast." + ext)
+    hits, misses = (int(v) for v in _loaded_line(fast, "CACHE"))
+    if misses or not hits:
+        import pytest
+        pytest.skip("Numba's on-disk cache is not used here (%d hits, %d misses)" % (hits, misses))
+    return numbas, fast
+
+
 PROBE = """
 def loaded(tag):
     import sys
@@ -187,20 +208,8 @@ def test_cached_kernels_load_without_numbas_registries(tmp_path):
         print("STATE", *[m in sys.modules for m in ("numba.np.arraymath", "numba.np.linalg", "scipy.linalg")])
     """) % LENET
 
-    def run(fast, name):
-        env = dict(os.environ, PYTHONPATH=str(ROOT), ENGINE_NUMBA_FAST_LOAD=fast)
-        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, out.stdout + out.stderr
-        return out.stdout
-
-    numbas = run("0", "numba.npy")
+    numbas, fast = _numbas_and_fast_loads(code, tmp_path, "npy")
     assert _state(numbas) == ["True", "True", "True"]       # Numba's loading: every registry, SciPy's BLAS
-    fast = run("1", "fast.npy")
-    hits, misses = (int(v) for v in _loaded_line(fast, "CACHE"))
-    if misses or not hits:
-        import pytest
-        pytest.skip("Numba's on-disk cache is not used here (%d hits, %d misses)" % (hits, misses))
     assert _state(fast) == ["False", "False", "False"]
     import numpy as np
     a, b = np.load(tmp_path / "numba.npy"), np.load(tmp_path / "fast.npy")
@@ -253,20 +262,8 @@ def test_cached_loops_load_without_numbas_array_implementation(tmp_path):
         print("EXTENSIONS", entrypoints._already_initialized)
     """) % AVE_NET
 
-    def run(fast, name):
-        env = dict(os.environ, PYTHONPATH=str(ROOT), ENGINE_NUMBA_FAST_LOAD=fast)
-        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, out.stdout + out.stderr
-        return out.stdout
-
-    numbas = run("0", "numba.npz")         # Numba's loading (and the cache filled)
+    numbas, fast = _numbas_and_fast_loads(code, tmp_path, "npz")
     assert _state(numbas) == ["True", "True"]
-    fast = run("1", "fast.npz")
-    hits, misses = (int(v) for v in _loaded_line(fast, "CACHE"))
-    if misses or not hits:
-        import pytest
-        pytest.skip("Numba's on-disk cache is not used here (%d hits, %d misses)" % (hits, misses))
     assert _state(fast) == ["False", "False"]
     # Numba's extension entry points: looked for by its own loading, not by the cached loads
     assert _loaded_line(numbas, "EXTENSIONS") == ["True"] and _loaded_line(fast, "EXTENSIONS") == ["False"]
