@@ -71,7 +71,10 @@ def run_tests(device, out, root=ROOT, extra=()):
     substitute, on ``extra`` test paths; returns {"passed", "failed", "skipped", "rc"} and
     the failures' summary lines.  One process: the GPU tests share one device and pytest-xdist
     lost a worker on the first GPU machine."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=line"]
+    # addopts emptied: pytest.ini's own -q on top of this one (-qq) drops the closing
+    # "N passed" line that the counts are read from
+    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider", "-rfE",
+           "--tb=line"]
     cmd += ["-m", "gpu"] if device == "gpu" else []
     cmd += list(extra)
     out.write("$ %s\n" % " ".join(cmd[1:]))
@@ -296,12 +299,18 @@ def run_benchmark(device, out, nets=BENCH_NETS, batch=BENCH_BATCH, root=ROOT, re
     summary = []
     for r in rows:
         fb = (r.get("ratio") or {}).get("forward_backward")
+        # the medians themselves too: a ratio alone cannot say which side moved between runs
+        e_ms, t_ms = ((r.get(k) or {}).get("forward_backward") for k in ("engine_s", "torch_s"))
+        e_ms, t_ms = (v * 1e3 if v is not None else None for v in (e_ms, t_ms))
         summary.append({"net": r.get("net"), "device": r.get("device"), "batch": r.get("batch"),
-                        "fwd_bwd_ratio": fb, "goal": GOAL_RATIO, "met": fb is not None and fb <= GOAL_RATIO,
+                        "fwd_bwd_ratio": fb, "engine_ms": e_ms, "torch_ms": t_ms,
+                        "goal": GOAL_RATIO, "met": fb is not None and fb <= GOAL_RATIO,
                         "memory": r.get("memory"), "check": r.get("check"), "error": r.get("error")})
-        out.write("  %-10s %s b%s fwd+bwd engine/torch %s (goal <= %.1f)\n"
+        out.write("  %-10s %s b%s fwd+bwd engine/torch %s%s (goal <= %.1f)\n"
                   % (r.get("net"), r.get("device"), r.get("batch"),
-                     "%.2f" % fb if fb is not None else r.get("error", "?"), GOAL_RATIO))
+                     "%.2f" % fb if fb is not None else r.get("error", "?"),
+                     " (%.1f / %.1f ms)" % (e_ms, t_ms) if e_ms is not None and t_ms is not None else "",
+                     GOAL_RATIO))
     doc = {"rc": p.returncode, "rows": summary}
     if p.returncode:
         doc["error_tail"] = p.stderr[-3000:]

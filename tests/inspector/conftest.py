@@ -4,6 +4,7 @@ headless Chromium configured so that plain ``python -m pytest`` works.
 Browser tests (marked ``browser``) skip with a reason when chromedriver or
 dash[testing] is missing.
 """
+import importlib.util
 import os
 import shutil
 import sys
@@ -34,6 +35,13 @@ def _browser_skip_reason():
     if _chromium() is None:
         return "no Chromium/Chrome binary found"
     return None
+
+
+# The browser test modules import selenium at their top: without it (a machine with dash but
+# not its testing extra, such as the GPU self-test's) pytest leaves them out instead of
+# reporting their import as an error; with it, they skip one by one as above when Chromium
+# is missing.
+collect_ignore_glob = [] if importlib.util.find_spec("selenium") else ["*_browser.py"]
 
 
 def _free_port():
