@@ -171,9 +171,36 @@ def array_stats(a, bins=HIST_BINS, hist_sample=0):
         summary, counts = _host_summary(x, bins, hist_sample)
     else:
         from engine.core.kernels import stats as gpu_stats
-        v = backend.to_host(gpu_stats.summary(x, bins))      # one reduction kernel, one transfer
+        sampled = bool(bins) and 0 < hist_sample < n
+        idx = _device_sample(n, hist_sample) if sampled else None
+        v = backend.to_host(gpu_stats.summary(x, bins, idx))     # one reduction, one transfer
         summary, counts = [float(t) for t in v[:_N_SUMMARY]], v[_N_SUMMARY:]
+        st = _finish(shape, n, x.dtype, summary, counts, bins)
+        if sampled:
+            st.hist_sample = fast_stats.sample_size(n, hist_sample)
+        return st
     return _finish(shape, n, x.dtype, summary, counts, bins)
+
+
+_DEVICE_SAMPLES = {}    # (n, k, device) -> the histogram sample's indices on that device
+
+
+def sample_indices(n, k):
+    """Host int64 indices of the values a ``k``-value histogram sample of an ``n``-value
+    array bins: :func:`fast_stats.sample_starts`' runs, the sample the host path bins."""
+    starts, length = fast_stats.sample_starts(n, k)
+    return (starts[:, None] + np.arange(length, dtype=np.int64)).reshape(-1)
+
+
+def _device_sample(n, k):
+    """:func:`sample_indices` on the current GPU, cached (a net asks for a few sizes)."""
+    key = (n, k, backend.device_id())
+    idx = _DEVICE_SAMPLES.get(key)
+    if idx is None:
+        if len(_DEVICE_SAMPLES) >= 256:
+            _DEVICE_SAMPLES.clear()
+        idx = _DEVICE_SAMPLES[key] = backend.cupy().asarray(sample_indices(n, k))
+    return idx
 
 
 def _compiled_stats(x, shape, n, bins, hist_sample):
@@ -209,6 +236,14 @@ def health_stats(a):
             asum = fast_stats.asum(x)            # caffe_asum's number, one compiled pass
         elif x.dtype == np.float32 and backend.xp_of(x) is np:
             asum = caffe_asum(x)
+        elif x.dtype in (np.float32, np.float64) and backend.is_gpu_array(x):
+            # one reduction kernel (|x| summed in float64, as near the exact sum as
+            # cublasSasum) that also counts NaN and Inf: no |x| temporary, one transfer
+            from engine.core.kernels import stats as gpu_stats
+            v = backend.to_host(gpu_stats.summary(x, 0))
+            asum = float(v[0])
+            if not math.isfinite(asum):
+                return _health(shape, n, x.dtype, asum, int(v[6]), int(v[7]))
         else:
             xp = backend.xp_of(x)
             asum = float(xp.abs(x).sum())
@@ -217,7 +252,14 @@ def health_stats(a):
             xp = backend.xp_of(x)
             counts = backend.to_host(xp.stack([xp.isnan(x).sum(), xp.isinf(x).sum()]))
             nan, inf = int(counts[0]), int(counts[1])
-        if x.dtype == np.float32:
+    return _health(shape, n, x.dtype, asum, nan, inf)
+
+
+def _health(shape, n, dtype, asum, nan, inf):
+    """The health-level BlobStats of an array's |x| sum (Caffe's mean in its Dtype) and
+    NaN/Inf counts."""
+    with np.errstate(all="ignore"):
+        if dtype == np.float32:
             asum_mean = float(np.float32(asum) / np.float32(n))
         else:
             asum_mean = asum / n

@@ -106,9 +106,11 @@ extern "C" __global__ void blob_histogram(const long long n, const T* x, const i
 """)
 
 
-def summary(x, bins):
+def summary(x, bins, sample=None):
     """The float64 device vector (ten summary numbers, then ``bins`` counts) of the flat
-    CuPy array ``x`` (float32 or float64)."""
+    CuPy array ``x`` (float32 or float64).  ``sample``: device indices of the values the
+    histogram bins (the summary numbers always cover every value); None bins them all.
+    Binning all of a big blob is millions of atomic adds on a few counters."""
     import cupy
     n = int(x.size)
     x = cupy.ascontiguousarray(x)
@@ -118,5 +120,7 @@ def summary(x, bins):
     raw_kernel("blob_summary_partial", _PARTIAL, x.dtype)((blocks,), (THREADS,), (np.int64(n), x, part))
     raw_kernel("blob_summary_final", _FINAL, x.dtype)((1,), (THREADS,), (np.int32(blocks), part, out))
     if bins:
-        raw_kernel("blob_histogram", _HIST, x.dtype)((blocks,), (THREADS,), (np.int64(n), x, np.int32(bins), out))
+        xs = x if sample is None else x[sample]
+        hb = max(1, min((int(xs.size) + THREADS - 1) // THREADS, MAX_BLOCKS))
+        raw_kernel("blob_histogram", _HIST, x.dtype)((hb,), (THREADS,), (np.int64(xs.size), xs, np.int32(bins), out))
     return out
