@@ -1,6 +1,7 @@
 """``create_app(config)``: the Dash app of the inspector."""
 import html
 import logging
+import os
 import re
 
 import flask
@@ -62,17 +63,40 @@ def create_app(config=None, store=None):
 
 
 class _Dash(Dash):
-    """Dash without the core-js polyfill bundle (``deps/polyfill@7``, 100 KB that a first
-    open fetched, compiled and ran before anything else, about 0.1 s): every browser the page
-    supports has what it polyfills, except regenerator's runtime, which the renderer's and
-    dcc's lazy components call as a global; assets/vendor/regenerator-runtime.js (the
-    regenerator-runtime package, MIT) gives it, loaded before the renderer as every asset."""
+    """Dash with fewer scripts for a first open to fetch:
+
+    - without the core-js polyfill bundle (``deps/polyfill@7``, 100 KB that a first open
+      fetched, compiled and ran before anything else, about 0.1 s): every browser the page
+      supports has what it polyfills, except regenerator's runtime, which the renderer's and
+      dcc's lazy components call as a global; assets/vendor/regenerator-runtime.js (the
+      regenerator-runtime package, MIT) gives it, loaded before the renderer as every asset;
+    - without dash_table's bundle (the page has no DataTable; ``import dash`` registers it);
+    - with the page's own scripts (assets/*.js) written into the page where their tags were,
+      in the same order: a browser opens six connections to a server, and the page's
+      layout and callback list (asked for at once by boot.inline.js) waited behind four
+      small script requests."""
 
     def _generate_scripts_html(self):
-        return _POLYFILL.sub("", super()._generate_scripts_html())
+        tags = _DROPPED.sub("", super()._generate_scripts_html())
+        return _ASSET_SCRIPT.sub(lambda m: _inline_script(self.config.assets_folder, m), tags)
 
 
-_POLYFILL = re.compile(r'<script src="[^"]*/deps/polyfill@[^"]*"></script>\s*')
+_DROPPED = re.compile(r'<script src="[^"]*/(deps/polyfill@|dash_table/bundle)[^"]*"></script>\s*')
+_ASSET_SCRIPT = re.compile(r'<script src="[^"]*?/assets/([\w./-]+\.js)\?m=[^"]*"></script>')
+
+
+def _inline_script(folder, match):
+    """The asset script of ``match`` (a <script src> tag of Dash's) as an inline script, or
+    the tag as it was where its text cannot stand inline."""
+    path = os.path.join(folder, *match.group(1).split("/"))
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return match.group(0)
+    if "</script" in text.lower() or "<!--" in text or "{%" in text:
+        return match.group(0)
+    return "<script>\n%s\n</script>" % text
 INLINE_ASSETS = r"\.inline\.js$"     # assets written into the page itself (index_page), not served
 
 

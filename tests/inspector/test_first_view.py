@@ -2,6 +2,7 @@
 what the layout carries equals what the load and graph callbacks give a new session, the page's
 first load and graph callbacks then change nothing (once), and a tab that returns with its own
 session, an address that names something, or a net not built ahead yet get the plain page."""
+import re
 import time
 
 import pytest
@@ -156,3 +157,34 @@ def test_the_early_layout_request_follows_the_path_prefix():
     page = index_page("<html><head><title>x</title></head><body></body></html>", "/apps/inspector/")
     assert '<script data-prefix="/apps/inspector/">' in page
     assert page.index("<script") < page.index("<title>")
+
+
+def test_the_pages_own_scripts_are_in_the_page_and_no_unused_bundle_is(app):
+    # six connections to the server: the layout and the callback list waited behind four
+    # small script requests; dash_table's bundle came although the page has no DataTable
+    from inspector.config import data_dir
+    html = app.server.test_client().get("/").get_data(as_text=True)
+    srcs = re.findall(r'<script src="([^"]+)"', html)
+    assert srcs and not [s for s in srcs if "/assets/" in s or "dash_table" in s or "polyfill@" in s], srcs
+    assets = sorted(p for p in data_dir("assets").rglob("*.js") if not p.name.endswith(".inline.js"))
+    assert assets
+    positions = []
+    for p in assets:             # each written in whole, once, after cytoscape's bundle, before the renderer
+        text = p.read_text(encoding="utf-8")
+        assert html.count(text) == 1, p.name
+        positions.append(html.index(text))
+    assert html.index("dash_cytoscape") < min(positions) and max(positions) < html.index("dash_renderer")
+    # in Dash's order (regenerator's runtime, which the renderer's lazy parts call, before it)
+    assert positions == sorted(positions)
+
+
+def test_a_script_that_cannot_stand_inline_stays_a_tag(tmp_path):
+    from inspector.app import _ASSET_SCRIPT, _inline_script
+    (tmp_path / "ok.js").write_text("var a = 1;")
+    (tmp_path / "bad.js").write_text("var s = '</script>';")
+    tags = ('<script src="/assets/ok.js?m=1"></script><script src="/assets/bad.js?m=2"></script>'
+            '<script src="/assets/gone.js?m=3"></script>')
+    out = _ASSET_SCRIPT.sub(lambda m: _inline_script(str(tmp_path), m), tags)
+    assert "<script>\nvar a = 1;\n</script>" in out
+    assert '<script src="/assets/bad.js?m=2"></script>' in out and '<script src="/assets/gone.js?m=3"></script>' in out
+    assert not re.search(r'src="[^"]*ok\.js', out)
