@@ -182,7 +182,7 @@ def array_stats(a, bins=HIST_BINS, hist_sample=0):
     return _finish(shape, n, x.dtype, summary, counts, bins)
 
 
-_DEVICE_SAMPLES = {}    # (n, k, device) -> the histogram sample's indices on that device
+_DEVICE_SAMPLES: dict = {}    # (n, k, device) -> the histogram sample's indices on that device
 
 
 def sample_indices(n, k):
