@@ -314,7 +314,37 @@ DEPTHWISE = [
     ("kernel_h: 2 kernel_w: 4 pad_h: 0 pad_w: 3 stride_h: 1 stride_w: 2 num_output: 3 group: 3",
      (1, 3, 7, 9), (1, 2), (0, 3), (1, 1)),
     ("kernel_size: 3 pad: 2 num_output: 2 group: 2", (1, 2, 2, 3), (1, 1), (2, 2), (1, 1)),
+    # 3x3 at stride 1 (the one-pass forms), with a dilation and without padding
+    ("kernel_size: 3 pad: 2 dilation: 2 num_output: 3 group: 3", (2, 3, 8, 7), (1, 1), (2, 2), (2, 2)),
+    ("kernel_size: 3 num_output: 4 group: 4 bias_term: false", (3, 4, 5, 6), (1, 1), (0, 0), (1, 1)),
 ]
+
+
+@pytest.mark.parametrize("stride,pad,dil", [(1, 1, 1), (2, 1, 1), (1, 2, 2), (1, 0, 1)])
+def test_depthwise_3x3_forward_adds_the_taps_in_caffes_order(stride, pad, dil):
+    # y = ((0 + w00 x00) + w01 x01) + ...: Caffe's column order, float32, the same bits
+    from engine.core.kernels import depthwise, jit
+    if not jit.AVAILABLE:
+        pytest.skip("no Numba: the direct depthwise loops are not compiled")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 5, 11, 9)).astype(np.float32)
+    w = rng.standard_normal((5, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    H, W = x.shape[2:]
+    OH = (H + 2 * pad - 2 * dil - 1) // stride + 1
+    OW = (W + 2 * pad - 2 * dil - 1) // stride + 1
+    y = np.empty((2, 5, OH, OW), np.float32)
+    depthwise.forward(x, w, b, (stride, stride), (pad, pad), (dil, dil), y, lambda name, n: np.empty(n, np.float32))
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ref = np.zeros_like(y)
+    for i in range(3):
+        for j in range(3):
+            rows = slice(i * dil, i * dil + stride * (OH - 1) + 1, stride)
+            cols = slice(j * dil, j * dil + stride * (OW - 1) + 1, stride)
+            tap = xp[:, :, rows, cols]
+            ref += w[:, 0, i, j][None, :, None, None] * tap
+    ref += b[None, :, None, None]
+    np.testing.assert_array_equal(y, ref)
 
 
 def _fwd_bwd32(params, shape, use_direct, monkeypatch):
