@@ -53,9 +53,9 @@ def applies(group, channels, num_output, num_spatial, *arrays):
 # in one pass over the output instead of nine (forward: _fwd9; input gradient at stride 1:
 # _bwd9, the scatter turned into a gather): the same terms added in the same order, the
 # image read once per tap and the output written once; on MobileNet v2's planes (7x7 to
-# 56x56) about 1.2-1.6x faster.  The weight gradient's lanes are folded in halves
-# (_fold_lanes) instead of added one by one, which on a 7x7 plane had cost more than the
-# products.
+# 56x56) about 1.2-1.6x faster.  The weight gradient's per-tap sums: on small planes eight
+# partial sums in registers (_dot8), else 64 lanes folded in halves (_fold_lanes), not
+# added one by one, which on a 7x7 plane had cost more than the products.
 def _span(off, sw, OW, W):
     """Output columns [t0, t1) whose tap column t*sw + off falls inside [0, W)."""
     t0 = 0
@@ -204,6 +204,55 @@ def _bwd9(ext, wt, bt, M, P, dxpad):
         v += w7 * g7[q]
         v += w8 * g8[q]
         dxpad[q] = v
+
+
+def _dot8(g, xs, n):
+    """The float32 dot product of g[:n] and xs[:n] in eight interleaved partial sums (lane k
+    takes r = k, k + 8, ...; the remainder goes to lane 0), added pairwise at the end: the
+    sum a vectorised GEMM's inner product makes, kept in registers."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
+    m = n - n % 8
+    for r in range(0, m, 8):
+        a0 += g[r] * xs[r]
+        a1 += g[r + 1] * xs[r + 1]
+        a2 += g[r + 2] * xs[r + 2]
+        a3 += g[r + 3] * xs[r + 3]
+        a4 += g[r + 4] * xs[r + 4]
+        a5 += g[r + 5] * xs[r + 5]
+        a6 += g[r + 6] * xs[r + 6]
+        a7 += g[r + 7] * xs[r + 7]
+    for r in range(m, n):
+        a0 += g[r] * xs[r]
+    return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+
+
+def _bww_short(xpad, dypad, R, sh, sw, dh, dw, Hq, Wq, dwc):
+    """dwc (kh, kw) += each tap's dot product of dy's R padded-row values with the image's
+    run from the tap's base (:func:`_dot8`)."""
+    kh, kw = dwc.shape
+    g = dypad[:R]
+    for i in range(kh):
+        for j in range(kw):
+            base = _tap_base(i, j, sh, sw, dh, dw, Hq, Wq)
+            dwc[i, j] += _dot8(g, xpad[base:base + R], R)
+
+
+def _bww_lanes(xpad, dypad, R, sh, sw, dh, dw, Hq, Wq, dwc, lanes):
+    """:func:`_bww_short` for long runs: LANES partial sums a tap (lane t takes r = t,
+    t + LANES, ...), folded (:func:`_fold_lanes`)."""
+    kh, kw = dwc.shape
+    for i in range(kh):
+        for j in range(kw):
+            base = _tap_base(i, j, sh, sw, dh, dw, Hq, Wq)
+            a = lanes[:LANES]
+            a[:] = 0.0
+            for r0 in range(0, R, LANES):
+                m = min(LANES, R - r0)
+                xs = xpad[base + r0:base + r0 + m]
+                gs = dypad[r0:r0 + m]
+                for t in range(m):
+                    a[t] += gs[t] * xs[t]
+            dwc[i, j] += _fold_lanes(a)
 
 
 def _fold_lanes(a):
@@ -363,6 +412,7 @@ def _bwd_weights_rows(xp, dyp, sh, sw, ph, pw, dh, dw, dwc, lanes):
 
 
 LANES = 64      # partial sums of the flat weight-gradient dot products
+SHORT_DOT = 128  # up to this many products (7x7 planes; 14x14 at stride 2) a tap's sum is _dot8's
 
 
 def _backward_weights_loop(x, dy, sh, sw, ph, pw, dh, dw, dwt, lanes, xpad, dypad, c0, c1):
@@ -371,7 +421,6 @@ def _backward_weights_loop(x, dy, sh, sw, ph, pw, dh, dw, dwt, lanes, xpad, dypa
     per image); ``lanes``: max(OW, LANES) floats; ``xpad``, ``dypad``: stride-1 scratch."""
     N, C, H, W = x.shape
     OH, OW = dy.shape[2], dy.shape[3]
-    kh, kw = dwt.shape[1], dwt.shape[2]
     Hq, Wq = _phase_dims(H, W, ph, pw, sh, sw)
     R = OH * Wq
     xpad[:] = 0.0
@@ -388,18 +437,10 @@ def _backward_weights_loop(x, dy, sh, sw, ph, pw, dh, dw, dwt, lanes, xpad, dypa
                 g = dy[n, c, oh]
                 for t in range(OW):
                     d[t] = g[t]
-            for i in range(kh):
-                for j in range(kw):
-                    base = _tap_base(i, j, sh, sw, dh, dw, Hq, Wq)
-                    a = lanes[:LANES]
-                    a[:] = 0.0
-                    for r0 in range(0, R, LANES):
-                        m = min(LANES, R - r0)
-                        xs = xpad[base + r0:base + r0 + m]
-                        g = dypad[r0:r0 + m]
-                        for t in range(m):
-                            a[t] += g[t] * xs[t]
-                    dwt[c, i, j] += _fold_lanes(a)
+            if R <= SHORT_DOT:          # a small plane: each tap's sum in registers
+                _bww_short(xpad, dypad, R, sh, sw, dh, dw, Hq, Wq, dwt[c])
+            else:
+                _bww_lanes(xpad, dypad, R, sh, sw, dh, dw, Hq, Wq, dwt[c], lanes)
 
 
 _span = jit(_span)
@@ -411,6 +452,9 @@ _taps9 = jit(_taps9)
 _fwd9 = jit(_fwd9)
 _bwd9 = jit(_bwd9)
 _fold_lanes = jit(_fold_lanes)
+_dot8 = jit(_dot8)
+_bww_short = jit(_bww_short)
+_bww_lanes = jit(_bww_lanes)
 _unpad_phase_planes = jit(_unpad_phase_planes)
 _bwd_data_rows = jit(_bwd_data_rows)
 _bwd_weights_rows = jit(_bwd_weights_rows)
