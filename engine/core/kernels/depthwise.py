@@ -50,8 +50,8 @@ def applies(group, channels, num_output, num_spatial, *arrays):
 # is not an output could meet it): per output row, over the row's valid span.  The inner
 # loops run over 1-D views from index 0 (or unsigned indices), so that the compiler sees
 # non-negative indices and vectorises them.  A 3x3 kernel (MobileNet's) takes its nine taps
-# in one pass over the output instead of nine (forward: _fwd9; input gradient at stride 1:
-# _bwd9, the scatter turned into a gather): the same terms added in the same order, the
+# in one pass over the output instead of nine (_sum9: the forward, and the input gradient at
+# stride 1 with the scatter turned into a gather): the same terms added in the same order, the
 # image read once per tap and the output written once; on MobileNet v2's planes (7x7 to
 # 56x56) about 1.2-1.6x faster.  The weight gradient's per-tap sums: on small planes eight
 # partial sums in registers (_dot8), else 64 lanes folded in halves (_fold_lanes), not
@@ -149,61 +149,36 @@ def _taps9(w, c, sh, sw, dh, dw, Hq, Wq, wt, bt):
             bt[3 * i + j] = _tap_base(i, j, sh, sw, dh, dw, Hq, Wq)
 
 
-def _fwd9(xpad, wt, bt, R, out):
-    """out[r] = the sum of the nine taps' w * x, added in tap order from 0 (the sum the tap
-    loop below makes one tap at a time), in one pass: the image is read nine times, the
-    output written once."""
+def _sum9(src, st, wt, n, out):
+    """out[r] (r < n) = the sum over the nine taps k of wt[k] * src[st[k] + r], added in tap
+    order from 0, in one pass: ``src`` read nine times, ``out`` written once.
+
+    Forward (st = the taps' bases in the padded image): the sum the tap loop makes one tap
+    at a time.  Input gradient at stride 1 (src = dy's padded rows placed M into zeros,
+    M >= every base; st = M - base): the gather form of the tap-by-tap scatter, each
+    pixel's terms in the same order, a tap whose dy falls outside adding 0."""
     w0, w1, w2, w3, w4, w5, w6, w7, w8 = wt[0], wt[1], wt[2], wt[3], wt[4], wt[5], wt[6], wt[7], wt[8]
-    x0 = xpad[bt[0]:bt[0] + R]
-    x1 = xpad[bt[1]:bt[1] + R]
-    x2 = xpad[bt[2]:bt[2] + R]
-    x3 = xpad[bt[3]:bt[3] + R]
-    x4 = xpad[bt[4]:bt[4] + R]
-    x5 = xpad[bt[5]:bt[5] + R]
-    x6 = xpad[bt[6]:bt[6] + R]
-    x7 = xpad[bt[7]:bt[7] + R]
-    x8 = xpad[bt[8]:bt[8] + R]
-    for r in range(R):
+    s0 = src[st[0]:st[0] + n]
+    s1 = src[st[1]:st[1] + n]
+    s2 = src[st[2]:st[2] + n]
+    s3 = src[st[3]:st[3] + n]
+    s4 = src[st[4]:st[4] + n]
+    s5 = src[st[5]:st[5] + n]
+    s6 = src[st[6]:st[6] + n]
+    s7 = src[st[7]:st[7] + n]
+    s8 = src[st[8]:st[8] + n]
+    for r in range(n):
         v = np.float32(0.0)
-        v += w0 * x0[r]
-        v += w1 * x1[r]
-        v += w2 * x2[r]
-        v += w3 * x3[r]
-        v += w4 * x4[r]
-        v += w5 * x5[r]
-        v += w6 * x6[r]
-        v += w7 * x7[r]
-        v += w8 * x8[r]
+        v += w0 * s0[r]
+        v += w1 * s1[r]
+        v += w2 * s2[r]
+        v += w3 * s3[r]
+        v += w4 * s4[r]
+        v += w5 * s5[r]
+        v += w6 * s6[r]
+        v += w7 * s7[r]
+        v += w8 * s8[r]
         out[r] = v
-
-
-def _bwd9(ext, wt, bt, M, P, dxpad):
-    """dxpad[q] (q < P) = the sum over the nine taps of w * dy[q - base], added in tap order
-    from 0, in one pass (stride 1: one plane).  ``ext`` holds dy's padded rows from M on and
-    zeros around them (M >= every base), so that a tap whose dy falls outside adds 0: the
-    gather form of the tap-by-tap scatter, each pixel's terms in the same order."""
-    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wt[0], wt[1], wt[2], wt[3], wt[4], wt[5], wt[6], wt[7], wt[8]
-    g0 = ext[M - bt[0]:M - bt[0] + P]
-    g1 = ext[M - bt[1]:M - bt[1] + P]
-    g2 = ext[M - bt[2]:M - bt[2] + P]
-    g3 = ext[M - bt[3]:M - bt[3] + P]
-    g4 = ext[M - bt[4]:M - bt[4] + P]
-    g5 = ext[M - bt[5]:M - bt[5] + P]
-    g6 = ext[M - bt[6]:M - bt[6] + P]
-    g7 = ext[M - bt[7]:M - bt[7] + P]
-    g8 = ext[M - bt[8]:M - bt[8] + P]
-    for q in range(P):
-        v = np.float32(0.0)
-        v += w0 * g0[q]
-        v += w1 * g1[q]
-        v += w2 * g2[q]
-        v += w3 * g3[q]
-        v += w4 * g4[q]
-        v += w5 * g5[q]
-        v += w6 * g6[q]
-        v += w7 * g7[q]
-        v += w8 * g8[q]
-        dxpad[q] = v
 
 
 def _dot8(g, xs, n):
@@ -289,7 +264,7 @@ def _forward_loop(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, y, acc, xpad, c0
             out = acc[:R]
             if nine:
                 _taps9(w, c, sh, sw, dh, dw, Hq, Wq, wt, bt)
-                _fwd9(xpad, wt, bt, R, out)
+                _sum9(xpad, bt, wt, R, out)
             else:
                 out[:] = 0.0
                 for i in range(kh):
@@ -340,7 +315,7 @@ def _backward_data_loop(dy, w, sh, sw, ph, pw, dh, dw, dx, dypad, dxpad, c0, c1)
     kh, kw = w.shape[1], w.shape[2]
     Hq, Wq = _phase_dims(H, W, ph, pw, sh, sw)
     R = OH * Wq
-    # 3x3, stride 1: the one-pass gather (_bwd9) over the padded plane of P pixels, dy's rows
+    # 3x3, stride 1: the one-pass gather (_sum9) over the padded plane of P pixels, dy's rows
     # placed M into ``dypad`` (M + P long: see _flat_sizes' third figure)
     nine = kh == 3 and kw == 3 and sh == 1 and sw == 1
     P = Hq * Wq
@@ -355,6 +330,8 @@ def _backward_data_loop(dy, w, sh, sw, ph, pw, dh, dw, dx, dypad, dxpad, c0, c1)
                 finite &= (w[c, i, j] - w[c, i, j]) == 0
         if nine:
             _taps9(w, c, sh, sw, dh, dw, Hq, Wq, wt, bt)
+            for k in range(9):
+                bt[k] = M - bt[k]           # where each tap's dy starts for pixel 0
         for n in range(N):
             if not finite:     # a non-finite weight times a column that is no output
                 _bwd_data_rows(dy[n, c], w[c], sh, sw, ph, pw, dh, dw, dx[n, c])
@@ -365,7 +342,7 @@ def _backward_data_loop(dy, w, sh, sw, ph, pw, dh, dw, dx, dypad, dxpad, c0, c1)
                     g = dy[n, c, oh]
                     for t in range(OW):
                         d[t] = g[t]
-                _bwd9(dypad, wt, bt, M, P, dxpad)
+                _sum9(dypad, bt, wt, P, dxpad)
                 _unpad_phase_planes(dxpad, ph, pw, sh, sw, Hq, Wq, dx[n, c])
                 continue
             for oh in range(OH):
@@ -449,8 +426,7 @@ _phase_dims = jit(_phase_dims)
 _pad_phase_planes = jit(_pad_phase_planes)
 _tap_base = jit(_tap_base)
 _taps9 = jit(_taps9)
-_fwd9 = jit(_fwd9)
-_bwd9 = jit(_bwd9)
+_sum9 = jit(_sum9)
 _fold_lanes = jit(_fold_lanes)
 _dot8 = jit(_dot8)
 _bww_short = jit(_bww_short)
