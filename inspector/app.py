@@ -13,7 +13,7 @@ from .callbacks import AppContext, register_all
 from .callbacks.common import error_text
 from .callbacks.first_view import fresh_tab, with_first_view
 from .config import InspectorConfig, data_dir
-from .layout import page
+from .layout import page, shortcuts_overlay_html
 from .state.jobs import ThreadJobManager
 from .state.loading import build, spec_stamp
 from .state.netstate import initial_spec
@@ -101,14 +101,20 @@ INLINE_ASSETS = r"\.inline\.js$"     # assets written into the page itself (inde
 
 
 def index_page(index_string, prefix):
-    """Dash's page ``index_string`` with assets/boot.inline.js inline at the top of its head:
-    the tab's session kind, and the layout asked for while the scripts load."""
+    """Dash's page ``index_string`` with assets/boot.inline.js inline at the top of its head
+    (the tab's session kind, and the layout asked for while the scripts load) and the page's
+    static markup after Dash's root (layout.shortcuts_overlay_html)."""
     boot = (data_dir("assets") / "boot.inline.js").read_text(encoding="utf-8")
     if "</script" in boot.lower() or "{%" in boot:
         raise ValueError("assets/boot.inline.js cannot be written inline into the page")
     tag = '<script data-prefix="%s">\n%s\n</script>' % (html.escape(prefix, quote=True), boot)
     head = index_string.index("<head>") + len("<head>")
-    return index_string[:head] + "\n" + tag + index_string[head:]
+    page_ = index_string[:head] + "\n" + tag + index_string[head:]
+    # the page's static markup (the shortcuts overlay) beside Dash's root: React never renders it
+    return page_.replace(APP_ENTRY, APP_ENTRY + "\n" + shortcuts_overlay_html(), 1)
+
+
+APP_ENTRY = "{%app_entry%}"
 
 
 def _load_layer_registry():

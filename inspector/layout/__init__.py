@@ -4,7 +4,8 @@ from dash import dcc, html
 from inspector import ids
 
 from .common import apply_plot_config
-from .graph_panel import graph_panel, shortcuts_overlay, step_buttons
+from .graph_panel import graph_panel, step_buttons
+from .graph_panel import shortcuts_overlay_html as shortcuts_overlay_html  # (the app writes it into its index page)
 from .header import header
 from .side_panels import side_panel
 
@@ -23,7 +24,6 @@ def page(config, session_id, examples, gpu, solver_ok):
         *address_stores(),
         header(config, examples, gpu, step_buttons(solver_ok)),
         html.Div([graph_panel(), side_panel(config.max_upload_bytes)], className="main"),
-        shortcuts_overlay(),
     ], className="app"))
 
 

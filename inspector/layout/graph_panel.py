@@ -1,5 +1,7 @@
 """The graph's column: a layer range to run and the colouring, the NaN alert, search,
 fitting, folding, view options and export, and the graph; the step buttons (in the header)."""
+from html import escape as html_escape
+
 import dash_cytoscape as cyto
 from dash import dcc, html
 
@@ -47,18 +49,22 @@ def step_buttons(solver_ok):
     ], className="inline buttons")
 
 
-def shortcuts_overlay():
-    """The keyboard shortcuts, listed (assets/shortcuts.js opens it with ? or the button)."""
-    return html.Div(html.Div([
-        html.Div([html.B("Keyboard shortcuts"),
-                  html.Button("×", className="dismiss shortcuts-close", title="close (Esc)",
-                              **{"aria-label": "Close keyboard shortcuts"})], className="shortcuts-head"),
-        html.Table(html.Tbody([html.Tr([html.Td(html.Kbd(k)), html.Td(v)]) for k, v in SHORTCUTS]),
-                   className="grid shortcuts"),
-        html.Div("The letter keys work while no text box has the focus; F8 and F10 work everywhere.",
-                 className="muted"),
-    ], className="shortcuts-box", role="dialog", **{"aria-label": "Keyboard shortcuts list"}),
-        id=ids.HELP_OVERLAY, className="shortcuts-overlay", style={"display": "none"})
+def shortcuts_overlay_html():
+    """The keyboard shortcuts, listed: static markup written into the page itself (the app's
+    index page, beside Dash's root), not a Dash component tree: nothing in it changes, no
+    callback reads or writes it, and React rendered its 32 components on every page open
+    before the graph was drawn.  assets/shortcuts.js opens it with ? or the button."""
+    esc = html_escape
+    rows = "".join("<tr><td><kbd>%s</kbd></td><td>%s</td></tr>" % (esc(k), esc(v)) for k, v in SHORTCUTS)
+    return (
+        '<div id="%s" class="shortcuts-overlay" style="display: none;">'
+        '<div class="shortcuts-box" role="dialog" aria-label="Keyboard shortcuts list">'
+        '<div class="shortcuts-head"><b>Keyboard shortcuts</b>'
+        '<button class="dismiss shortcuts-close" title="close (Esc)" aria-label="Close keyboard shortcuts">'
+        '&times;</button></div>'
+        '<table class="grid shortcuts"><tbody>%s</tbody></table>'
+        '<div class="muted">The letter keys work while no text box has the focus; F8 and F10 work '
+        'everywhere.</div></div></div>') % (esc(ids.HELP_OVERLAY), rows)
 
 
 def stepping_bar():

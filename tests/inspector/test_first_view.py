@@ -188,3 +188,22 @@ def test_a_script_that_cannot_stand_inline_stays_a_tag(tmp_path):
     assert "<script>\nvar a = 1;\n</script>" in out
     assert '<script src="/assets/bad.js?m=2"></script>' in out and '<script src="/assets/gone.js?m=3"></script>' in out
     assert not re.search(r'src="[^"]*ok\.js', out)
+
+
+def test_the_shortcuts_overlay_is_static_markup_in_the_page_not_in_the_layout(app):
+    """The keyboard shortcuts' overlay never changes: it is written into the page after Dash's
+    root (React does not render its components on every open), once, hidden, every shortcut
+    escaped, and the Dash layout no longer has it."""
+    from inspector.layout.graph_panel import SHORTCUTS
+    page = app.server.test_client().get("/").get_data(as_text=True)
+    assert page.count('id="%s"' % ids.HELP_OVERLAY) == 1
+    root = page.index('id="react-entry-point"')
+    overlay = page[page.index('id="%s"' % ids.HELP_OVERLAY):]
+    overlay = overlay[:overlay.index("</div></div></div>")]
+    assert page.index('id="%s"' % ids.HELP_OVERLAY) > root
+    assert 'style="display: none;"' in overlay and 'aria-label="Close keyboard shortcuts"' in overlay
+    assert overlay.count("<tr>") == len(SHORTCUTS)
+    for key, what in SHORTCUTS:
+        assert "<kbd>%s</kbd>" % key in overlay and what.replace("&", "&amp;") in overlay
+    assert "<b>Keyboard shortcuts</b>" in overlay
+    assert ids.HELP_OVERLAY not in str(_layout(app))
