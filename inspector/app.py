@@ -38,8 +38,12 @@ def create_app(config=None, store=None):
         store.on_close.append(ctx.spares.drop_tab)     # a session that ends takes its spare net along
         ctx.spares.prime(initial_spec(ctx))
     manager = ThreadJobManager(config.cache_dir, expire=config.job_expire_seconds)
+    # suppress_callback_exceptions: with it off, Dash builds the whole page once more as a
+    # "validation layout", writes it into every page (53 KB of the 121 KB page of ResNet-152,
+    # 20 ms of the server's time per page) and the renderer checks every callback against it
+    # on every open; tests/inspector/test_callback_ids.py makes the same check once, in CI.
     dash_app = _Dash(__name__, title=config.title, assets_folder=str(data_dir("assets")),
-                    assets_ignore=INLINE_ASSETS, suppress_callback_exceptions=False,
+                    assets_ignore=INLINE_ASSETS, suppress_callback_exceptions=True,
                     on_error=_last_resort, background_callback_manager=manager)
     dash_app.index_string = index_page(dash_app.index_string, dash_app.config.requests_pathname_prefix)
     dash_app.job_manager = manager           # long actions: inspector/state/jobs.py
