@@ -92,14 +92,6 @@ def pytest_setup_options():
     options = Options()
     options.add_argument("--window-size=1600,1000")
     options.add_argument("--headless=new")
-    # what automation runs Chromium with (Puppeteer's defaults): no background fetches (this
-    # machine's closed network refuses them, many at a time), no component updates, no first-run
-    # or sync work, and no timers throttled in tabs that are not in front (tests open tabs)
-    for flag in ("--disable-background-networking", "--disable-component-update", "--no-first-run",
-                 "--disable-sync", "--disable-default-apps", "--disable-extensions",
-                 "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-                 "--disable-backgrounding-occluded-windows"):
-        options.add_argument(flag)
     return options
 
 
