@@ -112,6 +112,26 @@ def test_update_ratio_band():
     assert health.check([_update([(w, w * 0.5), (w, w * 1e-6)])], cfg) == []
 
 
+def test_a_warning_found_at_every_iteration_is_one_finding_with_its_count():
+    """A learning rate too large warns at every solver iteration: the findings list the place
+    once, with the latest iteration's message and how many steps found it (a 2000-iteration
+    run's Findings tab and report do not repeat the same warning 2000 times)."""
+    w = np.ones(100)
+    steps = []
+    for k, scale in enumerate((0.5, 0.4, 0.3)):
+        s = _update([(w, w * scale), (w, w * 1e-3)])
+        s.id = k + 1
+        steps.append(s)
+    steps.append(_update([(w, w * 1e-3), (w, w * 1e-6)]))      # blob 1 too small, once, blob 0 fine
+    steps[-1].id = 4
+    f = health.check(steps)
+    assert [(x.check, x.blob, x.steps, x.step_id) for x in f] == [("update_ratio", "0", 3, 3),
+                                                                  ("update_ratio", "1", 1, 4)]
+    assert "0.3 > 0.01" in f[0].message           # the latest step's value
+    assert f[0].to_dict()["steps"] == 3
+    assert [x.steps for x in health.check(steps[:1])] == [1]
+
+
 OVERFLOW = overflow((2, 5), RELU)
 
 

@@ -52,10 +52,14 @@ vanishing/exploding bounds are 4 orders of magnitude below and ~1.5 above; an
 SGD step then moves weights by lr × that ratio, which the update band checks.
 The thresholds are hints for a person, not proofs; change them in
 :class:`HealthConfig`.
+
+A check that finds the same thing in several steps (the same warning at every solver
+iteration) gives one finding for that place, the latest step's, with ``steps`` saying how
+many steps found it (:func:`latest_per_place`).
 """
 import math
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -80,6 +84,7 @@ class Finding:
     value: Optional[float] = None
     threshold: Optional[float] = None
     iteration: Optional[int] = None
+    steps: int = 1                # how many of the checked steps found it (the latest one's is kept)
 
     def to_dict(self):
         return asdict(self)
@@ -128,7 +133,7 @@ def check(steps, config=None, net=None):
                 out += check_gradient_flow(step, config)
         if step.kind == "update" and "update_ratio" in config.checks:
             out += check_update_ratio(step, config)
-    out = distinct_sources(out)
+    out = latest_per_place(out)
     if net is not None and "weights_not_loaded" in config.checks and any(s.kind == "forward" for s in steps):
         out = fold_weights_not_loaded(check_weights_not_loaded(net), out)
     if net is not None and "nonfinite" in config.checks:
@@ -137,15 +142,24 @@ def check(steps, config=None, net=None):
     return sorted(out, key=lambda f: order.get(f.severity, 9))
 
 
-def distinct_sources(findings):
-    """One finding per NaN/Inf source (direction, layer, blob): where several steps saw it
-    (a range stopped on it, then run again to the end), the latest step's is kept."""
-    last = {}
+def latest_per_place(findings):
+    """One finding per place (check, direction, layer, blob): where several steps found the
+    same thing (a NaN source stopped on and then run again, a warning every solver
+    iteration), the latest step's finding is kept, at its place in the order, with
+    ``steps`` the number of steps that found it."""
+    last, seen = {}, {}
     for k, f in enumerate(findings):
-        if f.check == "nonfinite":
-            last[(f.direction, f.layer, f.blob)] = k
-    return [f for k, f in enumerate(findings)
-            if f.check != "nonfinite" or last[(f.direction, f.layer, f.blob)] == k]
+        key = (f.check, f.direction, f.layer, f.blob)
+        last[key] = k
+        seen[key] = seen.get(key, 0) + f.steps
+    out = []
+    for k, f in enumerate(findings):
+        key = (f.check, f.direction, f.layer, f.blob)
+        if last[key] == k:
+            if seen[key] != f.steps:
+                f = replace(f, steps=seen[key])
+            out.append(f)
+    return out
 
 
 def _finding(step, rec, severity, check_name, blob, message, value=None, threshold=None):

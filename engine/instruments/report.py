@@ -279,7 +279,7 @@ def to_markdown(doc):
     out += ["", "## Findings", ""]
     if doc["findings"]:
         for f in doc["findings"]:
-            where = " (step %s)" % f["step"] if f.get("step") else ""
+            where = " (step %s%s)" % (f["step"], _also_in(f)) if f.get("step") else ""
             out.append("- **%s** `%s`%s %s" % (f["severity"], f["check"], where, _md_escape(f["message"])))
     else:
         out.append("No findings%s." % ("" if doc["steps"] else " (no steps recorded)"))
@@ -787,6 +787,12 @@ def _html_port(pc, e):
     return parts
 
 
+def _also_in(f):
+    """", found in N steps" for a finding that several steps found (the step shown is the latest)."""
+    n = f.get("steps") or 1
+    return "; found in %d steps" % n if n > 1 else ""
+
+
 def _html_findings(doc, e):
     parts = ["<h2 id='findings'>Findings</h2>"]
     if not doc["findings"]:
@@ -796,7 +802,8 @@ def _html_findings(doc, e):
                  "<th>message</th></tr>")
     for f in doc["findings"]:
         parts.append("<tr><td class='%s'>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-            e(f["severity"]), e(f["severity"]), e(f["check"]), e(str(f.get("step") or "")), e(f["layer"]),
+            e(f["severity"]), e(f["severity"]), e(f["check"]), e("%s%s" % (f.get("step") or "", _also_in(f))),
+            e(f["layer"]),
             e(str(f["blob"] or "")), e(f["message"])))
     parts.append("</table>")
     return parts

@@ -18,7 +18,7 @@ def findings(app, sid, transcript_filter):
             return (no_update,) * 8
         f = presenter.findings(s.loaded, transcript_filter)
         ran = bool(s.loaded.recorder.steps)
-    return (table(f["health"], ["severity", "check", "layer", "blob", "message"],
+    return (table(f["health"], ["severity", "check", "layer", "blob", "steps", "message"],
                   empty=("no finding: the health checks (engine.instruments.health) found nothing in the records"
                          if ran else "no finding (run forward/backward first; engine.instruments.health checks "
                                      "the records)")),

@@ -49,6 +49,15 @@ def _figure_points(dash_duo, id_):
         return p.data[0].x.length;""", id_) or 0
 
 
+def _health_rows(dash_duo):
+    """The Findings tab's health table as lists of cell texts (None while it has no row)."""
+    rows = dash_duo.driver.execute_script("""
+        const t = document.getElementById(arguments[0]);
+        return t ? Array.from(t.querySelectorAll('tbody tr')).map(
+            r => Array.from(r.querySelectorAll('td')).map(c => c.innerText.trim())) : [];""", ids.HEALTH_TABLE)
+    return rows or None
+
+
 def _only_lines_with(text, needle):
     """The lines of ``text`` when every one holds ``needle`` (else None)."""
     lines = text.splitlines()
@@ -79,6 +88,13 @@ def test_solver_run_live_curves_cancelled_midway(dash_duo, tmp_path):
     assert dash_duo.find_element("#" + ids.JOB_RUN).get_attribute("disabled")
     # the page stays responsive: another tab's callbacks answer while the run goes on
     _tab(dash_duo, "Findings")
+    # every iteration warns the same (lr 0.01 on LeNet: update/weight > 0.01): the Findings
+    # table lists each place once, with how many steps found it (hundreds of repeated rows
+    # made the page spend seconds re-rendering them at each update while the run went on)
+    rows = wait_for(lambda: _health_rows(dash_duo), timeout=120, what="the health findings")
+    places = [tuple(r[1:4]) for r in rows]
+    assert len(places) == len(set(places)), rows
+    assert any(int(r[4]) > 1 for r in rows), rows
     dash_duo.find_element("#" + ids.TRANSCRIPT_FILTER).send_keys("Iteration\n")
     # the unfiltered transcript (the tab's first answer) holds "Iteration 0" too: wait for the
     # answer to the filter, which supersedes it
