@@ -1,0 +1,42 @@
+"""inspector.layout.common.table: a small table is html components, a big one a single
+component holding its HTML (Dash's renderer costs cells x page components otherwise)."""
+from dash import dcc, html
+
+from inspector.layout.common import BIG_TABLE_CELLS, table
+
+
+def _rows(n):
+    return [{"layer": "res4b22_branch2c *x*", "blob": "<b>&", "n": i, "ok": i % 2 == 0, "message": "a\nb"}
+            for i in range(n)]
+
+
+def test_a_small_table_is_html_components():
+    t = table(_rows(3))
+    assert isinstance(t, html.Table) and t.className == "grid"
+    head, body = t.children
+    assert [th.children for th in head.children.children] == ["layer", "blob", "n", "ok", "message"]
+    assert [td.children for td in body.children[0].children] == ["res4b22_branch2c *x*", "<b>&", 0, "yes", "a\nb"]
+
+
+def test_a_big_table_is_one_component_with_every_row_escaped():
+    n = BIG_TABLE_CELLS // 5 + 1
+    t = table(_rows(n), cls="grid")
+    assert isinstance(t, dcc.Markdown) and t.dangerously_allow_html
+    src = t.children
+    assert src.startswith('<table class="grid"><thead><tr><th>layer</th>')
+    assert src.count("<tr>") == n + 1 and src.count("<td>") == 5 * n
+    # the text as written (no markup from a cell, no Markdown emphasis), on one line: a blank
+    # line would end Markdown's HTML block
+    assert "<td>res4b22_branch2c *x*</td><td>&lt;b&gt;&amp;</td><td>0</td><td>yes</td><td>a&#10;b</td>" in src
+    assert "\n" not in src
+
+
+def test_a_big_table_with_a_component_in_a_cell_stays_html():
+    rows = _rows(BIG_TABLE_CELLS)
+    rows[0]["layer"] = html.A("conv1", href="#")
+    assert isinstance(table(rows), html.Table)
+
+
+def test_no_rows_says_so():
+    t = table([], empty="nothing here")
+    assert isinstance(t, html.Div) and t.children == "nothing here"
