@@ -68,12 +68,19 @@ def table(rows, columns=None, cls="grid", empty="none"):
     if not rows:
         return html.Div(empty, className="muted")
     columns = columns or list(rows[0].keys())
-    cells = [[_cell(r.get(c, "")) for c in columns] for r in rows]
-    if len(rows) * len(columns) > BIG_TABLE_CELLS and all(_plain(v) for row in cells for v in row):
+    return cell_table([[_cell(r.get(c, "")) for c in columns] for r in rows], columns, cls)
+
+
+def cell_table(cells, columns=None, cls="grid"):
+    """A table of rows of cell values, with a header row of ``columns`` (None: no header):
+    html components, or one component when it is big and its cells are plain values."""
+    n = sum(len(row) for row in cells)
+    if n > BIG_TABLE_CELLS and all(_plain(v) for row in cells for v in row):
         return _html_table(columns, cells, cls)
-    head = html.Thead(html.Tr([html.Th(c) for c in columns]))
     body = html.Tbody([html.Tr([html.Td(v) for v in row]) for row in cells])
-    return html.Table([head, body], className=cls)
+    if columns is None:
+        return html.Table(body, className=cls)
+    return html.Table([html.Thead(html.Tr([html.Th(c) for c in columns])), body], className=cls)
 
 
 def _plain(v):
@@ -85,10 +92,10 @@ def _html_table(columns, cells, cls):
     line: no blank line ends the HTML block)."""
     def text(v):
         return escape("" if v is None else str(v)).replace("\n", "&#10;")
-    head = "".join("<th>%s</th>" % text(c) for c in columns)
+    head = "" if columns is None else "<thead><tr>%s</tr></thead>" % "".join("<th>%s</th>" % text(c) for c in columns)
     body = "".join("<tr>%s</tr>" % "".join("<td>%s</td>" % text(v) for v in row) for row in cells)
-    return dcc.Markdown("<table class=\"%s\"><thead><tr>%s</tr></thead><tbody>%s</tbody></table>"
-                        % (escape(cls), head, body), dangerously_allow_html=True, className="big-table")
+    return dcc.Markdown("<table class=\"%s\">%s<tbody>%s</tbody></table>" % (escape(cls), head, body),
+                        dangerously_allow_html=True, className="big-table")
 
 
 def _cell(v):

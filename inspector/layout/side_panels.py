@@ -5,7 +5,7 @@ from dash import dcc, html
 from inspector import ids
 from inspector.views import figures
 
-from .common import field, kv_table, plot_config, section, table, upload
+from .common import cell_table, field, kv_table, plot_config, section, table, upload
 from .debugger_panels import compare_tab, npy_controls, timeline_tab, training_tab
 
 
@@ -160,8 +160,7 @@ def value_table(rows, index, full, note=None):
     head = html.Div("values at [%s] — showing %d×%d of %s" % (
         ", ".join(str(i) for i in index) + (", …" if index else "…"), len(rows), len(rows[0]) if rows else 0,
         "×".join(str(d) for d in full)), className="muted")
-    return html.Div([head, html.Table(html.Tbody([html.Tr([html.Td(v) for v in r]) for r in rows]),
-                                      className="grid values")])
+    return html.Div([head, cell_table(rows, cls="grid values")])
 
 
 def empty_graph(message=""):

@@ -40,3 +40,16 @@ def test_a_big_table_with_a_component_in_a_cell_stays_html():
 def test_no_rows_says_so():
     t = table([], empty="nothing here")
     assert isinstance(t, html.Div) and t.children == "nothing here"
+
+
+def test_the_value_table_of_a_blob_is_one_component():
+    """16 x 16 values (a blob picked in the graph): one component, no header row."""
+    from inspector.layout.side_panels import value_table
+    rows = [["%.3g" % (r * 16 + c) for c in range(16)] for r in range(16)]
+    t = value_table(rows, (0, 0), (1, 3, 224, 224))
+    head, grid = t.children
+    assert "showing 16×16 of 1×3×224×224" in head.children
+    assert isinstance(grid, dcc.Markdown) and grid.children.startswith('<table class="grid values"><tbody><tr>')
+    assert grid.children.count("<td>") == 256 and "<th>" not in grid.children
+    small = value_table([["1", "2"]], (0,), (2,))
+    assert isinstance(small.children[1], html.Table)
