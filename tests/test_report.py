@@ -210,3 +210,25 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     assert shot.exists() and shot.stat().st_size > 10000
     with open(shot, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_warning_of_every_iteration_is_one_finding_in_every_format(tmp_path):
+    """Three solver iterations that each warn the same things: each place once in the report,
+    the latest step's, with "found in 3 steps" (JSON: ``steps``)."""
+    from engine.core.solvers import get_solver
+    sp = tmp_path / "s.prototxt"
+    sp.write_text('net: "%s"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 5\nsnapshot_prefix: "%s"\n'
+                  % (LENET, tmp_path / "x"))
+    backend.set_random_seed(1)
+    solver = get_solver(str(sp))
+    rec = Recorder(solver.net)
+    rec.attach_solver(solver)
+    solver.step(3)
+    doc = build_report(solver.net, rec)
+    places = [(f["check"], f["layer"], f["blob"]) for f in doc["findings"]]
+    assert places and len(places) == len(set(places))
+    assert ("gradient_flow", "ip1", "pool2") in places        # (the inputs are Input's zeros)
+    assert {f["steps"] for f in doc["findings"]} >= {3}, doc["findings"]
+    md = render(solver.net, rec, "md")
+    html = render(solver.net, rec, "html")
+    assert "found in 3 steps" in md and "found in 3 steps" in html
