@@ -1,4 +1,5 @@
 """Small component builders shared by the panels (view data → Dash components)."""
+import numbers
 from html import escape
 
 from dash import dcc, html
@@ -68,12 +69,13 @@ def table(rows, columns=None, cls="grid", empty="none"):
     if not rows:
         return html.Div(empty, className="muted")
     columns = columns or list(rows[0].keys())
-    return cell_table([[_cell(r.get(c, "")) for c in columns] for r in rows], columns, cls)
+    return cell_table([[r.get(c, "") for c in columns] for r in rows], columns, cls)
 
 
 def cell_table(cells, columns=None, cls="grid"):
     """A table of rows of cell values, with a header row of ``columns`` (None: no header):
     html components, or one component when it is big and its cells are plain values."""
+    cells = [[_cell(v) for v in row] for row in cells]
     n = sum(len(row) for row in cells)
     if n > BIG_TABLE_CELLS and all(_plain(v) for row in cells for v in row):
         return _html_table(columns, cells, cls)
@@ -84,7 +86,7 @@ def cell_table(cells, columns=None, cls="grid"):
 
 
 def _plain(v):
-    return v is None or isinstance(v, (str, int, float))
+    return v is None or isinstance(v, (str, numbers.Real))     # (NumPy's scalars too)
 
 
 def _html_table(columns, cells, cls):

@@ -37,6 +37,14 @@ def test_a_big_table_with_a_component_in_a_cell_stays_html():
     assert isinstance(table(rows), html.Table)
 
 
+def test_numpy_scalars_and_bools_are_plain_cells():
+    import numpy as np
+
+    from inspector.layout.common import cell_table
+    t = cell_table([[np.float32(0.5), np.int64(3), True, None]] * (BIG_TABLE_CELLS // 4 + 1))
+    assert isinstance(t, dcc.Markdown) and "<td>0.5</td><td>3</td><td>yes</td><td></td>" in t.children
+
+
 def test_no_rows_says_so():
     t = table([], empty="nothing here")
     assert isinstance(t, html.Div) and t.children == "nothing here"
