@@ -801,9 +801,9 @@ def _html_findings(doc, e):
     parts.append("<table><tr><th>severity</th><th>check</th><th>step</th><th>layer</th><th>blob</th>"
                  "<th>message</th></tr>")
     for f in doc["findings"]:
+        step = "%s%s" % (f.get("step") or "", _also_in(f))
         parts.append("<tr><td class='%s'>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-            e(f["severity"]), e(f["severity"]), e(f["check"]), e("%s%s" % (f.get("step") or "", _also_in(f))),
-            e(f["layer"]),
+            e(f["severity"]), e(f["severity"]), e(f["check"]), e(step), e(f["layer"]),
             e(str(f["blob"] or "")), e(f["message"])))
     parts.append("</table>")
     return parts
