@@ -128,3 +128,81 @@ def test_info_structure_only(train_val):
     assert code == EXIT_OK and "data 2 × 3 × 31 × 31" in out and "(given)" in out
     code, _out, err = _run("info", train_val, "--data-shape", "data=3,31,31")
     assert code == EXIT_USAGE and "--structure-only" in err
+
+
+# A net that takes only 784 values an item (a reconstruction loss against the flattened data),
+# and one whose data is a pair of one-channel images sharing weights: neither builds in the
+# first assumption (3 x 224 x 224).
+RECONSTRUCT = """name: "AE"
+layer { name: "data" type: "Data" top: "data" data_param { source: "%(missing)s" batch_size: 4 } }
+layer { name: "flat" type: "Flatten" bottom: "data" top: "flat" }
+layer { name: "code" type: "InnerProduct" bottom: "flat" top: "code"
+        inner_product_param { num_output: 8 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "decode" type: "InnerProduct" bottom: "code" top: "decode"
+        inner_product_param { num_output: 784 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "decode" bottom: "flat" top: "loss" }
+"""
+PAIRS = """name: "Pairs"
+layer { name: "pair" type: "Data" top: "pair" top: "sim" data_param { source: "%(missing)s" batch_size: 2 } }
+layer { name: "slice" type: "Slice" bottom: "pair" top: "a" top: "b" slice_param { slice_dim: 1 slice_point: 1 } }
+layer { name: "ca" type: "Convolution" bottom: "a" top: "ca"
+        param { name: "w" } convolution_param { num_output: 2 kernel_size: 3 bias_term: false } }
+layer { name: "cb" type: "Convolution" bottom: "b" top: "cb"
+        param { name: "w" } convolution_param { num_output: 2 kernel_size: 3 bias_term: false } }
+layer { name: "sink" type: "Silence" bottom: "ca" bottom: "cb" bottom: "sim" }
+"""
+NOT_THE_SHAPE = """name: "Broken"
+layer { name: "data" type: "Data" top: "data" data_param { source: "%(missing)s" batch_size: 2 } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" convolution_param { num_output: 2 } }
+"""
+
+
+def _net(tmp_path, text, **kw):
+    path = tmp_path / "net.prototxt"
+    path.write_text(text % {"missing": tmp_path / "nowhere_lmdb"})
+    return engine.Net(str(path), engine.TRAIN, structure_only=True, **kw)
+
+
+@pytest.mark.parametrize("text, top, item", [(RECONSTRUCT, "data", (1, 28, 28)), (PAIRS, "pair", (2, 28, 28))])
+def test_an_assumed_shape_the_net_cannot_take_gives_way_to_one_it_can(tmp_path, text, top, item):
+    net = _net(tmp_path, text)
+    assert net.blobs[top].shape[1:] == item
+    (s,) = net.init_record.stand_ins
+    (t,) = [t for t in s.tops if t.name == top]
+    # said: what is assumed now, and that the first assumption does not build (with its error)
+    assert s.assumed and not t.given and not any("(given)" in k for k in t.known)
+    (said,) = t.assumed
+    assert said.startswith("%s, as 3 × 224 × 224 does not build (" % " × ".join(map(str, item)))
+    assert ("count" in said) if text is RECONSTRUCT else ("Cannot share param 'w'" in said)
+    # the transcript's line is the stand-in as built
+    lines = [m for _lvl, m in net.init_record.transcript if m.startswith("Structure only: ")]
+    assert lines == ["Structure only: " + s.describe()]
+    assert sum(m.startswith("Initializing net from parameters") for _lvl, m in net.init_record.transcript) == 1
+    net.forward()        # and it steps
+
+
+def test_given_shapes_are_kept_and_not_replaced(tmp_path):
+    with pytest.raises(engine.CaffeError) as ei:
+        _net(tmp_path, RECONSTRUCT, data_shapes={"data": (3, 10, 10)})
+    assert "structure only" not in str(ei.value)     # nothing was assumed: Caffe's error as it is
+
+
+def test_an_error_that_is_not_the_shapes_says_what_was_assumed(tmp_path):
+    with pytest.raises(engine.CaffeError) as ei:
+        _net(tmp_path, NOT_THE_SHAPE)
+    msg = str(ei.value)
+    assert "kernel_size must be specified" in msg and ":3:" in msg          # the error and its line
+    assert "[structure only: the data was stood in with assumed shapes (data 2 × 3 × 224 × 224)" in msg
+    assert "give the data's shape]" in msg
+
+
+ZOO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.pardir, "shared", "zoo")
+
+
+@pytest.mark.skipif(not os.path.isdir(ZOO), reason="../shared/zoo (Caffe's example nets) is not beside the checkout")
+@pytest.mark.parametrize("rel, top, item", [("examples/siamese/mnist_siamese_train_test.prototxt", "pair_data", (2, 28, 28)),
+                                            ("examples/mnist/mnist_autoencoder.prototxt", "data", (1, 28, 28))])
+def test_caffes_mnist_siamese_and_autoencoder_open_without_their_data(rel, top, item):
+    net = engine.Net(os.path.join(ZOO, rel), engine.TRAIN, structure_only=True)
+    assert net.blobs[top].shape[1:] == item
+    assert "does not build" in net.init_record.stand_ins[0].describe()

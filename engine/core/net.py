@@ -17,6 +17,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Sequence
@@ -57,6 +58,9 @@ class SharedParam:
     owner_layer: str
     owner_param_index: int
     mode: str          # "STRICT" or "PERMISSIVE"
+
+
+SAME_ERROR_LIMIT = 4    # stand-ins: other shapes giving Init's first error in a row before giving up
 
 
 @dataclass
@@ -228,11 +232,65 @@ class Net:
                 self._init(in_param, filter_net, insert_splits)
             self.memory_required_bytes = ledger.total
         except Exception as e:
-            self._locate(e)
-            raise
+            if not self._init_with_other_stand_ins(e, in_param, filter_net, insert_splits):
+                self._locate(e)
+                raise
         finally:
             log.removeHandler(handler)
             _quiet.__exit__()
+
+    def _init_with_other_stand_ins(self, e, in_param, filter_net, insert_splits):
+        """Init of a structure-only net failed with ``e`` while some stand-in's shape was
+        assumed: build it with the first other common shape it takes (standins.alternatives;
+        its stand-ins then say what was assumed and why).  False when none does, or when
+        another shape gives the same error (the shape is not the cause); ``e`` then says
+        which shapes were assumed."""
+        from engine.core import standins
+        rec = self.init_record
+        stand_ins = list(rec.stand_ins)
+        if getattr(self, "_stand_in", None) is None or not isinstance(e, CaffeError) \
+                or not any(s.assumed for s in stand_ins):
+            return False
+        given, can_read = self._stand_in
+        first = {t.name: t.shape for s in stand_ins for t in s.tops}
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        transcript = list(rec.transcript)
+        tried = same = 0
+        try:
+            deadline = time.monotonic() + standins.ALTERNATIVE_SECONDS
+            for shapes in standins.alternatives(stand_ins):
+                if time.monotonic() > deadline:
+                    break
+                tried += 1
+                self.init_record = InitRecord(transcript=rec.transcript)
+                del rec.transcript[:]
+                self._stand_in = ({**(given or {}), **shapes}, can_read)
+                try:
+                    with memory_ledger() as ledger:
+                        self._init(in_param, filter_net, insert_splits)
+                except CaffeError as again:
+                    same = same + 1 if str(again) == str(e) else 0
+                    if same >= SAME_ERROR_LIMIT:    # the same error whatever the shape: not the shape's
+                        break
+                    continue
+                self.memory_required_bytes = ledger.total
+                standins.note_alternative(self.init_record.stand_ins, shapes, first, why)
+                described = iter(s.describe() for s in self.init_record.stand_ins)
+                rec.transcript[:] = [(lvl, "Structure only: %s" % next(described, msg))
+                                     if msg.startswith("Structure only: ") else (lvl, msg)
+                                     for lvl, msg in rec.transcript]
+                return True
+        finally:
+            self._stand_in = (given, can_read)
+        self.init_record = rec
+        rec.transcript[:] = transcript
+        assumed = "; ".join("%s %s" % (t.name, " × ".join(str(d) for d in t.shape))
+                            for s in stand_ins for t in s.tops if t.assumed)
+        note = (" [structure only: the data was stood in with assumed shapes (%s)%s; give the data's "
+                "shape]" % (assumed, ", and %d other common shapes do not build either" % tried if tried else ""))
+        if e.args:
+            e.args = (str(e.args[0]) + note,) + tuple(e.args[1:])
+        return False
 
     def _init(self, in_param, filter_net, insert_splits):
         rec = self.init_record

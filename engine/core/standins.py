@@ -18,7 +18,13 @@ labels          ``batch_size`` values (top 1 of Data, ImageData, WindowData)
 What cannot be known is assumed (3 channels, 224 × 224, an HDF5 dataset of one value
 per item) and said so: each stand-in is kept as a :class:`StandIn` record (which layer,
 which source is missing and why, each top's shape and where every dimension came from),
-in ``net.init_record.stand_ins`` when ``Net(..., structure_only=True)`` made it.
+in ``net.init_record.stand_ins`` when ``Net(..., structure_only=True)`` made it.  When the
+net cannot take that assumption (Init fails: an MNIST autoencoder's loss compares 784
+values an item, a siamese net slices its data into two one-channel halves that share
+weights), the Net tries other common shapes (:func:`alternatives`: 1-4 channels, 28 × 28
+up to 299 × 299, small first) and keeps the first it takes, its record saying that the
+first assumption does not build and why; when none does, or when other shapes give the
+same error (the shape is not the cause), Init's error says which shapes were assumed.
 
 ``shapes`` gives dimensions the parameters cannot tell: ``{top name: per-item dims}``
 (e.g. ``{"data": (3, 256, 256)}``); the batch stays ``batch_size``.
@@ -270,6 +276,55 @@ def stand_in_data(param, can_read: CanRead | None = None, shapes: Dict[str, Sequ
         records.append(StandIn(lp.name, lp.type, miss[0], miss[1], miss[2], miss[3], tops))
         out.layer[i].CopyFrom(stand_in_layer(lp, tops))
     return out, records
+
+
+# Other shapes an image top whose channels or size were assumed is tried in, when the net
+# cannot take the first assumption (a Flatten feeding a loss against a 784-value
+# reconstruction, a Slice into two one-channel halves sharing weights): the channels of grey,
+# two-image pairs, colour and colour + alpha, in MNIST's, CIFAR's and bigger sizes up to
+# Inception's; small first (each size in every number of channels, then the next size), as
+# a net that cannot take them fails fast there (its weights are filled at Init).
+ALTERNATIVE_CHANNELS = (1, 2, 3, 4)
+ALTERNATIVE_SIZES = (28, 32, 64, 96, 128, 224, 227, 256, 299)
+MAX_ALTERNATIVES = 36
+ALTERNATIVE_SECONDS = 10.0       # and no more than this long, all together
+
+
+def alternatives(stand_ins):
+    """{top: per-item dims} to build the net with, one after the other, in place of the
+    assumed dimensions of ``stand_ins`` (their image tops' channels and/or height × width;
+    what the params told or the caller gave stays), first assumption excluded; at most
+    MAX_ALTERNATIVES."""
+    tops = [t for s in stand_ins for t in s.tops if t.assumed and not t.given and len(t.shape) == 4]
+    if not tops:
+        return []
+    out = []
+    for size in ALTERNATIVE_SIZES:
+        for c in ALTERNATIVE_CHANNELS:
+            shapes = {}
+            for t in tops:
+                _, c0, h0, w0 = t.shape
+                c_assumed = any(a.endswith("channels") or " channels (" in a for a in t.assumed)
+                hw_assumed = any("height × width" in a for a in t.assumed)
+                shapes[t.name] = (c if c_assumed else c0, size if hw_assumed else h0, size if hw_assumed else w0)
+            if all(shapes[t.name] == tuple(t.shape[1:]) for t in tops) or shapes in out:
+                continue
+            out.append(shapes)
+    return out[:MAX_ALTERNATIVES]
+
+
+def note_alternative(stand_ins, shapes, first, why):
+    """Mark the tops of ``stand_ins`` (built with ``shapes``, an :func:`alternatives` item,
+    which stand_in_data took as given) as assumed again: what was assumed now, and that the
+    first assumption ``first`` ({top: shape}) did not build (``why``: its error, one line)."""
+    for s in stand_ins:
+        for t in s.tops:
+            if t.name not in shapes:
+                continue
+            t.given = False
+            t.known = [k for k in t.known if not k.endswith("(given)")]
+            t.assumed = ["%s, as %s does not build (%s)" % (
+                " × ".join(str(d) for d in shapes[t.name]), " × ".join(str(d) for d in first[t.name][1:]), why)]
 
 
 def parse_shapes(items):

@@ -116,3 +116,27 @@ def test_a_train_val_without_its_data_opens_steps_and_takes_its_shape(dash_duo, 
     finally:
         dash_duo.driver.close()
         dash_duo.driver.switch_to.window(first)
+
+
+def test_a_siamese_train_test_opens_in_the_shape_its_shared_weights_take(dash_duo, shared_dir, tmp_path):
+    """Caffe's MNIST siamese net (a Data layer of image pairs, sliced into two one-channel
+    halves whose convolutions share weights) cannot take the first assumption (3 channels):
+    it opens in one it takes (2 × 28 × 28), and the page says what was assumed and why."""
+    root = tmp_path / "root"
+    (root / "siamese").mkdir(parents=True)
+    shutil.copy(shared_dir / "zoo" / "examples" / "siamese" / "mnist_siamese_train_test.prototxt",
+                root / "siamese" / "mnist_siamese_train_test.prototxt")
+    dash_duo.start_server(create_app(InspectorConfig(model_root=str(root))))
+    wait_text(dash_duo, ids.LOAD_STATUS, "LeNetDigits", timeout=60)
+    _type_path(dash_duo, "siamese/mnist_siamese_train_test.prototxt")
+    wait_text(dash_duo, ids.LOAD_STATUS, "mnist_siamese_train_test", timeout=60)
+    assert not text_of(dash_duo, ids.LOAD_ERROR).strip()
+    wait_text(dash_duo, ids.STANDIN_TEXT, "Structure only")
+    note = text_of(dash_duo, ids.STANDIN_TEXT)
+    assert "layer pair_data (Data)" in note and "pair_data 64 × 2 × 28 × 28" in note
+    assert "as 3 × 224 × 224 does not build (Cannot share param 'conv1_w'" in note
+    assert "Some dimensions were assumed" in note
+    shape = dash_duo.find_element("[aria-label='Shape of pair_data'] input")
+    assert shape.get_attribute("value") == "2×28×28"
+    shapes = cy_eval(dash_duo, """return cy.edges().map(e => e.data('label') || '').filter(l => l.indexOf('28') >= 0);""")
+    assert any("64×1×28×28" in s for s in shapes), shapes           # each half: one channel
