@@ -733,14 +733,24 @@ class Recorder:
     def end(self, kind, start, end):
         # Keep what this step touched (still valid while the memory's version and
         # fingerprint hold); forget the rest, so that no stale memory stays referenced.
-        now = self._step_no
-        self._cache = {k: per for k, per in ((k, {sh: e for sh, e in per.items() if e.step == now})
-                                             for k, per in self._cache.items()) if per}
+        self._forget_untouched()
         if self._cur is None:
             return
         self._cur.wall_ms = (time.perf_counter() - self._t0) * 1000.0
         self._append(self._cur)
         self._cur = None
+
+    def _forget_untouched(self):
+        """Drop the cache entries this step did not touch (in place: nearly every entry is
+        touched, so the loop only looks)."""
+        now = self._step_no
+        cache = self._cache
+        stale = [(key, shape) for key, per in cache.items() for shape, e in per.items() if e.step != now]
+        for key, shape in stale:
+            per = cache[key]
+            del per[shape]
+            if not per:
+                del cache[key]
 
     def _append(self, step):
         self.steps.append(step)
