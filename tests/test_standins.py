@@ -200,8 +200,9 @@ ZOO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 
 
 @pytest.mark.skipif(not os.path.isdir(ZOO), reason="../shared/zoo (Caffe's example nets) is not beside the checkout")
-@pytest.mark.parametrize("rel, top, item", [("examples/siamese/mnist_siamese_train_test.prototxt", "pair_data", (2, 28, 28)),
-                                            ("examples/mnist/mnist_autoencoder.prototxt", "data", (1, 28, 28))])
+@pytest.mark.parametrize("rel, top, item", [
+    ("examples/siamese/mnist_siamese_train_test.prototxt", "pair_data", (2, 28, 28)),
+    ("examples/mnist/mnist_autoencoder.prototxt", "data", (1, 28, 28))])
 def test_caffes_mnist_siamese_and_autoencoder_open_without_their_data(rel, top, item):
     net = engine.Net(os.path.join(ZOO, rel), engine.TRAIN, structure_only=True)
     assert net.blobs[top].shape[1:] == item

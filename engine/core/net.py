@@ -733,8 +733,24 @@ class Net:
         loss = self._dtype.type(0)
         for obs in self.debug_observers:
             obs.begin("forward", start, end)
+        # BatchNorm -> Scale -> ReLU in one pass where nothing can see between them (engine.core.fusion)
+        chains = (self._fusion_chains() if not (self.debug_observers or self._before_forward or self._after_forward
+                                                or self.debug_info) else None)
         try:
-            for i in range(start, end + 1):
+            i = start
+            while i <= end:
+                chain = chains.get(i) if chains else None
+                if chain is not None and i + chain.length - 1 <= end:
+                    try:
+                        chain.forward(self._bottom_vecs, self._top_vecs)
+                    except CaffeError as e:
+                        self._name_empty(e, i)
+                        _annotate(e, self._layer_name_list[i], chain.bn.type, "Forward")
+                        raise
+                    for k in range(i, i + chain.length):
+                        self._top_shapes[k] = tuple(t.shape for t in self._top_vecs[k])
+                    i += chain.length
+                    continue
                 for cb in self._before_forward:
                     cb(i)
                 for obs in self.debug_observers:
@@ -756,10 +772,21 @@ class Net:
                     self._forward_debug_info(i)
                 for cb in self._after_forward:
                     cb(i)
+                i += 1
         finally:
             for obs in self.debug_observers:
                 obs.end("forward", start, end)
         return loss
+
+    def _fusion_chains(self):
+        """engine.core.fusion.chains of this Net, found once (CPU only: None on the GPU)."""
+        if backend.mode() != backend.CPU:
+            return None
+        got = self.__dict__.get("_chains")
+        if got is None or got[0] is not self._layers:
+            from engine.core import fusion
+            got = self._chains = (self._layers, fusion.chains(self))
+        return got[1]
 
     def _name_empty(self, e, i):
         """Name the blob in an EmptyBlobError raised while layer ``i`` ran (Caffe's

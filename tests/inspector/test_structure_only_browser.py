@@ -138,5 +138,6 @@ def test_a_siamese_train_test_opens_in_the_shape_its_shared_weights_take(dash_du
     assert "Some dimensions were assumed" in note
     shape = dash_duo.find_element("[aria-label='Shape of pair_data'] input")
     assert shape.get_attribute("value") == "2×28×28"
-    shapes = cy_eval(dash_duo, """return cy.edges().map(e => e.data('label') || '').filter(l => l.indexOf('28') >= 0);""")
+    shapes = cy_eval(dash_duo, "return cy.edges().map(e => e.data('label') || '')"
+                               ".filter(l => l.indexOf('28') >= 0);")
     assert any("64×1×28×28" in s for s in shapes), shapes           # each half: one channel

@@ -379,6 +379,35 @@ def _relu_forward(x, y):
             y[i] = v if (v > z or v != v) else z
 
 
+def _bn_scale_relu(train, a, mean, std, s, b, with_bias, temp, keep, relu, y):
+    """BatchNorm's last pass, then a Scale's and a ReLU's, run in place after it, in one:
+    v = x_norm / std[c] (``train``: written back to x_norm, a = x_norm) or (x - mean[c]) /
+    std[c] (a = x); temp = v where ``keep`` (the Scale's copy of its input); y = v * s[c]
+    (+ b[c]) and, where ``relu``, NumPy's maximum(y, 0).  Each value goes through the same
+    float32 steps as _bn_divide / _bn_global, _scale_forward and _relu_forward give it."""
+    z = np.float32(0)
+    O, C, S = a.shape
+    for o in range(O):
+        for c in range(C):
+            ar = a[o, c]
+            yr = y[o, c]
+            tr = temp[o, c]
+            m = mean[c]
+            d = std[c]
+            sv = s[c]
+            bv = b[c] if with_bias else z
+            for i in range(S):
+                v = ar[i] / d if train else (ar[i] - m) / d
+                if train:
+                    ar[i] = v
+                if keep:
+                    tr[i] = v
+                w = v * sv + bv if with_bias else v * sv
+                if relu:
+                    w = w if (w > z or w != w) else z
+                yr[i] = w
+
+
 def _relu_backward(x, dy, bd):
     """bd = dy * (x > 0) (as float32 0 / 1: NumPy's multiply by the boolean mask); bd may
     be dy."""
@@ -402,6 +431,7 @@ _bn_global_jit = jit_with(error_model="numpy")(_bn_global)
 _bn_backward_sums_jit = jit(_bn_backward_sums)
 _bn_backward_out_jit = jit_with(error_model="numpy")(_bn_backward_out)
 _scale_forward_jit = jit(_scale_forward)
+_bn_scale_relu_jit = jit_with(error_model="numpy")(_bn_scale_relu)
 _scale_backward_jit = jit(_scale_backward)
 _relu_forward_jit = jit(_relu_forward)
 _relu_backward_jit = jit(_relu_backward)
@@ -453,6 +483,15 @@ def scale_backward(dy, x, product, s, bd, want_bias, want_scale):
     _scale_backward_jit(dy, x, x if product is None else product, s, want_bias, bias_rows, want_scale, scale_rows,
                         bd is not None, dy if bd is None else bd, numpy_sum_chunk())
     return (bias_rows if want_bias else None), (scale_rows if want_scale else None)
+
+
+def bn_scale_relu(kind, a, mean, std, s, b, temp, relu, y):
+    """BatchNorm's last pass (``kind`` "train": a = x_norm /= std; "global": a = x, its
+    (x - mean) / std), a Scale's (y = v * s[c] (+ b[c]); temp = v first when temp is not
+    None) and, where ``relu``, a ReLU's, in one pass: the values the three passes give."""
+    train = kind == "train"
+    _bn_scale_relu_jit(train, a, s if mean is None else mean, std, s, s if b is None else b, b is not None,
+                       a if temp is None else temp, temp is not None, bool(relu), y)
 
 
 def relu_forward(x, y):

@@ -86,6 +86,20 @@ class BatchNormLayer(Layer):
         return a.reshape(num, self.channels, bottom[0].count_range(2))
 
     def forward(self, bottom, top):
+        last = self.forward_but_last_pass(bottom, top)
+        if last is not None:
+            kind, a, mean, std, y = last
+            if kind == "global":
+                _channel.bn_global(a, mean, std, y)      # y = (x - mean) / std in one pass
+            else:
+                _channel.bn_divide(a, std, y)           # x_norm /= std; y = x_norm
+
+    def forward_but_last_pass(self, bottom, top):
+        """Forward, but where the compiled loops serve, its last elementwise pass left to the
+        caller (engine.core.fusion runs it together with the Scale and ReLU after it):
+        ("global", x, mean, std, y) for y = (x - mean[c]) / std[c], or ("train", x_norm, None,
+        std, y) for x_norm = x_norm / std[c], y = x_norm (the arrays as (num, C, spatial)
+        views); None when Forward is done."""
         xp = self.xp
         dt = self.dtype.type
         num = bottom[0].shape_at(0)
@@ -105,11 +119,10 @@ class BatchNormLayer(Layer):
             std = self.std.mut_data()
             xp.sqrt(var + self.eps, out=std)
             if _channel.usable(x, y, mean, std):
-                _channel.bn_global(x, mean, std, y)      # the two passes below in one
-                return
+                return "global", x, mean, std, y         # the two passes below in one
             xp.subtract(x, mean[None, :, None], out=y)
             xp.divide(y, std[None, :, None], out=y)
-            return
+            return None
         # x_norm_ (Caffe's): kept for backward, since later in-place layers may
         # clobber the top data.  The layer's own buffer, reused every step.
         xn = self._view(self.x_norm.mut_data(), bottom)
@@ -132,10 +145,10 @@ class BatchNormLayer(Layer):
         std = self.std.mut_data()
         xp.sqrt(var + self.eps, out=std)
         if fused:
-            _channel.bn_divide(xn, std, self._view(top[0].mut_data(), bottom))
-            return
+            return "train", xn, None, std, self._view(top[0].mut_data(), bottom)
         xp.divide(xn, std[None, :, None], out=xn)
         self._view(top[0].mut_data(), bottom)[...] = xn
+        return None
 
     def backward(self, top, propagate_down, bottom):
         # Caffe's BatchNorm writes bottom diff unconditionally.
