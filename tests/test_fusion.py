@@ -73,10 +73,12 @@ def test_one_pass_gives_the_three_layers_numbers_bit_for_bit(tmp_path, bias, rel
     fused, plain = _nets(tmp_path, n=n, bias=bias, relu=relu, global_stats=global_stats)
     (chain,) = fusion.chains(fused).values()
     assert (fused._layer_names[chain.start], chain.length) == ("bn", 3 if relu else 2)
-    plain.after_forward(lambda i: None)       # a forward callback: the Net runs each layer (no chain)
-    calls = []
-    real = fusion.forward
+    plain.after_forward(lambda i: None)       # callbacks: the Net runs each layer (no chain)
+    plain.after_backward(lambda i: None)
+    calls, back = [], []
+    real, real_back = fusion.forward, fusion.backward_relu_scale
     fusion.forward = lambda *a: (calls.append(a[0].start), real(*a))[1]
+    fusion.backward_relu_scale = lambda *a: (back.append(a[0].start), real_back(*a))[1]
     try:
         for _ in range(2):          # twice: the running statistics move, the buffers are reused
             lf, lp = fused.forward()["loss"], plain.forward()["loss"]
@@ -89,8 +91,9 @@ def test_one_pass_gives_the_three_layers_numbers_bit_for_bit(tmp_path, bias, rel
                 for a, b in zip(sf[k], sp[k]):
                     assert np.array_equal(a, b, equal_nan=True), k
     finally:
-        fusion.forward = real
+        fusion.forward, fusion.backward_relu_scale = real, real_back
     assert calls == [chain.start] * 2      # the fused net took the chain, the watched one did not
+    assert back == ([chain.start] * 2 if relu else [])
 
 
 def test_a_chain_is_not_taken_where_someone_could_look_between(tmp_path):

@@ -7,10 +7,13 @@ Net; :func:`forward` runs one as Caffe would (each layer's Reshape, the BatchNor
 statistics) with the last three elementwise passes made one
 (``engine.core.kernels.channel.bn_scale_relu``): every value goes through the same float32
 steps, and every buffer the layers' Backward reads (BatchNorm's ``x_norm`` and ``std``,
-Scale's copy of its input) holds what the separate passes leave in it.  Only the
-intermediate states of the shared blob (after the BatchNorm, after the Scale) are never
-written, so the Net uses a chain only when nobody could look at them: no debug observer,
-no forward callback, no debug_info, and the whole chain inside the range run.
+Scale's copy of its input) holds what the separate passes leave in it.  Backward,
+:func:`backward_relu_scale` runs the ReLU's Backward inside the Scale's, row by row (the
+mask applied to a row just before the Scale reads it), then the BatchNorm's as it is.  Only
+the intermediate states of the shared blob (its data after the BatchNorm and after the
+Scale, its diff between the ReLU and the Scale) are never written, so the Net uses a chain
+only when nobody could look at them: no debug observer, no callback of that direction, no
+debug_info, and the layers fused inside the range run.
 """
 from __future__ import annotations
 
@@ -38,6 +41,9 @@ class Chain:
 
     def forward(self, bottom_vecs, top_vecs):
         forward(self, bottom_vecs, top_vecs)
+
+    def backward_relu_scale(self, top_vecs, bottom_need_backward, bottom_vecs):
+        backward_relu_scale(self, top_vecs, bottom_need_backward, bottom_vecs)
 
 
 def _in_place_on(layer_bottoms, layer_tops, blob):
@@ -105,6 +111,26 @@ def forward(chain, bottom_vecs, top_vecs):
                 _channel.bn_divide(a, std, y)
         for layer, b, t in rest:
             layer.forward(b, t)
+
+
+def backward_relu_scale(chain, top_vecs, bottom_need_backward, bottom_vecs):
+    """Run the Backward of ``chain``'s ReLU and then its Scale (layers start + 2 and start + 1)
+    as one pass over the shared blob's rows (the ReLU's mask applied to a row just before the
+    Scale reads it): the same float32 values as the two Backwards, row by row; where the
+    compiled loop does not serve, the two Backwards."""
+    r, k = chain.start + 2, chain.start + 1
+    sc, relu = chain.scale, chain.relu
+    with np.errstate(all="ignore"):
+        blob = bottom_vecs[r][0]
+        want_bias = sc.bias_layer is not None and sc.get_param_propagate_down(len(sc.param_propagate_down) - 1)
+        x = blob.get_data()
+        shape3 = (sc.outer, sc.mid, sc.inner)
+        if (bottom_need_backward[r][0] and x.size == sc.outer * sc.mid * sc.inner
+                and sc._backward_fused(top_vecs[k], list(bottom_need_backward[k]), bottom_vecs[k], want_bias,
+                                       relu_x=x.reshape(shape3))):
+            return
+        relu.Backward(top_vecs[r], bottom_need_backward[r], bottom_vecs[r])
+        sc.Backward(top_vecs[k], bottom_need_backward[k], bottom_vecs[k])
 
 
 def _one_pass(last, sc, blob, relu):

@@ -788,6 +788,17 @@ class Net:
             got = self._chains = (self._layers, fusion.chains(self))
         return got[1]
 
+    def _fusion_relus(self):
+        """{index of the ReLU: Chain} of the chains that end in a ReLU (their ReLU's and
+        Scale's Backward run as one)."""
+        chains = self._fusion_chains()
+        if not chains:
+            return None
+        got = self.__dict__.get("_relu_chains")
+        if got is None or got[0] is not chains:
+            got = self._relu_chains = (chains, {c.start + 2: c for c in chains.values() if c.relu is not None})
+        return got[1]
+
     def _name_empty(self, e, i):
         """Name the blob in an EmptyBlobError raised while layer ``i`` ran (Caffe's
         ``Check failed: data_``): one of its bottoms or tops, a param, or a buffer of its own."""
@@ -823,8 +834,25 @@ class Net:
         self._check_range(start, end, False)
         for obs in self.debug_observers:
             obs.begin("backward", start, end)
+        # a ReLU's and a Scale's Backward in one pass where nothing can see between them (engine.core.fusion)
+        relus = (self._fusion_relus() if not (self.debug_observers or self._before_backward or self._after_backward
+                                              or self.debug_info) else None)
         try:
-            for i in range(start, end - 1, -1):
+            i = start
+            while i >= end:
+                chain = relus.get(i) if relus else None
+                if (chain is not None and i - 1 >= end and self._layer_need_backward[i]
+                        and self._layer_need_backward[i - 1]):
+                    try:
+                        self._check_top_shapes(i)
+                        self._check_top_shapes(i - 1)
+                        chain.backward_relu_scale(self._top_vecs, self._bottom_need_backward, self._bottom_vecs)
+                    except CaffeError as e:
+                        self._name_empty(e, i)
+                        _annotate(e, self._layer_name_list[i], chain.relu.type, "Backward")
+                        raise
+                    i -= 2
+                    continue
                 for cb in self._before_backward:
                     cb(i)
                 if self._layer_need_backward[i]:
@@ -845,6 +873,7 @@ class Net:
                         self._backward_debug_info(i)
                 for cb in self._after_backward:
                     cb(i)
+                i -= 1
         finally:
             for obs in self.debug_observers:
                 obs.end("backward", start, end)

@@ -319,10 +319,12 @@ def _scale_forward(x, s, b, with_bias, temp, keep, y):
                     yr[i] = xr[i] * sv
 
 
-def _scale_backward(dy, x, product, s, want_bias, bias_rows, want_scale, scale_rows, want_bottom, bd, chunk):
-    """Per (outer, channel) row, in this order: bias_rows = NumPy's sum of dy; product =
-    dy * x and scale_rows = its sum; bd = dy * s[c].  ``product`` may be x (Caffe's temp_,
-    in place) and ``bd`` may be dy (in place)."""
+def _scale_backward(dy, x, product, s, want_bias, bias_rows, want_scale, scale_rows, want_bottom, bd, chunk,
+                    relu_x, with_relu):
+    """Per (outer, channel) row, in this order: where ``with_relu``, first dy = dy * (relu_x >
+    0) (the Backward of a ReLU in place on the Scale's top, relu_x its data, run on the row);
+    bias_rows = NumPy's sum of dy; product = dy * x and scale_rows = its sum; bd = dy * s[c].
+    ``product`` may be x (Caffe's temp_, in place) and ``bd`` may be dy (in place)."""
     product_is_x = product.ctypes.data == x.ctypes.data
     bd_is_dy = bd.ctypes.data == dy.ctypes.data
     stk, vals = _scratch()
@@ -330,6 +332,10 @@ def _scale_backward(dy, x, product, s, want_bias, bias_rows, want_scale, scale_r
     for o in range(O):
         for c in range(C):
             gr = dy[o, c]
+            if with_relu:
+                rx = relu_x[o, c]
+                for i in range(S):
+                    gr[i] = gr[i] * (np.float32(1) if rx[i] > 0 else np.float32(0))
             if want_bias:
                 bias_rows[o, c] = _pw(0, gr, gr, 0, S, stk, vals, chunk)
             if want_scale:
@@ -473,15 +479,17 @@ def scale_forward(x, s, b, temp, y):
     _scale_forward_jit(x, s, s if b is None else b, b is not None, x if temp is None else temp, temp is not None, y)
 
 
-def scale_backward(dy, x, product, s, bd, want_bias, want_scale):
+def scale_backward(dy, x, product, s, bd, want_bias, want_scale, relu_x=None):
     """Row sums of dy (or None) and of the product dy * x written to ``product`` (or None);
-    bd = dy * s[c] when bd is not None."""
+    bd = dy * s[c] when bd is not None.  ``relu_x``: the data of a ReLU in place on the
+    Scale's top, whose Backward (dy = dy * (relu_x > 0)) runs first, row by row."""
     shape = dy.shape[:2]
     bias_rows = np.empty(shape if want_bias else (1, 1), np.float32)
     scale_rows = np.empty(shape if want_scale else (1, 1), np.float32)
     x = dy if x is None else x
     _scale_backward_jit(dy, x, x if product is None else product, s, want_bias, bias_rows, want_scale, scale_rows,
-                        bd is not None, dy if bd is None else bd, numpy_sum_chunk())
+                        bd is not None, dy if bd is None else bd, numpy_sum_chunk(),
+                        dy if relu_x is None else relu_x, relu_x is not None)
     return (bias_rows if want_bias else None), (scale_rows if want_scale else None)
 
 

@@ -421,11 +421,12 @@ class ScaleLayer(Layer):
             else:
                 self.xp.multiply(top_diff, s, out=bottom[0].mut_diff().reshape(top_diff.shape))
 
-    def _backward_fused(self, top, propagate_down, bottom, want_bias):
+    def _backward_fused(self, top, propagate_down, bottom, want_bias, relu_x=None):
         """A learned scale's backward as the compiled loops (engine.core.kernels.channel):
         the bias sum, the product dy * x with its sum and the bottom diff in one pass, the
         same float32 values as the NumPy passes of :meth:`backward`; False where they do
-        not serve (nothing done then)."""
+        not serve (nothing done then).  ``relu_x`` (engine.core.fusion): the data of a ReLU
+        in place on the top, whose Backward runs in the same pass, first."""
         scale = self.blobs[0]
         shape3 = (self.outer, self.mid, self.inner)
         if bottom[0].count == scale.count:
@@ -446,10 +447,12 @@ class ScaleLayer(Layer):
         bias = self.blobs[self.bias_param_id] if want_bias else None
         if bias is not None and bias.count != scale.count:
             return False
-        arrays = [a for a in (dy, s, x, product, bd) if a is not None]
+        arrays = [a for a in (dy, s, x, product, bd, relu_x) if a is not None]
         if not _channel.usable(*arrays):
             return False
-        bias_rows, scale_rows = _channel.scale_backward(dy, x, product, s, bd, want_bias, want_scale)
+        if relu_x is not None:
+            dy = top[0].mut_diff().reshape(shape3)      # the ReLU writes it (its bottom diff, in place)
+        bias_rows, scale_rows = _channel.scale_backward(dy, x, product, s, bd, want_bias, want_scale, relu_x)
         if bias is not None:
             d = bias.mut_diff()
             d[...] = d + bias_rows.sum(axis=0).reshape(d.shape)     # a learned bias accumulates
