@@ -11,7 +11,9 @@ as the list of times and their median (the machine is usually busy):
   Plotly graph's first points for older versions of the page);
 - **fresh-profile open** (``--fresh``): the same in a new browser with an
   empty profile each time (nothing cached: every script is fetched), as a
-  first-time user opens it;
+  first-time user opens it; at once after the browser starts, or ``--settle S``
+  seconds later (a fresh Chromium spends its first second or so on its own
+  new-tab page and profile, on the same two cores, while an immediate open loads);
 - **phase switch** (``--phase``): a click on the Phase radio button that is
   not checked (TRAIN <-> TEST, alternating, ``--phase-pause`` seconds apart)
   to the first frame with the graph's caption naming the new phase (the net
@@ -33,7 +35,7 @@ and out for ``--frames`` animation frames (requestAnimationFrame driving
 cytoscape's pan and zoom, as a wheel or a drag does): frame times and the
 frames that missed 60 fps.
 
-    python benchmarks/bench_page.py [MODEL] [--loads 3] [--fresh 3] [--phase 4] [--phase-pause 4]
+    python benchmarks/bench_page.py [MODEL] [--loads 3] [--fresh 3] [--settle S] [--phase 4] [--phase-pause 4]
                                     [--before ROOT] [--no-prebuild] [--open-path] [--panzoom] [--json out.json]
 
 MODEL defaults to ResNet-152 as KaimingHe's deploy file (``netgen.deploy``:
@@ -190,11 +192,14 @@ class Page:
         d.get(self.open_url)
         return _wait_drawn(d, timeout)
 
-    def fresh(self, timeout=60.0):
-        """ms from navigation start to the drawn graph in a new browser with an empty profile."""
+    def fresh(self, timeout=60.0, settle=0.0):
+        """ms from navigation start to the drawn graph in a new browser with an empty profile,
+        opened ``settle`` seconds after the browser started (0: at once)."""
         profile = tempfile.mkdtemp(prefix="bench-page-profile-")
         d = _driver(profile)
         try:
+            if settle:
+                time.sleep(settle)
             d.get(self.open_url)
             return _wait_drawn(d, timeout)
         finally:
@@ -249,6 +254,10 @@ def main(argv=None):
                                             "writes it)")
     p.add_argument("--loads", type=int, default=3, help="warm opens: fresh tabs of a browser that opened the page")
     p.add_argument("--fresh", type=int, default=3, help="opens in a new browser with an empty profile each")
+    p.add_argument("--settle", type=float, default=0.0,
+                   help="seconds each fresh-profile browser is left to start (its first-run work: the new-tab "
+                        "page, the profile) before the page is opened, as a user who types the address; "
+                        "0 (the default): at once, that work overlapping the open")
     p.add_argument("--phase", type=int, default=4, help="phase switches (TRAIN <-> TEST), alternating")
     p.add_argument("--phase-pause", type=float, default=4.0, help="seconds between phase switches (a user "
                                                                   "looks at the net before switching again)")
@@ -290,13 +299,15 @@ def main(argv=None):
         for _ in range(a.fresh):
             for k, pg in pages:
                 time.sleep(a.pause)
-                figures[k]["fresh"].append(pg.fresh())
+                figures[k]["fresh"].append(pg.fresh(settle=a.settle))
         for _ in range(a.phase):
             for k, pg in pages:
                 time.sleep(a.phase_pause)
                 figures[k]["phase"].append(pg.phase_switch())
         names = {"warm": "warm open (fresh tab, cached scripts) -> graph drawn",
-                 "fresh": "fresh-profile open -> graph drawn", "phase": "phase switch -> graph drawn"}
+                 "fresh": "fresh-profile open%s -> graph drawn" % (
+                     " (%g s after the browser started)" % a.settle if a.settle else ""),
+                 "phase": "phase switch -> graph drawn"}
         for k, _pg in pages:
             out[k] = {}
             for what, times in figures[k].items():

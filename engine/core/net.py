@@ -782,10 +782,11 @@ class Net:
         """engine.core.fusion.chains of this Net, found once (CPU only: None on the GPU)."""
         if backend.mode() != backend.CPU:
             return None
+        key = tuple(map(id, self._layers))      # (the chains hold the layers: their ids stay theirs)
         got = self.__dict__.get("_chains")
-        if got is None or got[0] is not self._layers:
+        if got is None or got[0] != key:
             from engine.core import fusion
-            got = self._chains = (self._layers, fusion.chains(self))
+            got = self._chains = (key, fusion.chains(self))
         return got[1]
 
     def _fusion_relus(self):
