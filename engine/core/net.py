@@ -248,8 +248,10 @@ class Net:
         from engine.core import standins
         rec = self.init_record
         stand_ins = list(rec.stand_ins)
-        if getattr(self, "_stand_in", None) is None or not isinstance(e, CaffeError) \
-                or not any(s.assumed for s in stand_ins):
+        if getattr(self, "_stand_in", None) is None or not isinstance(e, CaffeError) or not stand_ins:
+            return False
+        if not any(s.assumed for s in stand_ins):
+            e.stand_ins = stand_ins         # the shapes were given: the error is theirs
             return False
         given, can_read = self._stand_in
         first = {t.name: t.shape for s in stand_ins for t in s.tops}
@@ -290,6 +292,7 @@ class Net:
                 "shape]" % (assumed, ", and %d other common shapes do not build either" % tried if tried else ""))
         if e.args:
             e.args = (str(e.args[0]) + note,) + tuple(e.args[1:])
+        e.stand_ins = stand_ins             # what was stood in, for a page that asks for the shapes
         return False
 
     def _init(self, in_param, filter_net, insert_splits):

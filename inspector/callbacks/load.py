@@ -83,7 +83,11 @@ def next_spec(app, session, trigger, example=None, path=None, upload=None, phase
                              mean=cur.mean, phase=default_phase(saved))
         return replace(cur, **{kind: saved})
     if trigger == ids.STANDIN_APPLY:
-        if session.loaded is None or not data_shapes:
+        if failed_stand_ins(session):
+            cur = session.failed_spec        # the shapes are for the net that did not build
+        elif session.loaded is None:
+            return None
+        if not data_shapes:
             return None
         given = dict(cur.data_shapes)
         given.update({top: parse_shape(top, text) for top, text in data_shapes})
@@ -151,6 +155,15 @@ def _path_hint(spec, err):
     except (engine.CaffeError, OSError):    # the file's own error is already shown
         return ""
     return loading.relative_path_hint(param, err.layer, spec.model, private_model_dir=spec.uploaded) or ""
+
+
+def failed_stand_ins(session):
+    """The stood-in data layers of the structure-only net the last load could not build in
+    the shapes assumed (or given) for its data (StandInInfo; () when it failed otherwise)."""
+    err = session.error
+    if err is None or session.failed_spec is None:
+        return ()
+    return tuple(getattr(err, "stand_ins", ()) or ())
 
 
 def standin_hints(session):
@@ -490,15 +503,19 @@ def register(dash_app, app):
 
     @dash_app.callback(
         Output(ids.STANDIN_BOX, "style"), Output(ids.STANDIN_TEXT, "children"), Output(ids.STANDIN_FORM, "children"),
-        Input(ids.PANELS_NET, "data"), State(ids.SESSION, "data"),
+        Input(ids.PANELS_NET, "data"), Input(ids.LOAD_ERROR, "children"), State(ids.SESSION, "data"),
         prevent_initial_call=True)
     @guarded(3, "describing the stood-in data layers")
-    def standin_cb(_nv, sid):
+    def standin_cb(_nv, _error, sid):
         with app.store.use(sid) as s:
+            failed = failed_stand_ins(s)
+            if failed:               # a net that did not build in the assumed shapes: ask for them
+                text, form = standin_children(failed, failed=True)
+                return {"display": "block"}, text, form
             g = s.loaded.graph if s.loaded is not None else None
             if g is None or not g.stand_ins:
                 return {"display": "none"}, None, None
-            text, form = standin_children(g, standin_hints(s))
+            text, form = standin_children(g.stand_ins, standin_hints(s))
         return {"display": "block"}, text, form
 
     @dash_app.callback(

@@ -79,12 +79,13 @@ def shape_text(dims):
     return "×".join(str(int(d)) for d in dims)
 
 
-def standin_children(graph, hints=None):
-    """(text, form) of the structure-only notice for ``graph`` (a NetGraph with stand-ins);
+def standin_children(stand_ins, hints=None, failed=False):
+    """(text, form) of the structure-only notice for ``stand_ins`` (a NetGraph's, or, with
+    ``failed``, those of a net that did not build in the shapes assumed for its data);
     ``hints``: {layer: where its relative source was looked for, and where it is}."""
     items = []
     form = []
-    for s in graph.stand_ins:
+    for s in stand_ins:
         where = " (looked for at %s)" % s.path if s.path and s.path != s.source else ""
         items.append(html.Li([
             html.B("layer %s (%s): " % (s.layer, s.type)),
@@ -103,11 +104,20 @@ def standin_children(graph, hints=None):
                                    value=shape_text(t.shape[1:]), debounce=False, className="short-input"),
                          **{"aria-label": "Shape of %s" % t.name})],
                 className="field" + (" assumed" if t.assumed else "")))
-    assumed = any(s.assumed for s in graph.stand_ins)
+    assumed = any(s.assumed for s in stand_ins)
+    if failed:
+        text = [html.Div([html.B("Structure only: "),
+                          "the net that did not load has no data on the server, and it does not build with "
+                          "%s in these shapes (the error above)." % (
+                              "its data" if len(stand_ins) == 1 else "their data")]),
+                html.Ul(items, className="standin-list"),
+                html.Div("Give the real per-item shapes (C×H×W) and Apply shapes to open it.",
+                         className="standin-assumed")]
+        return text, form
     text = [html.Div([html.B("Structure only: "),
                       "this net's data is not on the server; %s. " % (
                           "its data layer is stood in by an Input layer shaped from its params"
-                          if len(graph.stand_ins) == 1 else
+                          if len(stand_ins) == 1 else
                           "its data layers are stood in by Input layers shaped from their params"),
                       "The inputs are synthetic (Inputs tab: random, constant, a .npy file or an image)."]),
             html.Ul(items, className="standin-list")]

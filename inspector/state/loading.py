@@ -22,7 +22,7 @@ import numpy as np
 
 from inspector import adapters
 
-from ..views.model import build_graph
+from ..views.model import build_graph, stand_in_infos
 from ..views.run_state import RunLog
 from .sessions import Loaded, LoadError
 
@@ -244,6 +244,7 @@ def load_error(exc, default_path=None):
             err.line, err.column = exc.line, getattr(exc, "column", None)
     err.layer = getattr(exc, "layer", None)
     err.blob = getattr(exc, "blob", None)
+    err.stand_ins = stand_in_infos(getattr(exc, "stand_ins", ()))
     if isinstance(exc, PathRefused):
         err.path = None
     return err

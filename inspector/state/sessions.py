@@ -63,6 +63,7 @@ class LoadError:
     blob: Optional[str] = None
     hint: str = ""                      # what to do about it (e.g. where relative paths were looked for)
     fallback: bool = False              # the page opened the default net instead (a fresh tab)
+    stand_ins: tuple = ()               # a structure-only net that did not build: its stood-in data (StandInInfo)
 
     @property
     def where(self):

@@ -177,6 +177,15 @@ class StandInInfo:
         return any(t.assumed for t in self.tops)
 
 
+def stand_in_infos(records):
+    """StandInInfo of the engine's StandIn records (engine.core.standins)."""
+    return tuple(StandInInfo(s.layer, s.type, s.field, s.source, s.reason,
+                             tuple(StandInTop(t.name, tuple(int(d) for d in t.shape), t.describe(),
+                                              tuple(t.assumed), bool(t.given)) for t in s.tops),
+                             s.path)
+                 for s in records or ())
+
+
 @dataclass(frozen=True)
 class NetGraph:
     name: str
@@ -330,11 +339,7 @@ def build_graph(net, source_param=None):
     rec = net.init_record
     itemsize = int(net.dtype.itemsize)
     source_layers, source_index = _source_layers(net, source_param)
-    stand_ins = tuple(StandInInfo(s.layer, s.type, s.field, s.source, s.reason,
-                                  tuple(StandInTop(t.name, tuple(int(d) for d in t.shape), t.describe(),
-                                                   tuple(t.assumed), bool(t.given)) for t in s.tops),
-                                  s.path)
-                      for s in getattr(rec, "stand_ins", ()))
+    stand_ins = stand_in_infos(getattr(rec, "stand_ins", ()))
     layers, edges, writers, readers = _layer_nodes(net, itemsize, source_layers, source_index,
                                                    {s.layer: s for s in stand_ins})
     blobs = _blob_nodes(net, itemsize, writers, readers)

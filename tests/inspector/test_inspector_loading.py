@@ -161,3 +161,28 @@ def test_models_from_the_page_may_not_reach_outside_the_root(tmp_path):
     with pytest.raises(Exception) as ei:
         loading.build(ModelSpec(model=str(reader), trusted=True), model_root=str(root))
     assert not isinstance(ei.value, loading.FileAccessRefused)
+
+
+def test_a_structure_only_net_that_does_not_build_carries_its_stand_ins(tmp_path):
+    """The page asks for the data's shape when no assumed shape builds (the load error keeps
+    the stood-in layers); with the shape given, the net builds, and a given shape that does
+    not fit fails with the stand-ins too (the page asks again)."""
+    from engine import CaffeError
+    p = tmp_path / "fixed.prototxt"
+    p.write_text('name: "F"\n'
+                 'layer { name: "data" type: "Data" top: "data" data_param { source: "nowhere" batch_size: 2 } }\n'
+                 'layer { name: "r" type: "Reshape" bottom: "data" top: "r"\n'
+                 '        reshape_param { shape { dim: 0 dim: 75 } } }\n')
+    with pytest.raises(CaffeError) as ei:
+        loading.build(ModelSpec(model=str(p)), model_root=str(tmp_path))
+    err = loading.load_error(ei.value, str(p))
+    (s,) = err.stand_ins
+    assert s.layer == "data" and s.assumed and s.tops[0].shape == (2, 3, 224, 224)
+    assert "give the data's shape" in err.message
+    ld = loading.build(ModelSpec(model=str(p), data_shapes=(("data", (3, 5, 5)),)), model_root=str(tmp_path))
+    assert ld.net.blobs["r"].shape == (2, 75)
+    with pytest.raises(CaffeError) as ei:
+        loading.build(ModelSpec(model=str(p), data_shapes=(("data", (3, 4, 4)),)), model_root=str(tmp_path))
+    err = loading.load_error(ei.value, str(p))
+    assert err.stand_ins and err.stand_ins[0].tops[0].given and not err.stand_ins[0].assumed
+    assert "structure only" not in err.message       # the given shape's own error, as Caffe says it

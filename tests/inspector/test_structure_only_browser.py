@@ -141,3 +141,41 @@ def test_a_siamese_train_test_opens_in_the_shape_its_shared_weights_take(dash_du
     shapes = cy_eval(dash_duo, "return cy.edges().map(e => e.data('label') || '')"
                                ".filter(l => l.indexOf('28') >= 0);")
     assert any("64×1×28×28" in s for s in shapes), shapes           # each half: one channel
+
+
+FIXED_SIZE_NET = """name: "FixedSize"
+layer { name: "data" type: "Data" top: "data" top: "label" data_param { source: "nowhere_lmdb" batch_size: 2 } }
+layer { name: "grid" type: "Reshape" bottom: "data" top: "grid"
+        reshape_param { shape { dim: 0 dim: 3 dim: 100 dim: 100 } } }
+layer { name: "pool" type: "Pooling" bottom: "grid" top: "pool" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "ip" inner_product_param { num_output: 3 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+"""
+
+
+def test_a_net_no_assumed_shape_builds_asks_for_the_shape_and_opens_with_it(dash_duo, tmp_path):
+    """A train_val whose data must be 3 × 100 × 100 (a Reshape to a fixed grid): no assumed or
+    common shape builds, so the load fails; the error says the shapes were assumed, the
+    structure-only box asks for the data's shape, and Apply shapes opens the net with it."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "fixed.prototxt").write_text(FIXED_SIZE_NET)
+    dash_duo.start_server(create_app(InspectorConfig(model_root=str(root))))
+    wait_text(dash_duo, ids.LOAD_STATUS, "LeNetDigits", timeout=60)
+    _type_path(dash_duo, "fixed.prototxt")
+    wait_text(dash_duo, ids.LOAD_ERROR, "give the data's shape", timeout=60)
+    assert "structure only: the data was stood in with assumed shapes (data 2 × 3 × 224 × 224)" in \
+        text_of(dash_duo, ids.LOAD_ERROR)
+    wait_text(dash_duo, ids.STANDIN_TEXT, "does not build with its data in these shapes")
+    assert "LeNetDigits" in text_of(dash_duo, ids.LOAD_STATUS)          # the last good net stays
+    shape = dash_duo.find_element("[aria-label='Shape of data'] input")
+    assert shape.get_attribute("value") == "3×224×224"
+    if os.environ.get("INSPECTOR_SCREENSHOTS"):
+        dash_duo.driver.save_screenshot(os.path.join(os.environ["INSPECTOR_SCREENSHOTS"], "structure_only_ask.png"))
+    shape.send_keys(Keys.CONTROL, "a")
+    shape.send_keys("3x100x100")
+    dash_duo.find_element("[aria-label='Apply shapes']").click()
+    wait_text(dash_duo, ids.LOAD_STATUS, "FixedSize", timeout=60)
+    assert not text_of(dash_duo, ids.LOAD_ERROR).strip()
+    wait_text(dash_duo, ids.STANDIN_TEXT, "3 × 100 × 100 (given)")
+    assert "does not build" not in text_of(dash_duo, ids.STANDIN_TEXT)
