@@ -509,10 +509,16 @@ def register(dash_app, app):
     def standin_cb(_nv, _error, sid):
         with app.store.use(sid) as s:
             failed = failed_stand_ins(s)
+            g = s.loaded.graph if s.loaded is not None else None
+            # what the notice is about: the net that failed, else the loaded one (redrawn only when
+            # that changes: a load error of another kind keeps the boxes and what was typed in them)
+            about = ("failed", id(s.error)) if failed else ("loaded", s.net_version if g is not None else None)
+            if triggered() == ids.LOAD_ERROR and s.standin_about == about:
+                raise PreventUpdate
+            s.standin_about = about
             if failed:               # a net that did not build in the assumed shapes: ask for them
                 text, form = standin_children(failed, failed=True)
                 return {"display": "block"}, text, form
-            g = s.loaded.graph if s.loaded is not None else None
             if g is None or not g.stand_ins:
                 return {"display": "none"}, None, None
             text, form = standin_children(g.stand_ins, standin_hints(s))
@@ -548,7 +554,7 @@ def register(dash_app, app):
             if not isinstance(pop, dict):
                 raise PreventUpdate
             search = pop.get("search") or ""
-        shapes = [(i["top"], v) for i, v in zip(shape_ids or [], shape_values or [])]
+        shapes = [(i["top"], v) for i, v in zip(shape_ids or [], shape_values or []) if isinstance(i, dict)]
         r = handle_load_full(app, sid, trigger, device=device, search=search, example=example, path=path,
                              upload=upload, phase=phase, level=level, stages=stages, data_shapes=shapes)
         if r.noop:

@@ -111,6 +111,7 @@ class Session:
     error: Optional[LoadError] = None
     spec: ModelSpec = field(default_factory=ModelSpec)
     failed_spec: Optional[ModelSpec] = None   # what the last load tried, when it failed
+    standin_about: Any = None           # what the structure-only notice shows now (callbacks/load.py)
     device: str = "CPU"
     net_version: int = 0
     run_version: int = 0

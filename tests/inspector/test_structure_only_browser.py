@@ -75,6 +75,12 @@ def test_a_train_val_without_its_data_opens_steps_and_takes_its_shape(dash_duo, 
     assert shape.get_attribute("value") == "3×224×224"
     shape.send_keys(Keys.CONTROL, "a")
     shape.send_keys("3x32x32")
+    # a load that fails for another reason (a typo) leaves the notice and what was typed in it
+    _type_path(dash_duo, "cifar10/no_such_net.prototxt")
+    wait_text(dash_duo, ids.LOAD_ERROR, "does not exist")
+    time.sleep(0.5)
+    shape = dash_duo.find_element("[aria-label='Shape of data'] input")
+    assert shape.get_attribute("value") == "3x32x32"
     dash_duo.find_element("[aria-label='Apply shapes']").click()
     wait_text(dash_duo, ids.STANDIN_TEXT, "3 × 32 × 32 (given)", timeout=60)
     assert "Some dimensions were assumed" not in text_of(dash_duo, ids.STANDIN_TEXT)
