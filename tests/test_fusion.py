@@ -127,3 +127,20 @@ def test_no_chain_where_the_blob_is_not_shared_in_place(tmp_path):
     path = tmp_path / "other.prototxt"
     path.write_text(text)
     assert fusion.chains(engine.Net(str(path), engine.TRAIN)) == {}
+
+
+def test_where_the_one_pass_does_not_serve_the_layers_run_their_own_passes(tmp_path, monkeypatch):
+    fused, plain = _nets(tmp_path)
+    plain.after_forward(lambda i: None)
+    plain.after_backward(lambda i: None)
+    taken = []
+    monkeypatch.setattr(fusion, "_one_pass", lambda *a: taken.append(1) and False)
+    for _ in range(2):
+        assert np.array_equal(fused.forward()["loss"], plain.forward()["loss"])
+        fused.backward()
+        plain.backward()
+    assert len(taken) == 2            # the chain was run, its one pass declined
+    sf, sp = _state(fused), _state(plain)
+    for k in sf:
+        for a, b in zip(sf[k], sp[k]):
+            assert np.array_equal(a, b, equal_nan=True), k

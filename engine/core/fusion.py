@@ -104,11 +104,7 @@ def forward(chain, bottom_vecs, top_vecs):
         if last is not None and _one_pass(last, sc, top_vecs[i + 1][0], relu is not None):
             return
         if last is not None:            # the BatchNorm's last pass, then the others' own
-            kind, a, mean, std, y = last
-            if kind == "global":
-                _channel.bn_global(a, mean, std, y)
-            else:
-                _channel.bn_divide(a, std, y)
+            bn.last_pass(last)
         for layer, b, t in rest:
             layer.forward(b, t)
 

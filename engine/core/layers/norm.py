@@ -88,11 +88,16 @@ class BatchNormLayer(Layer):
     def forward(self, bottom, top):
         last = self.forward_but_last_pass(bottom, top)
         if last is not None:
-            kind, a, mean, std, y = last
-            if kind == "global":
-                _channel.bn_global(a, mean, std, y)      # y = (x - mean) / std in one pass
-            else:
-                _channel.bn_divide(a, std, y)           # x_norm /= std; y = x_norm
+            self.last_pass(last)
+
+    @staticmethod
+    def last_pass(last):
+        """The last pass :meth:`forward_but_last_pass` left (what it returned, not None)."""
+        kind, a, mean, std, y = last
+        if kind == "global":
+            _channel.bn_global(a, mean, std, y)      # y = (x - mean) / std in one pass
+        else:
+            _channel.bn_divide(a, std, y)           # x_norm /= std; y = x_norm
 
     def forward_but_last_pass(self, bottom, top):
         """Forward, but where the compiled loops serve, its last elementwise pass left to the
