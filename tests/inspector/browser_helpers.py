@@ -136,12 +136,22 @@ def click_node(dash_duo, name, kind="layer", until=None, tries=5):
             continue
         if until is None:
             return
+        def took():    # on that node, not on a neighbour the graph moved under the pointer
+            title = details_title(dash_duo)       # "name", or "name (block of 14 layers)"
+            return (title == name or title.startswith(name + " (")) and until()
         try:
-            wait_for(until, timeout=4, what="the click on %s to take" % name)
+            wait_for(took, timeout=4, what="the click on %s to take" % name)
             return
         except AssertionError:
             if k == tries - 1:
                 raise
+
+
+def details_title(dash_duo):
+    """The name the details panel is about ('' while it shows none)."""
+    return dash_duo.driver.execute_script(
+        "const e = document.querySelector('#' + arguments[0] + ' .details-title');"
+        "return e ? e.innerText.trim() : '';", ids.DETAILS)
 
 
 def details_show(dash_duo, needle):

@@ -133,7 +133,12 @@ def test_npy_download_of_a_blob(dash_duo):
     click_node(dash_duo, "conv1", kind="blob", until=details_show(dash_duo, "mean |x|"))
     _click(dash_duo, ids.NPY_BUTTON)
     path = Path(dash_duo.download_path) / "conv1_data.npy"
-    arr = wait_for(lambda: _npy(path), timeout=120, what="the .npy download")[0]
+    try:
+        arr = wait_for(lambda: _npy(path), timeout=120, what="the .npy download")[0]
+    except AssertionError as exc:       # say what did arrive, and what the page said
+        raise AssertionError("%s; downloads: %s; details: %r; banner: %r" % (
+            exc, sorted(os.listdir(path.parent)), text_of(dash_duo, ids.DETAILS)[:200],
+            text_of(dash_duo, ids.ERROR_BANNER))) from None
     s = next(iter(app.inspector.store._sessions.values()))
     live = s.loaded.net.blobs["conv1"].data
     assert arr.shape == live.shape == (64, 20, 24, 24) and arr.dtype == np.float32
