@@ -42,12 +42,15 @@ section of a report (docs/report-schema.md).
 """
 import io
 import os
+from collections import ChainMap
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from engine.ports.activations import PortError, relative, require, run, set_inputs, trace
+from engine.ports.activations import PortError, relative, run, set_inputs, trace
+from engine.ports.onnx_port import OnnxPort, load_onnx, one_line
+from engine.ports.port_graph import PortGraph
 
 DEFAULT_RTOL = 1e-4
 
@@ -242,227 +245,20 @@ class Preprocess:
     transform: Optional[Callable[[Any], np.ndarray]] = None
 
 
-# ---------------------------------------------------------------------- the port's graph
-class _Port:
-    """An ONNX model's graph: its tensors in order, who makes them, what each depends on."""
-
-    def __init__(self, model, label):
-        self.onnx = require("onnx", "onnx", "compare-port")
-        self.ort = require("onnxruntime", "onnx", "compare-port")
-        self.model = model
-        self.label = label
-        g = model.graph
-        self.const = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
-        self.inputs = [vi.name for vi in g.input if vi.name not in self.const]
-        self.input_info = {vi.name: vi for vi in g.input}
-        self.nodes = list(g.node)
-        self.producer: Dict[str, int] = {}
-        self.order: List[str] = []
-        self.bit: Dict[str, int] = {}
-        self.anc: Dict[str, int] = {}
-        for name in self.inputs:
-            self._add(name, 0)
-        for k, node in enumerate(self.nodes):
-            ins = [i for i in node.input if i] + _implicit_inputs(node)
-            live = [i for i in ins if i in self.bit]
-            for o in node.output:
-                if not o:
-                    continue
-                self.producer[o] = k
-                if live:
-                    m = 0
-                    for i in live:
-                        m |= self.anc[i] | (1 << self.bit[i])
-                    self._add(o, m)
-
-    def _add(self, name, anc):
-        if name in self.bit:
-            return
-        self.bit[name] = len(self.order)
-        self.order.append(name)
-        self.anc[name] = anc
-
-    def op(self, tensor):
-        k = self.producer.get(tensor)
-        return None if k is None else self.nodes[k].op_type
-
-    def input_shape(self, name):
-        """The declared shape: ints, or None for a symbolic/unknown dimension."""
-        t = self.input_info[name].type.tensor_type
-        if not t.HasField("shape"):
-            return None
-        return [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-
-    def input_dtype(self, name):
-        elem = self.input_info[name].type.tensor_type.elem_type
-        try:
-            return np.dtype(self.onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype(np.float32)
-        except Exception:
-            return np.dtype(np.float32)
-
-    def session(self, model):
-        so = self.ort.SessionOptions()
-        so.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        so.log_severity_level = 4
-        try:
-            return self.ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        except Exception as e:
-            raise PortError("onnxruntime cannot run the port %s: %s" % (self.label, _one_line(e))) from None
-
-    def run_options(self):
-        ro = self.ort.RunOptions()
-        ro.log_severity_level = 4
-        return ro
-
-    def run_all(self, feeds):
-        """Every tensor the inputs reach, by name.  A port onnxruntime cannot run whole (a
-        shape that no longer fits downstream of a bug) is run node by node, as far as it goes;
-        ``self.failure`` then says where it stopped."""
-        self.failure = None
-        m = self.onnx.ModelProto()
-        m.CopyFrom(self.model)
-        have = {o.name for o in m.graph.output}
-        for name in self.order:
-            if name not in have and name not in self.inputs:
-                m.graph.output.append(self.onnx.ValueInfoProto(name=name))
-        try:
-            sess = self.session(m)
-            names = [o.name for o in sess.get_outputs()]
-            vals = sess.run(names, feeds, self.run_options())
-        except Exception as e:
-            return self._run_nodewise(feeds, _one_line(e))
-        out = dict(feeds)
-        out.update({n: np.asarray(v) for n, v in zip(names, vals)})
-        return out
-
-    def _run_nodewise(self, feeds, why):
-        helper = self.onnx.helper
-        g = self.model.graph
-        values = {k: np.asarray(v) for k, v in feeds.items()}
-        inits = {t.name: t for t in g.initializer}
-        for node in self.nodes:
-            ins = [i for i in list(node.input) + _implicit_inputs(node) if i]
-            if any(i not in values and i not in self.const for i in ins):
-                continue                           # after a node that failed
-            graph_in = [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(values[i].dtype),
-                                                      list(values[i].shape)) for i in dict.fromkeys(ins) if i in values]
-            graph = helper.make_graph([node], "node", graph_in, [self.onnx.ValueInfoProto(name=o) for o in node.output
-                                                                 if o],
-                                      initializer=[inits[i] for i in dict.fromkeys(ins) if i in inits],
-                                      sparse_initializer=[t for t in g.sparse_initializer if t.values.name in ins])
-            m = helper.make_model(graph, opset_imports=list(self.model.opset_import))
-            m.ir_version = self.model.ir_version
-            m.functions.extend(self.model.functions)
-            try:
-                sess = self.session(m)
-                outs = [o for o in node.output if o]
-                got = sess.run(outs, {i: values[i] for i in dict.fromkeys(ins) if i in values}, self.run_options())
-            except Exception as e:
-                if self.failure is None:
-                    self.failure = "node %s (%s): %s" % (node.name or node.output[0], node.op_type, _one_line(e))
-                continue
-            values.update({o: np.asarray(v) for o, v in zip(outs, got)})
-        if self.failure is None:
-            raise PortError("onnxruntime cannot run the port %s: %s" % (self.label, why))
-        return values
-
-    def sub_model(self, inputs, output, values):
-        """The port's sub-graph computing ``output`` from the tensors ``inputs`` (other graph
-        inputs it still reaches are kept as inputs); ``values`` give their types and shapes."""
-        helper = self.onnx.helper
-        inputs = list(dict.fromkeys(inputs))
-        stop = set(inputs)
-        need_nodes, need_const, extra = set(), set(), []
-        stack = [output]
-        seen = set()
-        while stack:
-            t = stack.pop()
-            if t in seen:
-                continue
-            seen.add(t)
-            if t in stop:
-                continue
-            if t in self.const:
-                need_const.add(t)
-                continue
-            k = self.producer.get(t)
-            if k is None:
-                if t in self.input_info:
-                    extra.append(t)
-                continue
-            if k in need_nodes:
-                continue
-            need_nodes.add(k)
-            node = self.nodes[k]
-            stack.extend(i for i in list(node.input) + _implicit_inputs(node) if i)
-        g = self.model.graph
-        ins = []
-        for name in inputs + extra:
-            v = values[name]
-            ins.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)))
-        graph = helper.make_graph([self.nodes[k] for k in sorted(need_nodes)], "port_part", ins,
-                                  [self.onnx.ValueInfoProto(name=output)],
-                                  initializer=[t for t in g.initializer if t.name in need_const],
-                                  sparse_initializer=[t for t in g.sparse_initializer if t.values.name in need_const])
-        m = helper.make_model(graph, opset_imports=list(self.model.opset_import))
-        m.ir_version = self.model.ir_version
-        m.functions.extend(self.model.functions)
-        return m, inputs + extra
-
-
-def _implicit_inputs(node):
-    """Names a node's sub-graphs (If, Loop, Scan) read from the outer scope."""
-    out = []
-    for a in node.attribute:
-        graphs = list(a.graphs) + ([a.g] if a.HasField("g") else [])
-        for sg in graphs:
-            made = {i.name for i in sg.input} | {t.name for t in sg.initializer}
-            for n in sg.node:
-                for i in list(n.input) + _implicit_inputs(n):
-                    if i and i not in made:
-                        out.append(i)
-                made.update(n.output)
-    return out
-
-
-def _one_line(e):
-    return " ".join(str(e).split())[:400]
-
-
-def load_onnx(onnx_model):
-    """An ``onnx.ModelProto`` from a path, bytes or a ModelProto; and a label for it."""
-    onnx = require("onnx", "onnx", "compare-port")
-    if isinstance(onnx_model, onnx.ModelProto):
-        return onnx_model, onnx_model.graph.name or "<ONNX model>"
-    if isinstance(onnx_model, (bytes, bytearray, memoryview)):
-        try:
-            return onnx.load_model_from_string(bytes(onnx_model)), "<ONNX bytes>"
-        except Exception as e:
-            raise PortError("<ONNX bytes>: not an ONNX model: %s" % _one_line(e)) from None
-    path = os.fspath(onnx_model)
-    if not os.path.isfile(path):
-        raise PortError("%s: no such ONNX file" % path)
-    try:
-        return onnx.load(path), path
-    except Exception as e:
-        raise PortError("%s: not an ONNX model: %s" % (path, _one_line(e))) from None
-
-
 # ---------------------------------------------------------------------- the comparison
-def compare_port(net, onnx_model, inputs=None, preprocess=None, rtol=DEFAULT_RTOL, seed=0):
-    """Compare ``net`` (an engine Net, TEST phase for a deploy net) with an ONNX port of it.
+def compare_port(net, port, inputs=None, preprocess=None, rtol=DEFAULT_RTOL, seed=0):
+    """Compare ``net`` (an engine Net, TEST phase for a deploy net) with a port of it.
 
-    ``onnx_model``: a path, the file's bytes, or an ``onnx.ModelProto``.  ``inputs``: None
+    ``port``: an ONNX model (a path, the file's bytes, or an ``onnx.ModelProto``) or any
+    :class:`~engine.ports.port_graph.PortGraph` (a torch graph, a tensor dump).  ``inputs``: None
     (seeded normal values), an array (the first input), or {input blob: array, .npy path,
     or -- with ``preprocess.transform`` -- an image path}.  ``preprocess``: a
     :class:`Preprocess` (or a dict of its fields, or a callable raw -> array).
     Returns a :class:`PortComparison`."""
     if preprocess is not None and not isinstance(preprocess, Preprocess):
         preprocess = Preprocess(transform=preprocess) if callable(preprocess) else Preprocess(**dict(preprocess))
-    model, label = load_onnx(onnx_model)
-    port = _Port(model, label)
+    if not isinstance(port, PortGraph):
+        port = OnnxPort(*load_onnx(port))
     return _Comparer(net, port, inputs, preprocess, float(rtol), seed).run()
 
 
@@ -518,7 +314,7 @@ class _Comparer:
                 try:
                     value = np.load(path)
                 except (OSError, ValueError) as e:
-                    raise PortError("%s: cannot read the input array: %s" % (path, _one_line(e)), blob=name) from None
+                    raise PortError("%s: cannot read the input array: %s" % (path, one_line(e)), blob=name) from None
             elif self.pre is not None and self.pre.transform is not None:
                 value = self.pre.transform(path)
             else:
@@ -562,7 +358,6 @@ class _Comparer:
         if missing:
             raise PortError("the port %s has inputs the net does not: %s" % (port.label, ", ".join(missing)))
         self.pvals = port.run_all(port_feeds)
-        self.sessions: Dict[Tuple[Tuple[str, ...], str], Any] = {}
         if port.failure:
             self.notes.append("onnxruntime cannot run the whole port; run node by node it stops at %s" % port.failure)
         self.match: Dict[int, str] = {}
@@ -622,15 +417,7 @@ class _Comparer:
                 self._pair(self._version_for(t, versions), t, "name")
 
     def _blob_tensors(self):
-        import json
-        for p in self.port.model.metadata_props:
-            if p.key == "caffe.blob_tensors":
-                try:
-                    d = json.loads(p.value)
-                except ValueError:
-                    return {}
-                return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
-        return {}
+        return self.port.name_hints()
 
     def _version_for(self, t, versions):
         """Which value of an in-place chain a tensor named as the blob is: the one equal to it,
@@ -852,25 +639,14 @@ class _Comparer:
         """The port's sub-graph from the tensors paired with the values ``front`` to the tensor
         ``out``, fed the engine's values of ``front``."""
         ftens = [self.match[f] for f in front]
-        key = (tuple(ftens), out)
-        if key not in self.sessions:
-            model, names = self.port.sub_model(ftens, out, self.pvals)
-            self.sessions[key] = (self.port.session(model), names)
-        sess, names = self.sessions[key]
         feeds = {}
-        by_tensor = dict(zip(ftens, front))
-        for n in names:
-            if n in by_tensor:
-                f = by_tensor[n]
-                v = (replace or {}).get(f, self.values[f])
-                feeds[n] = np.asarray(v).astype(self.pvals[n].dtype, copy=False)
-            else:
-                feeds[n] = self.pvals[n]
+        for f, n in zip(front, ftens):
+            v = (replace or {}).get(f, self.values[f])
+            feeds[n] = np.asarray(v).astype(self.pvals[n].dtype, copy=False)
         try:
-            return sess.run([out], feeds, self.port.run_options())[0]
-        except Exception as e:
-            raise PortError("onnxruntime failed running the port's part for '%s': %s"
-                            % (label or out, _one_line(e))) from None
+            return self.port.run_part(ftens, out, ChainMap(feeds, self.pvals))
+        except PortError as e:
+            raise PortError("%s (the port's part for '%s')" % (e, label or out)) from None
 
     # -------------------------------------------------------------- the result
     def _tolerance(self, a):
@@ -991,4 +767,8 @@ def _fits(caffe_type, op):
     return ops is None or op in ops
 
 
-__all__ = ["compare_port", "PortComparison", "PortRow", "Diagnosis", "Preprocess", "load_onnx", "DEFAULT_RTOL"]
+# the ONNX port under its former name
+_Port = OnnxPort
+
+__all__ = ["compare_port", "PortComparison", "PortRow", "Diagnosis", "Preprocess", "load_onnx", "DEFAULT_RTOL",
+           "PortGraph", "OnnxPort"]
