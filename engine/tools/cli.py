@@ -775,7 +775,8 @@ def cmd_export_onnx(args, out, err):
     """export-onnx: the net as an ONNX model with Caffe's exact semantics (engine.ports)."""
     from engine.ports.onnx_export import export_onnx
     net = build_net(args.model, _phase(args.phase, 1), args.level, _stages(args.stage), args.weights, args.seed)
-    res = export_onnx(net, args.output, opset=args.opset, all_blobs=args.all_blobs)
+    prog = Progress(len(net.layers), "export-onnx", enabled=not args.no_progress and not args.verbose)
+    res = export_onnx(net, args.output, opset=args.opset, all_blobs=args.all_blobs, progress=prog)
     _say(out, "Wrote %s: %s" % (args.output, res.summary()))
     if not args.verify:
         return EXIT_OK
@@ -804,6 +805,7 @@ def _add_export_onnx_command(sub):
     p.add_argument("--rtol", type=float, default=1e-5, help="--verify's tolerance: max |diff| <= rtol x max |blob| "
                    "(+ 1e-6) for each blob (default 1e-5)")
     p.add_argument("--seed", type=int, default=1, help="seed of the fillers and of --verify's inputs (default 1)")
+    p.add_argument("--no-progress", action="store_true", help="no progress line (one is drawn on a terminal)")
     _log_flags(p)
     p.set_defaults(func=cmd_export_onnx, log_default=False)
 
