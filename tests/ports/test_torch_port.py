@@ -1,0 +1,186 @@
+"""compare-port --torch: a user's own PyTorch module (written by hand to load Caffe's weights)
+against the Caffe net -- faithful as written, and with the classic mistakes planted in its
+source or in the conversion of the weights, each found at its layer and named."""
+import io
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_nets as tn  # noqa: E402
+
+from engine.ports.activations import PortError  # noqa: E402
+from engine.ports.torch_port import TorchGraph, compare_torch, load_torch_module  # noqa: E402
+from engine.tools.cli import main  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture
+def net(tmp_path):
+    return tn.make_net(tmp_path)[0]
+
+
+def _compare(tmp_path, net, src=None, sd=None, **kw):
+    py = tn.write_port(tmp_path, **(src or {}))
+    state = tn.caffe_state_dict(net, **(sd or {}))
+    return compare_torch(net, "%s:make" % py, state, **kw)
+
+
+def _first_diag(r):
+    return next((d for d in r.diagnosis if d.layer == r.first_departing), None)
+
+
+# ---------------------------------------------------------------------- faithful
+def test_hand_written_port_is_faithful(tmp_path, net):
+    r = _compare(tmp_path, net)
+    assert r.faithful, r.format()
+    assert r.first_departing is None and r.diagnosis == []
+    assert r.port == "port.py:make"
+    # BatchNorm2d is Caffe's BatchNorm + Scale: its tensor is the Scale's value, both layers checked together
+    row = r.row("conv1@scale_conv1")
+    assert row.tensor == "bn1" and row.group == ["bn_conv1", "scale_conv1"] and row.status == "ok"
+    assert r.row("pool1").tensor == "pool1" and r.row("fc").tensor == "fc"
+    assert r.row("res2a").tensor == "add"                      # the functional residual add
+    assert r.row("data").matched == "input" and r.row("data").tensor == "x"
+    assert all(row.own_rel is not None and row.own_rel < 1e-5 for row in r.rows if row.tensor and
+               row.matched != "input")
+
+
+def test_a_module_that_does_not_trace_is_recorded_while_it_runs(tmp_path, net):
+    # Python control flow on a tensor's value: torch.fx cannot trace it; forward hooks and the
+    # functions between them record the path taken
+    src = tn.module_source().replace("        x = F.relu(self.bn1(self.conv1(x)))",
+                                      "        if float(x.abs().sum()) >= 0:\n"
+                                      "            x = F.relu(self.bn1(self.conv1(x)))")
+    py = tmp_path / "dyn.py"
+    py.write_text(src)
+    module, label = load_torch_module("%s:make" % py, tn.caffe_state_dict(net))
+    g = TorchGraph(module, label)
+    assert g.how == "hooks"
+    r = compare_torch(net, module)
+    assert r.faithful, r.format()
+    assert r.row("conv1@scale_conv1").tensor == "bn1" and r.row("fc").tensor == "fc"
+
+
+def test_a_module_taking_nhwc_is_fed_the_input_transposed(tmp_path, net):
+    r = _compare(tmp_path, net, dict(prologue="nhwc"))
+    assert r.faithful, r.format()
+    assert any("N x H x W x C" in n and "transposed" in n for n in r.notes)
+    assert "N x H x W x C" in r.format()
+
+
+# ---------------------------------------------------------------------- the classic mistakes
+MISTAKES = [
+    # (source changes, state_dict changes, the first departing layer, the cause named)
+    (dict(prologue="bgr_rgb"), {}, "conv1", "bgr_rgb"),
+    ({}, dict(bgr=True), "conv1", "bgr_rgb"),
+    (dict(prologue="scale_255"), {}, "conv1", "scale"),
+    (dict(prologue="mean"), {}, "conv1", "mean"),
+    (dict(eps=1e-3), {}, "bn_conv1", "batchnorm_eps"),
+    (dict(ceil=False), {}, "pool1", "pool_ceil_floor"),
+    (dict(dim=0), {}, "prob", "softmax_axis"),
+    (dict(dropout_scale=0.5), {}, "drop", "dropout_scale"),
+]
+
+
+@pytest.mark.parametrize("src,sd,layer,kind", MISTAKES, ids=[m[3] + ("_weights" if m[1] else "") for m in MISTAKES])
+def test_classic_mistake_is_found_and_named(tmp_path, net, src, sd, layer, kind):
+    r = _compare(tmp_path, net, src, sd)
+    assert not r.faithful
+    assert r.first_departing == layer, r.format()
+    d = _first_diag(r)
+    assert d is not None and d.kind == kind, r.format()
+
+
+def test_floor_pooling_the_module_cannot_run_past_is_a_note_not_an_error(tmp_path, net):
+    r = _compare(tmp_path, net, dict(ceil=False))
+    assert r.row("pool1").status == "shape"
+    assert any("cannot run whole" in n and "module 'fc' (Linear)" in n for n in r.notes), r.notes
+    assert not any("onnxruntime" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("src,sd,layer", [
+    ({}, dict(kernel="flipped"), "conv1"),
+    ({}, dict(kernel="transposed"), "conv1"),
+    ({}, dict(fc="reshaped"), "fc"),
+    (dict(flatten="nhwc"), {}, "fc"),
+    ({}, dict(split="swapped"), "scale_conv1"),
+], ids=["kernel_flipped", "kernel_transposed", "linear_reshaped", "nhwc_flatten", "bn_scale_swapped"])
+def test_weight_layout_mistakes_are_found_at_their_layer(tmp_path, net, src, sd, layer):
+    r = _compare(tmp_path, net, src, sd)
+    assert not r.faithful
+    assert r.first_departing in (layer, "bn_conv1" if layer == "scale_conv1" else layer), r.format()
+
+
+# ---------------------------------------------------------------------- bad input
+def test_a_module_that_raises_names_the_module_and_the_exception(tmp_path, net):
+    py = tmp_path / "bad.py"
+    py.write_text(tn.module_source().replace("x = self.pool1(x)", "x = self.pool1(x)[:, :5]"))
+    with pytest.raises(PortError, match=r"raised in module 'block_conv1' \(Conv2d\): RuntimeError: .*channels"):
+        compare_torch(net, "%s:make" % py, tn.caffe_state_dict(net))
+
+
+def test_bad_files_factories_and_state_dicts_are_clear_errors(tmp_path, net):
+    py = tn.write_port(tmp_path)
+    with pytest.raises(PortError, match="missing.py: no such Python file"):
+        load_torch_module(str(tmp_path / "missing.py"))
+    with pytest.raises(PortError, match="no class or function 'nope'"):
+        load_torch_module("%s:nope" % py)
+    (tmp_path / "syntax.py").write_text("import torch\n\ndef make(:\n    pass\n")
+    with pytest.raises(PortError, match=r"syntax.py:3: cannot import the file: SyntaxError"):
+        load_torch_module(str(tmp_path / "syntax.py"))
+    (tmp_path / "boom.py").write_text("import torch\n\n\ndef make():\n    raise ValueError('no weights here')\n")
+    with pytest.raises(PortError, match=r"boom.py:make\(\): raised ValueError: no weights here"):
+        load_torch_module("%s:make" % (tmp_path / "boom.py"))
+    sd = tn.caffe_state_dict(net)
+    sd["fc.weight"] = sd["fc.weight"][:, :100]
+    del sd["conv1.bias"]
+    with pytest.raises(PortError, match=r"missing conv1.bias.*fc.weight is 10x100 in the file, 10x512 in the module"):
+        load_torch_module("%s:make" % py, sd)
+    (tmp_path / "junk.pth").write_bytes(b"not a state dict")
+    with pytest.raises(PortError, match="junk.pth: cannot read it as a PyTorch state_dict"):
+        load_torch_module("%s:make" % py, str(tmp_path / "junk.pth"))
+
+
+# ---------------------------------------------------------------------- the command
+def _run(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_command_torch_port_exit_codes(tmp_path, net):
+    net.save(str(tmp_path / "w.caffemodel"))
+    good = tn.write_port(tmp_path, "good.py")
+    bad = tn.write_port(tmp_path, "bad.py", ceil=False)
+    pth = tn.save_state_dict(tmp_path, net)
+    base = ["compare-port", str(tmp_path / "resnetish.prototxt"), "--weights", str(tmp_path / "w.caffemodel")]
+    code, out, err = _run(base + ["--torch", "%s:make" % good, "--state-dict", str(pth)])
+    assert code == 0, out + err
+    assert "Faithful" in out and "good.py:make" in out
+    code, out, err = _run(base + ["--torch", str(bad), "--state-dict", str(pth)])     # the file's only class
+    assert code == 3, out + err
+    assert "First departing layer: pool1" in out and "floor" in out
+    raising = tmp_path / "raising.py"
+    raising.write_text(tn.module_source().replace("x = self.pool1(x)", "x = self.pool1(x)[:, :5]"))
+    code, out, err = _run(base + ["--torch", str(raising), "--state-dict", str(pth)])
+    assert code == 1 and "block_conv1" in err and "Traceback" not in err
+    code, out, err = _run(base + ["--onnx", "x.onnx", "--state-dict", str(pth)])
+    assert code == 2 and "--state-dict goes with --torch" in err
+    code, out, err = _run(base + ["--onnx", "x.onnx", "--torch", str(good)])
+    assert code == 2
+
+
+def test_input_values_reach_the_module_unchanged(tmp_path, net):
+    x = np.random.default_rng(3).uniform(0, 1, (2, 3, 16, 16)).astype(np.float32)
+    r = _compare(tmp_path, net, inputs={"data": x})
+    assert r.faithful, r.format()
+    np.testing.assert_array_equal(net.blobs["data"].data, x)
