@@ -1,0 +1,105 @@
+"""What a port comparison proves: nothing when every value compared is constant; and the
+weights: a net without weights against a port with its own, the port's weights copied into
+the net through the comparison's pairing, then faithful."""
+import re
+
+import numpy as np
+import pytest
+
+import engine
+from engine.ports import port_checks as pc
+
+
+def _no_fillers(text):
+    return re.sub(r"(bias_)?(weight_)?filler \{[^}]*\}", "", text)
+
+
+def test_a_net_of_zeros_proves_nothing(tmp_path):
+    torch = pytest.importorskip("torch")
+    import torch_nets as tn
+
+    from engine.ports.torch_port import compare_torch, load_torch_module
+    p = tmp_path / "zeros.prototxt"
+    p.write_text(_no_fillers(tn.RESNETISH))             # a deploy file without fillers: every weight 0
+    net = engine.Net(str(p), engine.TEST)
+    assert all(not np.any(b.data) for layer in net.layers for b in layer.blobs if layer.type != "Scale")
+    py = tn.write_port(tmp_path)
+    sd = {k: torch.zeros_like(v) + (1 if k.endswith("running_var") else 0)
+          for k, v in tn.caffe_state_dict(tn.make_net(tmp_path, name="w.prototxt")[0]).items()}
+    module, _ = load_torch_module("%s:make" % py, sd)
+    r = compare_torch(net, module)
+    assert r.faithful                       # as far as the arithmetic goes ...
+    why = pc.proves_nothing(net, r)         # ... but it proves nothing
+    assert why is not None and "every value compared is" in why and "no weights" in why
+    # the same port against the net with its weights proves something
+    full, _ = tn.make_net(tmp_path, name="full.prototxt")
+    module, _ = load_torch_module("%s:make" % py, tn.caffe_state_dict(full))
+    r = compare_torch(full, module)
+    assert r.faithful and pc.proves_nothing(full, r) is None
+
+
+def test_a_constant_only_after_an_in_place_layer_still_proves_something(tmp_path):
+    """Every final blob constant (a ReLU zeroed what the convolution computed), but the
+    convolution's own value, compared before the ReLU overwrote it, varies."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from engine.ports import export_onnx_bytes
+    from engine.ports.compare import compare_port
+    p = tmp_path / "dead.prototxt"
+    p.write_text("""
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 2 dim: 4 dim: 4 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 2 kernel_size: 1 weight_filler { type: "constant" value: 1 }
+                            bias_filler { type: "constant" value: -100 } } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+""")
+    net = engine.Net(str(p), engine.TEST)
+    r = compare_port(net, export_onnx_bytes(net))
+    assert r.faithful and not np.any(net.blobs["conv"].data)
+    assert pc.proves_nothing(net, r) is None
+
+
+@pytest.mark.parametrize("names", ["own", "caffe"])
+def test_torch_port_weights_copied_into_a_net_without_weights(tmp_path, names):
+    torch = pytest.importorskip("torch")
+    import torch_nets as tn
+
+    from engine.ports.compare import compare_port
+    from engine.ports.torch_port import TorchGraph, load_torch_module
+    torch.set_num_threads(1)
+    other, _ = tn.make_net(tmp_path, seed=9, name="other.prototxt")
+    py = tn.write_port(tmp_path, names=names)
+    module, label = load_torch_module("%s:make" % py, tn.caffe_state_dict(other, names=names))
+    graph = TorchGraph(module, label)
+    net, _ = tn.make_net(tmp_path, seed=5)                  # fillers' weights: not the port's
+    first = compare_port(net, graph)
+    assert not first.faithful
+    assert "the weights differ" in pc.weights_differ(False, graph) and "state_dict" in pc.weights_differ(False, graph)
+    assert pc.weights_differ(True, graph) is None
+    result, copy = pc.adopt_port_weights(net, graph, lambda: compare_port(net, graph))
+    assert {"conv1", "bn_conv1", "scale_conv1", "res2a_branch2b", "bn2a_branch2b", "scale2a_branch2b", "fc"} <= \
+        set(copy.copied), copy.summary()
+    L, O = net.layer_dict, other.layer_dict
+    np.testing.assert_array_equal(L["fc"].blobs[0].data, O["fc"].blobs[0].data)
+    np.testing.assert_allclose(L["bn_conv1"].blobs[1].data, O["bn_conv1"].blobs[1].data / O["bn_conv1"].blobs[2].data,
+                               rtol=1e-6)
+    if names == "own":
+        assert result.faithful, result.format()
+
+
+def test_onnx_port_weights_copied_into_a_net_without_weights(tmp_path):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    import port_nets as pn
+
+    from engine.ports.compare import compare_port
+    from engine.ports.onnx_port import OnnxPort
+    other, _ = pn.make_net(tmp_path, seed=8, name="other.prototxt")
+    port = OnnxPort(pn.rename_all(pn.build_port(other)), "port")
+    net, _ = pn.make_net(tmp_path, seed=3)
+    assert not compare_port(net, port).faithful
+    assert "initializers" in pc.weights_differ(False, port)
+    result, copy = pc.adopt_port_weights(net, port, lambda: compare_port(net, port))
+    assert result.faithful, result.format()
+    assert set(copy.copied) == {"conv1", "bn1", "scale1", "ip1"}
+    np.testing.assert_array_equal(net.layer_dict["scale1"].blobs[1].data, other.layer_dict["scale1"].blobs[1].data)
