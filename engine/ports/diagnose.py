@@ -43,11 +43,7 @@ def diagnose(c):
             if d is not None:
                 found.append(d)
     found.sort(key=lambda d: net.layer_names.index(d.layer) if d.layer in net.layer_names else 1 << 30)
-    out = [Diagnosis(d.layer, d.kind, d.text, d.evidence) for d in found]
-    summary = _every_batchnorm(c, found)
-    if summary is not None:
-        out.insert(1 if out else 0, summary)
-    return out
+    return [Diagnosis(d.layer, d.kind, d.text, d.evidence) for d in _collapse(c, found)]
 
 
 def _bottoms_fit(c, a):
@@ -196,13 +192,26 @@ def _best(c, a, port_out, base, tol, variants):
 
 def _caffe_variant(c, a, edits):
     """Caffe's own layers of ``a``'s group recomputed by the engine, ``edits`` {layer index:
-    fn(layer_param, blob arrays) -> blob arrays or None} applied; None when it cannot be built."""
+    fn(layer_param, blob arrays) -> blob arrays or None} applied, on the inputs the port's
+    part was fed; None when it cannot be built."""
+    return reenact(c, a, edits, inputs=c.own_inputs(a))
+
+
+def reenact(c, a, edits=None, dtype=np.float32, inputs=None, group=None, front=None):
+    """Caffe's layers ``group`` (default: ``a``'s group) recomputed by the engine from the
+    values ``front`` (default: ``a``'s frontier) -- a small net of those layers and an Input,
+    so Caffe's own code does the arithmetic -- in ``dtype``, with ``edits`` {layer index:
+    fn(layer_param, blob arrays) -> blob arrays or None} applied; ``inputs`` {front value:
+    array} (default: the engine's values).  Returns value ``a``, or None when the small net
+    cannot be built."""
     from engine.core.errors import CaffeError
     from engine.core.net import TEST, Net
     from engine.proto import caffe_pb2
     tr, net = c.tr, c.net
-    group = c.groups[a]
-    front = c.fronts[a]
+    edits = edits or {}
+    group = c.groups[a] if group is None else group
+    front = c.fronts[a] if front is None else front
+    inputs = inputs or {}
     p = caffe_pb2.NetParameter(name="variant")
     inp = p.layer.add(name="variant_input", type="Input")
     for f in front:
@@ -222,19 +231,19 @@ def _caffe_variant(c, a, edits):
         del lp.top[:]
         lp.bottom.extend("v%d" % tr.real(b) for b in tr.layer_bottoms[li])
         lp.top.extend("v%d" % t for t in tr.layer_tops[li])
-        arrays = [np.array(b.data, copy=True) for b in net.layers[li].blobs]
+        arrays = [np.array(b.data, dtype=dtype, copy=True) for b in net.layers[li].blobs]
         if li in edits:
             got = edits[li](lp, arrays)
             if got is not None:
                 arrays = got
         blobs[lp.name] = arrays
     try:
-        mini = Net.from_param(p, phase=TEST)
+        mini = Net.from_param(p, phase=TEST, dtype=dtype)
         for layer, name in zip(mini.layers, mini.layer_names):
             for blob, arr in zip(layer.blobs, blobs.get(name, [])):
                 blob.data[...] = arr
         for f in front:
-            mini.blobs["v%d" % f].data[...] = c.values[f]
+            mini.blobs["v%d" % f].data[...] = inputs.get(f, c.values[f])
         mini.Forward()
         return np.array(mini.blobs["v%d" % a].data, copy=True)
     except (CaffeError, ValueError, KeyError):
@@ -560,21 +569,52 @@ def _constant_factor(c, a, row, group, port_out, caffe, base, tol):
 
 
 # ---------------------------------------------------------------------- summary
-def _every_batchnorm(c, found):
-    from engine.ports.compare import Diagnosis
-    bn = [d for d in found if d.kind.startswith("batchnorm_")]
-    if len(bn) < 2:
-        return None
-    total = sum(1 for l in c.net.layers if l.type == "BatchNorm")
-    kinds = {}
-    for d in bn:
-        kinds.setdefault(d.kind, []).append(d)
-    kind, ds = max(kinds.items(), key=lambda kv: len(kv[1]))
-    rels = [d.evidence.get("own_rel") or 0 for d in ds]
-    first_text = ds[0].text.split(" (reproduces")[0]
-    return Diagnosis("(every BatchNorm)", kind + "_every", "a small relative error at every BatchNorm (%d of %d, "
-                     "own error %s..%s): %s" % (len(ds), total, _num(min(rels)), _num(max(rels)), first_text),
-                     {"layers": [d.layer for d in ds], "reproduced": True})
+def _collapse(c, found):
+    """One line for a finding that holds at several layers of a type (the same kind): "every
+    BatchNorm (53 of 53): own error ..., N times its rounding: <the cause>", at the place of
+    the first; the layers and values it covers in its evidence."""
+    net = c.net
+    groups: dict = {}
+    for d in found:
+        t = net.layers[net.layer_names.index(d.layer)].type if d.layer in net.layer_names else None
+        groups.setdefault((d.kind, t), []).append(d)
+    out = []
+    done = set()
+    for d in found:
+        t = net.layers[net.layer_names.index(d.layer)].type if d.layer in net.layer_names else None
+        key = (d.kind, t)
+        ds = groups[key]
+        if len(ds) < 2 or t is None:
+            out.append(d)
+            continue
+        if key in done:
+            continue
+        done.add(key)
+        total = sum(1 for l in net.layers if l.type == t)
+        rows = [r for r in c.rows if r.label in {x.evidence.get("value") for x in ds}]
+        own = [r.own_rel for r in rows if r.own_rel is not None]
+        over = [r.over_rounding for r in rows if r.status == "small" and r.over_rounding is not None]
+        who = ("every %s (%d of %d)" % (t, len(ds), total)) if len(ds) == total else \
+            "%d of %d %s layers (%s)" % (len(ds), total, t, ", ".join(x.layer for x in ds[:6]) +
+                                          (", ..." if len(ds) > 6 else ""))
+        facts = []
+        if own:
+            facts.append("own error %s" % _range(own))
+        if over and len(over) == len(ds):
+            facts.append("%s times its rounding" % _range(over, "%.0f"))
+        core = ds[0].text.split(" (reproduces")[0].split(" (then within")[0]
+        ev = {"layers": [x.layer for x in ds], "values": [x.evidence.get("value") for x in ds], "count": len(ds),
+              "of": total, "reproduced": all(x.evidence.get("reproduced") for x in ds),
+              "per_layer": [dict(x.evidence, layer=x.layer, text=x.text) for x in ds]}
+        out.append(_D("(every %s)" % t if len(ds) == total else "(%d %s layers)" % (len(ds), t), d.kind,
+                      "%s%s: %s" % (who, (": " + ", ".join(facts)) if facts else "", core), **ev))
+    return out
+
+
+def _range(vals, fmt=None):
+    lo, hi = min(vals), max(vals)
+    f = (lambda v: fmt % v) if fmt else _num
+    return f(lo) if f(lo) == f(hi) else "%s to %s" % (f(lo), f(hi))
 
 
 def _shape(s):

@@ -318,9 +318,10 @@ def torch_onnx_port(net, tmp_path, opset=13):
     return path
 
 
-def fuse_bn_scale(model, bn="bn1", scale="scale1"):
+def fuse_bn_scale(model, bn="bn1", scale="scale1", named="scale"):
     """The port with BatchNorm and the Scale after it folded into one BatchNormalization
-    (as converters do): gamma and beta from the Scale, its output named as the Scale's."""
+    (as converters do): gamma and beta from the Scale, its output named as the Scale's
+    (``named="bn"``: as the BatchNorm's, as caffe2onnx does)."""
     n = node(model, bn)
     gamma = init_array(model, scale + "_gamma").reshape(-1)
     beta = init_array(model, scale + "_beta").reshape(-1)
@@ -329,7 +330,65 @@ def fuse_bn_scale(model, bn="bn1", scale="scale1"):
     out = node(model, scale).output[0]
     for k in (scale + "_m", scale):
         model.graph.node.remove(node(model, k))
-    n.output[0] = out
+    if named == "bn":
+        _rewire(model, out, n.output[0])
+    else:
+        n.output[0] = out
+    return model
+
+
+def _rewire(model, old, new):
+    """Every read of tensor ``old`` (and a graph output named so) reads ``new``."""
+    for m in model.graph.node:
+        m.input[:] = [new if i == old else i for i in m.input]
+    for o in model.graph.output:
+        if o.name == old:
+            o.name = new
+
+
+def caffe2onnx_style(net, variance_bug=False):
+    """A port shaped as caffe2onnx makes them: the input renamed ``<blob>_input``, each
+    in-place value named as its layer, every BatchNorm+Scale one BatchNormalization named as
+    the BatchNorm; ``variance_bug``: the variance divided by (scale factor + 1e-5) (its
+    defect), not by the scale factor."""
+    m = build_port(net)
+    for i, layer in enumerate(net.layers):
+        if layer.type == "BatchNorm" and i + 1 < len(net.layers) and net.layers[i + 1].type == "Scale":
+            bn, sc = net.layer_names[i], net.layer_names[i + 1]
+            fuse_bn_scale(m, bn, sc, named="bn")
+            if variance_bug:
+                sf = float(layer.blobs[2].data[0])
+                set_init(m, bn + "_var", init_array(m, bn + "_var") * sf / (sf + 1e-5))
+    for vi in m.graph.input:
+        old = vi.name
+        vi.name = old + "_input"
+        for n in m.graph.node:
+            n.input[:] = [vi.name if i == old else i for i in n.input]
+    return m
+
+
+def transposed_input(model, perm=(0, 2, 3, 1), drop_batch=False, name="input_nhwc"):
+    """The port taking its input in another layout (NHWC by default; ``drop_batch``: with no
+    batch axis, as MMdnn's HWC ports): the graph input renamed and re-shaped, a Transpose
+    (and an Unsqueeze) in front giving the old input."""
+    from onnx import helper, numpy_helper
+    g = model.graph
+    vi = g.input[0]
+    old = vi.name
+    dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    src = dims[1:] if drop_batch else dims
+    new_dims = [src[k] for k in perm]
+    back = [int(k) for k in np.argsort(perm)]
+    vi.name = name
+    del vi.type.tensor_type.shape.dim[:]
+    for d in new_dims:
+        vi.type.tensor_type.shape.dim.add().dim_value = d
+    nodes = [helper.make_node("Transpose", [name], [old + "_t" if drop_batch else old], perm=back, name="to_nchw")]
+    if drop_batch:
+        g.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "batch_axis"))
+        nodes.append(helper.make_node("Unsqueeze", [old + "_t", "batch_axis"], [old], name="add_batch"))
+    for k, n in enumerate(nodes):
+        g.node.insert(k, n)
     return model
 
 
