@@ -658,6 +658,8 @@ class _Comparer:
             r = relative(self.pvals[t], ref)[1]
             if any(relative(self.pvals[t], self.values[y])[1] < 0.1 * r for y in later):
                 continue
+            if not exact_only and later and self._belongs_later(act, t, self.tr.acts[later[0]]):
+                continue
             try:
                 own = relative(self._run_part(front, t), ref)[1]
             except PortError:
@@ -676,6 +678,21 @@ class _Comparer:
         primary = [(own, t) for own, t in scored if self.port.op(t) in PRIMARY.get(act.type, ())] or scored
         least = min(own for own, _ in primary)
         return next(t for own, t in primary if own <= 3 * least)
+
+    def _belongs_later(self, act, t, y):
+        """Whether tensor ``t`` is the chain's later value ``y`` rather than ``act``'s: with
+        ``t`` as ``y`` the value after ``y`` is reproduced exactly, with ``t`` as ``act`` the
+        value after ``act`` is not (a fused BatchNorm+Scale whose arithmetic departs: the
+        ReLU after it is exact on the Scale's value)."""
+        nxt_y = self._consumer(y)
+        if nxt_y is None:
+            return False
+        nxt_a = self._consumer(act)
+        if nxt_a is not None and nxt_a.id != y.id and self._next_exact(act, t, nxt_a):
+            return False
+        if nxt_a is not None and nxt_a.id == y.id and self._next_exact(act, t, y):
+            return False
+        return self._next_exact(y, t, nxt_y)
 
     def _consumer(self, act):
         """The first value computed from ``act`` (through Split copies)."""
@@ -901,6 +918,11 @@ class _Comparer:
                 first = r
                 break
         if first is None:
+            dropped = [d for d in diags if d.kind == "softmax_dropped"]
+            if dropped:
+                first = by_act[tr.real(tr.final[dropped[0].evidence["value"]])] \
+                    if dropped[0].evidence["value"] in tr.final else None
+        if first is None:
             shape_diag = [d for d in diags if d.kind.startswith("pool_") or d.kind == "shape"]
             if shape_diag:
                 first = next((r for r in rows if r.layer == shape_diag[0].layer), None)
@@ -931,7 +953,8 @@ class _Comparer:
             msg = "Faithful: every checked layer's own arithmetic within rounding, outputs within rtol %g " \
                   "(largest end-to-end rel %s)." % (self.rtol, _num(worst))
         elif first is not None:
-            what = "own error %s relative, %s times its float32 rounding (%s)" % (
+            what = "the port has no Softmax here" if first.tensor is None and first.type == "Softmax" \
+                else "own error %s relative, %s times its float32 rounding (%s)" % (
                 _num(first.own_rel), _num(first.over_rounding), _num(first.rounding)) \
                 if first.status == "small" and first.over_rounding is not None \
                 else "own result departs by %s relative" % _num(first.own_rel) if first.status in ("departs", "small") \
