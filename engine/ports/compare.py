@@ -54,6 +54,18 @@ from engine.ports.port_graph import PortGraph
 
 DEFAULT_RTOL = 1e-4
 
+# A layer's own error (under rtol) is a finding when the port's result is off Caffe's layer
+# evaluated in float64 by ROUNDING_FACTOR times Caffe's own float32 result is, and by at least
+# ROUNDING_FLOOR relative: a systematic error, not another order of float32 rounding.
+# Layers computing exp, log or pow round differently in every library (a few ulps, more on
+# large inputs): for them the factor and the floor are TRANSCENDENTAL_FACTOR and _FLOOR.
+ROUNDING_FACTOR = 10.0
+ROUNDING_FLOOR = 1e-6
+TRANSCENDENTAL = {"LRN", "Softmax", "ELU", "Sigmoid", "TanH", "Power", "Exp", "Log", "BNLL", "Swish"}
+TRANSCENDENTAL_FACTOR = 50.0
+TRANSCENDENTAL_FLOOR = 1e-5
+F32_EPS = float(np.finfo(np.float32).eps) / 2
+
 # float32 rounding of a layer's own arithmetic, relative to its output's scale: an error
 # over this (and under rtol) is "small"; it departs only when a known cause reproduces it.
 ROUNDING = {
@@ -120,6 +132,9 @@ class PortRow:
     own_max_abs: Optional[float] = None    # the layer's own arithmetic, fed the engine's inputs
     own_rel: Optional[float] = None
     group: List[str] = field(default_factory=list)   # the layers that own check covers
+    note: str = ""                         # how the pairing or the check was made, where unusual
+    rounding: Optional[float] = None       # Caffe's own float32 rounding of the layer (vs float64), relative
+    over_rounding: Optional[float] = None  # the port's own error vs float64, in units of that rounding
     status: str = "unmatched"              # input, ok, small, departs, shape, unchecked, unmatched
 
 
@@ -146,12 +161,20 @@ class PortComparison:
     outputs: List[Dict[str, Any]]
     notes: List[str] = field(default_factory=list)
     message: str = ""
+    input_layouts: List[Dict[str, Any]] = field(default_factory=list)   # inputs transposed for the port
 
     def row(self, label):
         for r in self.rows:
             if r.label == label or (r.blob == label and r.label == r.blob):
                 return r
         raise KeyError(label)
+
+    def diagnosis_for(self, layer):
+        """The diagnosis naming ``layer`` (itself, or a line covering several layers), or None."""
+        for d in self.diagnosis:
+            if d.layer == layer or layer in (d.evidence.get("layers") or ()):
+                return d
+        return None
 
     def by_layer(self):
         """{layer: {"rel", "own_rel", "status"}}: the largest end-to-end and own divergence of
@@ -180,6 +203,8 @@ class PortComparison:
         out = io.StringIO()
         w = out.write
         w("Port %s vs net %s (rtol %g)\n" % (self.port, self.net, self.rtol))
+        for lay in self.input_layouts:
+            w("Input layout: %s\n" % lay["text"])
         head = ("layer", "type", "value", "shape", "port tensor (how)", "own rel", "end-to-end rel", "status")
         rows = self.rows
         shown = rows
@@ -188,7 +213,8 @@ class PortComparison:
             shown = rows[:limit] + [r for r in bad if r not in rows[:limit]]
         cells = [head]
         for r in shown:
-            how = "-" if r.tensor is None else "%s (%s)" % (r.tensor, r.matched)
+            how = "-" if r.tensor is None else "%s (%s%s)" % (r.tensor, r.matched, "; covers " + "+".join(r.group)
+                                                              if len(r.group) > 1 else "")
             if r.tensor_shape is not None and list(r.tensor_shape) != list(r.shape):
                 how += " shape %s" % _shape(r.tensor_shape)
             cells.append((r.layer, r.type, r.label, _shape(r.shape), how, _num(r.own_rel), _num(r.rel), r.status))
@@ -201,6 +227,11 @@ class PortComparison:
         w("\nMatched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched%s\n" % (
             m["input"] + m["name"] + m["topology"], m["values"], m["input"], m["name"], m["topology"], m["unmatched"],
             (" (%s)" % ", ".join(r.label for r in rows if r.matched is None)[:300]) if m["unmatched"] else ""))
+        noted = [r for r in rows if r.note]
+        for r in noted[:12]:
+            w("  %s: %s\n" % (r.label, r.note))
+        if len(noted) > 12:
+            w("  ... %d more rows with a note (--json has them all)\n" % (len(noted) - 12))
         if self.unmatched_tensors:
             w("Port tensors matched to no value: %d (%s)\n" % (len(self.unmatched_tensors),
                                                               ", ".join(self.unmatched_tensors[:12]) +
@@ -268,6 +299,7 @@ class _Comparer:
         self.pre = preprocess
         self.raw_inputs = inputs
         self.notes: List[str] = []
+        self._own_cache: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
 
     # -------------------------------------------------------------- inputs
     def _input_pairs(self):
@@ -296,11 +328,15 @@ class _Comparer:
         for name in self.net.inputs:
             shape = tuple(self.net.blobs[name].shape)
             pshape = self.port.input_shape(pairs[name]) if name in pairs else None
-            if pshape is not None and len(pshape) == len(shape) and pshape[0] is not None \
-                    and list(pshape[1:]) == [d if p is not None else None for d, p in zip(shape[1:], pshape[1:])] \
-                    and pshape[0] != shape[0]:
+            if pshape is not None and len(pshape) == len(shape) and pshape[0] is not None and pshape[0] != shape[0] \
+                    and _layout(pshape[1:], shape[1:]) is not False:
                 shape = (pshape[0],) + shape[1:]
                 self.notes.append("input '%s' batch set to the port's %d" % (name, pshape[0]))
+            elif pshape is not None and len(pshape) == len(shape) - 1 and shape[0] != 1 and len(shape) > 1 \
+                    and _layout(pshape, shape[1:]) is not False:
+                shape = (1,) + shape[1:]
+                self.notes.append("input '%s' batch set to 1: the port's input '%s' has no batch axis" % (
+                    name, pairs[name]))
             if name in raw:
                 feeds[name] = self._load_input(name, raw[name], shape)
             else:
@@ -341,16 +377,27 @@ class _Comparer:
         self.values = run(net, tr)
         self.cafanc = tr.ancestors()
         port_feeds = {}
+        self.layout: Dict[int, Tuple[str, Optional[Tuple[int, ...]], bool]] = {}
+        self.input_layouts: List[Dict[str, Any]] = []
         for name, pname in pairs.items():
-            v = self.values[tr.inputs[name]]
+            a = tr.inputs[name]
+            v = self.values[a]
             want = port.input_shape(pname)
-            if want is not None and (len(want) != v.ndim or any(d is not None and d != s
-                                                                 for d, s in zip(want, v.shape))):
-                raise PortError("the port's input '%s' is %s, the net's input '%s' is %s (another layout or size: "
-                                "give --input-size, or a port of this net)" % (
+            lay = _layout(want, v.shape)
+            if lay is False:
+                raise PortError("the port's input '%s' is %s, the net's input '%s' is %s: not the same size in "
+                                "any layout (give --input-size, or a port of this net)" % (
                                     pname, "x".join("?" if d is None else str(d) for d in want), name,
                                     _shape(v.shape)), blob=name)
-            port_feeds[pname] = v.astype(port.input_dtype(pname))
+            if lay is not None:
+                self.layout[a] = lay
+                pv = self._to_port(a, v)
+                self.input_layouts.append({
+                    "blob": name, "tensor": pname, "layout": lay[0], "axes": list(lay[1]) if lay[1] is not None
+                    else None, "dropped_batch": lay[2], "shape": list(pv.shape),
+                    "text": "the net's input '%s' (%s) is fed to the port's '%s' as %s (%s)" % (
+                        name, _shape(v.shape), pname, _shape(pv.shape), _layout_text(lay))})
+            port_feeds[pname] = self._to_port(a, v).astype(port.input_dtype(pname))
         if net.phase == 0 and any(l.type == "Dropout" for l in net.layers):
             self.notes.append("the net is in TRAIN: its Dropout layers draw random masks (compare a deploy net in "
                               "TEST)")
@@ -366,6 +413,7 @@ class _Comparer:
         for name, pname in pairs.items():
             self._pair(tr.inputs[name], pname, "input")
         self._match_by_name()
+        self._recheck_name_pairs()
         self._match_by_topology()
         self._check_own()
         return self._result()
@@ -381,7 +429,27 @@ class _Comparer:
         if t is None:
             return False
         v = self.pvals.get(t)
-        return v is not None and tuple(v.shape) == tuple(self.tr.acts[a].shape)
+        return v is not None and tuple(v.shape) == self._port_shape(a)
+
+    def _port_shape(self, a):
+        """The shape the port holds value ``a`` in (another layout for a transposed input)."""
+        shape = tuple(self.tr.acts[a].shape)
+        lay = self.layout.get(a)
+        if lay is None:
+            return shape
+        if lay[2]:
+            shape = shape[1:]
+        return tuple(shape[k] for k in lay[1]) if lay[1] is not None else shape
+
+    def _to_port(self, a, arr):
+        """The engine's value ``a`` as the port holds it (a transposed input: transposed)."""
+        lay = self.layout.get(a)
+        if lay is None:
+            return arr
+        arr = np.asarray(arr)
+        if lay[2]:
+            arr = arr[0]
+        return np.ascontiguousarray(np.transpose(arr, lay[1])) if lay[1] is not None else arr
 
     def _values_to_match(self):
         return [a for a in self.tr.acts if a.alias_of is None and a.id not in self.match
@@ -415,6 +483,37 @@ class _Comparer:
             versions = [a for a in by_blob[t] if a not in self.match]
             if versions:
                 self._pair(self._version_for(t, versions), t, "name")
+
+    def _recheck_name_pairs(self):
+        """Pair by value, not only by name: a tensor paired by name that holds a later value of
+        the same chain (a node named as a BatchNorm computing BatchNorm+Scale, a convolution
+        with its BatchNorm folded in) goes to that value, the row saying so."""
+        self.name_notes: Dict[int, str] = {}
+        for a in sorted(self.match):
+            t = self.match[a]
+            act = self.tr.acts[a]
+            v = self.pvals.get(t)
+            if self.how[a] != "name" or v is None or tuple(v.shape) != tuple(act.shape):
+                continue
+            r = relative(v, self.values[a])[1]
+            if r <= self.rtol:
+                continue
+            best = None
+            for y in self._chain_after(act):
+                ry = relative(v, self.values[y])[1]
+                if ry < 0.1 * r and (best is None or ry < best[0]):
+                    best = (ry, y)
+            if best is None:
+                continue
+            y = best[1]
+            del self.match[a], self.how[a], self.owner[t]
+            self._pair(y, t, "name")
+            yact = self.tr.acts[y]
+            self.name_notes[y] = "'%s' (named for %s '%s') holds %s's value: %s fused into one node" % (
+                t, act.type, act.layer, yact.layer, "+".join(
+                    self.net.layers[i].type for i in range(act.layer_index, yact.layer_index + 1)
+                    if any(self.tr.acts[z].layer_index == i and (self.cafanc[y] >> z & 1 or z == y)
+                           for z in self.tr.layer_tops[i])))
 
     def _blob_tensors(self):
         return self.port.name_hints()
@@ -559,6 +658,8 @@ class _Comparer:
             r = relative(self.pvals[t], ref)[1]
             if any(relative(self.pvals[t], self.values[y])[1] < 0.1 * r for y in later):
                 continue
+            if not exact_only and later and self._belongs_later(act, t, self.tr.acts[later[0]]):
+                continue
             try:
                 own = relative(self._run_part(front, t), ref)[1]
             except PortError:
@@ -577,6 +678,21 @@ class _Comparer:
         primary = [(own, t) for own, t in scored if self.port.op(t) in PRIMARY.get(act.type, ())] or scored
         least = min(own for own, _ in primary)
         return next(t for own, t in primary if own <= 3 * least)
+
+    def _belongs_later(self, act, t, y):
+        """Whether tensor ``t`` is the chain's later value ``y`` rather than ``act``'s: with
+        ``t`` as ``y`` the value after ``y`` is reproduced exactly, with ``t`` as ``act`` the
+        value after ``act`` is not (a fused BatchNorm+Scale whose arithmetic departs: the
+        ReLU after it is exact on the Scale's value)."""
+        nxt_y = self._consumer(y)
+        if nxt_y is None:
+            return False
+        nxt_a = self._consumer(act)
+        if nxt_a is not None and nxt_a.id != y.id and self._next_exact(act, t, nxt_a):
+            return False
+        if nxt_a is not None and nxt_a.id == y.id and self._next_exact(act, t, y):
+            return False
+        return self._next_exact(y, t, nxt_y)
 
     def _consumer(self, act):
         """The first value computed from ``act`` (through Split copies)."""
@@ -620,15 +736,83 @@ class _Comparer:
         self.groups: Dict[int, List[int]] = {}
         self.fronts: Dict[int, List[int]] = {}
         for a in sorted(self.match):
-            act = self.tr.acts[a]
             if self.how[a] == "input" or not self._shape_ok(a):
                 continue
             fr = self._frontier(a)
             if fr is None or not fr[0]:
                 continue
             self.fronts[a], self.groups[a] = fr
-            out = self._run_sub(a)
-            self.own[a] = relative(out, self.values[act.id])
+            self.own[a] = relative(*self.own_pair(a))
+        # each small own error against the layer's own float32 rounding
+        self.rounding: Dict[int, Tuple[float, float]] = {}
+        for a, (_, rel) in self.own.items():
+            if 0 < rel <= self.rtol:
+                rd = self._rounding(a)
+                if rd is not None:
+                    self.rounding[a] = rd
+
+    def own_inputs(self, a):
+        """{frontier value: array} the port's part for ``a`` is checked on: the engine's values
+        (a port that re-runs parts), or the port's own (one that cannot: a tensor dump)."""
+        if self.port.can_rerun:
+            return {f: self.values[f] for f in self.fronts[a]}
+        return {f: self._from_port(f, self.pvals[self.match[f]]) for f in self.fronts[a]}
+
+    def own_pair(self, a):
+        """(the port's output for value ``a``, Caffe's) on the same inputs: the port's part fed
+        the engine's values of the frontier, against the engine's value; for a port that
+        cannot re-run a part, the port's value against Caffe's layers run on the port's values
+        of the frontier."""
+        if a not in self._own_cache:
+            if self.port.can_rerun:
+                self._own_cache[a] = (self._run_sub(a), self.values[a])
+            else:
+                from engine.ports import diagnose
+                ref = diagnose.reenact(self, a, inputs=self.own_inputs(a))
+                pv = self._from_port(a, self.pvals[self.match[a]])
+                self._own_cache[a] = (pv, ref if ref is not None else self.values[a])
+        return self._own_cache[a]
+
+    def _rounding(self, a):
+        """(Caffe's float32 rounding, the port's error) of value ``a``'s own arithmetic: each
+        relative to Caffe's layers evaluated in float64 on the same inputs; None when the
+        layers cannot be rebuilt in float64."""
+        from engine.ports import diagnose
+        ins = {f: np.asarray(v, np.float64) for f, v in self.own_inputs(a).items()}
+        ref64 = diagnose.reenact(self, a, dtype=np.float64, inputs=ins)
+        if ref64 is None:
+            return None
+        port_out, ref = self.own_pair(a)
+        return relative(ref, ref64)[1], relative(port_out, ref64)[1]
+
+    def _above_rounding(self, a):
+        """The factor by which the port's own error exceeds Caffe's own float32 rounding of the
+        layer, when it is a finding (over ROUNDING_FACTOR and ROUNDING_FLOOR), else None."""
+        rd = self.rounding.get(a)
+        if rd is None:
+            return None
+        caffe_err, port_err = rd
+        factor, floor = self._rounding_limits(a)
+        if port_err < floor or self.own[a][1] < floor:
+            return None
+        x = port_err / max(caffe_err, F32_EPS)
+        return x if x >= factor else None
+
+    def _rounding_limits(self, a):
+        """(factor, floor) a small own error of value ``a`` must pass to be a finding."""
+        if any(self.net.layers[li].type in TRANSCENDENTAL for li in self.groups.get(a, ())):
+            return TRANSCENDENTAL_FACTOR, TRANSCENDENTAL_FLOOR
+        return ROUNDING_FACTOR, ROUNDING_FLOOR
+
+    def _from_port(self, a, arr):
+        """The inverse of :meth:`_to_port`: a port's tensor in the net's layout."""
+        lay = self.layout.get(a)
+        arr = np.asarray(arr)
+        if lay is None:
+            return arr
+        if lay[1] is not None:
+            arr = np.transpose(arr, np.argsort(lay[1]))
+        return np.ascontiguousarray(arr[None] if lay[2] else arr)
 
     def _run_sub(self, a, replace=None):
         """The port's part for value ``a`` run on the engine's values of its frontier
@@ -641,12 +825,27 @@ class _Comparer:
         ftens = [self.match[f] for f in front]
         feeds = {}
         for f, n in zip(front, ftens):
-            v = (replace or {}).get(f, self.values[f])
+            v = self._to_port(f, (replace or {}).get(f, self.values[f]))
             feeds[n] = np.asarray(v).astype(self.pvals[n].dtype, copy=False)
         try:
             return self.port.run_part(ftens, out, ChainMap(feeds, self.pvals))
         except PortError as e:
             raise PortError("%s (the port's part for '%s')" % (e, label or out)) from None
+
+    def _explain_own_over_end_to_end(self):
+        """A row whose own error is far above its end-to-end error gets a line saying why:
+        its part was fed Caffe's values of tensors the port itself holds otherwise."""
+        for a, r in self.by_act.items():
+            if r.own_rel is None or r.rel is None or r.own_rel <= max(10 * r.rel, self._tolerance(a)):
+                continue
+            off = [(f, self.by_act[f].rel) for f in self.fronts.get(a, ()) if f in self.by_act
+                   and self.by_act[f].rel is not None and self.by_act[f].rel > max(r.rel, self.rtol)]
+            why = ", ".join("'%s' (the port's '%s' is off it by %s end to end)" % (
+                self.tr.acts[f].label, self.match[f], _num(rel)) for f, rel in off) or \
+                ", ".join("'%s'" % self.tr.acts[f].label for f in self.fronts.get(a, ()))
+            r.note = (r.note + "; " if r.note else "") + \
+                "own error %s above the end-to-end %s: the port's part was fed Caffe's values of %s, which the " \
+                "port's own tensors do not hold; its own ops undo the difference" % (_num(r.own_rel), _num(r.rel), why)
 
     # -------------------------------------------------------------- the result
     def _tolerance(self, a):
@@ -670,12 +869,13 @@ class _Comparer:
                 continue
             t = self.match.get(act.id)
             row = PortRow(label=act.label, blob=act.blob, layer=act.layer, layer_index=act.layer_index, type=act.type,
-                          shape=list(act.shape), tensor=t, matched=self.how.get(act.id))
+                          shape=list(act.shape), tensor=t, matched=self.how.get(act.id),
+                          note=self.name_notes.get(act.id, ""))
             if t is not None:
                 pv = self.pvals.get(t)
                 row.tensor_shape = list(pv.shape) if pv is not None else None
                 if pv is not None:
-                    row.max_abs, row.rel = relative(pv, self.values[act.id])
+                    row.max_abs, row.rel = relative(pv, self._to_port(act.id, self.values[act.id]))
                 if pv is None:
                     row.status = "not run"
                 elif row.matched == "input":
@@ -685,8 +885,14 @@ class _Comparer:
                 elif act.id in self.own:
                     row.own_max_abs, row.own_rel = self.own[act.id]
                     row.group = [net.layer_names[i] for i in self.groups[act.id]]
+                    rd = self.rounding.get(act.id)
+                    if rd is not None:
+                        row.rounding = rd[0]
+                        row.over_rounding = rd[1] / max(rd[0], F32_EPS)
                     if row.own_rel > self.rtol:
                         row.status = "departs"
+                    elif rd is not None:
+                        row.status = "small" if self._above_rounding(act.id) is not None else "ok"
                     elif row.own_rel > self._tolerance(act.id):
                         row.status = "small"
                     else:
@@ -697,18 +903,25 @@ class _Comparer:
             by_act[act.id] = row
         self.rows, self.by_act = rows, by_act
         self.row_act = {id(r): a for a, r in by_act.items()}
+        self._explain_own_over_end_to_end()
         diags = diagnose.diagnose(self)
         # a small error a known cause reproduces departs
-        explained = {d.evidence.get("value") for d in diags if d.evidence.get("reproduced")}
+        explained = {v for d in diags if d.evidence.get("reproduced")
+                     for v in [d.evidence.get("value")] + list(d.evidence.get("values") or [])}
         for r in rows:
-            if r.status == "small" and r.label in explained:
+            if r.status == "small" and r.label in explained and r.over_rounding is None:
                 r.status = "departs"
         first = None
         for r in sorted(rows, key=lambda r: (r.layer_index if not r.group else
                                              min(net.layer_names.index(g) for g in r.group), r.layer_index)):
-            if r.status in ("departs", "shape"):
+            if _departing(r):
                 first = r
                 break
+        if first is None:
+            dropped = [d for d in diags if d.kind == "softmax_dropped"]
+            if dropped:
+                first = by_act[tr.real(tr.final[dropped[0].evidence["value"]])] \
+                    if dropped[0].evidence["value"] in tr.final else None
         if first is None:
             shape_diag = [d for d in diags if d.kind.startswith("pool_") or d.kind == "shape"]
             if shape_diag:
@@ -740,7 +953,11 @@ class _Comparer:
             msg = "Faithful: every checked layer's own arithmetic within rounding, outputs within rtol %g " \
                   "(largest end-to-end rel %s)." % (self.rtol, _num(worst))
         elif first is not None:
-            what = "own result departs by %s relative" % _num(first.own_rel) if first.status in ("departs", "small") \
+            what = "the port has no Softmax here" if first.tensor is None and first.type == "Softmax" \
+                else "own error %s relative, %s times its float32 rounding (%s)" % (
+                _num(first.own_rel), _num(first.over_rounding), _num(first.rounding)) \
+                if first.status == "small" and first.over_rounding is not None \
+                else "own result departs by %s relative" % _num(first.own_rel) if first.status in ("departs", "small") \
                 else "output shape %s where Caffe's is %s" % (_shape(first.tensor_shape), _shape(first.shape)) \
                 if first.tensor_shape is not None else "no port tensor of Caffe's shape %s" % _shape(first.shape)
             msg = "First departing layer: %s (%s) at %s: %s." % (first_layer, net.layers[net.layer_names.index(
@@ -752,13 +969,63 @@ class _Comparer:
                               first_departing=None if faithful else first_layer,
                               first_departing_label=None if (faithful or first is None) else first.label,
                               diagnosis=diags, matching=counts, unmatched_tensors=unmatched, outputs=outputs,
-                              notes=self.notes, message=msg)
+                              notes=self.notes, message=msg, input_layouts=self.input_layouts)
+
+
+def _departing(r):
+    """A row that makes the port depart: its own result off by more than rtol, another shape,
+    or a small error far above the layer's float32 rounding."""
+    return r.status in ("departs", "shape") or (r.status == "small" and r.over_rounding is not None)
+
+
+def _fits_shape(want, shape):
+    return want is not None and len(want) == len(shape) and all(d is None or d == s for d, s in zip(want, shape))
+
+
+_LAYOUT_NAMES = {(0, 2, 3, 1): "NHWC", (0, 2, 3, 4, 1): "NDHWC", (0, 2, 1): "NWC", (1, 2, 0): "HWC", (1, 0): "WC"}
+
+
+def _layout(want, shape):
+    """How a port's input of declared shape ``want`` holds a net input of ``shape``: None (as
+    the net does, or unknown), (name, axes, dropped batch) -- a transpose of the net's axes
+    (after dropping a batch of 1) -- or False when no layout fits."""
+    import itertools
+    shape = tuple(int(d) for d in shape)
+    if want is None or _fits_shape(want, shape):
+        return None
+    tries = []
+    for drop in (False, True):
+        s = shape[1:] if drop else shape
+        if drop and (not shape or shape[0] != 1):
+            continue
+        if len(want) != len(s):
+            continue
+        if drop and _fits_shape(want, s):
+            tries.append(("no batch axis", None, True))
+        known = [p for p in _LAYOUT_NAMES if len(p) == len(s)]
+        for perm in known + [p for p in itertools.permutations(range(len(s))) if p not in known]:
+            if list(perm) != sorted(perm) and _fits_shape(want, tuple(s[k] for k in perm)):
+                name = _LAYOUT_NAMES.get(perm, "axes " + ",".join(str(k) for k in perm))
+                tries.append((name + (" without the batch axis" if drop and name not in ("HWC", "WC") else ""),
+                              perm, drop))
+    return tries[0] if tries else False
+
+
+def _layout_text(lay):
+    name, perm, drop = lay
+    what = ("batch axis dropped" if drop else "") + (", " if drop and perm else "") + \
+        ("transposed %s" % ",".join(str(k) for k in perm) if perm else "")
+    return "%s: %s" % (name, what)
 
 
 def _group_layer_named(diags, group):
+    """The layer of ``group`` a diagnosis names (a line covering several layers lists them)."""
     for d in diags:
         if d.layer in group:
             return d.layer
+        for layer in d.evidence.get("layers") or ():
+            if layer in group:
+                return layer
     return None
 
 

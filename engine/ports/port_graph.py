@@ -98,6 +98,11 @@ class PortGraph:
         """Whether ``tensor`` is computed from ``other``."""
         return other in self.bit and bool((self.anc.get(tensor, 0) >> self.bit[other]) & 1)
 
+    def leaves(self) -> List[str]:
+        """The tensors no node reads (the port's results)."""
+        read = {i for node in self.nodes for i in node.inputs}
+        return [t for t in self.order if t not in read and t not in self.inputs]
+
     def consumers(self, tensor: str) -> List[str]:
         """The tensors made by nodes that read ``tensor`` directly."""
         out = []
