@@ -727,22 +727,65 @@ def _fetch_attr(root, target):
 
 
 # ---------------------------------------------------------------------- the comparisons
-def compare_torch(net, module, state_dict=None, inputs=None, preprocess=None, rtol=None, seed=0):
-    """``net`` against a PyTorch module (an ``nn.Module``, or ``"FILE.py:FACTORY"``, with
-    ``state_dict`` loaded), checked as a port of the Caffe net.  Returns
+class TorchReference(PortGraph):
+    """A PyTorch module as the *reference* of a Caffe net converted from it (``--reference
+    torch``): the same graph, but each Caffe layer's own error is measured by running the
+    engine's layer on the module's values of its inputs and comparing with the module's value
+    (``can_rerun = False``), the module's outputs being the truth."""
+
+    kind = "torch-reference"
+    can_rerun = False
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.notes = graph.notes
+        super().__init__(graph.label, graph.inputs, graph.nodes)
+
+    def run_all(self, feeds):
+        vals = self.graph.run_all(feeds)
+        PortGraph.__init__(self, self.graph.label, self.graph.inputs, self.graph.nodes)
+        self.failure = self.graph.failure
+        return vals
+
+    def run_part(self, inputs, output, values):
+        return self.graph.run_part(inputs, output, values)
+
+
+def compare_torch(net, module, state_dict=None, inputs=None, preprocess=None, rtol=None, seed=0,
+                  reference="caffe"):
+    """``net`` against a PyTorch module (an ``nn.Module``, ``"FILE.py:FACTORY"`` or a
+    :class:`TorchGraph` of one, with ``state_dict`` loaded): ``reference="caffe"`` checks the
+    module as a port of the Caffe net; ``reference="torch"`` checks the Caffe net as a
+    conversion of the module.  Returns
     the :class:`~engine.ports.compare.PortComparison`; a module that raises (where no departing
     layer upstream explains it) is a :class:`PortError` naming the module and the exception."""
     from engine.ports.compare import DEFAULT_RTOL, compare_port
-    module, label = load_torch_module(module, state_dict)
-    graph = TorchGraph(module, label)
-    result = compare_port(net, graph, inputs, preprocess, DEFAULT_RTOL if rtol is None else rtol, seed)
+    if reference not in ("caffe", "torch"):
+        raise PortError("reference must be 'caffe' (the module is a port of the net) or 'torch' (the net is a "
+                        "conversion of the module), not %r" % (reference,))
+    if isinstance(module, TorchGraph):
+        graph, label = module, module.label
+        if state_dict is not None:
+            load_state_dict(graph.module, state_dict)
+    else:
+        module, label = load_torch_module(module, state_dict)
+        graph = TorchGraph(module, label)
+    port = graph if reference == "caffe" else TorchReference(graph)
+    result = compare_port(net, port, inputs, preprocess, DEFAULT_RTOL if rtol is None else rtol, seed)
     notes = [n for n in result.notes if not n.startswith("onnxruntime cannot run the whole port")]
     if graph.failure:
         notes.insert(0, "the PyTorch module %s cannot run whole: it raised in %s" % (label, graph.failure))
+    if reference == "torch":
+        notes.insert(0, "reference: the PyTorch module %s; the Caffe net %s is checked against it (each Caffe "
+                        "layer run on the module's values of its inputs). A diagnosis says what the module does "
+                        "that the Caffe layer does not: change the Caffe net to match" % (label, result.net))
     result.notes[:] = list(dict.fromkeys(graph.notes + notes))
+    if reference == "torch":                     # the port of the texts is the module, the reference here
+        for d in result.diagnosis:
+            d.text = re.sub(r"\bthe port\b", "the PyTorch module", d.text)
     if graph.failure and result.first_departing is None:
         raise PortError("the PyTorch module %s raised in %s" % (label, graph.failure))
     return result
 
 
-__all__ = ["TorchGraph", "compare_torch", "load_torch_module", "load_state_dict"]
+__all__ = ["TorchGraph", "TorchReference", "compare_torch", "load_torch_module", "load_state_dict"]

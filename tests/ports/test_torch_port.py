@@ -39,14 +39,18 @@ def _first_diag(r):
 
 
 # ---------------------------------------------------------------------- faithful
-def test_hand_written_port_is_faithful(tmp_path, net):
-    r = _compare(tmp_path, net)
+@pytest.mark.parametrize("names", ["own", "caffe"])
+def test_hand_written_port_is_faithful(tmp_path, net, names):
+    # the module's attributes named as the user likes, or as Caffe's layers (bn_conv1 is then a
+    # BatchNorm2d named as Caffe's BatchNorm, computing BatchNorm + Scale)
+    r = _compare(tmp_path, net, dict(names=names), dict(names=names))
     assert r.faithful, r.format()
     assert r.first_departing is None and r.diagnosis == []
     assert r.port == "port.py:make"
     # BatchNorm2d is Caffe's BatchNorm + Scale: its tensor is the Scale's value, both layers checked together
     row = r.row("conv1@scale_conv1")
-    assert row.tensor == "bn1" and row.group == ["bn_conv1", "scale_conv1"] and row.status == "ok"
+    assert row.tensor == ("bn1" if names == "own" else "bn_conv1") and row.status == "ok"
+    assert row.group == ["bn_conv1", "scale_conv1"]
     assert r.row("pool1").tensor == "pool1" and r.row("fc").tensor == "fc"
     assert r.row("res2a").tensor == "add"                      # the functional residual add
     assert r.row("data").matched == "input" and r.row("data").tensor == "x"
@@ -88,10 +92,17 @@ MISTAKES = [
     (dict(ceil=False), {}, "pool1", "pool_ceil_floor"),
     (dict(dim=0), {}, "prob", "softmax_axis"),
     (dict(dropout_scale=0.5), {}, "drop", "dropout_scale"),
+    ({}, dict(kernel="flipped"), "conv1", "kernel_flipped"),
+    ({}, dict(kernel="transposed"), "conv1", "kernel_transposed"),
+    ({}, dict(fc="reshaped"), "fc", "ip_weight_reshaped"),
+    (dict(flatten="nhwc"), {}, "fc", "ip_flatten_order"),
+    ({}, dict(split="no_scale"), "scale_conv1", "scale_missing"),
+    ({}, dict(split="swapped"), "scale_conv1", "scale_gamma_beta_swapped"),
 ]
 
 
-@pytest.mark.parametrize("src,sd,layer,kind", MISTAKES, ids=[m[3] + ("_weights" if m[1] else "") for m in MISTAKES])
+@pytest.mark.parametrize("src,sd,layer,kind", MISTAKES, ids=[m[3] + ("_weights" if m[1] and m[3] == "bgr_rgb" else "")
+                                                             for m in MISTAKES])
 def test_classic_mistake_is_found_and_named(tmp_path, net, src, sd, layer, kind):
     r = _compare(tmp_path, net, src, sd)
     assert not r.faithful
@@ -107,17 +118,11 @@ def test_floor_pooling_the_module_cannot_run_past_is_a_note_not_an_error(tmp_pat
     assert not any("onnxruntime" in n for n in r.notes)
 
 
-@pytest.mark.parametrize("src,sd,layer", [
-    ({}, dict(kernel="flipped"), "conv1"),
-    ({}, dict(kernel="transposed"), "conv1"),
-    ({}, dict(fc="reshaped"), "fc"),
-    (dict(flatten="nhwc"), {}, "fc"),
-    ({}, dict(split="swapped"), "scale_conv1"),
-], ids=["kernel_flipped", "kernel_transposed", "linear_reshaped", "nhwc_flatten", "bn_scale_swapped"])
-def test_weight_layout_mistakes_are_found_at_their_layer(tmp_path, net, src, sd, layer):
-    r = _compare(tmp_path, net, src, sd)
-    assert not r.faithful
-    assert r.first_departing in (layer, "bn_conv1" if layer == "scale_conv1" else layer), r.format()
+def test_batchnorm_eps_at_every_batchnorm_is_one_finding(tmp_path, net):
+    r = _compare(tmp_path, net, dict(eps=1e-3, names="caffe"), dict(names="caffe"))
+    assert r.first_departing == "bn_conv1", r.format()
+    every = [d for d in r.diagnosis if d.kind == "batchnorm_eps"]
+    assert len(every) == 1 and "3 of 3" in every[0].text and "eps 0.001" in every[0].text, r.format()
 
 
 # ---------------------------------------------------------------------- bad input
@@ -184,3 +189,36 @@ def test_input_values_reach_the_module_unchanged(tmp_path, net):
     r = _compare(tmp_path, net, inputs={"data": x})
     assert r.faithful, r.format()
     np.testing.assert_array_equal(net.blobs["data"].data, x)
+
+
+# ---------------------------------------------------------------------- the other direction
+def test_caffe_conversion_of_a_torch_model_checked_against_it(tmp_path):
+    """--reference torch: the PyTorch module is the truth, the Caffe net (as a PyTorch-to-Caffe
+    converter wrote it, for an NPU) is checked against it, each Caffe layer run on the module's
+    values of its inputs."""
+    module, _ = load_torch_module("%s:make" % tn.write_torch_model(tmp_path))
+    net, _ = tn.caffe_of_torch(tmp_path, module)
+    r = compare_torch(net, module, reference="torch")
+    assert r.faithful, r.format()
+    assert any(n.startswith("reference: the PyTorch module Small") for n in r.notes)
+    assert r.row("bn1@bn1_scale").tensor == "bn1" and r.row("fc").tensor == "fc"
+    # the converter left BatchNorm's eps at Caffe's default: found at bn1, and what to change said
+    bad, _ = tn.caffe_of_torch(tmp_path, module, eps="1e-5", name="bad.prototxt")
+    r = compare_torch(bad, module, reference="torch")
+    assert not r.faithful and r.first_departing == "bn1", r.format()
+    d = _first_diag(r)
+    assert d.kind == "batchnorm_eps" and "0.001 in the PyTorch module" in d.text and "1e-05" in d.text
+    assert all(r.row(v).status == "ok" for v in ("conv1", "conv2", "fc"))     # their own arithmetic
+
+
+def test_command_reference_torch(tmp_path):
+    py = tn.write_torch_model(tmp_path)
+    module, _ = load_torch_module("%s:make" % py)
+    net, proto = tn.caffe_of_torch(tmp_path, module, eps="1e-5")
+    net.save(str(tmp_path / "conv.caffemodel"))
+    code, out, err = _run(["compare-port", str(proto), "--weights", str(tmp_path / "conv.caffemodel"),
+                           "--torch", "%s:make" % py, "--reference", "torch"])
+    assert code == 3, out + err
+    assert "First departing layer: bn1 (BatchNorm)" in out and "reference: the PyTorch module" in out
+    code, out, err = _run(["compare-port", str(proto), "--onnx", "x.onnx", "--reference", "torch"])
+    assert code == 2 and "--reference torch goes with --torch" in err

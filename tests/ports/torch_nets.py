@@ -168,7 +168,7 @@ def caffe_state_dict(net, kernel="ok", fc="ok", split="ok", bgr=False, names="ow
     bn("bn2a_branch2b", "scale2a_branch2b", "bn2a_branch2b")
     w = _a(L["fc"].blobs[0])                                 # (out, in): nn.Linear's layout already
     if fc == "reshaped":
-        w = w.T.copy().reshape(w.shape)                      # a (in, out) matrix reshaped to (out, in)
+        w = w.reshape(w.shape[::-1]).T                       # "(in, out)" by a reshape, then transposed
     sd["fc.weight"] = w
     sd["fc.bias"] = _a(L["fc"].blobs[1])
     return {_renamed(k, names): torch.from_numpy(np.array(v, copy=True)) for k, v in sd.items()}
