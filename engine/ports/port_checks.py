@@ -3,16 +3,17 @@
 - :func:`proves_nothing`: a comparison in which every value compared is constant (a deploy
   net without weights or fillers: every weight and activation 0) passes any port; it
   proves nothing and must not be called faithful.
-- :func:`port_weight_count` and :func:`copy_port_weights`: a net without weights compared
-  with a port that carries its own (ONNX initializers, a PyTorch state_dict) compares two
-  different nets.  The port's weights can be copied into the net -- through the comparison's
-  pairing: the parameters of the op paired with a layer's value go to that layer (a Conv's
-  or nn.Conv2d's to the Convolution, a Gemm's or nn.Linear's to the InnerProduct, a
-  BatchNormalization's or nn.BatchNorm2d's statistics to the BatchNorm and its gamma/beta to
-  the Scale checked with it) -- and the two compared again.
+- :func:`weights_differ` and :func:`copy_port_weights`: a net without weights compared with
+  a port that carries its own (ONNX initializers, a PyTorch state_dict) compares two
+  different nets.  The port's weights can be copied into the net: its weighted ops, in the
+  port's order, are aligned with the net's weighted layers, in Caffe's order, by kind and
+  shape (the values cannot guide it: they differ where the weights do) -- a Conv or
+  nn.Conv2d to a Convolution, a Gemm, MatMul(+Add) or nn.Linear to an InnerProduct, a
+  BatchNormalization or nn.BatchNorm2d to a BatchNorm and the Scale right after it, a Mul(+Add)
+  by constants to a Scale, a PRelu to a PReLU -- and the two compared again.
 """
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy as np
 
@@ -68,6 +69,7 @@ class WeightCopy:
     it could not fill (with why)."""
     copied: List[str] = field(default_factory=list)
     skipped: List[Tuple[str, str]] = field(default_factory=list)
+    differing: List[str] = field(default_factory=list)      # layers whose weights were not the port's
 
     def summary(self):
         text = "copied the port's weights into %d layer%s (%s)" % (
@@ -78,62 +80,108 @@ class WeightCopy:
         return text
 
 
-_FITS = {"Convolution": ("conv",), "Deconvolution": ("conv",), "InnerProduct": ("linear",),
-         "BatchNorm": ("batchnorm",), "Scale": ("batchnorm", "scale"), "Bias": ("bias", "scale"), "PReLU": ("prelu",)}
+def _caffe_units(net):
+    """(layer name, layer) of the layers with weights a port's op can fill, in Caffe's order."""
+    return [(n, l) for n, l in zip(net.layer_names, net.layers)
+            if l.blobs and l.type in ("Convolution", "Deconvolution", "InnerProduct", "BatchNorm", "Scale", "Bias",
+                                      "PReLU")]
 
 
-def copy_port_weights(net, result, port):
-    """Copy the weights of ``port``'s ops into the layers of ``net`` their values were paired
-    with in ``result`` (see the module docstring); a BatchNorm op's gamma and beta go to the
-    Scale right after the BatchNorm when no op with weights for a Scale was paired with it.
-    Returns a :class:`WeightCopy`."""
+def _fits(layer, op, a):
+    """Whether the port op's arrays ``a`` (of kind ``op``) have this layer's weight shapes."""
+    t = layer.type
+    shape = tuple(layer.blobs[0].shape)
+    if op == "conv" and t in ("Convolution", "Deconvolution"):
+        return a.get("weight") is not None and tuple(a["weight"].shape) == shape
+    if op == "linear" and t == "InnerProduct":
+        w = a.get("weight")
+        want = shape[::-1] if layer.layer_param.inner_product_param.transpose else shape
+        return w is not None and tuple(w.shape) == tuple(want)
+    if op == "batchnorm" and t == "BatchNorm":
+        return a.get("mean") is not None and a["mean"].size == layer.blobs[0].count
+    if op in ("batchnorm", "scale") and t == "Scale":
+        return a.get("gamma") is not None and a["gamma"].size == layer.blobs[0].count
+    if op in ("bias", "scale") and t == "Bias":
+        return a.get("beta") is not None and a["beta"].size == layer.blobs[0].count
+    if op == "prelu" and t == "PReLU":
+        return a.get("slope") is not None and a["slope"].size == layer.blobs[0].count
+    return False
+
+
+def plan_port_weights(net, port):
+    """[(op, arrays, [layer names])]: the port's weighted ops (in its order) aligned with the
+    net's weighted layers (in Caffe's order) by kind and shape -- independent of the values,
+    which differ when the weights do: a BatchNorm op fills a BatchNorm and the Scale right
+    after it (nn.BatchNorm2d, a fused BatchNormalization) or the BatchNorm alone."""
+    units = _caffe_units(net)
+    ops = _port_units(port)
+    n, m = len(units), len(ops)
+    score = np.zeros((n + 2, m + 1))
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            best = max(score[i + 1, j], score[i, j + 1])
+            op, arrays = ops[j]
+            layer = units[i][1]
+            if _fits(layer, op, arrays):
+                best = max(best, 1.1 + score[i + 1, j + 1])
+            if op == "batchnorm" and layer.type == "BatchNorm" and i + 1 < n and \
+                    _scale_after(net, units[i][0]) == units[i + 1][0] and _fits(layer, op, arrays) and \
+                    _fits(units[i + 1][1], op, arrays):
+                best = max(best, 2.1 + score[i + 2, j + 1])
+            score[i, j] = best
+    plan = []
+    i = j = 0
+    while i < n and j < m:
+        op, arrays = ops[j]
+        layer = units[i][1]
+        pair = op == "batchnorm" and layer.type == "BatchNorm" and i + 1 < n and \
+            _scale_after(net, units[i][0]) == units[i + 1][0] and _fits(layer, op, arrays) and \
+            _fits(units[i + 1][1], op, arrays)
+        if pair and abs(score[i, j] - (2.1 + score[i + 2, j + 1])) < 1e-9:
+            plan.append((op, arrays, [units[i][0], units[i + 1][0]]))
+            i, j = i + 2, j + 1
+        elif _fits(layer, op, arrays) and abs(score[i, j] - (1.1 + score[i + 1, j + 1])) < 1e-9:
+            plan.append((op, arrays, [units[i][0]]))
+            i, j = i + 1, j + 1
+        elif score[i, j] == score[i + 1, j]:
+            i += 1
+        else:
+            j += 1
+    return plan
+
+
+def copy_port_weights(net, port, write=True):
+    """Copy the weights of ``port``'s ops into the layers of ``net`` they align with
+    (:func:`plan_port_weights`).  ``write=False`` only looks: which layers' weights differ
+    from the port's.  Returns a :class:`WeightCopy`."""
     out = WeightCopy()
-    plans = []
-    for row in result.rows:
-        if row.tensor is None or row.matched == "input" or row.tensor_shape is None:
-            continue
-        params = _op_params(port, row.tensor)
-        if params is not None:
-            plans.append((list(row.group or [row.layer]), params[0], params[1]))
-    covered = {g for group, op, _ in plans for g in group if op in _FITS.get(_type(net, g), ())}
-    done = set()
-    for group, op, arrays in plans:
-        if op == "batchnorm" and not any(_type(net, g) == "Scale" for g in group):
-            group = group + [s for s in (_scale_after(net, g) for g in group if _type(net, g) == "BatchNorm")
-                             if s and s not in covered]
+    for op, arrays, group in plan_port_weights(net, port):
         for name in group:
-            if name in done or name not in net.layer_names:
-                continue
             layer = net.layers[net.layer_names.index(name)]
-            if not layer.blobs:
-                continue
+            before = [np.array(b.data, copy=True) for b in layer.blobs]
             why = _fill(layer, op, arrays, group, net)
             if why is None:
                 out.copied.append(name)
-                done.add(name)
+                if not _same_weights(layer, before, [np.array(b.data) for b in layer.blobs]):
+                    out.differing.append(name)
             elif why:
                 out.skipped.append((name, why))
+            if not write:
+                for x, b in zip(before, layer.blobs):
+                    b.data[...] = x
     return out
 
 
-def adopt_port_weights(net, port, compare, rounds=3):
-    """Copy ``port``'s weights into ``net`` and compare again (``compare()``: the comparison
-    of the two as they are now), up to ``rounds`` times while the pairing -- better with each
-    round, as more values agree -- reaches more layers.  Returns (the last comparison, the
-    :class:`WeightCopy` of every layer filled)."""
-    total = WeightCopy()
-    result = compare()
-    for _ in range(rounds):
-        step = copy_port_weights(net, result, port)
-        new = [n for n in step.copied if n not in total.copied]
-        total.copied += new
-        total.skipped = [s for s in step.skipped if s[0] not in total.copied]
-        if not step.copied:
-            break
-        result = compare()
-        if result.faithful or not new:
-            break
-    return result, total
+def _same_weights(layer, a, b):
+    """Whether blob arrays ``a`` and ``b`` of ``layer`` compute the same (a BatchNorm's
+    statistics compared as divided by their scale factors)."""
+    if layer.type == "BatchNorm" and len(a) == 3:
+        def eff(x):
+            f = float(np.ravel(x[2])[0]) if np.size(x[2]) else 1.0
+            f = 0.0 if f == 0 else 1.0 / f
+            return [x[0] * f, x[1] * f]
+        a, b = eff(a), eff(b)
+    return all(np.allclose(x, y, rtol=1e-5, atol=1e-7) for x, y in zip(a, b))
 
 
 def _type(net, name):
@@ -150,54 +198,71 @@ def _scale_after(net, name):
     return None
 
 
-def _op_params(port, tensor):
-    """(op kind, {role: array}) of the op making ``tensor``: its weights by role (weight,
-    bias, mean, var, gamma, beta, slope), or None."""
+def _port_units(port):
+    """[(op kind, {role: array})] of the port's ops that carry weights, in the port's order."""
+    out = []
     if hasattr(port, "onnx_nodes"):
-        return _onnx_params(port, tensor)
+        used: set = set()
+        for k in range(len(port.onnx_nodes)):
+            if k not in used:
+                p = _onnx_unit(port, k, used)
+                if p is not None:
+                    out.append(p)
+        return out
     graph = port.graph if getattr(port, "kind", None) == "torch-reference" else port
     if getattr(graph, "kind", None) == "torch":
-        return _torch_params(graph, tensor)
-    return None
+        for name in graph.calls:
+            p = _torch_params(graph, name)
+            if p is not None:
+                out.append(p)
+    return out
 
 
-def _onnx_params(port, tensor):
-    k = port.producer.get(tensor)
-    if k is None:
-        return None
+def _onnx_unit(port, k, used):
+    """(op kind, {role: array}) of ONNX node ``k`` when it carries weights (a bias in the Add
+    right after it taken too, and that Add marked ``used``), else None."""
     node = port.onnx_nodes[k]
     ins = list(node.input)
 
     def init(i):
         return port.initializer(ins[i]) if i < len(ins) and ins[i] else None
-    attrs = {a.name: a for a in node.attribute}
-    if node.op_type in ("Conv", "ConvTranspose"):
-        return "conv", {"weight": init(1), "bias": init(2)}
-    if node.op_type == "Gemm":
+
+    def const_of(n):
+        for i in n.input:
+            v = port.initializer(i) if i else None
+            if v is not None:
+                return v
+        return None
+
+    def bias_after():
+        """The constant of the one Add reading this node's output (marked used)."""
+        readers = [(j, n) for j, n in enumerate(port.onnx_nodes) if node.output[0] in n.input]
+        if len(readers) == 1 and readers[0][1].op_type == "Add":
+            c = const_of(readers[0][1])
+            if c is not None:
+                used.add(readers[0][0])
+                return c
+        return None
+    attrs = {x.name: x for x in node.attribute}
+    op = node.op_type
+    if op in ("Conv", "ConvTranspose") and init(1) is not None:
+        b = init(2)
+        return "conv", {"weight": init(1), "bias": b if b is not None else bias_after()}
+    if op == "Gemm" and init(1) is not None:
         w = init(1)
-        if w is not None and not (attrs.get("transB") is not None and attrs["transB"].i):
+        if not (attrs.get("transB") is not None and attrs["transB"].i):
             w = w.T
         return "linear", {"weight": w, "bias": init(2)}
-    if node.op_type == "BatchNormalization":
+    if op == "MatMul" and init(1) is not None and init(1).ndim == 2:
+        return "linear", {"weight": init(1).T, "bias": bias_after()}
+    if op == "BatchNormalization":
         return "batchnorm", {"gamma": init(1), "beta": init(2), "mean": init(3), "var": init(4)}
-    if node.op_type == "PRelu":
+    if op == "PRelu" and init(1) is not None:
         return "prelu", {"slope": init(1)}
-    if node.op_type in ("Add", "Mul") and len(ins) == 2:    # MatMul + Add, Conv + Add, a Scale's Mul (+ Add)
-        for a, b in ((0, 1), (1, 0)):
-            const = init(b)
-            if const is None:
-                continue
-            if node.op_type == "Mul":
-                return "scale", {"gamma": const}
-            inner = _onnx_params(port, ins[a])
-            if inner is not None and inner[0] in ("conv", "linear") and inner[1].get("bias") is None:
-                return inner[0], dict(inner[1], bias=const)
-            if inner is not None and inner[0] == "scale":
-                return "scale", dict(inner[1], beta=const)
-            return "bias", {"beta": const}
-    if node.op_type == "MatMul":
-        w = init(1)
-        return ("linear", {"weight": w.T, "bias": None}) if w is not None and w.ndim == 2 else None
+    if op == "Mul" and const_of(node) is not None:
+        return "scale", {"gamma": const_of(node), "beta": bias_after()}
+    if op == "Add" and const_of(node) is not None:
+        return "bias", {"beta": const_of(node)}
     return None
 
 
@@ -238,10 +303,7 @@ def _fill(layer, op, a, group, net):
     """Fill ``layer``'s blobs from the op's arrays ``a``: None when done, a reason when it
     cannot, "" when the op has nothing for this layer."""
     t = layer.type
-    types = [net.layers[net.layer_names.index(g)].type for g in group if g in net.layer_names]
     if op == "conv" and t in ("Convolution", "Deconvolution"):
-        if any(x in types for x in ("BatchNorm", "Scale")):
-            return "the port folds a BatchNorm or Scale into this convolution; its weights cannot be split back"
         if not _put(layer.blobs[0], a.get("weight")):
             return "the port's kernel has %s values, the layer's %d" % (_size(a.get("weight")), layer.blobs[0].count)
         if len(layer.blobs) > 1:
@@ -290,19 +352,23 @@ def _size(a):
     return "no" if a is None else str(np.asarray(a).size)
 
 
-def weights_differ(net_has_weights, port) -> Optional[str]:
-    """A line saying the net's weights are not the port's, when the net has none of its own
-    (``net_has_weights`` False: its params are the fillers') and the port carries weights."""
-    if net_has_weights:
+def weights_differ(net, port):
+    """A line saying the net's weights are not the port's (the weights of the port's ops
+    differ from those of the layers they align with), or None when they agree or the port
+    carries none.  Ask it of a net without weights of its own: for one with, a difference is
+    what the comparison is about."""
+    if not port_weight_count(port):
         return None
-    n = port_weight_count(port)
-    if not n:
+    look = copy_port_weights(net, port, write=False)
+    if not look.differing:
         return None
-    what = "a state_dict" if getattr(port, "kind", "").startswith("torch") else "initializers"
-    return ("the weights differ: this net has no weights loaded (its params are its fillers', drawn anew for each "
-            "net), the port carries its own (%d arrays of %s), so the two compute different things. Load the net's "
-            ".caffemodel, or copy the port's weights into the net, and compare again" % (n, what))
+    what = "its state_dict" if str(getattr(port, "kind", "")).startswith("torch") else "its initializers"
+    return ("the weights differ: %d of the %d layers matching the port's weighted ops (%s) have weights other "
+            "than %s. This net has no weights loaded (its params are its fillers'), so the two compute different "
+            "things: load the net's .caffemodel, or copy the port's weights into the net, and compare again" % (
+                len(look.differing), len(look.copied), ", ".join(look.differing[:5]) +
+                (", ..." if len(look.differing) > 5 else ""), what))
 
 
-__all__ = ["proves_nothing", "port_weight_count", "copy_port_weights", "adopt_port_weights", "weights_differ",
+__all__ = ["proves_nothing", "port_weight_count", "plan_port_weights", "copy_port_weights", "weights_differ",
            "WeightCopy"]

@@ -72,19 +72,18 @@ def test_torch_port_weights_copied_into_a_net_without_weights(tmp_path, names):
     module, label = load_torch_module("%s:make" % py, tn.caffe_state_dict(other, names=names))
     graph = TorchGraph(module, label)
     net, _ = tn.make_net(tmp_path, seed=5)                  # fillers' weights: not the port's
-    first = compare_port(net, graph)
-    assert not first.faithful
-    assert "the weights differ" in pc.weights_differ(False, graph) and "state_dict" in pc.weights_differ(False, graph)
-    assert pc.weights_differ(True, graph) is None
-    result, copy = pc.adopt_port_weights(net, graph, lambda: compare_port(net, graph))
-    assert {"conv1", "bn_conv1", "scale_conv1", "res2a_branch2b", "bn2a_branch2b", "scale2a_branch2b", "fc"} <= \
-        set(copy.copied), copy.summary()
+    assert not compare_port(net, graph).faithful
+    why = pc.weights_differ(net, graph)
+    assert "the weights differ" in why and "state_dict" in why and "conv1" in why
+    copy = pc.copy_port_weights(net, graph)
+    result = compare_port(net, graph)
+    assert copy.copied == [n for n in net.layer_names if net.layer_dict[n].blobs], copy.summary()
     L, O = net.layer_dict, other.layer_dict
     np.testing.assert_array_equal(L["fc"].blobs[0].data, O["fc"].blobs[0].data)
     np.testing.assert_allclose(L["bn_conv1"].blobs[1].data, O["bn_conv1"].blobs[1].data / O["bn_conv1"].blobs[2].data,
                                rtol=1e-6)
-    if names == "own":
-        assert result.faithful, result.format()
+    assert result.faithful, result.format()
+    assert pc.weights_differ(net, graph) is None
 
 
 def test_onnx_port_weights_copied_into_a_net_without_weights(tmp_path):
@@ -98,8 +97,10 @@ def test_onnx_port_weights_copied_into_a_net_without_weights(tmp_path):
     port = OnnxPort(pn.rename_all(pn.build_port(other)), "port")
     net, _ = pn.make_net(tmp_path, seed=3)
     assert not compare_port(net, port).faithful
-    assert "initializers" in pc.weights_differ(False, port)
-    result, copy = pc.adopt_port_weights(net, port, lambda: compare_port(net, port))
+    assert "initializers" in pc.weights_differ(net, port)
+    assert pc.weights_differ(other, port) is None       # the port's own net: the same weights
+    copy = pc.copy_port_weights(net, port)
+    result = compare_port(net, port)
     assert result.faithful, result.format()
     assert set(copy.copied) == {"conv1", "bn1", "scale1", "ip1"}
     np.testing.assert_array_equal(net.layer_dict["scale1"].blobs[1].data, other.layer_dict["scale1"].blobs[1].data)
