@@ -37,11 +37,13 @@ def proves_nothing(net, result):
     seen = [values[a.id] for a in tr.acts if a.label in labels and values[a.id] is not None]
     if any(not _constant(v) for v in seen):
         return None
-    zero = all(not np.any(v) for v in seen)
-    return ("every value compared is %s in the net (and the port agrees): a port that computes anything of these "
-            "shapes would pass. The net has no weights%s; load its .caffemodel or give an input that varies"
-            % ("0" if zero else "constant", " (a deploy file without fillers)" if zero else " or its input is "
-               "constant"))
+    zeros = sum(1 for v in seen if not np.any(v))
+    what = "0" if zeros == len(seen) else "constant (0 in %d of %d)" % (zeros, len(seen)) if zeros else "constant"
+    flat = all(_constant(b.data) for layer in net.layers for b in layer.blobs if layer.type != "BatchNorm")
+    cause = ("the net's weights are all constant (a deploy file without fillers and no .caffemodel?): load its "
+             ".caffemodel") if flat else "its input is constant: give an input that varies"
+    return ("every value compared is %s in the net, and the port agrees: a port that computes anything of these "
+            "shapes would pass. %s" % (what, cause[0].upper() + cause[1:]))
 
 
 def _constant(a):

@@ -30,7 +30,18 @@ def test_a_net_of_zeros_proves_nothing(tmp_path):
     r = compare_torch(net, module)
     assert r.faithful                       # as far as the arithmetic goes ...
     why = pc.proves_nothing(net, r)         # ... but it proves nothing
-    assert why is not None and "every value compared is" in why and "no weights" in why
+    assert why is not None and "every value compared is constant (0 in 12 of 13)" in why and "fillers" in why
+    # and the command says so where it would say "Faithful"
+    import io
+
+    from engine.tools.cli import main
+    torch.save(sd, str(tmp_path / "zeros.pth"))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["compare-port", str(p), "--torch", "%s:make" % py, "--state-dict", str(tmp_path / "zeros.pth")],
+                out, err)
+    text = out.getvalue()
+    assert code == 0 and "Proved nothing: every value compared is constant" in text, text + err.getvalue()
+    assert "Faithful" not in out.getvalue()
     # the same port against the net with its weights proves something
     full, _ = tn.make_net(tmp_path, name="full.prototxt")
     module, _ = load_torch_module("%s:make" % py, tn.caffe_state_dict(full))
