@@ -192,6 +192,13 @@ COMPARE_CLEAR = "btn-compare-clear"
 COMPARE_SUMMARY = "compare-summary"
 COMPARE_TABLE = "compare-table"
 COMPARE_CHART = "compare-chart"
+COMPARE_STEPS = "compare-steps"                  # the Step A / Step B boxes (two timeline steps only)
+COMPARE_TORCH_BOX = "compare-torch-box"          # a PyTorch port: the factory's name
+COMPARE_FACTORY = "compare-factory"
+COMPARE_WEIGHTS_NOTICE = "compare-weights-notice"    # the weights differ: load the caffemodel or copy the port's
+COMPARE_WEIGHTS_TEXT = "compare-weights-text"
+COMPARE_LOAD_WEIGHTS = "upload-compare-weights"
+COMPARE_COPY_WEIGHTS = "btn-compare-copy-weights"
 # downloads
 NPY_WHICH = "npy-which"
 NPY_BUTTON = "btn-npy"

@@ -213,8 +213,8 @@ def _port_units(port):
         return out
     graph = port.graph if getattr(port, "kind", None) == "torch-reference" else port
     if getattr(graph, "kind", None) == "torch":
-        for name in graph.calls:
-            p = _torch_params(graph, name)
+        for m in graph.module.modules():          # in the order the module registered them
+            p = _torch_unit(graph.torch, m)
             if p is not None:
                 out.append(p)
     return out
@@ -268,26 +268,28 @@ def _onnx_unit(port, k, used):
     return None
 
 
-def _torch_params(graph, tensor):
-    call = graph.calls.get(tensor)
-    if call is None or call.kind != "call":
-        return None
-    m = call.fn
-    torch = graph.torch
-    if not isinstance(m, torch.nn.Module):
-        return None
-
+def _torch_unit(torch, m):
+    """(op kind, {role: array}) of a torch module that owns weights: convolutions, Linear (and
+    subclasses), BatchNorm, PReLU, and any other module owning a 1-d ``weight`` (a scale)
+    and/or ``bias`` of one size (a Caffe Scale or Bias written by hand)."""
     def arr(t):
         return None if t is None else t.detach().cpu().numpy().copy()
-    if isinstance(m, (torch.nn.modules.conv._ConvNd,)):
+    nn = torch.nn
+    if isinstance(m, nn.modules.conv._ConvNd):
         return "conv", {"weight": arr(m.weight), "bias": arr(m.bias)}
-    if isinstance(m, torch.nn.Linear):
+    if isinstance(m, nn.Linear):
         return "linear", {"weight": arr(m.weight), "bias": arr(m.bias)}
-    if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+    if isinstance(m, nn.modules.batchnorm._BatchNorm):
         return "batchnorm", {"gamma": arr(m.weight), "beta": arr(m.bias), "mean": arr(m.running_mean),
                              "var": arr(m.running_var)}
-    if isinstance(m, torch.nn.PReLU):
+    if isinstance(m, nn.PReLU):
         return "prelu", {"slope": arr(m.weight)}
+    own = dict(m.named_parameters(recurse=False))
+    w, b = own.get("weight"), own.get("bias")
+    if w is not None and w.dim() == 1 and (b is None or b.shape == w.shape):
+        return "scale", {"gamma": arr(w), "beta": arr(b)}
+    if w is None and b is not None and b.dim() == 1:
+        return "bias", {"beta": arr(b)}
     return None
 
 

@@ -264,8 +264,7 @@ def load_state_dict(module, state_dict):
     own = module.state_dict()
     missing = [k for k in own if k not in sd]
     extra = [k for k in sd if k not in own]
-    shapes = [k for k in own if k in sd and isinstance(sd[k], torch.Tensor) and tuple(sd[k].shape) !=
-              tuple(own[k].shape)]
+    shapes = [k for k in own if k in sd and isinstance(sd[k], torch.Tensor) and sd[k].numel() != own[k].numel()]
     if missing or extra or shapes:
         parts = []
         if missing:
@@ -275,7 +274,11 @@ def load_state_dict(module, state_dict):
         for k in shapes[:8]:
             parts.append("%s is %s in the file, %s in the module" % (k, _dims(sd[k].shape), _dims(own[k].shape)))
         raise PortError("%s does not fit the module %s: %s" % (label, type(module).__name__, "; ".join(parts)))
-    module.load_state_dict(sd)
+    try:
+        module.load_state_dict(sd)
+    except Exception as e:
+        raise PortError("%s does not fit the module %s: %s" % (label, type(module).__name__, _one_line(e)[:300])) \
+            from None
 
 
 # ---------------------------------------------------------------------- the graph

@@ -505,3 +505,20 @@ def test_training_charts_without_a_solver_say_there_is_none(app_ctx):
     for fig in (curves_fig, ratios_fig):        # not "run some (Run, or Solver step)": nothing can run
         text = fig.layout.annotations[0].text
         assert "no solver loaded" in text and "Solver step" not in text
+
+
+def test_port_findings_at_many_layers_are_one_line_with_the_count():
+    from engine.ports.compare import Diagnosis
+    eps = "BatchNorm eps 0.001 in the port where Caffe's is 1e-05 (reproduces the port's output to %s)"
+    diags = [Diagnosis("bn1", "batchnorm_eps", eps % "1e-07"),
+             Diagnosis("(every BatchNorm)", "batchnorm_eps_every", "every BatchNorm (3 of 3): eps 0.001",
+                       {"layers": ["bn1", "bn2", "bn3"]}),
+             Diagnosis("bn2", "batchnorm_eps", eps % "2e-07"), Diagnosis("bn3", "batchnorm_eps", eps % "3e-07"),
+             Diagnosis("ip1", "unknown", "no known cause: the layer's own arithmetic departs by 0.3 relative"),
+             Diagnosis("ip2", "unknown", "no known cause: the layer's own arithmetic departs by 0.51 relative"),
+             Diagnosis("prob", "softmax_axis", "Softmax over axis 0 in the port where Caffe's axis is 1")]
+    rows = debug_views.port_findings(diags)
+    assert rows == [("(every BatchNorm)", "every BatchNorm (3 of 3): eps 0.001"),
+                    ("2 layers (ip1, ip2)", "no known cause: the layer's own arithmetic departs by 0.3 relative"),
+                    ("prob", "Softmax over axis 0 in the port where Caffe's axis is 1")]
+    assert debug_views.port_findings([]) == []

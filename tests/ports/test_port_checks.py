@@ -115,3 +115,24 @@ def test_onnx_port_weights_copied_into_a_net_without_weights(tmp_path):
     assert result.faithful, result.format()
     assert set(copy.copied) == {"conv1", "bn1", "scale1", "ip1"}
     np.testing.assert_array_equal(net.layer_dict["scale1"].blobs[1].data, other.layer_dict["scale1"].blobs[1].data)
+
+
+def test_export_torch_module_weights_copied(tmp_path):
+    """export-torch's module: its Scale and InnerProduct are modules of its own (CaffeScale,
+    an nn.Linear subclass), their weights found all the same."""
+    torch = pytest.importorskip("torch")
+    import port_nets as pn
+
+    from engine.ports import export_torch
+    from engine.ports.compare import compare_port
+    from engine.ports.torch_port import TorchGraph, load_torch_module
+    torch.set_num_threads(1)
+    other, _ = pn.make_net(tmp_path, seed=8, name="other.prototxt")
+    res = export_torch(other, tmp_path / "other.py")
+    module, label = load_torch_module(str(res.path), str(res.state_dict_path))
+    graph = TorchGraph(module, label)
+    net, _ = pn.make_net(tmp_path, seed=3)
+    assert "the weights differ" in pc.weights_differ(net, graph)
+    copy = pc.copy_port_weights(net, graph)
+    assert copy.copied == ["conv1", "bn1", "scale1", "ip1"], copy.summary()
+    assert compare_port(net, graph).faithful
