@@ -273,7 +273,14 @@ def compare_tensors(net, dump, inputs=None, preprocess=None, rtol=None, seed=0):
     arrays = {}
     for k, v in feeds.items():
         if isinstance(v, (str, os.PathLike)):
-            break
+            path = os.fspath(v)
+            if path.lower().endswith(".npy") and os.path.isfile(path):
+                v = np.load(path)
+            elif preprocess is not None and getattr(preprocess, "transform", None) is not None:
+                v = preprocess.transform(path)
+            else:
+                break                # the comparison says what is wrong with it
+            feeds[k] = v
         arrays[k] = np.asarray(v, np.float32)
     else:
         set_inputs(net, arrays)

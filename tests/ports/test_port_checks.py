@@ -136,3 +136,42 @@ def test_export_torch_module_weights_copied(tmp_path):
     copy = pc.copy_port_weights(net, graph)
     assert copy.copied == ["conv1", "bn1", "scale1", "ip1"], copy.summary()
     assert compare_port(net, graph).faithful
+
+
+def test_without_torch_the_torch_port_says_which_extra(tmp_path, monkeypatch):
+    """torch is an extra: without it, --torch stops with a message naming the extra (exit 1),
+    and --tensors, which needs neither torch nor onnx, still works."""
+    import builtins
+    import io
+    import sys
+
+    import port_nets as pn
+
+    from engine.ports.activations import MissingDependency
+    from engine.ports.tensors_port import compare_tensors
+    from engine.ports.torch_port import compare_torch
+    from engine.tools.cli import main
+    real = builtins.__import__
+
+    def no_torch(name, *a, **k):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("No module named 'torch'")
+        return real(name, *a, **k)
+    for mod in [m for m in sys.modules if m == "torch" or m.startswith("torch.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    net, proto = pn.make_net(tmp_path)
+    (tmp_path / "m.py").write_text("def make():\n    return None\n")
+    with pytest.raises(MissingDependency, match=r"needs the Python package 'torch'.*caffe-inspector\[torch\]"):
+        compare_torch(net, "%s:make" % (tmp_path / "m.py"))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["compare-port", str(proto), "--torch", str(tmp_path / "m.py")], out, err) == 1
+    assert "caffe-inspector[torch]" in err.getvalue() and "Traceback" not in err.getvalue()
+    # a dump made by the engine itself (names as Caffe's blobs), compared without torch
+    x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    net.blobs["data"].data[...] = x
+    net.Forward()
+    np.savez(tmp_path / "dump.npz", data=x, **{b: np.array(net.blobs[b].data) for b in ("pool1", "norm1", "prob")})
+    r = compare_tensors(net, tmp_path / "dump.npz")
+    assert r.faithful, r.format()
+    assert r.row("norm1").tensor == "norm1" and r.row("norm1").matched == "name"
