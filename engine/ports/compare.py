@@ -661,7 +661,7 @@ class _Comparer:
             if not exact_only and later and self._belongs_later(act, t, self.tr.acts[later[0]]):
                 continue
             try:
-                own = relative(self._run_part(front, t), ref)[1]
+                own = self._part_rel(act, front, t)
             except PortError:
                 continue
             if own <= self.rtol:
@@ -711,7 +711,7 @@ class _Comparer:
                 return False
             for t2 in [c for c in self._candidates(nxt, fr[0]) if _fits(nxt.type, self.port.op(c))][:4]:
                 try:
-                    if relative(self._run_part(fr[0], t2), self.values[nxt.id])[1] <= self.rtol:
+                    if self._part_rel(nxt, fr[0], t2) <= self.rtol:
                         return True
                 except PortError:
                     continue
@@ -818,6 +818,20 @@ class _Comparer:
         """The port's part for value ``a`` run on the engine's values of its frontier
         (``replace``: {frontier value: array} fed instead)."""
         return self._run_part(self.fronts[a], self.match[a], replace, label=self.tr.acts[a].label)
+
+    def _part_rel(self, act, front, t):
+        """The own error of ``act`` were it paired with tensor ``t`` (its frontier ``front``):
+        the port's part fed the engine's values against the engine's value; for a port that
+        cannot re-run parts, ``t``'s value against Caffe's layers run on the port's values."""
+        if self.port.can_rerun:
+            return relative(self._run_part(front, t), self.values[act.id])[1]
+        from engine.ports import diagnose
+        fr = self._frontier(act.id)
+        if fr is None or list(fr[0]) != list(front):
+            return float("inf")
+        ref = diagnose.reenact(self, act.id, group=fr[1], front=front,
+                               inputs={f: self._from_port(f, self.pvals[self.match[f]]) for f in front})
+        return float("inf") if ref is None else relative(self._from_port(act.id, self.pvals[t]), ref)[1]
 
     def _run_part(self, front, out, replace=None, label=None):
         """The port's sub-graph from the tensors paired with the values ``front`` to the tensor
