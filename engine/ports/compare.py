@@ -404,6 +404,7 @@ class _Comparer:
         missing = [p for p in port.inputs if p not in port_feeds]
         if missing:
             raise PortError("the port %s has inputs the net does not: %s" % (port.label, ", ".join(missing)))
+        self.notes.extend(port.notes)
         self.pvals = port.run_all(port_feeds)
         if port.failure:
             self.notes.append("onnxruntime cannot run the whole port; run node by node it stops at %s" % port.failure)

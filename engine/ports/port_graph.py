@@ -59,6 +59,8 @@ class PortGraph:
         self.nodes: List[PortNode] = list(nodes)
         #: after :meth:`run_all`: None, or where a port that could not run whole stopped
         self.failure: Optional[str] = None
+        #: lines for the comparison's notes (what was done to the port to run it)
+        self.notes: List[str] = []
         self.producer: Dict[str, int] = {}       # tensor -> index of the node making it
         self.order: List[str] = []               # tensors the inputs reach, in a topological order
         self.bit: Dict[str, int] = {}            # tensor -> its position in ``order``

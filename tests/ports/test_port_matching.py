@@ -240,3 +240,18 @@ def test_bug_in_a_decomposed_batchnorm_is_named(tmp_path):
     r = compare_port(net, pn.rename_all(m))
     assert r.first_departing == "bn1", r.format()
     assert r.diagnosis_for("bn1").kind == "batchnorm_eps" and "eps 0.001" in r.diagnosis_for("bn1").text
+
+
+# ---------------------------------------------------------------------- MMdnn's structure
+@pytest.mark.parametrize("strip", [False, True])
+def test_mmdnn_style_port_nhwc_and_old_opset(resnet, strip):
+    """MMdnn's ONNX: opset 6 (upgraded to run, a note says so), NHWC input transposed inside
+    (fed transposed, the header says so), BatchNorm+Scale fused under the BatchNorm's name."""
+    m = pn.mmdnn_style(resnet)
+    assert m.opset_import[0].version == 6
+    r = compare_port(resnet, pn.rename_all(m) if strip else m)
+    assert r.faithful, r.format()
+    assert r.input_layouts and r.input_layouts[0]["layout"] == "NHWC"
+    assert any("opset 6 is older than onnxruntime runs" in n for n in r.notes)
+    assert all(r.row("%s@%s_scale" % (bn[:-3], bn[:-3])).group == [bn, bn[:-3] + "_scale"] for bn in BNS)
+    assert r.matching["unmatched"] == 6
