@@ -157,7 +157,19 @@ CASES = {
     "eltwise_coeff": ("MIX", _eltwise_plain_add, "sum", "eltwise_coeff", "(1, 1)"),
     "prelu_channel_shared": ("MIX", _prelu_shared, "prelu1", "prelu_channel_shared", "one slope"),
     "dropout_scale": ("CROP", lambda n, m: _dropout_scaled(m), "drop", "dropout_scale", "TEST-phase"),
+    "deconv_in_out_swapped": ("MIX", lambda n, m: _w(m, "deconv_W", lambda w: w.transpose(1, 0, 2, 3).reshape(w.shape)),
+                              "deconv", "deconv_weight_layout", "(output, input)"),
+    "kernel_channels_reversed": ("MIX", lambda n, m: _w(m, "conv2_W", lambda w: w[:, ::-1]), "conv2",
+                                 "kernel_channels_reversed", "reversed"),
+    "eltwise_operation": ("MIX", lambda n, m: _eltwise_plain_add(n, m) and _op(m, "sum", "Max"), "sum",
+                          "eltwise_operation", "MAX"),
+    "lrn_k": ("SMALL", _node_attr("norm1", "bias", 2.0), "norm1", "lrn_k", "k is 2"),
 }
+
+
+def _op(m, name, op_type):
+    pn.node(m, name).op_type = op_type
+    return m
 
 
 def _dropout_scaled(m):
