@@ -162,6 +162,7 @@ class PortComparison:
     notes: List[str] = field(default_factory=list)
     message: str = ""
     input_layouts: List[Dict[str, Any]] = field(default_factory=list)   # inputs transposed for the port
+    proves_nothing: bool = False     # every compared value constant (a net without weights): no evidence
 
     def row(self, label):
         for r in self.rows:
@@ -847,6 +848,18 @@ class _Comparer:
         except PortError as e:
             raise PortError("%s (the port's part for '%s')" % (e, label or out)) from None
 
+    def _constant_values(self):
+        """'' or what every value the net computes (paired or not, inputs aside) holds when all
+        are constant: "all zero", "each constant"."""
+        vals = [self.values[a.id] for a in self.tr.acts if a.alias_of is None and a.id not in self.tr.inputs.values()]
+        if not vals:
+            return ""
+        if all(not np.any(v) for v in vals):
+            return "all zero"
+        if all(v.size == 0 or np.all(v == v.flat[0]) for v in vals):
+            return "each one a constant"
+        return ""
+
     def _explain_own_over_end_to_end(self):
         """A row whose own error is far above its end-to-end error gets a line saying why:
         its part was fed Caffe's values of tensors the port itself holds otherwise."""
@@ -963,10 +976,17 @@ class _Comparer:
         first_layer = None
         if first is not None:
             first_layer = _group_layer_named(diags, first.group or [first.layer]) or first.layer
+        constant = self._constant_values()
+        if constant:
+            self.notes.append("every value compared is constant (%s): the comparison proves nothing about the "
+                              "port's arithmetic (a net without weights? load its caffemodel)" % constant)
         if faithful:
             worst = max((r.rel for r in rows if r.rel is not None and r.matched != "input"), default=0.0)
             msg = "Faithful: every checked layer's own arithmetic within rounding, outputs within rtol %g " \
                   "(largest end-to-end rel %s)." % (self.rtol, _num(worst))
+            if constant:
+                msg = "Proves nothing: every value compared is constant (%s); the port agrees with it, as " \
+                      "anything would." % constant
         elif first is not None:
             what = "the port has no Softmax here" if first.tensor is None and first.type == "Softmax" \
                 else "own error %s relative, %s times its float32 rounding (%s)" % (
@@ -984,7 +1004,8 @@ class _Comparer:
                               first_departing=None if faithful else first_layer,
                               first_departing_label=None if (faithful or first is None) else first.label,
                               diagnosis=diags, matching=counts, unmatched_tensors=unmatched, outputs=outputs,
-                              notes=self.notes, message=msg, input_layouts=self.input_layouts)
+                              notes=self.notes, message=msg, input_layouts=self.input_layouts,
+                              proves_nothing=bool(constant))
 
 
 def _departing(r):

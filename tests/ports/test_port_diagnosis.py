@@ -2,6 +2,8 @@
 named -- each cause checked by re-running Caffe's layer the way the mistake would (the cause
 table of docs/port-debugging.md); and a departure no known cause explains said so, with the
 first differing elements."""
+import json
+
 import numpy as np
 import pytest
 
@@ -204,6 +206,8 @@ def test_planted_mistake_is_found_and_named(nets, case):
     assert d is not None and d.kind == kind, r.format()
     assert words in d.text, d.text
     assert d.evidence.get("reproduced") is True
+    doc = json.loads(json.dumps(r.to_dict()))                  # plain data, as the page and --json take it
+    assert doc["first_departing"] == layer and any(x["kind"] == kind for x in doc["diagnosis"])
 
 
 @pytest.mark.parametrize("key", ["SMALL", "MIX", "CROP"])

@@ -1,5 +1,7 @@
 """The port interface (engine.ports.port_graph.PortGraph): compare_port takes any port
 object, not only an ONNX model; the ONNX port is one such object."""
+import re
+
 import numpy as np
 import pytest
 
@@ -89,3 +91,18 @@ def test_a_port_that_cannot_rerun_parts_is_checked_with_caffe_on_its_values(tmp_
     assert r.first_departing == "bn1", r.format()
     assert r.diagnosis_for("bn1").kind == "batchnorm_eps"
     assert r.row("conv1@relu1").own_rel < 1e-6 < r.row("conv1@relu1").rel      # downstream: its own is exact
+
+
+def test_a_net_without_weights_proves_nothing(tmp_path):
+    """A deploy file without fillers: every weight 0, every value 0; the port agrees, and the
+    comparison says it proves nothing."""
+    import engine
+    p = tmp_path / "zero.prototxt"
+    p.write_text(re.sub(r"(weight_|bias_)?filler \{[^}]*\}", "", pn.SMALL))
+    net = engine.Net(str(p), engine.TEST)
+    assert not np.any(net.params["conv1"][0].data)
+    r = compare_port(net, pn.build_port(net))
+    assert r.proves_nothing and r.message.startswith("Proves nothing")
+    assert any("proves nothing" in n for n in r.notes)
+    net2, _ = pn.make_net(tmp_path)
+    assert not compare_port(net2, pn.build_port(net2)).proves_nothing
