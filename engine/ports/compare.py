@@ -954,6 +954,8 @@ class _Comparer:
             shape_diag = [d for d in diags if d.kind.startswith("pool_") or d.kind == "shape"]
             if shape_diag:
                 first = next((r for r in rows if r.layer == shape_diag[0].layer), None)
+        if first is None and self.port.failure:
+            first = next((r for r in rows if r.status == "not run"), None)
         outputs = []
         e2e_ok = True
         for name in net.outputs:
@@ -988,7 +990,8 @@ class _Comparer:
                 msg = "Proves nothing: every value compared is constant (%s); the port agrees with it, as " \
                       "anything would." % constant
         elif first is not None:
-            what = "the port has no Softmax here" if first.tensor is None and first.type == "Softmax" \
+            what = "the port cannot run here: %s" % self.port.failure if first.status == "not run" \
+                else "the port has no Softmax here" if first.tensor is None and first.type == "Softmax" \
                 else "own error %s relative, %s times its float32 rounding (%s)" % (
                 _num(first.own_rel), _num(first.over_rounding), _num(first.rounding)) \
                 if first.status == "small" and first.over_rounding is not None \

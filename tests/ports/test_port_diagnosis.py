@@ -268,3 +268,18 @@ def test_softmax_dropped_or_added(nets):
     r = compare_port(net2, m)
     assert r.faithful, r.format()
     assert [d.kind for d in r.diagnosis] == ["softmax_added"] and "adds a Softmax" in r.diagnosis[0].text
+
+
+def test_a_node_onnxruntime_cannot_run_is_the_first_departure(nets):
+    """caffe2onnx writes Dropout with a 'ratio' attribute at opset 19 (gone since opset 12):
+    onnxruntime refuses that node; the comparison says the port cannot run there."""
+    from onnx import helper
+    net = nets["CROP"]
+    m = pn.build_port(net)
+    n = pn.node(m, "drop")
+    n.op_type = "Dropout"
+    n.attribute.append(helper.make_attribute("ratio", 0.0))
+    r = compare_port(net, m)
+    assert not r.faithful and r.first_departing == "drop", r.format()
+    assert "the port cannot run here: node drop (Dropout)" in r.message and "ratio" in r.message
+    assert r.row("pw").status == "ok"                      # what runs before it is still checked
