@@ -162,6 +162,7 @@ class PortComparison:
     notes: List[str] = field(default_factory=list)
     message: str = ""
     input_layouts: List[Dict[str, Any]] = field(default_factory=list)   # inputs transposed for the port
+    proves_nothing: bool = False     # every compared value constant (a net without weights): no evidence
 
     def row(self, label):
         for r in self.rows:
@@ -404,6 +405,7 @@ class _Comparer:
         missing = [p for p in port.inputs if p not in port_feeds]
         if missing:
             raise PortError("the port %s has inputs the net does not: %s" % (port.label, ", ".join(missing)))
+        self.notes.extend(port.notes)
         self.pvals = port.run_all(port_feeds)
         if port.failure:
             self.notes.append("onnxruntime cannot run the whole port; run node by node it stops at %s" % port.failure)
@@ -661,7 +663,7 @@ class _Comparer:
             if not exact_only and later and self._belongs_later(act, t, self.tr.acts[later[0]]):
                 continue
             try:
-                own = relative(self._run_part(front, t), ref)[1]
+                own = self._part_rel(act, front, t)
             except PortError:
                 continue
             if own <= self.rtol:
@@ -711,7 +713,7 @@ class _Comparer:
                 return False
             for t2 in [c for c in self._candidates(nxt, fr[0]) if _fits(nxt.type, self.port.op(c))][:4]:
                 try:
-                    if relative(self._run_part(fr[0], t2), self.values[nxt.id])[1] <= self.rtol:
+                    if self._part_rel(nxt, fr[0], t2) <= self.rtol:
                         return True
                 except PortError:
                     continue
@@ -819,6 +821,20 @@ class _Comparer:
         (``replace``: {frontier value: array} fed instead)."""
         return self._run_part(self.fronts[a], self.match[a], replace, label=self.tr.acts[a].label)
 
+    def _part_rel(self, act, front, t):
+        """The own error of ``act`` were it paired with tensor ``t`` (its frontier ``front``):
+        the port's part fed the engine's values against the engine's value; for a port that
+        cannot re-run parts, ``t``'s value against Caffe's layers run on the port's values."""
+        if self.port.can_rerun:
+            return relative(self._run_part(front, t), self.values[act.id])[1]
+        from engine.ports import diagnose
+        fr = self._frontier(act.id)
+        if fr is None or list(fr[0]) != list(front):
+            return float("inf")
+        ref = diagnose.reenact(self, act.id, group=fr[1], front=front,
+                               inputs={f: self._from_port(f, self.pvals[self.match[f]]) for f in front})
+        return float("inf") if ref is None else relative(self._from_port(act.id, self.pvals[t]), ref)[1]
+
     def _run_part(self, front, out, replace=None, label=None):
         """The port's sub-graph from the tensors paired with the values ``front`` to the tensor
         ``out``, fed the engine's values of ``front``."""
@@ -831,6 +847,18 @@ class _Comparer:
             return self.port.run_part(ftens, out, ChainMap(feeds, self.pvals))
         except PortError as e:
             raise PortError("%s (the port's part for '%s')" % (e, label or out)) from None
+
+    def _constant_values(self):
+        """'' or what every value the net computes (paired or not, inputs aside) holds when all
+        are constant: "all zero", "each constant"."""
+        vals = [self.values[a.id] for a in self.tr.acts if a.alias_of is None and a.id not in self.tr.inputs.values()]
+        if not vals:
+            return ""
+        if all(not np.any(v) for v in vals):
+            return "all zero"
+        if all(v.size == 0 or np.all(v == v.flat[0]) for v in vals):
+            return "each one a constant"
+        return ""
 
     def _explain_own_over_end_to_end(self):
         """A row whose own error is far above its end-to-end error gets a line saying why:
@@ -926,6 +954,8 @@ class _Comparer:
             shape_diag = [d for d in diags if d.kind.startswith("pool_") or d.kind == "shape"]
             if shape_diag:
                 first = next((r for r in rows if r.layer == shape_diag[0].layer), None)
+        if first is None and self.port.failure:
+            first = next((r for r in rows if r.status == "not run"), None)
         outputs = []
         e2e_ok = True
         for name in net.outputs:
@@ -948,12 +978,20 @@ class _Comparer:
         first_layer = None
         if first is not None:
             first_layer = _group_layer_named(diags, first.group or [first.layer]) or first.layer
+        constant = self._constant_values()
+        if constant:
+            self.notes.append("every value compared is constant (%s): the comparison proves nothing about the "
+                              "port's arithmetic (a net without weights? load its caffemodel)" % constant)
         if faithful:
             worst = max((r.rel for r in rows if r.rel is not None and r.matched != "input"), default=0.0)
             msg = "Faithful: every checked layer's own arithmetic within rounding, outputs within rtol %g " \
                   "(largest end-to-end rel %s)." % (self.rtol, _num(worst))
+            if constant:
+                msg = "Proves nothing: every value compared is constant (%s); the port agrees with it, as " \
+                      "anything would." % constant
         elif first is not None:
-            what = "the port has no Softmax here" if first.tensor is None and first.type == "Softmax" \
+            what = "the port cannot run here: %s" % self.port.failure if first.status == "not run" \
+                else "the port has no Softmax here" if first.tensor is None and first.type == "Softmax" \
                 else "own error %s relative, %s times its float32 rounding (%s)" % (
                 _num(first.own_rel), _num(first.over_rounding), _num(first.rounding)) \
                 if first.status == "small" and first.over_rounding is not None \
@@ -969,7 +1007,8 @@ class _Comparer:
                               first_departing=None if faithful else first_layer,
                               first_departing_label=None if (faithful or first is None) else first.label,
                               diagnosis=diags, matching=counts, unmatched_tensors=unmatched, outputs=outputs,
-                              notes=self.notes, message=msg, input_layouts=self.input_layouts)
+                              notes=self.notes, message=msg, input_layouts=self.input_layouts,
+                              proves_nothing=bool(constant))
 
 
 def _departing(r):

@@ -17,6 +17,7 @@ class OnnxPort(PortGraph):
     def __init__(self, model, label):
         self.onnx = require("onnx", "onnx", "compare-port")
         self.ort = require("onnxruntime", "onnx", "compare-port")
+        model, self.upgraded = _runnable_opset(self.onnx, model)
         self.model = model
         g = model.graph
         self.const = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
@@ -26,6 +27,10 @@ class OnnxPort(PortGraph):
                           n.name) for n in self.onnx_nodes]
         super().__init__(label, [vi.name for vi in g.input if vi.name not in self.const], nodes)
         self._sessions: Dict[Tuple[Tuple[str, ...], str], Any] = {}
+        if self.upgraded:
+            self.notes.append("the port's opset %d is older than onnxruntime runs (7 and later): it was upgraded to "
+                              "opset %d with onnx.version_converter (the same ops, the tensor names kept)"
+                              % self.upgraded)
 
     def input_shape(self, name):
         t = self.input_info[name].type.tensor_type
@@ -180,6 +185,24 @@ class OnnxPort(PortGraph):
         m.ir_version = self.model.ir_version
         m.functions.extend(self.model.functions)
         return m, inputs + extra
+
+
+MIN_ORT_OPSET = 7
+
+
+def _runnable_opset(onnx, model):
+    """(model, None), or -- for a model older than onnxruntime runs (opset < 7: MMdnn's) --
+    (the model upgraded by onnx.version_converter, (old opset, new opset))."""
+    old = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if old is None or old >= MIN_ORT_OPSET:
+        return model, None
+    from onnx import version_converter
+    for target in (13, 9, MIN_ORT_OPSET):
+        try:
+            return version_converter.convert_version(model, target), (old, target)
+        except Exception:
+            continue
+    return model, None
 
 
 def _implicit_inputs(node):

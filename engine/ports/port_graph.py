@@ -36,8 +36,13 @@ import numpy as np
 
 @dataclass
 class PortNode:
-    """One op of a port: its type (an ONNX op type, or e.g. a torch function or module
-    class name), the tensors it reads and writes, and a name for messages."""
+    """One op of a port: its type, the tensors it reads and writes, and a name for messages.
+
+    ``op`` is best given as the ONNX op type the op is (``Conv``, ``BatchNormalization``,
+    ``Relu``, ``Gemm``, ``MaxPool``, ...; a torch port maps ``nn.Conv2d`` / ``F.conv2d`` to
+    ``Conv``): where values cannot be told apart by value, the matching prefers the tensor
+    made by a layer type's usual ONNX lowering (``compare.COMPAT`` / ``PRIMARY``). Any other
+    name still pairs by value and topology."""
     op: str
     inputs: List[str]
     outputs: List[str]
@@ -59,6 +64,8 @@ class PortGraph:
         self.nodes: List[PortNode] = list(nodes)
         #: after :meth:`run_all`: None, or where a port that could not run whole stopped
         self.failure: Optional[str] = None
+        #: lines for the comparison's notes (what was done to the port to run it)
+        self.notes: List[str] = []
         self.producer: Dict[str, int] = {}       # tensor -> index of the node making it
         self.order: List[str] = []               # tensors the inputs reach, in a topological order
         self.bit: Dict[str, int] = {}            # tensor -> its position in ``order``

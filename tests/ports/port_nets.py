@@ -425,6 +425,31 @@ def caffe2onnx_style(net, variance_bug=False):
     return m
 
 
+def mmdnn_style(net):
+    """A port shaped as MMdnn's ONNX emitter makes them: opset 6 (BatchNormalization with
+    is_test, older than onnxruntime runs), an NHWC input ``input_orig`` transposed inside to
+    ``input``, every BatchNorm+Scale one BatchNormalization named as the BatchNorm."""
+    from onnx import helper
+    m = build_port(net)
+    for i, layer in enumerate(net.layers):
+        if layer.type == "BatchNorm" and i + 1 < len(net.layers) and net.layers[i + 1].type == "Scale":
+            fuse_bn_scale(m, net.layer_names[i], net.layer_names[i + 1], named="bn")
+    transposed_input(m, name="input_orig")
+    t = node(m, "to_nchw")
+    _rewire(m, t.output[0], "input")
+    t.output[0] = "input"
+    for n in m.graph.node:
+        if n.op_type == "BatchNormalization":
+            n.attribute.append(helper.make_attribute("is_test", 1))
+        if n.op_type == "Gemm":
+            n.attribute.append(helper.make_attribute("broadcast", 1))
+    for t in m.graph.initializer:              # IR 3: every initializer is a graph input too
+        m.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    m.opset_import[0].version = 6
+    m.ir_version = 3
+    return m
+
+
 def transposed_input(model, perm=(0, 2, 3, 1), drop_batch=False, name="input_nhwc"):
     """The port taking its input in another layout (NHWC by default; ``drop_batch``: with no
     batch axis, as MMdnn's HWC ports): the graph input renamed and re-shaped, a Transpose

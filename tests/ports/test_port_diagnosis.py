@@ -2,6 +2,8 @@
 named -- each cause checked by re-running Caffe's layer the way the mistake would (the cause
 table of docs/port-debugging.md); and a departure no known cause explains said so, with the
 first differing elements."""
+import json
+
 import numpy as np
 import pytest
 
@@ -157,7 +159,19 @@ CASES = {
     "eltwise_coeff": ("MIX", _eltwise_plain_add, "sum", "eltwise_coeff", "(1, 1)"),
     "prelu_channel_shared": ("MIX", _prelu_shared, "prelu1", "prelu_channel_shared", "one slope"),
     "dropout_scale": ("CROP", lambda n, m: _dropout_scaled(m), "drop", "dropout_scale", "TEST-phase"),
+    "deconv_in_out_swapped": ("MIX", lambda n, m: _w(m, "deconv_W", lambda w: w.transpose(1, 0, 2, 3).reshape(w.shape)),
+                              "deconv", "deconv_weight_layout", "(output, input)"),
+    "kernel_channels_reversed": ("MIX", lambda n, m: _w(m, "conv2_W", lambda w: w[:, ::-1]), "conv2",
+                                 "kernel_channels_reversed", "reversed"),
+    "eltwise_operation": ("MIX", lambda n, m: _eltwise_plain_add(n, m) and _op(m, "sum", "Max"), "sum",
+                          "eltwise_operation", "MAX"),
+    "lrn_k": ("SMALL", _node_attr("norm1", "bias", 2.0), "norm1", "lrn_k", "k is 2"),
 }
+
+
+def _op(m, name, op_type):
+    pn.node(m, name).op_type = op_type
+    return m
 
 
 def _dropout_scaled(m):
@@ -192,6 +206,8 @@ def test_planted_mistake_is_found_and_named(nets, case):
     assert d is not None and d.kind == kind, r.format()
     assert words in d.text, d.text
     assert d.evidence.get("reproduced") is True
+    doc = json.loads(json.dumps(r.to_dict()))                  # plain data, as the page and --json take it
+    assert doc["first_departing"] == layer and any(x["kind"] == kind for x in doc["diagnosis"])
 
 
 @pytest.mark.parametrize("key", ["SMALL", "MIX", "CROP"])
@@ -252,3 +268,18 @@ def test_softmax_dropped_or_added(nets):
     r = compare_port(net2, m)
     assert r.faithful, r.format()
     assert [d.kind for d in r.diagnosis] == ["softmax_added"] and "adds a Softmax" in r.diagnosis[0].text
+
+
+def test_a_node_onnxruntime_cannot_run_is_the_first_departure(nets):
+    """caffe2onnx writes Dropout with a 'ratio' attribute at opset 19 (gone since opset 12):
+    onnxruntime refuses that node; the comparison says the port cannot run there."""
+    from onnx import helper
+    net = nets["CROP"]
+    m = pn.build_port(net)
+    n = pn.node(m, "drop")
+    n.op_type = "Dropout"
+    n.attribute.append(helper.make_attribute("ratio", 0.0))
+    r = compare_port(net, m)
+    assert not r.faithful and r.first_departing == "drop", r.format()
+    assert "the port cannot run here: node drop (Dropout)" in r.message and "ratio" in r.message
+    assert r.row("pw").status == "ok"                      # what runs before it is still checked

@@ -4,6 +4,7 @@ inputs in another layout, and each layer's small error judged against its own fl
 rounding."""
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
@@ -127,3 +128,130 @@ def test_rounding_only_differences_are_never_findings(resnet):
         measured = [row for row in r.rows if row.over_rounding is not None]
         assert measured and all(row.over_rounding < 10 for row in measured)
         assert all(row.status in ("ok", "input", "unmatched") for row in r.rows)
+
+
+# ---------------------------------------------------------------------- other lowerings
+def _bn_stats(net, bn="bn1"):
+    layer = net.layer_dict[bn]
+    sf = float(layer.blobs[2].data[0])
+    mean = np.asarray(layer.blobs[0].data, np.float64) / sf
+    std = np.sqrt(np.asarray(layer.blobs[1].data, np.float64) / sf + layer.layer_param.batch_norm_param.eps)
+    return mean, std
+
+
+def _fold_into_conv(net, m):
+    """BatchNorm and Scale folded into conv1's weights and bias (onnx-simplifier's and
+    torch.onnx's fusion): one Conv, named conv1, computing conv1@scale1."""
+    mean, std = _bn_stats(net)
+    g = pn.init_array(m, "scale1_gamma").reshape(-1).astype(np.float64)
+    beta = pn.init_array(m, "scale1_beta").reshape(-1).astype(np.float64)
+    W = pn.init_array(m, "conv1_W").astype(np.float64)
+    b = pn.init_array(m, "conv1_b").astype(np.float64)
+    k = g / std
+    pn.set_init(m, "conv1_W", W * k[:, None, None, None])
+    pn.set_init(m, "conv1_b", (b - mean) * k + beta)
+    relu = pn.node(m, "relu1")
+    for name in ("bn1", "scale1_m", "scale1"):
+        m.graph.node.remove(pn.node(m, name))
+    relu.input[0] = "conv1"
+    return m
+
+
+def _decompose_bn(net, m):
+    """BatchNormalization as Sub, Div (by sqrt(var + eps), a constant), as some converters do."""
+    from onnx import helper, numpy_helper
+    mean, std = _bn_stats(net)
+    n = pn.node(m, "bn1")
+    idx = list(m.graph.node).index(n)
+    m.graph.node.remove(n)
+    m.graph.initializer.extend([numpy_helper.from_array(mean.reshape(1, -1, 1, 1).astype(np.float32), "bn_m"),
+                                numpy_helper.from_array(std.reshape(1, -1, 1, 1).astype(np.float32), "bn_s")])
+    m.graph.node.insert(idx, helper.make_node("Sub", [n.input[0], "bn_m"], ["bn_centered"], name="bn_sub"))
+    m.graph.node.insert(idx + 1, helper.make_node("Div", ["bn_centered", "bn_s"], [n.output[0]], name="bn_div"))
+    return m
+
+
+def _decompose_lrn(net, m):
+    """LRN across channels as x², a banded 1x1 Conv summing the channel window, Mul, Add, Pow,
+    Div (what converters without an LRN op emit)."""
+    from onnx import helper, numpy_helper
+    lp = net.layer_dict["norm1"].layer_param.lrn_param
+    n = pn.node(m, "norm1")
+    C = net.blobs["pool1"].shape[1]
+    size, half = int(lp.local_size), int(lp.local_size) // 2
+    band = np.zeros((C, C, 1, 1), np.float32)
+    for i in range(C):
+        band[i, max(0, i - half):min(C, i + half + 1)] = 1
+    m.graph.initializer.extend([numpy_helper.from_array(band, "lrn_band"),
+                                numpy_helper.from_array(np.float32(lp.alpha / size), "lrn_a"),
+                                numpy_helper.from_array(np.float32(lp.k), "lrn_k"),
+                                numpy_helper.from_array(np.float32(lp.beta), "lrn_b")])
+    x, out = n.input[0], n.output[0]
+    idx = list(m.graph.node).index(n)
+    m.graph.node.remove(n)
+    new = [helper.make_node("Mul", [x, x], ["lrn_sq"]), helper.make_node("Conv", ["lrn_sq", "lrn_band"], ["lrn_sum"]),
+           helper.make_node("Mul", ["lrn_sum", "lrn_a"], ["lrn_scaled"]),
+           helper.make_node("Add", ["lrn_scaled", "lrn_k"], ["lrn_base"]),
+           helper.make_node("Pow", ["lrn_base", "lrn_b"], ["lrn_den"]), helper.make_node("Div", [x, "lrn_den"], [out])]
+    for k, node in enumerate(new):
+        m.graph.node.insert(idx + k, node)
+    return m
+
+
+def _matmul_add(net, m):
+    from onnx import helper, numpy_helper
+    n = pn.node(m, "ip1")
+    W = pn.init_array(m, "ip1_W")
+    m.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(W.T), "ip1_WT"))
+    idx = list(m.graph.node).index(n)
+    m.graph.node.remove(n)
+    m.graph.node.insert(idx, helper.make_node("MatMul", [n.input[0], "ip1_WT"], ["ip1_mm"], name="ip1_mm"))
+    m.graph.node.insert(idx + 1, helper.make_node("Add", ["ip1_mm", "ip1_b"], [n.output[0]], name="ip1_add"))
+    return m
+
+
+@pytest.mark.parametrize("strip", [False, True])
+def test_lowerings_pair_by_value_and_chain(tmp_path, strip):
+    net, _ = pn.make_net(tmp_path)
+    for lower in (_fold_into_conv, _decompose_bn, _decompose_lrn, _matmul_add):
+        m = lower(net, pn.build_port(net))
+        r = compare_port(net, pn.rename_all(m) if strip else m)
+        assert r.faithful, (lower.__name__, r.format())
+        _no_own_far_above_end_to_end(r)
+        if lower is _fold_into_conv:
+            # the Conv holds the chain's last value; the convolution and BatchNorm alone have none
+            row = r.row("conv1@scale1")
+            assert row.tensor is not None and row.group == ["conv1", "bn1", "scale1"], r.format()
+            assert r.row("conv1").tensor is None and r.row("conv1@bn1").tensor is None
+            if not strip:
+                assert row.tensor == "conv1" and "holds scale1's value" in row.note
+        if lower is _decompose_lrn:
+            assert r.row("norm1").matched in ("name", "topology") and r.row("norm1").group == ["norm1"]
+        if lower is _matmul_add:
+            assert r.row("ip1").group == ["ip1"]
+
+
+def test_bug_in_a_decomposed_batchnorm_is_named(tmp_path):
+    net, _ = pn.make_net(tmp_path)
+    m = _decompose_bn(net, pn.build_port(net))
+    mean, std = _bn_stats(net)
+    var = np.asarray(net.layer_dict["bn1"].blobs[1].data, np.float64) / 2.0
+    pn.set_init(m, "bn_s", np.sqrt(var + 1e-3).reshape(1, -1, 1, 1))
+    r = compare_port(net, pn.rename_all(m))
+    assert r.first_departing == "bn1", r.format()
+    assert r.diagnosis_for("bn1").kind == "batchnorm_eps" and "eps 0.001" in r.diagnosis_for("bn1").text
+
+
+# ---------------------------------------------------------------------- MMdnn's structure
+@pytest.mark.parametrize("strip", [False, True])
+def test_mmdnn_style_port_nhwc_and_old_opset(resnet, strip):
+    """MMdnn's ONNX: opset 6 (upgraded to run, a note says so), NHWC input transposed inside
+    (fed transposed, the header says so), BatchNorm+Scale fused under the BatchNorm's name."""
+    m = pn.mmdnn_style(resnet)
+    assert m.opset_import[0].version == 6
+    r = compare_port(resnet, pn.rename_all(m) if strip else m)
+    assert r.faithful, r.format()
+    assert r.input_layouts and r.input_layouts[0]["layout"] == "NHWC"
+    assert any("opset 6 is older than onnxruntime runs" in n for n in r.notes)
+    assert all(r.row("%s@%s_scale" % (bn[:-3], bn[:-3])).group == [bn, bn[:-3] + "_scale"] for bn in BNS)
+    assert r.matching["unmatched"] == 6
