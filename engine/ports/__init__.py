@@ -37,12 +37,11 @@ _LAZY = {
     "PortNode": ("engine.ports.port_graph", "PortNode"),
     "OnnxPort": ("engine.ports.onnx_port", "OnnxPort"),
     # other ports: a user's PyTorch module, either way round (torch_port.py), a runtime's tensors
-    # (tensors_port.py); what a comparison proves and the port's weights (port_checks.py)
+    # (tensors_port.py); a port's weights into a net without (port_checks.py)
     "compare_torch": ("engine.ports.torch_port", "compare_torch"),
     "TorchGraph": ("engine.ports.torch_port", "TorchGraph"),
     "compare_tensors": ("engine.ports.tensors_port", "compare_tensors"),
     "TensorDump": ("engine.ports.tensors_port", "TensorDump"),
-    "proves_nothing": ("engine.ports.port_checks", "proves_nothing"),
     "copy_port_weights": ("engine.ports.port_checks", "copy_port_weights"),
     # the PyTorch export (engine/ports/torch_export.py)
     "export_torch": ("engine.ports.torch_export", "export_torch"),

@@ -1,8 +1,5 @@
-"""What a port comparison can and cannot show, and the two things to do about it.
+"""A net without weights against a port with its own, and what to do about it.
 
-- :func:`proves_nothing`: a comparison in which every value compared is constant (a deploy
-  net without weights or fillers: every weight and activation 0) passes any port; it
-  proves nothing and must not be called faithful.
 - :func:`weights_differ` and :func:`copy_port_weights`: a net without weights compared with
   a port that carries its own (ONNX initializers, a PyTorch state_dict) compares two
   different nets.  The port's weights can be copied into the net: its weighted ops, in the
@@ -16,39 +13,6 @@ from dataclasses import dataclass, field
 from typing import List, Tuple
 
 import numpy as np
-
-
-# ---------------------------------------------------------------------- proving nothing
-def proves_nothing(net, result):
-    """A line saying why ``result`` (the comparison just made on ``net``) proves nothing --
-    every value it compared is constant (all 0, say) -- or None.  Reads the values the
-    comparison left in the net, and only when they are all constant runs it once more to see
-    the values an in-place layer overwrote."""
-    from engine.ports.activations import run, trace
-    compared = {r.blob for r in result.rows if r.tensor is not None and r.matched != "input"}
-    if not compared:
-        return "no value of the net was compared with the port"
-    for b in compared:
-        if b in net.blobs and not _constant(net.blobs[b].data):
-            return None
-    tr = trace(net)
-    values = run(net, tr)
-    labels = {r.label for r in result.rows if r.tensor is not None and r.matched != "input"}
-    seen = [values[a.id] for a in tr.acts if a.label in labels and values[a.id] is not None]
-    if any(not _constant(v) for v in seen):
-        return None
-    zeros = sum(1 for v in seen if not np.any(v))
-    what = "0" if zeros == len(seen) else "constant (0 in %d of %d)" % (zeros, len(seen)) if zeros else "constant"
-    flat = all(_constant(b.data) for layer in net.layers for b in layer.blobs if layer.type != "BatchNorm")
-    cause = ("the net's weights are all constant (a deploy file without fillers and no .caffemodel?): load its "
-             ".caffemodel") if flat else "its input is constant: give an input that varies"
-    return ("every value compared is %s in the net, and the port agrees: a port that computes anything of these "
-            "shapes would pass. %s" % (what, cause[0].upper() + cause[1:]))
-
-
-def _constant(a):
-    a = np.asarray(a)
-    return a.size == 0 or bool(np.all(a == a.flat[0]) or np.all(np.isnan(a)))
 
 
 # ---------------------------------------------------------------------- the port's weights
@@ -374,5 +338,5 @@ def weights_differ(net, port):
                 (", ..." if len(look.differing) > 5 else ""), what))
 
 
-__all__ = ["proves_nothing", "port_weight_count", "plan_port_weights", "copy_port_weights", "weights_differ",
+__all__ = ["port_weight_count", "plan_port_weights", "copy_port_weights", "weights_differ",
            "WeightCopy"]

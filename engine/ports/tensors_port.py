@@ -41,12 +41,12 @@ class TensorDump(PortGraph):
             self.tensors[str(k)] = a
         if not self.tensors:
             raise PortError("%s: holds no arrays" % label)
-        self.notes: List[str] = []
         self.input_tensor: Optional[str] = None
         self.extra_inputs: List[str] = []
         self.internal: Dict[str, str] = {k: k for k in self.tensors}      # dump name -> name in the graph
         self.paired_by: Dict[str, str] = {}                                 # dump name -> "name" or "order"
         super().__init__(label, [], [])
+        self.notes: List[str] = []
 
     @classmethod
     def load(cls, path):
@@ -115,7 +115,9 @@ class TensorDump(PortGraph):
                 continue
             nodes.append(PortNode("Tensor", list(prev), [self.internal[k]], k))
             prev = [self.internal[k]]
+        notes = self.notes
         PortGraph.__init__(self, self.label, heads, nodes)
+        self.notes = notes
 
     def pair(self, tr, values, rtol=1e-3):
         """Pair the dump's tensors with the values the net computes (``tr``, ``values``: its

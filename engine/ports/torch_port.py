@@ -377,11 +377,11 @@ class TorchGraph(PortGraph):
     def _index(self):
         """The port graph of the calls (PortGraph's order, producer, ancestry): a call's inputs
         are the nodes it reads; a call computed from constants only is a constant."""
-        failure = getattr(self, "failure", None)
+        failure, notes = getattr(self, "failure", None), getattr(self, "notes", [])
         nodes = [PortNode(self._op_of(c), list(c.refs), [name], c.where)
                  for name, c in self.calls.items() if c.kind == "call"]
         PortGraph.__init__(self, self.label, self.inputs, nodes)
-        self.failure = failure
+        self.failure, self.notes = failure, notes
 
     # -------------------------------------------------------------- what the matching asks
     def _op_of(self, c):
@@ -730,6 +730,18 @@ def _fetch_attr(root, target):
 
 
 # ---------------------------------------------------------------------- the comparisons
+def _not_explained(result):
+    """Whether nothing before the point where the module stopped departs: no departing layer,
+    or the first is a value the module did not compute."""
+    if result.first_departing is None:
+        return True
+    try:
+        first = result.row(result.first_departing_label) if result.first_departing_label else None
+    except KeyError:
+        first = None
+    return first is not None and first.status in ("not run", "unmatched") and first.tensor_shape is None
+
+
 class TorchReference(PortGraph):
     """A PyTorch module as the *reference* of a Caffe net converted from it (``--reference
     torch``): the same graph, but each Caffe layer's own error is measured by running the
@@ -741,13 +753,13 @@ class TorchReference(PortGraph):
 
     def __init__(self, graph):
         self.graph = graph
-        self.notes = graph.notes
         super().__init__(graph.label, graph.inputs, graph.nodes)
+        self.notes = graph.notes
 
     def run_all(self, feeds):
         vals = self.graph.run_all(feeds)
         PortGraph.__init__(self, self.graph.label, self.graph.inputs, self.graph.nodes)
-        self.failure = self.graph.failure
+        self.failure, self.notes = self.graph.failure, self.graph.notes
         return vals
 
     def run_part(self, inputs, output, values):
@@ -786,7 +798,7 @@ def compare_torch(net, module, state_dict=None, inputs=None, preprocess=None, rt
     if reference == "torch":                     # the port of the texts is the module, the reference here
         for d in result.diagnosis:
             d.text = re.sub(r"\bthe port\b", "the PyTorch module", d.text)
-    if graph.failure and result.first_departing is None:
+    if graph.failure and _not_explained(result):
         raise PortError("the PyTorch module %s raised in %s" % (label, graph.failure))
     return result
 

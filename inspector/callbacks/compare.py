@@ -168,7 +168,7 @@ def port_outputs(view):
     if view.note:
         lines.append(html.Div(view.note, className="muted"))
     if view.proves_nothing:
-        lines.append(html.Div("⚠ Proved nothing: %s." % view.proves_nothing, className="compare-head warn"))
+        lines.append(html.Div("⚠ " + view.proves_nothing, className="compare-head warn"))
     else:
         lines.append(html.Div(r.message, className="compare-head"))
     lines += [html.Div("diagnosis — %s: %s" % (where, text), className="port-diagnosis")

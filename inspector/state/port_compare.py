@@ -6,8 +6,8 @@ the work.  Around the comparison itself:
 - a net without weights compared with a port that carries its own: the weights differ, and
   the tab offers to load the net's .caffemodel or to copy the port's weights into the net
   (then it compares again);
-- a comparison whose compared values are all constant (all 0: a deploy file without
-  fillers) proves nothing: it is not called faithful;
+- a comparison whose values are all constant (all 0: a deploy file without fillers) proves
+  nothing (engine.ports.compare says so): the tab warns instead of calling it faithful;
 - a PyTorch .py is the uploader's code: it is run only when the server was started with
   ``--allow-python-layers`` (the gate Python layers have: both run code that comes with a
   model).
@@ -164,7 +164,7 @@ def compare(session, kind, rtol, factory=None, allow_code=False, note=None, port
         result = _compare_with(ld, port, kind, rtol)
     except (PortError, MissingExtraError) as exc:
         raise PortRefused(str(exc)) from None
-    nothing = port_checks.proves_nothing(ld.net, result) if result.faithful else None
+    nothing = result.message if result.proves_nothing else None
     differ = None if result.faithful or net_has_weights(ld) else port_checks.weights_differ(ld.net, port)
     return PortView(result, label, port=port, kind=kind, proves_nothing=nothing, weights_differ=differ, note=note)
 
