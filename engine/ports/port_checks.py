@@ -274,12 +274,7 @@ def _fill(layer, op, a, group, net):
     if op == "conv" and t in ("Convolution", "Deconvolution"):
         if not _put(layer.blobs[0], a.get("weight")):
             return "the port's kernel has %s values, the layer's %d" % (_size(a.get("weight")), layer.blobs[0].count)
-        if len(layer.blobs) > 1:
-            if a.get("bias") is None:
-                layer.blobs[1].data[...] = 0
-            elif not _put(layer.blobs[1], a["bias"]):
-                return "the port's bias has %s values" % _size(a["bias"])
-        return None
+        return _fill_bias(layer, a.get("bias"))
     if op == "linear" and t == "InnerProduct":
         w = a.get("weight")
         if w is not None and layer.layer_param.inner_product_param.transpose:
@@ -287,12 +282,7 @@ def _fill(layer, op, a, group, net):
         if w is None or w.size != layer.blobs[0].count:
             return "the port's weight has %s values, the layer's %d" % (_size(w), layer.blobs[0].count)
         layer.blobs[0].data[...] = np.asarray(w, np.float32).reshape(layer.blobs[0].shape)
-        if len(layer.blobs) > 1:
-            if a.get("bias") is None:
-                layer.blobs[1].data[...] = 0
-            elif not _put(layer.blobs[1], a["bias"]):
-                return "the port's bias has %s values" % _size(a["bias"])
-        return None
+        return _fill_bias(layer, a.get("bias"))
     if op == "batchnorm" and t == "BatchNorm":
         if not (_put(layer.blobs[0], a.get("mean")) and _put(layer.blobs[1], a.get("var"))):
             return "the port's statistics do not fit"
@@ -314,6 +304,16 @@ def _fill(layer, op, a, group, net):
     if op == "prelu" and t == "PReLU":
         return None if _put(layer.blobs[0], a.get("slope")) else "the port's slope does not fit"
     return ""
+
+
+def _fill_bias(layer, bias):
+    """A Convolution's or InnerProduct's bias term from the port's (0 when the op has none)."""
+    if len(layer.blobs) < 2:
+        return None
+    if bias is None:
+        layer.blobs[1].data[...] = 0
+        return None
+    return None if _put(layer.blobs[1], bias) else "the port's bias has %s values" % _size(bias)
 
 
 def _size(a):

@@ -25,12 +25,10 @@ A module that expects its input as N x H x W x C is run on the net's input trans
 ``Transpose`` node put in front of it, and a note saying so), and a module that raises is a
 :class:`PortError` naming the module (or function) and the exception.
 """
-import importlib.util
 import inspect
 import operator
 import os
 import re
-import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -170,7 +168,8 @@ def load_torch_module(spec, state_dict=None, what="compare-port --torch"):
         path, factory = (text, "") if os.path.isfile(text) or ":" not in text else text.rsplit(":", 1)
         if not os.path.isfile(path):
             raise PortError("%s: no such Python file (--torch FILE.py:FACTORY)" % path)
-        mod = _import_file(path)
+        from engine.ports.torch_export import load_module
+        mod = load_module(path)
         factory = factory.strip()
         if not factory:
             factory = _default_factory(mod, nn, path)
@@ -188,37 +187,6 @@ def load_torch_module(spec, state_dict=None, what="compare-port --torch"):
         load_state_dict(module, state_dict)
     module.eval()
     return module, label
-
-
-def _import_file(path):
-    name = "caffe_inspector_port_%s_%x" % (re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]),
-                                           abs(hash(os.path.abspath(path))))
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise PortError("%s: not a Python file" % path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    except Exception as e:
-        sys.modules.pop(name, None)
-        line = _error_line(e, path)
-        raise PortError("%s%s: cannot import the file: %s" % (path, line, _one_line(e))) from None
-    return mod
-
-
-def _error_line(e, path):
-    """':LINE' of the deepest frame of ``e`` in ``path`` (or of a SyntaxError there)."""
-    if isinstance(e, SyntaxError) and e.lineno:
-        return ":%d" % e.lineno
-    tb = e.__traceback__
-    line = ""
-    ap = os.path.abspath(path)
-    while tb is not None:
-        if os.path.abspath(tb.tb_frame.f_code.co_filename) == ap:
-            line = ":%d" % tb.tb_lineno
-        tb = tb.tb_next
-    return line
 
 
 def _default_factory(mod, nn, path):
@@ -619,6 +587,7 @@ class TorchGraph(PortGraph):
             self.outputs = [ids[id(v)] for v in _leaves(out) if isinstance(v, torch.Tensor) and id(v) in ids]
         except Exception as e:
             where = ("module '%s'" % stack[-1]) if stack else "its forward"
+            from engine.ports.torch_export import _error_line
             line = _error_line(e, inspect.getsourcefile(type(self.module)) or "")
             self.failure = "%s%s: %s" % (where, line, _one_line(e))
             self.failure_node = None

@@ -98,23 +98,25 @@ def _inputs(ld):
     return {n: np.asarray(ld.net.blobs[n].data) for n in ld.graph.inputs if n in ld.net.blobs}
 
 
+_MISSING = {"onnx": "upload the ONNX model (.onnx) to compare this net with first",
+            "torch": "upload the PyTorch module's .py (and its .pth state_dict) to compare this net with first",
+            "tensors": "upload the runtime's tensors (.npz: name -> array, with the input it was given) first"}
+_SLOT = {"onnx": "compare", "torch": "compare_torch", "tensors": "compare_tensors"}
+
+
 def _port(session, kind, factory, allow_code):
     """(the port object, its label) of the tab's upload of ``kind``."""
+    if kind not in _SLOT:
+        raise PortRefused("unknown port kind %r" % (kind,))
+    path = session.uploads.get(_SLOT[kind])
+    if not path or (kind == "onnx" and not path.endswith(".onnx")):
+        raise PortRefused(_MISSING[kind])
+    name = session.upload_names.get(_SLOT[kind], os.path.basename(path))
     if kind == "onnx":
-        path = session.uploads.get("compare")
-        if not path or not path.endswith(".onnx"):
-            raise PortRefused("upload the ONNX model (.onnx) to compare this net with first")
-        name = session.upload_names.get("compare", os.path.basename(path))
         from engine.ports.compare import load_onnx
         from engine.ports.onnx_port import OnnxPort
-        model, _ = load_onnx(path)
-        return OnnxPort(model, name), name
+        return OnnxPort(load_onnx(path)[0], name), name
     if kind == "torch":
-        path = session.uploads.get("compare_torch")
-        if not path:
-            raise PortRefused("upload the PyTorch module's .py (and its .pth state_dict) to compare this net with "
-                              "first")
-        name = session.upload_names.get("compare_torch", os.path.basename(path))
         if not allow_code:
             raise PortRefused("%s is Python code from the page: this server runs uploaded code only when started with "
                               "--allow-python-layers" % name)
@@ -124,17 +126,10 @@ def _port(session, kind, factory, allow_code):
                                           session.uploads.get("compare_state_dict"))
         label = "%s:%s" % (name, label.split(":", 1)[1]) if ":" in label else name
         return TorchGraph(module, label), label
-    if kind == "tensors":
-        path = session.uploads.get("compare_tensors")
-        if not path:
-            raise PortRefused("upload the runtime's tensors (.npz: name -> array, with the input it was given) "
-                              "first")
-        name = session.upload_names.get("compare_tensors", os.path.basename(path))
-        from engine.ports.tensors_port import TensorDump
-        dump = TensorDump.load(path)
-        dump.label = name
-        return dump, name
-    raise PortRefused("unknown port kind %r" % (kind,))
+    from engine.ports.tensors_port import TensorDump
+    dump = TensorDump.load(path)
+    dump.label = name
+    return dump, name
 
 
 def _compare_with(ld, port, kind, rtol):

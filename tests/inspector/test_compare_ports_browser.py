@@ -59,18 +59,19 @@ def _other_net(tmp_path, seed=11):
     return net
 
 
-def _upload(dash_duo, app, id_, path, slot):
-    """Give the upload box ``id_`` the file ``path`` (as a user picking it) and wait until
-    the server kept it in ``slot``."""
-    def done():
-        if str(_session(app).uploads.get(slot, "")).endswith(os.path.basename(str(path))):
+def _upload(dash_duo, app, id_, path, slot=None, done=None):
+    """Give the upload box ``id_`` the file ``path`` (as a user picking it) until the server
+    kept it in ``slot`` (or ``done()`` says it took it)."""
+    def taken():
+        if done() if done is not None else str(_session(app).uploads.get(slot, "")).endswith(
+                os.path.basename(str(path))):
             return True
         try:
             dash_duo.driver.find_element("css selector", "#%s input[type=file]" % id_).send_keys(str(path))
         except Exception:     # noqa: BLE001 - stale while the tab re-renders
             pass
         return False
-    wait_for(done, timeout=120, what="%s received" % os.path.basename(str(path)))
+    wait_for(taken, timeout=120, what="%s received" % os.path.basename(str(path)))
 
 
 def _displayed(dash_duo, id_):
@@ -207,16 +208,8 @@ def test_weights_differ_offer_to_load_the_caffemodel(dash_duo, tmp_path):
     wait_for(lambda: _displayed(dash_duo, ids.COMPARE_WEIGHTS_NOTICE), timeout=60, what="the weights notice")
     assert "initializers" in text_of(dash_duo, ids.COMPARE_WEIGHTS_NOTICE)
 
-    def weights_upload():
-        if _session(app).loaded.weights_from:
-            return True
-        try:
-            dash_duo.driver.find_element("css selector", "#%s input[type=file]" % ids.COMPARE_LOAD_WEIGHTS
-                                         ).send_keys(str(tmp_path / "other.caffemodel"))
-        except Exception:     # noqa: BLE001 - stale while the tab re-renders
-            pass
-        return False
-    wait_for(weights_upload, timeout=120, what="the caffemodel loaded")
+    _upload(dash_duo, app, ids.COMPARE_LOAD_WEIGHTS, tmp_path / "other.caffemodel",
+            done=lambda: _session(app).loaded.weights_from)
     after = _summary_after(dash_duo, "Faithful", before)
     assert "loaded other.caffemodel" in after
     wait_for(lambda: not _displayed(dash_duo, ids.COMPARE_WEIGHTS_NOTICE), timeout=60, what="the notice gone")

@@ -1,27 +1,19 @@
 """compare-port --tensors: any runtime's tensors (a .npz of name -> array, as dumped from
 TensorRT, OpenVINO, NCNN or an NPU simulator) against the Caffe net: paired by name, then by
 shape and order; own errors from the engine's layers run on the dump's values."""
-import io
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import torch_nets as tn  # noqa: E402
+from torch_nets import one_thread  # noqa: E402,F401 - the fixture
 
 from engine.ports.activations import PortError  # noqa: E402
 from engine.ports.tensors_port import TensorDump, compare_tensors  # noqa: E402
 from engine.ports.torch_port import TorchGraph, load_torch_module  # noqa: E402
-from engine.tools.cli import main  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture
@@ -110,22 +102,16 @@ def test_bad_dumps_are_clear_errors(tmp_path, net):
         TensorDump.load(tmp_path / "one.npy")
 
 
-def _run(argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = main(argv, out, err)
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_command_tensors(tmp_path, net):
     net.save(str(tmp_path / "w.caffemodel"))
     good, _ = _dump(tmp_path, net, name="good.npz")
     bad, _ = _dump(tmp_path, net, dict(eps=1e-3), strip=True, name="bad.npz")
     base = ["compare-port", str(tmp_path / "resnetish.prototxt"), "--weights", str(tmp_path / "w.caffemodel")]
-    code, out, err = _run(base + ["--tensors", str(good)])
+    code, out, err = tn.run_cli(base + ["--tensors", str(good)])
     assert code == 0, out + err
     assert "Faithful" in out
-    code, out, err = _run(base + ["--tensors", str(bad)])
+    code, out, err = tn.run_cli(base + ["--tensors", str(bad)])
     assert code == 3, out + err
     assert "First departing layer: bn_conv1 (BatchNorm)" in out and "eps 0.001" in out and "arr_2" in out
-    code, out, err = _run(base + ["--tensors", str(tmp_path / "w.caffemodel")])
+    code, out, err = tn.run_cli(base + ["--tensors", str(tmp_path / "w.caffemodel")])
     assert code == 1 and "not a NumPy .npz" in err

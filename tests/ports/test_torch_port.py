@@ -1,26 +1,18 @@
 """compare-port --torch: a user's own PyTorch module (written by hand to load Caffe's weights)
 against the Caffe net -- faithful as written, and with the classic mistakes planted in its
 source or in the conversion of the weights, each found at its layer and named."""
-import io
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import torch_nets as tn  # noqa: E402
+from torch_nets import one_thread  # noqa: E402,F401 - the fixture
 
 from engine.ports.activations import PortError  # noqa: E402
 from engine.ports.torch_port import TorchGraph, compare_torch, load_torch_module  # noqa: E402
-from engine.tools.cli import main  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture
@@ -140,7 +132,7 @@ def test_bad_files_factories_and_state_dicts_are_clear_errors(tmp_path, net):
     with pytest.raises(PortError, match="no class or function 'nope'"):
         load_torch_module("%s:nope" % py)
     (tmp_path / "syntax.py").write_text("import torch\n\ndef make(:\n    pass\n")
-    with pytest.raises(PortError, match=r"syntax.py:3: cannot import the file: SyntaxError"):
+    with pytest.raises(PortError, match=r"syntax.py:3: cannot import the module: SyntaxError"):
         load_torch_module(str(tmp_path / "syntax.py"))
     (tmp_path / "boom.py").write_text("import torch\n\n\ndef make():\n    raise ValueError('no weights here')\n")
     with pytest.raises(PortError, match=r"boom.py:make\(\): raised ValueError: no weights here"):
@@ -156,31 +148,25 @@ def test_bad_files_factories_and_state_dicts_are_clear_errors(tmp_path, net):
 
 
 # ---------------------------------------------------------------------- the command
-def _run(argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = main(argv, out, err)
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_command_torch_port_exit_codes(tmp_path, net):
     net.save(str(tmp_path / "w.caffemodel"))
     good = tn.write_port(tmp_path, "good.py")
     bad = tn.write_port(tmp_path, "bad.py", ceil=False)
     pth = tn.save_state_dict(tmp_path, net)
     base = ["compare-port", str(tmp_path / "resnetish.prototxt"), "--weights", str(tmp_path / "w.caffemodel")]
-    code, out, err = _run(base + ["--torch", "%s:make" % good, "--state-dict", str(pth)])
+    code, out, err = tn.run_cli(base + ["--torch", "%s:make" % good, "--state-dict", str(pth)])
     assert code == 0, out + err
     assert "Faithful" in out and "good.py:make" in out
-    code, out, err = _run(base + ["--torch", str(bad), "--state-dict", str(pth)])     # the file's only class
+    code, out, err = tn.run_cli(base + ["--torch", str(bad), "--state-dict", str(pth)])     # the file's only class
     assert code == 3, out + err
     assert "First departing layer: pool1" in out and "floor" in out
     raising = tmp_path / "raising.py"
     raising.write_text(tn.module_source().replace("x = self.pool1(x)", "x = self.pool1(x)[:, :5]"))
-    code, out, err = _run(base + ["--torch", str(raising), "--state-dict", str(pth)])
+    code, out, err = tn.run_cli(base + ["--torch", str(raising), "--state-dict", str(pth)])
     assert code == 1 and "block_conv1" in err and "Traceback" not in err
-    code, out, err = _run(base + ["--onnx", "x.onnx", "--state-dict", str(pth)])
+    code, out, err = tn.run_cli(base + ["--onnx", "x.onnx", "--state-dict", str(pth)])
     assert code == 2 and "--state-dict goes with --torch" in err
-    code, out, err = _run(base + ["--onnx", "x.onnx", "--torch", str(good)])
+    code, out, err = tn.run_cli(base + ["--onnx", "x.onnx", "--torch", str(good)])
     assert code == 2
 
 
@@ -216,9 +202,9 @@ def test_command_reference_torch(tmp_path):
     module, _ = load_torch_module("%s:make" % py)
     net, proto = tn.caffe_of_torch(tmp_path, module, eps="1e-5")
     net.save(str(tmp_path / "conv.caffemodel"))
-    code, out, err = _run(["compare-port", str(proto), "--weights", str(tmp_path / "conv.caffemodel"),
+    code, out, err = tn.run_cli(["compare-port", str(proto), "--weights", str(tmp_path / "conv.caffemodel"),
                            "--torch", "%s:make" % py, "--reference", "torch"])
     assert code == 3, out + err
     assert "First departing layer: bn1 (BatchNorm)" in out and "reference: the PyTorch module" in out
-    code, out, err = _run(["compare-port", str(proto), "--onnx", "x.onnx", "--reference", "torch"])
+    code, out, err = tn.run_cli(["compare-port", str(proto), "--onnx", "x.onnx", "--reference", "torch"])
     assert code == 2 and "--reference torch goes with --torch" in err

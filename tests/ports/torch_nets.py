@@ -6,6 +6,8 @@ PyTorch model and its Caffe conversion (as PytorchToCaffe would write it)."""
 import textwrap
 
 import numpy as np
+import port_nets
+import pytest
 
 import engine
 
@@ -183,18 +185,27 @@ def save_state_dict(tmp_path, net, name="port.pth", **kw):
 
 def make_net(tmp_path, text=RESNETISH, seed=5, scale_factor=2.0, name="resnetish.prototxt"):
     """The TEST net with seeded filler weights and BatchNorm statistics that are not trivial."""
-    p = tmp_path / name
-    p.write_text(text)
-    engine.set_random_seed(seed)
-    net = engine.Net(str(p), engine.TEST)
-    rng = np.random.default_rng(seed)
-    for layer in net.layers:
-        if layer.type == "BatchNorm":
-            C = layer.blobs[0].shape[0]
-            layer.blobs[0].data[...] = rng.normal(0.3, 0.5, C) * scale_factor
-            layer.blobs[1].data[...] = rng.uniform(0.5, 2.0, C) * scale_factor
-            layer.blobs[2].data[...] = scale_factor
-    return net, p
+    return port_nets.make_net(tmp_path, text, seed=seed, name=name, scale_factor=scale_factor)
+
+
+def run_cli(argv):
+    """(exit code, stdout, stderr) of ``python -m engine ARGV``."""
+    import io
+
+    from engine.tools.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread in a test (a busy 2-core machine), as before it afterwards."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 # ---------------------------------------------------------------------- the other direction
