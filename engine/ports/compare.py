@@ -497,6 +497,9 @@ class _Comparer:
             v = self.pvals.get(t)
             if self.how[a] != "name" or v is None or tuple(v.shape) != tuple(act.shape):
                 continue
+            # judged on the tensor's own part fed Caffe's values where the port re-runs parts: a
+            # departure upstream (BGR, a kernel) must not leave a fused BatchNorm+Scale on the BatchNorm
+            v = self._own_value(a, t, v)
             r = relative(v, self.values[a])[1]
             if r <= self.rtol:
                 continue
@@ -516,6 +519,17 @@ class _Comparer:
                     self.net.layers[i].type for i in range(act.layer_index, yact.layer_index + 1)
                     if any(self.tr.acts[z].layer_index == i and (self.cafanc[y] >> z & 1 or z == y)
                            for z in self.tr.layer_tops[i])))
+
+    def _own_value(self, a, t, v):
+        """Tensor ``t``'s value computed by its own part from Caffe's values of the frontier of
+        value ``a`` (``v``, its end-to-end value, where the port cannot re-run parts)."""
+        fr = self._frontier(a) if self.port.can_rerun else None
+        if not fr or not fr[0]:
+            return v
+        try:
+            return self._run_part(fr[0], t)
+        except PortError:
+            return v
 
     def _blob_tensors(self):
         return self.port.name_hints()
@@ -656,11 +670,16 @@ class _Comparer:
         fit = [t for t in cands if _fits(act.type, self.port.op(t))]
         later = self._chain_after(act)
         scored = []
+        later_tensors = []          # tensors that are a later value of the chain: what they feed is not act
         for t in fit[:3 if exact_only else 8]:
+            if any(self.port.depends(t, s) for s in later_tensors):
+                continue
             r = relative(self.pvals[t], ref)[1]
             if any(relative(self.pvals[t], self.values[y])[1] < 0.1 * r for y in later):
+                later_tensors.append(t)
                 continue
             if not exact_only and later and self._belongs_later(act, t, self.tr.acts[later[0]]):
+                later_tensors.append(t)
                 continue
             try:
                 own = self._part_rel(act, front, t)
