@@ -27,7 +27,7 @@ def _compare(tmp_path, net, src=None, sd=None, **kw):
 
 
 def _first_diag(r):
-    return next((d for d in r.diagnosis if d.layer == r.first_departing), None)
+    return r.diagnosis_for(r.first_departing)       # its own line, or a line covering several layers
 
 
 # ---------------------------------------------------------------------- faithful
@@ -110,11 +110,24 @@ def test_floor_pooling_the_module_cannot_run_past_is_a_note_not_an_error(tmp_pat
     assert not any("onnxruntime" in n for n in r.notes)
 
 
-def test_batchnorm_eps_at_every_batchnorm_is_one_finding(tmp_path, net):
-    r = _compare(tmp_path, net, dict(eps=1e-3, names="caffe"), dict(names="caffe"))
+@pytest.mark.parametrize("names", ["own", "caffe"])
+def test_batchnorm_eps_at_every_batchnorm_is_one_finding(tmp_path, net, names):
+    r = _compare(tmp_path, net, dict(eps=1e-3, names=names), dict(names=names))
     assert r.first_departing == "bn_conv1", r.format()
     every = [d for d in r.diagnosis if d.kind == "batchnorm_eps"]
     assert len(every) == 1 and "3 of 3" in every[0].text and "eps 0.001" in every[0].text, r.format()
+    assert len(r.diagnosis) == 1, r.format()
+
+
+@pytest.mark.parametrize("sd", [dict(bgr=True), dict(kernel="flipped")], ids=["bgr", "flipped"])
+def test_a_mistake_upstream_leaves_the_fused_batchnorms_alone(tmp_path, net, sd):
+    """BatchNorm2d modules named as Caffe's BatchNorm layers (each computing BatchNorm +
+    Scale), downstream of a departing convolution: paired with the Scale's value all the same
+    (judged on their own part), so the one finding is the convolution's."""
+    r = _compare(tmp_path, net, dict(names="caffe"), dict(names="caffe", **sd))
+    assert r.first_departing == "conv1", r.format()
+    assert len(r.diagnosis) == 1, r.format()
+    assert r.row("conv1@scale_conv1").tensor == "bn_conv1" and r.row("conv1@scale_conv1").status == "ok"
 
 
 # ---------------------------------------------------------------------- bad input
