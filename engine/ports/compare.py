@@ -664,9 +664,10 @@ class _Comparer:
         if not cands:
             return None
         ref = self.values[act.id]
-        for t in cands:
-            if relative(self.pvals[t], ref)[1] <= self.rtol:
-                return t
+        close = [(relative(self.pvals[t], ref)[1], k, t) for k, t in enumerate(cands)]
+        close = [c for c in close if c[0] <= self.rtol]
+        if close:                   # the closest: with a loose rtol a Scale's Mul, before its bias, is within it
+            return min(close)[2]
         fit = [t for t in cands if _fits(act.type, self.port.op(t))]
         later = self._chain_after(act)
         scored = []
