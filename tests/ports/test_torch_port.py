@@ -221,3 +221,20 @@ def test_command_reference_torch(tmp_path):
     assert "First departing layer: bn1 (BatchNorm)" in out and "reference: the PyTorch module" in out
     code, out, err = tn.run_cli(["compare-port", str(proto), "--onnx", "x.onnx", "--reference", "torch"])
     assert code == 2 and "--reference torch goes with --torch" in err
+
+
+def test_a_fresh_net_with_a_loose_rtol_pairs_the_scale_with_its_bias(tmp_path):
+    """A net without weights (BatchNorm statistics 0: values ~300x the input) against its own
+    export-torch module at rtol 1e-3: the Scale's Mul, before its bias, is within rtol of the
+    Scale's value too; the closer tensor, the Add, is the Scale's."""
+    from engine.ports.torch_export import export_torch
+    net, _ = tn.make_net(tmp_path)
+    for layer in net.layers:
+        if layer.type == "BatchNorm":
+            for b in layer.blobs:
+                b.data[...] = 0
+    res = export_torch(net, tmp_path / "fresh.py")
+    x = np.random.default_rng(0).uniform(0, 1, (2, 3, 16, 16)).astype(np.float32)
+    r = compare_torch(net, str(res.path), str(res.state_dict_path), inputs={"data": x}, rtol=1e-3)
+    assert r.faithful, r.format()
+    assert r.row("conv1@scale_conv1").tensor.startswith("add")
