@@ -745,10 +745,11 @@ class _Comparer:
                 continue
             self.fronts[a], self.groups[a] = fr
             self.own[a] = relative(*self.own_pair(a))
-        # each small own error against the layer's own float32 rounding
+        # each small own error against the layer's own float32 rounding (under the floor it
+        # cannot be a finding: not measured)
         self.rounding: Dict[int, Tuple[float, float]] = {}
         for a, (_, rel) in self.own.items():
-            if 0 < rel <= self.rtol:
+            if self._rounding_limits(a)[1] <= rel <= self.rtol:
                 rd = self._rounding(a)
                 if rd is not None:
                     self.rounding[a] = rd
