@@ -196,6 +196,7 @@ def _own_diag(c, a, row):
         if t in types or (t == "Softmax" and types == ["Softmax"]):
             tests.extend(f for f in fns if f not in tests)
     tests.append(_constant_factor)
+    tests.append(_weights_differ)
     for test in tests:
         d = test(c, a, row, group, port_out, caffe, base, tol)
         if d is not None:
@@ -203,6 +204,37 @@ def _own_diag(c, a, row):
             d.evidence.setdefault("own_rel", base)
             return d
     return _no_known_cause(c, a, row, group, port_out, caffe, base)
+
+
+def _weights_differ(c, a, row, group, port_out, caffe, base, tol):
+    """The port's weights are not the net's: a constant of the port's part with as many
+    values as a weight blob of the group, that differs from it even as a set of values
+    (any layout, flip or transpose keeps the set); none equal to it as a set."""
+    if not c.port.can_rerun:
+        return None
+    consts = c.port.constants([c.match[f] for f in c.fronts[a]], c.match[a])
+    if not consts:
+        return None
+    for li in group:
+        layer = c.net.layers[li]
+        if layer.type not in ("Convolution", "Deconvolution", "InnerProduct", "Scale", "Bias", "PReLU") \
+                or not layer.blobs:
+            continue
+        w = np.sort(np.asarray(layer.blobs[0].data, np.float64).ravel())
+        same = [k for k, v in consts.items() if v.size == w.size and v.dtype.kind == "f"]
+        if not same:
+            continue
+        diffs = [(float(np.abs(np.sort(np.asarray(consts[k], np.float64).ravel()) - w).max()), k) for k in same]
+        scale = max(float(np.abs(w).max()), 1e-30)
+        if min(d for d, _ in diffs) <= 1e-5 * scale:
+            continue                      # the same values, arranged otherwise: not this cause
+        d, k = min(diffs)
+        name = c.net.layer_names[li]
+        return _D(name, "weights_differ", "the port's weights are not the net's: its %s (%d values) differs from "
+                  "%s's weights even as a set of values (sorted, max |diff| %s, %.3g of their scale): the port "
+                  "was made from other weights (another caffemodel, or random fillers): load the same weights in "
+                  "both" % (k, w.size, name, _num(d), d / scale), reproduced=True, constant=k, sorted_max_diff=d)
+    return None
 
 
 def _no_known_cause(c, a, row, group, port_out, caffe, base):
@@ -988,14 +1020,18 @@ def _collapse(c, found):
     BatchNorm (53 of 53): own error ..., N times its rounding: <the cause>", at the place of
     the first; the layers and values it covers in its evidence."""
     net = c.net
+
+    def type_of(d):
+        if d.layer not in net.layer_names:
+            return None
+        return "layer with weights" if d.kind in _ACROSS_TYPES else net.layers[net.layer_names.index(d.layer)].type
     groups: dict = {}
     for d in found:
-        t = net.layers[net.layer_names.index(d.layer)].type if d.layer in net.layer_names else None
-        groups.setdefault((d.kind, t), []).append(d)
+        groups.setdefault((d.kind, type_of(d)), []).append(d)
     out = []
     done = set()
     for d in found:
-        t = net.layers[net.layer_names.index(d.layer)].type if d.layer in net.layer_names else None
+        t = type_of(d)
         key = (d.kind, t)
         ds = groups[key]
         if len(ds) < 2 or t is None:
@@ -1004,7 +1040,7 @@ def _collapse(c, found):
         if key in done:
             continue
         done.add(key)
-        total = sum(1 for l in net.layers if l.type == t)
+        total = sum(1 for l in net.layers if (l.type == t or (t == "layer with weights" and l.blobs)))
         rows = [r for r in c.rows if r.label in {x.evidence.get("value") for x in ds}]
         own = [r.own_rel for r in rows if r.own_rel is not None]
         over = [r.over_rounding for r in rows if r.status == "small" and r.over_rounding is not None]
@@ -1016,13 +1052,18 @@ def _collapse(c, found):
             facts.append("own error %s" % _range(own))
         if over and len(over) == len(ds):
             facts.append("%s times its rounding" % _range(over, "%.0f"))
-        core = ds[0].text.split(" (reproduces")[0].split(" (then within")[0]
+        core = _ACROSS_TYPES.get(d.kind) or ds[0].text.split(" (reproduces")[0].split(" (then within")[0]
         ev = {"layers": [x.layer for x in ds], "values": [x.evidence.get("value") for x in ds], "count": len(ds),
               "of": total, "reproduced": all(x.evidence.get("reproduced") for x in ds),
               "per_layer": [dict(x.evidence, layer=x.layer, text=x.text) for x in ds]}
         out.append(_D("(every %s)" % t if len(ds) == total else "(%d %s layers)" % (len(ds), t), d.kind,
                       "%s%s: %s" % (who, (": " + ", ".join(facts)) if facts else "", core), **ev))
     return out
+
+
+# kinds one line covers whatever the layers' types, with the line's cause
+_ACROSS_TYPES = {"weights_differ": "the port's weights are not the net's (another caffemodel, or random fillers): "
+                                   "load the same weights in both"}
 
 
 def _range(vals, fmt=None):

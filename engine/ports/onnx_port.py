@@ -56,12 +56,30 @@ class OnnxPort(PortGraph):
                 return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
         return {}
 
+    def constants(self, inputs, output):
+        """The initializers the part from ``inputs`` to ``output`` reads."""
+        stop, out, seen, stack = set(inputs), {}, set(), [output]
+        while stack:
+            t = stack.pop()
+            if t in seen or t in stop:
+                continue
+            seen.add(t)
+            if t in self.const:
+                v = self.initializer(t)
+                if v is not None:
+                    out[t] = v
+                continue
+            k = self.producer.get(t)
+            if k is not None:
+                stack.extend(self.nodes[k].inputs)
+        return out
+
     def initializer(self, name):
         """An initializer's value (a weight), or None."""
-        for t in self.model.graph.initializer:
-            if t.name == name:
-                return self.onnx.numpy_helper.to_array(t)
-        return None
+        if not hasattr(self, "_inits"):
+            self._inits = {t.name: t for t in self.model.graph.initializer}
+        t = self._inits.get(name)
+        return None if t is None else self.onnx.numpy_helper.to_array(t)
 
     # ------------------------------------------------------------------ running
     def session(self, model):
