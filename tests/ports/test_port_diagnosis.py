@@ -236,14 +236,15 @@ def test_mean_image_vs_per_channel_means(nets):
 def test_no_known_cause_gives_the_first_differing_elements(nets):
     net = nets["MIX"]
     m = pn.build_port(net)
-    w = pn.init_array(m, "conv2_W").copy()
-    w[2, 1, 0, 1] += 0.7
-    pn.set_init(m, "conv2_W", w)
+    b = pn.init_array(m, "conv2_b").copy()         # one channel's bias off: no known cause fits
+    b[2] += 0.7
+    pn.set_init(m, "conv2_b", b)
     r = compare_port(net, m)
     assert r.first_departing == "conv2", r.format()
     d = r.diagnosis_for("conv2")
     assert d.kind == "unknown" and d.text.startswith("no known cause: the layer's own arithmetic departs by")
-    assert "first differing: [0,2," in d.text and d.evidence["first_differing"][0]["index"][1] == 2
+    assert "first differing: [0,2,0,0]" in d.text and d.evidence["first_differing"][0]["index"] == [0, 2, 0, 0]
+    assert d.evidence["differing"] == 36 and "36 of 216 elements" in d.text
     first = d.evidence["first_differing"][0]
     assert abs(first["port"] - first["caffe"]) > 1e-3
 
