@@ -99,27 +99,13 @@ def convert(tool, venv, proto, weights, d, name):
 
 
 def strip_names(path):
-    """The port with every tensor renamed t0, t1, ... (inputs, weights, intermediates) and no
-    node names: what held-out checks compare, matching by value and topology alone."""
+    """The port with every tensor renamed t0, t1, ... and no node names (what held-out checks
+    compare, matching by value and topology alone), saved beside it."""
     import onnx
-    m = onnx.load(path)
-    names = {}
 
-    def new(n):
-        if n and n not in names:
-            names[n] = "t%d" % len(names)
-        return names.get(n, n)
-    g = m.graph
-    for vi in list(g.input) + list(g.output) + list(g.value_info):
-        vi.name = new(vi.name)
-    for t in g.initializer:
-        t.name = new(t.name)
-    for n in g.node:
-        n.input[:] = [new(i) for i in n.input]
-        n.output[:] = [new(o) for o in n.output]
-        n.name = ""
+    from engine.ports.onnx_port import strip_tensor_names
     out = path.replace(".onnx", "_stripped.onnx")
-    onnx.save(m, out)
+    onnx.save(strip_tensor_names(onnx.load(path)), out)
     return out
 
 

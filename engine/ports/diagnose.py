@@ -551,19 +551,7 @@ def _ave_border(c, a, row, group, port_out, caffe, base, tol):
 
 
 def _ave_np(x, kh, kw, sh, sw, ph, pw, PH, PW, mode):
-    H, W = x.shape[2], x.shape[3]
-    out = np.zeros(x.shape[:2] + (PH, PW), np.float64)
-    for i in range(PH):
-        h0 = i * sh - ph
-        h1 = min(h0 + kh, H + ph)
-        for j in range(PW):
-            w0 = j * sw - pw
-            w1 = min(w0 + kw, W + pw)
-            a0, a1, b0, b1 = max(h0, 0), min(h1, H), max(w0, 0), min(w1, W)
-            s = x[:, :, a0:a1, b0:b1].astype(np.float64).sum(axis=(2, 3))
-            n = {"exclude_pad": (a1 - a0) * (b1 - b0), "kernel": kh * kw}[mode]
-            out[:, :, i, j] = s / max(n, 1)
-    return out
+    return _pool_np(x, 1, kh, kw, sh, sw, ph, pw, ph, pw, PH, PW, divisor=mode)
 
 
 def _crop(c, a, row, group, port_out, caffe, base, tol):
@@ -744,12 +732,20 @@ def _first_of(c, group, type_):
     return next(li for li in group if c.net.layers[li].type == type_)
 
 
-def _convolution(c, a, row, group, port_out, caffe, base, tol):
-    li = _first_of(c, group, "Convolution")
+def _weighted(c, group, type_, ndim):
+    """(layer index, layer, its weight blob) of the group's first ``type_`` layer, or None
+    when the weight is not ``ndim``-d."""
+    li = _first_of(c, group, type_)
     layer = c.net.layers[li]
-    w = np.asarray(layer.blobs[0].data)
-    if w.ndim != 4:
+    w = np.asarray(layer.blobs[0].data) if layer.blobs else None
+    return None if w is None or w.ndim != ndim else (li, layer, w)
+
+
+def _convolution(c, a, row, group, port_out, caffe, base, tol):
+    found = _weighted(c, group, "Convolution", 4)
+    if found is None:
         return None
+    li, layer, w = found
     O, I, kh, kw = w.shape
     v = [("kernel_flipped", "the kernel is flipped in H and W (a true convolution where Caffe, like every deep "
           "learning framework, correlates): flip the weights [:, :, ::-1, ::-1]",
@@ -784,11 +780,10 @@ def _convolution(c, a, row, group, port_out, caffe, base, tol):
 
 
 def _deconvolution(c, a, row, group, port_out, caffe, base, tol):
-    li = _first_of(c, group, "Deconvolution")
-    layer = c.net.layers[li]
-    w = np.asarray(layer.blobs[0].data)
-    if w.ndim != 4:
+    found = _weighted(c, group, "Deconvolution", 4)
+    if found is None:
         return None
+    li, layer, w = found
     I, Og, kh, kw = w.shape
     g = int(layer.layer_param.convolution_param.group or 1)
     v = [("deconv_kernel_flipped", "the Deconvolution kernel is flipped in H and W: flip the weights "
@@ -808,11 +803,10 @@ def _deconvolution(c, a, row, group, port_out, caffe, base, tol):
 
 
 def _inner_product(c, a, row, group, port_out, caffe, base, tol):
-    li = _first_of(c, group, "InnerProduct")
-    layer = c.net.layers[li]
-    w = np.asarray(layer.blobs[0].data)
-    if w.ndim != 2 or layer.layer_param.inner_product_param.transpose:
+    found = _weighted(c, group, "InnerProduct", 2)
+    if found is None or found[1].layer_param.inner_product_param.transpose:
         return None
+    li, layer, w = found
     N, K = w.shape
     v = [("ip_weight_reshaped", "the InnerProduct weight (%d x %d, output x input) reshaped to %d x %d instead of "
           "transposed: use W.T (or Gemm's transB=1)" % (N, K, K, N),
@@ -979,9 +973,10 @@ def _pool_pads(c, a, row, group, port_out, caffe, base, tol):
     return _found(c, li, v, port_out, base, tol, a)
 
 
-def _pool_np(x, pool, kh, kw, sh, sw, bh, bw, eh, ew, PH, PW):
-    """MAX or AVE pooling with begin pads (bh, bw) and end pads (eh, ew); AVE divides by the
-    window clipped to the padded image (padding counted)."""
+def _pool_np(x, pool, kh, kw, sh, sw, bh, bw, eh, ew, PH, PW, divisor="padded"):
+    """MAX (``pool`` 0) or AVE (1) pooling in float64 with begin pads (bh, bw) and end pads
+    (eh, ew); AVE divides by the window clipped to the padded image (``divisor`` "padded",
+    Caffe's), by the pixels inside the image ("exclude_pad") or by kh x kw ("kernel")."""
     H, W = x.shape[2], x.shape[3]
     out = np.zeros(x.shape[:2] + (PH, PW), np.float64)
     for i in range(PH):
@@ -994,8 +989,9 @@ def _pool_np(x, pool, kh, kw, sh, sw, bh, bw, eh, ew, PH, PW):
             if a1 <= a0 or b1 <= b0:
                 out[:, :, i, j] = 0 if pool == 1 else -np.inf
                 continue
-            win = x[:, :, a0:a1, b0:b1]
-            out[:, :, i, j] = win.max(axis=(2, 3)) if pool == 0 else win.sum(axis=(2, 3)) / ((h1 - h0) * (w1 - w0))
+            win = x[:, :, a0:a1, b0:b1].astype(np.float64)
+            n = {"padded": (h1 - h0) * (w1 - w0), "exclude_pad": (a1 - a0) * (b1 - b0), "kernel": kh * kw}[divisor]
+            out[:, :, i, j] = win.max(axis=(2, 3)) if pool == 0 else win.sum(axis=(2, 3)) / max(n, 1)
     return out
 
 
