@@ -46,6 +46,7 @@ def test_caffe2onnx_style_fused_batchnorm_scale_pairs_with_the_scale(resnet, str
         if not strip:
             assert row.tensor == bn and "holds %s_scale's value" % blob in row.note and "fused" in row.note
     assert "covers stem_bn+stem_scale" in r.format()
+    assert r.matching["covered"] == 6 and "6 not matched, all inside a fused node's check" in r.format()
     _no_own_far_above_end_to_end(r)
     assert r.matching["unmatched"] == 6
 
