@@ -67,8 +67,8 @@ NETS = {
 }
 
 
-def build(proto, d, seed=0):
-    """The net at batch 1 with seeded weights, saved beside it as a caffemodel."""
+def build(proto, d, name, seed=0):
+    """The net at batch 1 with seeded weights, saved in ``d`` as ``name``.caffemodel."""
     from engine.ports import randomize_params
     net = engine.Net(proto, engine.TEST)
     for name in net.inputs:
@@ -76,14 +76,14 @@ def build(proto, d, seed=0):
         net.blobs[name].reshape(1, *s[1:])
     net.reshape()
     randomize_params(net, seed, bn_scale_factor=1.0)
-    weights = os.path.join(d, os.path.basename(proto).replace(".prototxt", ".caffemodel"))
+    weights = os.path.join(d, name + ".caffemodel")
     net.save(weights)
     return net, weights
 
 
-def convert(tool, venv, proto, weights, d):
+def convert(tool, venv, proto, weights, d, name):
     """The ONNX file ``tool`` makes (or None and its error's last lines)."""
-    out = os.path.join(d, "%s_%s.onnx" % (os.path.basename(proto).split(".")[0], tool))
+    out = os.path.join(d, "%s_%s.onnx" % (name, tool))
     work = tempfile.mkdtemp(dir=d)
     if tool == "caffe2onnx":
         cmd = [os.path.join(venv, "bin", "python"), "-m", "caffe2onnx.convert", "--prototxt", proto,
@@ -99,27 +99,13 @@ def convert(tool, venv, proto, weights, d):
 
 
 def strip_names(path):
-    """The port with every tensor renamed t0, t1, ... (inputs, weights, intermediates) and no
-    node names: what held-out checks compare, matching by value and topology alone."""
+    """The port with every tensor renamed t0, t1, ... and no node names (what held-out checks
+    compare, matching by value and topology alone), saved beside it."""
     import onnx
-    m = onnx.load(path)
-    names = {}
 
-    def new(n):
-        if n and n not in names:
-            names[n] = "t%d" % len(names)
-        return names.get(n, n)
-    g = m.graph
-    for vi in list(g.input) + list(g.output) + list(g.value_info):
-        vi.name = new(vi.name)
-    for t in g.initializer:
-        t.name = new(t.name)
-    for n in g.node:
-        n.input[:] = [new(i) for i in n.input]
-        n.output[:] = [new(o) for o in n.output]
-        n.name = ""
+    from engine.ports.onnx_port import strip_tensor_names
     out = path.replace(".onnx", "_stripped.onnx")
-    onnx.save(m, out)
+    onnx.save(strip_tensor_names(onnx.load(path)), out)
     return out
 
 
@@ -160,9 +146,9 @@ def main(argv=None):
         if not os.path.isfile(proto):
             print("%s: %s missing, skipped" % (name, proto))
             continue
-        net, weights = build(proto, d)
+        net, weights = build(proto, d, name)
         for tool in args.tools.split(","):
-            path, error, conv_s = convert(tool, args.venv, proto, weights, d)
+            path, error, conv_s = convert(tool, args.venv, proto, weights, d, name)
             key = "%s/%s" % (name, tool)
             if path is None:
                 results[key] = {"converted": False, "error": error}

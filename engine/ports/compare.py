@@ -225,8 +225,11 @@ class PortComparison:
         if len(shown) < len(rows):
             w("... %d more rows (--all shows every row)\n" % (len(rows) - len(shown)))
         m = self.matching
-        w("\nMatched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched%s\n" % (
+        covered = m.get("covered", 0)
+        w("\nMatched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched%s%s\n" % (
             m["input"] + m["name"] + m["topology"], m["values"], m["input"], m["name"], m["topology"], m["unmatched"],
+            (", %s inside a fused node's check (the port has no tensor for them)" % (
+                "all" if covered == m["unmatched"] else covered)) if covered else "",
             (" (%s)" % ", ".join(r.label for r in rows if r.matched is None)[:300]) if m["unmatched"] else ""))
         noted = [r for r in rows if r.note]
         for r in noted[:12]:
@@ -765,10 +768,11 @@ class _Comparer:
                 continue
             self.fronts[a], self.groups[a] = fr
             self.own[a] = relative(*self.own_pair(a))
-        # each small own error against the layer's own float32 rounding
+        # each small own error against the layer's own float32 rounding (under the floor it
+        # cannot be a finding: not measured)
         self.rounding: Dict[int, Tuple[float, float]] = {}
         for a, (_, rel) in self.own.items():
-            if 0 < rel <= self.rtol:
+            if self._rounding_limits(a)[1] <= rel <= self.rtol:
                 rd = self._rounding(a)
                 if rd is not None:
                     self.rounding[a] = rd
@@ -993,6 +997,8 @@ class _Comparer:
         counts = {"values": len(rows), "input": 0, "name": 0, "topology": 0, "unmatched": 0}
         for r in rows:
             counts[r.matched or "unmatched"] += 1
+        in_groups = {g for r in rows if r.tensor is not None for g in r.group[:-1]}
+        counts["covered"] = sum(1 for r in rows if r.matched is None and r.layer in in_groups)
         unmatched = [t for t in self.port.order if t not in self.owner and t not in self.port.inputs
                      and self.pvals.get(t) is not None and np.issubdtype(self.pvals[t].dtype, np.floating)]
         first_layer = None

@@ -196,6 +196,7 @@ def _own_diag(c, a, row):
         if t in types or (t == "Softmax" and types == ["Softmax"]):
             tests.extend(f for f in fns if f not in tests)
     tests.append(_constant_factor)
+    tests.append(_weights_differ)
     for test in tests:
         d = test(c, a, row, group, port_out, caffe, base, tol)
         if d is not None:
@@ -203,6 +204,37 @@ def _own_diag(c, a, row):
             d.evidence.setdefault("own_rel", base)
             return d
     return _no_known_cause(c, a, row, group, port_out, caffe, base)
+
+
+def _weights_differ(c, a, row, group, port_out, caffe, base, tol):
+    """The port's weights are not the net's: a constant of the port's part with as many
+    values as a weight blob of the group, that differs from it even as a set of values
+    (any layout, flip or transpose keeps the set); none equal to it as a set."""
+    if not c.port.can_rerun:
+        return None
+    consts = c.port.constants([c.match[f] for f in c.fronts[a]], c.match[a])
+    if not consts:
+        return None
+    for li in group:
+        layer = c.net.layers[li]
+        if layer.type not in ("Convolution", "Deconvolution", "InnerProduct", "Scale", "Bias", "PReLU") \
+                or not layer.blobs:
+            continue
+        w = np.sort(np.asarray(layer.blobs[0].data, np.float64).ravel())
+        same = [k for k, v in consts.items() if v.size == w.size and v.dtype.kind == "f"]
+        if not same:
+            continue
+        diffs = [(float(np.abs(np.sort(np.asarray(consts[k], np.float64).ravel()) - w).max()), k) for k in same]
+        scale = max(float(np.abs(w).max()), 1e-30)
+        if min(d for d, _ in diffs) <= 1e-5 * scale:
+            continue                      # the same values, arranged otherwise: not this cause
+        d, k = min(diffs)
+        name = c.net.layer_names[li]
+        return _D(name, "weights_differ", "the port's weights are not the net's: its %s (%d values) differs from "
+                  "%s's weights even as a set of values (sorted, max |diff| %s, %.3g of their scale): the port "
+                  "was made from other weights (another caffemodel, or random fillers): load the same weights in "
+                  "both" % (k, w.size, name, _num(d), d / scale), reproduced=True, constant=k, sorted_max_diff=d)
+    return None
 
 
 def _no_known_cause(c, a, row, group, port_out, caffe, base):
@@ -519,19 +551,7 @@ def _ave_border(c, a, row, group, port_out, caffe, base, tol):
 
 
 def _ave_np(x, kh, kw, sh, sw, ph, pw, PH, PW, mode):
-    H, W = x.shape[2], x.shape[3]
-    out = np.zeros(x.shape[:2] + (PH, PW), np.float64)
-    for i in range(PH):
-        h0 = i * sh - ph
-        h1 = min(h0 + kh, H + ph)
-        for j in range(PW):
-            w0 = j * sw - pw
-            w1 = min(w0 + kw, W + pw)
-            a0, a1, b0, b1 = max(h0, 0), min(h1, H), max(w0, 0), min(w1, W)
-            s = x[:, :, a0:a1, b0:b1].astype(np.float64).sum(axis=(2, 3))
-            n = {"exclude_pad": (a1 - a0) * (b1 - b0), "kernel": kh * kw}[mode]
-            out[:, :, i, j] = s / max(n, 1)
-    return out
+    return _pool_np(x, 1, kh, kw, sh, sw, ph, pw, ph, pw, PH, PW, divisor=mode)
 
 
 def _crop(c, a, row, group, port_out, caffe, base, tol):
@@ -712,12 +732,20 @@ def _first_of(c, group, type_):
     return next(li for li in group if c.net.layers[li].type == type_)
 
 
-def _convolution(c, a, row, group, port_out, caffe, base, tol):
-    li = _first_of(c, group, "Convolution")
+def _weighted(c, group, type_, ndim):
+    """(layer index, layer, its weight blob) of the group's first ``type_`` layer, or None
+    when the weight is not ``ndim``-d."""
+    li = _first_of(c, group, type_)
     layer = c.net.layers[li]
-    w = np.asarray(layer.blobs[0].data)
-    if w.ndim != 4:
+    w = np.asarray(layer.blobs[0].data) if layer.blobs else None
+    return None if w is None or w.ndim != ndim else (li, layer, w)
+
+
+def _convolution(c, a, row, group, port_out, caffe, base, tol):
+    found = _weighted(c, group, "Convolution", 4)
+    if found is None:
         return None
+    li, layer, w = found
     O, I, kh, kw = w.shape
     v = [("kernel_flipped", "the kernel is flipped in H and W (a true convolution where Caffe, like every deep "
           "learning framework, correlates): flip the weights [:, :, ::-1, ::-1]",
@@ -752,11 +780,10 @@ def _convolution(c, a, row, group, port_out, caffe, base, tol):
 
 
 def _deconvolution(c, a, row, group, port_out, caffe, base, tol):
-    li = _first_of(c, group, "Deconvolution")
-    layer = c.net.layers[li]
-    w = np.asarray(layer.blobs[0].data)
-    if w.ndim != 4:
+    found = _weighted(c, group, "Deconvolution", 4)
+    if found is None:
         return None
+    li, layer, w = found
     I, Og, kh, kw = w.shape
     g = int(layer.layer_param.convolution_param.group or 1)
     v = [("deconv_kernel_flipped", "the Deconvolution kernel is flipped in H and W: flip the weights "
@@ -776,11 +803,10 @@ def _deconvolution(c, a, row, group, port_out, caffe, base, tol):
 
 
 def _inner_product(c, a, row, group, port_out, caffe, base, tol):
-    li = _first_of(c, group, "InnerProduct")
-    layer = c.net.layers[li]
-    w = np.asarray(layer.blobs[0].data)
-    if w.ndim != 2 or layer.layer_param.inner_product_param.transpose:
+    found = _weighted(c, group, "InnerProduct", 2)
+    if found is None or found[1].layer_param.inner_product_param.transpose:
         return None
+    li, layer, w = found
     N, K = w.shape
     v = [("ip_weight_reshaped", "the InnerProduct weight (%d x %d, output x input) reshaped to %d x %d instead of "
           "transposed: use W.T (or Gemm's transB=1)" % (N, K, K, N),
@@ -947,9 +973,10 @@ def _pool_pads(c, a, row, group, port_out, caffe, base, tol):
     return _found(c, li, v, port_out, base, tol, a)
 
 
-def _pool_np(x, pool, kh, kw, sh, sw, bh, bw, eh, ew, PH, PW):
-    """MAX or AVE pooling with begin pads (bh, bw) and end pads (eh, ew); AVE divides by the
-    window clipped to the padded image (padding counted)."""
+def _pool_np(x, pool, kh, kw, sh, sw, bh, bw, eh, ew, PH, PW, divisor="padded"):
+    """MAX (``pool`` 0) or AVE (1) pooling in float64 with begin pads (bh, bw) and end pads
+    (eh, ew); AVE divides by the window clipped to the padded image (``divisor`` "padded",
+    Caffe's), by the pixels inside the image ("exclude_pad") or by kh x kw ("kernel")."""
     H, W = x.shape[2], x.shape[3]
     out = np.zeros(x.shape[:2] + (PH, PW), np.float64)
     for i in range(PH):
@@ -962,8 +989,9 @@ def _pool_np(x, pool, kh, kw, sh, sw, bh, bw, eh, ew, PH, PW):
             if a1 <= a0 or b1 <= b0:
                 out[:, :, i, j] = 0 if pool == 1 else -np.inf
                 continue
-            win = x[:, :, a0:a1, b0:b1]
-            out[:, :, i, j] = win.max(axis=(2, 3)) if pool == 0 else win.sum(axis=(2, 3)) / ((h1 - h0) * (w1 - w0))
+            win = x[:, :, a0:a1, b0:b1].astype(np.float64)
+            n = {"padded": (h1 - h0) * (w1 - w0), "exclude_pad": (a1 - a0) * (b1 - b0), "kernel": kh * kw}[divisor]
+            out[:, :, i, j] = win.max(axis=(2, 3)) if pool == 0 else win.sum(axis=(2, 3)) / max(n, 1)
     return out
 
 
@@ -988,14 +1016,18 @@ def _collapse(c, found):
     BatchNorm (53 of 53): own error ..., N times its rounding: <the cause>", at the place of
     the first; the layers and values it covers in its evidence."""
     net = c.net
+
+    def type_of(d):
+        if d.layer not in net.layer_names:
+            return None
+        return "layer with weights" if d.kind in _ACROSS_TYPES else net.layers[net.layer_names.index(d.layer)].type
     groups: dict = {}
     for d in found:
-        t = net.layers[net.layer_names.index(d.layer)].type if d.layer in net.layer_names else None
-        groups.setdefault((d.kind, t), []).append(d)
+        groups.setdefault((d.kind, type_of(d)), []).append(d)
     out = []
     done = set()
     for d in found:
-        t = net.layers[net.layer_names.index(d.layer)].type if d.layer in net.layer_names else None
+        t = type_of(d)
         key = (d.kind, t)
         ds = groups[key]
         if len(ds) < 2 or t is None:
@@ -1004,7 +1036,7 @@ def _collapse(c, found):
         if key in done:
             continue
         done.add(key)
-        total = sum(1 for l in net.layers if l.type == t)
+        total = sum(1 for l in net.layers if (l.type == t or (t == "layer with weights" and l.blobs)))
         rows = [r for r in c.rows if r.label in {x.evidence.get("value") for x in ds}]
         own = [r.own_rel for r in rows if r.own_rel is not None]
         over = [r.over_rounding for r in rows if r.status == "small" and r.over_rounding is not None]
@@ -1016,13 +1048,18 @@ def _collapse(c, found):
             facts.append("own error %s" % _range(own))
         if over and len(over) == len(ds):
             facts.append("%s times its rounding" % _range(over, "%.0f"))
-        core = ds[0].text.split(" (reproduces")[0].split(" (then within")[0]
+        core = _ACROSS_TYPES.get(d.kind) or ds[0].text.split(" (reproduces")[0].split(" (then within")[0]
         ev = {"layers": [x.layer for x in ds], "values": [x.evidence.get("value") for x in ds], "count": len(ds),
               "of": total, "reproduced": all(x.evidence.get("reproduced") for x in ds),
               "per_layer": [dict(x.evidence, layer=x.layer, text=x.text) for x in ds]}
         out.append(_D("(every %s)" % t if len(ds) == total else "(%d %s layers)" % (len(ds), t), d.kind,
                       "%s%s: %s" % (who, (": " + ", ".join(facts)) if facts else "", core), **ev))
     return out
+
+
+# kinds one line covers whatever the layers' types, with the line's cause
+_ACROSS_TYPES = {"weights_differ": "the port's weights are not the net's (another caffemodel, or random fillers): "
+                                   "load the same weights in both"}
 
 
 def _range(vals, fmt=None):

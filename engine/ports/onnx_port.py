@@ -56,12 +56,30 @@ class OnnxPort(PortGraph):
                 return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
         return {}
 
+    def constants(self, inputs, output):
+        """The initializers the part from ``inputs`` to ``output`` reads."""
+        stop, out, seen, stack = set(inputs), {}, set(), [output]
+        while stack:
+            t = stack.pop()
+            if t in seen or t in stop:
+                continue
+            seen.add(t)
+            if t in self.const:
+                v = self.initializer(t)
+                if v is not None:
+                    out[t] = v
+                continue
+            k = self.producer.get(t)
+            if k is not None:
+                stack.extend(self.nodes[k].inputs)
+        return out
+
     def initializer(self, name):
         """An initializer's value (a weight), or None."""
-        for t in self.model.graph.initializer:
-            if t.name == name:
-                return self.onnx.numpy_helper.to_array(t)
-        return None
+        if not hasattr(self, "_inits"):
+            self._inits = {t.name: t for t in self.model.graph.initializer}
+        t = self._inits.get(name)
+        return None if t is None else self.onnx.numpy_helper.to_array(t)
 
     # ------------------------------------------------------------------ running
     def session(self, model):
@@ -224,6 +242,28 @@ def one_line(e):
     return " ".join(str(e).split())[:400]
 
 
+def strip_tensor_names(model, prefix="t"):
+    """``model`` (an onnx.ModelProto, changed in place and returned) with every tensor --
+    inputs, outputs, weights, intermediates -- renamed ``t0``, ``t1``, ... and no node names:
+    a port as held-out checks compare it, paired by value and topology alone."""
+    names: Dict[str, str] = {}
+
+    def new(n):
+        if n and n not in names:
+            names[n] = "%s%d" % (prefix, len(names))
+        return names.get(n, n)
+    g = model.graph
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        vi.name = new(vi.name)
+    for t in g.initializer:
+        t.name = new(t.name)
+    for n in g.node:
+        n.input[:] = [new(i) for i in n.input]
+        n.output[:] = [new(o) for o in n.output]
+        n.name = ""
+    return model
+
+
 def load_onnx(onnx_model):
     """An ``onnx.ModelProto`` from a path, bytes or a ModelProto; and a label for it."""
     onnx = require("onnx", "onnx", "compare-port")
@@ -243,4 +283,4 @@ def load_onnx(onnx_model):
         raise PortError("%s: not an ONNX model: %s" % (path, one_line(e))) from None
 
 
-__all__ = ["OnnxPort", "load_onnx"]
+__all__ = ["OnnxPort", "load_onnx", "strip_tensor_names"]

@@ -139,6 +139,12 @@ class PortGraph:
         ``values`` too.  Raises ``engine.ports.activations.PortError`` when it cannot run."""
         raise NotImplementedError
 
+    def constants(self, inputs: Sequence[str], output: str) -> Dict[str, np.ndarray]:
+        """The constants (weights) the port's part from ``inputs`` to ``output`` reads, by
+        name; {} when the port cannot say (optional: used to tell "the port's weights are
+        not the net's" from an arithmetic mistake)."""
+        return {}
+
     def name_hints(self) -> Dict[str, str]:
         """{Caffe blob: tensor holding the blob after Forward}, when the port carries such a
         map (export-onnx writes one); paired before anything else."""

@@ -296,24 +296,8 @@ def set_init(model, name, arr):
 
 def rename_all(model, prefix="t"):
     """Every tensor (inputs, outputs, intermediates) renamed, initializers too."""
-    names = {}
-
-    def new(n):
-        if not n:
-            return n
-        if n not in names:
-            names[n] = "%s%d" % (prefix, len(names))
-        return names[n]
-    g = model.graph
-    for vi in list(g.input) + list(g.output) + list(g.value_info):
-        vi.name = new(vi.name)
-    for t in g.initializer:
-        t.name = new(t.name)
-    for n in g.node:
-        n.input[:] = [new(i) for i in n.input]
-        n.output[:] = [new(o) for o in n.output]
-        n.name = ""
-    return model
+    from engine.ports.onnx_port import strip_tensor_names
+    return strip_tensor_names(model, prefix)
 
 
 def randomize(net, seed=0):

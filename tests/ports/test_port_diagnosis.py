@@ -236,14 +236,15 @@ def test_mean_image_vs_per_channel_means(nets):
 def test_no_known_cause_gives_the_first_differing_elements(nets):
     net = nets["MIX"]
     m = pn.build_port(net)
-    w = pn.init_array(m, "conv2_W").copy()
-    w[2, 1, 0, 1] += 0.7
-    pn.set_init(m, "conv2_W", w)
+    b = pn.init_array(m, "conv2_b").copy()         # one channel's bias off: no known cause fits
+    b[2] += 0.7
+    pn.set_init(m, "conv2_b", b)
     r = compare_port(net, m)
     assert r.first_departing == "conv2", r.format()
     d = r.diagnosis_for("conv2")
     assert d.kind == "unknown" and d.text.startswith("no known cause: the layer's own arithmetic departs by")
-    assert "first differing: [0,2," in d.text and d.evidence["first_differing"][0]["index"][1] == 2
+    assert "first differing: [0,2,0,0]" in d.text and d.evidence["first_differing"][0]["index"] == [0, 2, 0, 0]
+    assert d.evidence["differing"] == 36 and "36 of 216 elements" in d.text
     first = d.evidence["first_differing"][0]
     assert abs(first["port"] - first["caffe"]) > 1e-3
 
@@ -283,3 +284,21 @@ def test_a_node_onnxruntime_cannot_run_is_the_first_departure(nets):
     assert not r.faithful and r.first_departing == "drop", r.format()
     assert "the port cannot run here: node drop (Dropout)" in r.message and "ratio" in r.message
     assert r.row("pw").status == "ok"                      # what runs before it is still checked
+
+
+def test_a_port_made_from_other_weights_is_said_so(nets, tmp_path):
+    """The page's case: a net without a caffemodel gets other random weights in each tab; a
+    port saved from one and compared in the other departs at the first convolution, and
+    the cause is that the weights differ, at every layer that has them (one line)."""
+    net = nets["MIX"]
+    other, _ = pn.make_net(tmp_path, pn.MIX, seed=11, name="other.prototxt")
+    r = compare_port(net, pn.rename_all(pn.build_port(other)))
+    assert r.first_departing == "conv0", r.format()
+    d = r.diagnosis_for("conv0")
+    assert d.kind == "weights_differ" and "not the net's" in d.text, d.text
+    assert [x.kind for x in r.diagnosis] == ["weights_differ"]                  # one line
+    assert d.text.startswith("every layer with weights (6 of 6)") and d.evidence["layers"][0] == "conv0"
+    # a port of the same weights laid out otherwise is not this cause
+    m = pn.build_port(net)
+    pn.set_init(m, "conv1_W", pn.init_array(m, "conv1_W")[:, :, ::-1, ::-1])
+    assert compare_port(net, m).diagnosis_for("conv1").kind == "kernel_flipped"
