@@ -639,6 +639,37 @@ class TorchGraph(PortGraph):
         return v.detach().cpu().numpy()
 
 
+    def constants(self, inputs, output):
+        """The weights the part from ``inputs`` to ``output`` reads, by name: the parameters and
+        buffers of the modules it calls, the attributes it fetches, the tensors a recorded call
+        was given that no other call made (PortGraph.constants)."""
+        torch = self.torch
+        stop = set(inputs)
+        out: Dict[str, np.ndarray] = {}
+        seen = set()
+        stack = [output]
+        while stack:
+            t = stack.pop()
+            if t in seen or t in stop:
+                continue
+            seen.add(t)
+            node = self.calls.get(t)
+            if node is None or node.kind == "input":
+                continue
+            if node.kind == "const":
+                v = self.raw.get(t)
+                if isinstance(v, torch.Tensor):
+                    out[t] = v.detach().cpu().numpy()
+                continue
+            if isinstance(node.fn, torch.nn.Module):
+                for name, v in list(node.fn.named_parameters()) + list(node.fn.named_buffers()):
+                    out["%s.%s" % (t, name)] = v.detach().cpu().numpy()
+            for k, v in enumerate(x for x in _leaves((node.args, node.kwargs)) if isinstance(x, torch.Tensor)):
+                out["%s:const%d" % (t, k)] = v.detach().cpu().numpy()
+            stack.extend(node.refs)
+        return out
+
+
 class _Method:
     """``obj.method(*args, **kwargs)``: fx's call_method as a callable."""
 

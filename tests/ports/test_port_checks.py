@@ -59,7 +59,9 @@ def test_torch_port_weights_copied_into_a_net_without_weights(tmp_path, names):
     module, label = load_torch_module("%s:make" % py, tn.caffe_state_dict(other, names=names))
     graph = TorchGraph(module, label)
     net, _ = tn.make_net(tmp_path, seed=5)                  # fillers' weights: not the port's
-    assert not compare_port(net, graph).faithful
+    first = compare_port(net, graph)
+    assert not first.faithful
+    assert first.diagnosis and first.diagnosis[0].kind == "weights_differ", first.format()   # TorchGraph.constants
     why = pc.weights_differ(net, graph)
     assert "the weights differ" in why and "state_dict" in why and "conv1" in why
     copy = pc.copy_port_weights(net, graph)
