@@ -280,7 +280,6 @@ class TorchGraph(PortGraph):
             self.how = "hooks"
             self.calls = {}
             self.inputs = self._forward_args()
-        self.outputs: List[str] = []
         self._index()
 
     # -------------------------------------------------------------- building
@@ -300,7 +299,6 @@ class TorchGraph(PortGraph):
         used: Dict[str, int] = {}
         names: Dict[Any, str] = {}
         self.inputs = []
-        out_node = None
         for n in gm.graph.nodes:
             def ref(x):
                 return _Ref(names[x])
@@ -317,8 +315,8 @@ class TorchGraph(PortGraph):
                 self.raw[name] = val
             elif n.op == "call_module":
                 target = str(n.target)
-                k = used.get(target, 0)
-                name = target if k == 0 else "%s_%d" % (target, k)
+                # the module's path the first time (fx's own names have no dots); later calls fx's name
+                name = target if not used.get(target) else n.name
                 sub = mods[target]
                 node = _Node(name, "call", sub, args, kwargs, where="module '%s' (%s)" % (target, type(sub).__name__),
                              op=_module_op(sub))
@@ -332,15 +330,10 @@ class TorchGraph(PortGraph):
                 name = n.name
                 node = _Node(name, "call", _Method(str(n.target)), args, kwargs, where="method .%s()" % n.target,
                              op=_FUNCTION_OPS.get(str(n.target), str(n.target)))
-            elif n.op == "output":
-                out_node = args[0] if args else None
-                continue
-            else:
+            else:                       # output
                 continue
             names[n] = name
             self.calls[name] = node
-        self._fx_outputs = []
-        _collect_refs(out_node, self._fx_outputs)
 
     def _index(self):
         """The port graph of the calls (PortGraph's order, producer, ancestry): a call's inputs
@@ -583,8 +576,7 @@ class TorchGraph(PortGraph):
             keep.append(xs[k])
         try:
             with torch.no_grad(), Mode():
-                out = self.module(*xs)
-            self.outputs = [ids[id(v)] for v in _leaves(out) if isinstance(v, torch.Tensor) and id(v) in ids]
+                self.module(*xs)
         except Exception as e:
             where = ("module '%s'" % stack[-1]) if stack else "its forward"
             from engine.ports.torch_export import _error_line

@@ -238,3 +238,33 @@ def test_a_fresh_net_with_a_loose_rtol_pairs_the_scale_with_its_bias(tmp_path):
     r = compare_torch(net, str(res.path), str(res.state_dict_path), inputs={"data": x}, rtol=1e-3)
     assert r.faithful, r.format()
     assert r.row("conv1@scale_conv1").tensor.startswith("add")
+
+
+def test_graph_names_a_module_by_its_path_once_and_every_tensor_once(tmp_path):
+    py = tmp_path / "twice.py"
+    py.write_text("""
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Twice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 1)
+        self.relu = nn.ReLU()
+        self.block = nn.Sequential(nn.Conv2d(3, 3, 1), nn.ReLU())
+
+    def forward(self, x):
+        x = self.relu(self.conv(x))
+        x = F.relu(self.conv(x)) + self.relu(x)
+        return self.block(x)
+""")
+    module, label = load_torch_module(str(py))
+    for how in ("fx", "hooks"):
+        g = TorchGraph(module, label)
+        if how == "hooks":                    # as if it did not trace
+            g.calls, g.how, g.inputs = {}, "hooks", ["x"]
+        vals = g.run_all({"x": np.ones((1, 3, 4, 4), np.float32)})
+        assert len(set(g.order)) == len(g.order) == len([t for t in g.order if t in vals]), (how, g.order)
+        assert {"conv", "relu", "block.0", "block.1"} <= set(g.order), (how, g.order)
+        assert sum(1 for t in g.order if g.op(t) == "Relu") == 4 and sum(1 for t in g.order if g.op(t) == "Conv") == 3
