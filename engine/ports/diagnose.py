@@ -230,6 +230,11 @@ def _weights_differ(c, a, row, group, port_out, caffe, base, tol):
             continue                      # the same values, arranged otherwise: not this cause
         d, k = min(diffs)
         name = c.net.layer_names[li]
+        if d / scale < 1e-2:
+            return _D(name, "weights_differ", "the port's weights differ slightly from the net's: its %s (%d values) "
+                      "is off %s's weights by up to %.3g of their scale, even as a set of values: recomputed or "
+                      "stored at a lower precision; use the caffemodel's values" % (k, w.size, name, d / scale),
+                      reproduced=True, constant=k, sorted_max_diff=d, slight=True)
         return _D(name, "weights_differ", "the port's weights are not the net's: its %s (%d values) differs from "
                   "%s's weights even as a set of values (sorted, max |diff| %s, %.3g of their scale): the port "
                   "was made from other weights (another caffemodel, or random fillers): load the same weights in "
@@ -242,7 +247,9 @@ def _no_known_cause(c, a, row, group, port_out, caffe, base):
     p = np.asarray(port_out, np.float64).reshape(np.shape(caffe))
     q = np.asarray(caffe, np.float64)
     scale = max(float(np.abs(q).max()) if q.size else 0.0, 1e-30)
-    bad = np.argwhere(np.abs(p - q) > max(c._tolerance(a), 1e-7) * scale)
+    diff = np.abs(p - q)
+    thr = min(max(c._tolerance(a), 1e-7) * scale, 0.1 * float(diff.max()) if diff.size else 0.0)
+    bad = np.argwhere(diff > thr)
     first = [{"index": [int(i) for i in idx], "port": float(p[tuple(idx)]), "caffe": float(q[tuple(idx)])}
              for idx in bad[:5]]
     where = "; ".join("[%s] port %.6g, Caffe %.6g" % (",".join(str(i) for i in e["index"]), e["port"], e["caffe"])
@@ -252,8 +259,8 @@ def _no_known_cause(c, a, row, group, port_out, caffe, base):
         c.net.layer_names[group[0]])
     frac = float(len(bad)) / max(q.size, 1)
     return _D(layer, "unknown", "no known cause: the layer's own arithmetic departs by %s relative (%d of %d "
-              "elements, %.3g%%)%s" % (_num(base), len(bad), q.size, 100 * frac,
-                                       ("; first differing: " + where) if where else ""),
+              "elements, %.3g%%, off by more than %s)%s" % (_num(base), len(bad), q.size, 100 * frac, _num(thr),
+                                                           ("; first differing: " + where) if where else ""),
               reproduced=False, first_differing=first, differing=int(len(bad)), elements=int(q.size))
 
 

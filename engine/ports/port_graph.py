@@ -18,7 +18,9 @@ same way, by subclassing :class:`PortGraph`:
 - :meth:`run_all`: every tensor for the given inputs;
 - :meth:`run_part`: the sub-graph that makes one tensor from given tensors, fed given
   values (the port's own arithmetic for one layer, on Caffe's values of what it reads);
-- optionally :meth:`name_hints` ({Caffe blob: tensor}, a map the port carries).
+- optionally :meth:`name_hints` ({Caffe blob: tensor}, a map the port carries) and
+  :meth:`constants` (the weights a part reads: lets the diagnosis say "the port's weights
+  are not the net's"); ``notes`` (lines for the comparison: what was done to run the port).
 
 A port that cannot re-run a part (a dump of tensors from another runtime) sets
 ``can_rerun = False``: the comparer then measures a layer's own error the other way round,

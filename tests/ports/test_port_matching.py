@@ -264,3 +264,22 @@ def test_mmdnn_style_port_nhwc_and_old_opset(resnet, strip):
     assert any("opset 6 is older than onnxruntime runs" in n for n in r.notes)
     assert all(r.row("%s@%s_scale" % (bn[:-3], bn[:-3])).group == [bn, bn[:-3] + "_scale"] for bn in BNS)
     assert r.matching["unmatched"] == 6
+
+
+def test_a_small_systematic_error_is_a_finding_even_without_a_cause(tmp_path):
+    """A Scale whose bias is off by ~3e-5 of the value's scale (each channel its own way):
+    under rtol, far above the layer's rounding: the port departs there, no known cause, the
+    first differing elements; its multipliers off as much: weights that differ slightly."""
+    net, _ = pn.make_net(tmp_path)
+    for blob, kind in (("scale1_beta", "unknown"), ("scale1_gamma", "weights_differ")):
+        m = pn.build_port(net)
+        v = pn.init_array(m, blob)
+        off = 3e-5 * np.random.default_rng(0).uniform(0.5, 1.0, v.shape)
+        pn.set_init(m, blob, v + off * 4 if blob == "scale1_beta" else v * (1 + off))
+        r = compare_port(net, pn.rename_all(m))
+        assert not r.faithful and r.first_departing == "scale1", r.format()
+        row = r.row("conv1@scale1")
+        assert row.status == "small" and row.own_rel < 1e-4 and row.over_rounding > 10, r.format()
+        d = r.diagnosis_for("scale1")
+        assert d.kind == kind, d.text
+        assert ("first differing" in d.text) if kind == "unknown" else ("differ slightly" in d.text)
