@@ -248,11 +248,13 @@ def compare_tensors(net, dump, inputs=None, preprocess=None, rtol=None, seed=0):
     """``net`` against a tensor dump (a .npz path or its bytes, {name: array}, or a
     :class:`TensorDump`); the net's input is the dump's (see :meth:`TensorDump.bind_input`),
     or ``inputs`` when the dump has none.  Returns the :class:`~engine.ports.compare.PortComparison`."""
-    from engine.ports.compare import DEFAULT_RTOL, compare_port
+    from engine.ports.compare import DEFAULT_RTOL, Preprocess, compare_port
+    if preprocess is not None and not isinstance(preprocess, Preprocess):
+        preprocess = Preprocess(transform=preprocess) if callable(preprocess) else Preprocess(**dict(preprocess))
     port = dump if isinstance(dump, TensorDump) else TensorDump(dump) if isinstance(dump, dict) \
         else TensorDump.load(dump)
     given = inputs if isinstance(inputs, dict) or inputs is None else {net.inputs[0]: inputs}
-    given = dict(given or {})
+    given = {k: _input_array(v, preprocess) for k, v in dict(given or {}).items()}
     feeds = {}
     for name in net.inputs:
         value = port.bind_input(name, net.blobs[name].shape)
@@ -265,33 +267,39 @@ def compare_tensors(net, dump, inputs=None, preprocess=None, rtol=None, seed=0):
             continue
         feeds[name] = value
     for name, v in given.items():
-        if name in feeds and isinstance(v, np.ndarray) and v.shape == feeds[name].shape and \
-                not np.allclose(v, feeds[name], rtol=1e-5, atol=1e-6 * float(np.abs(v).max() or 1)):
+        if name in feeds and isinstance(v, np.ndarray) and v.size == feeds[name].size and \
+                not np.allclose(v.reshape(feeds[name].shape), feeds[name], rtol=1e-5,
+                                atol=1e-6 * float(np.abs(v).max() or 1)):
             raise PortError("%s: its input '%s' is not the input given: the dump was made from another input"
                             % (port.label, port.input_tensor), blob=name)
     feeds.update({k: v for k, v in given.items() if k not in feeds})
     # the pairing needs the net's values: one Forward here (the comparison makes its own)
     from engine.ports.activations import run, set_inputs, trace
-    arrays = {}
-    for k, v in feeds.items():
-        if isinstance(v, (str, os.PathLike)):
-            path = os.fspath(v)
-            if path.lower().endswith(".npy") and os.path.isfile(path):
-                v = np.load(path)
-            elif preprocess is not None and getattr(preprocess, "transform", None) is not None:
-                v = preprocess.transform(path)
-            else:
-                break                # the comparison says what is wrong with it
-            feeds[k] = v
-        arrays[k] = np.asarray(v, np.float32)
-    else:
-        set_inputs(net, arrays)
+    if all(isinstance(v, np.ndarray) for v in feeds.values()):
+        set_inputs(net, {k: _batched(v, net.blobs[k].shape) for k, v in feeds.items()})
         tr = trace(net)
         port.pair(tr, run(net, tr))
     result = compare_port(net, port, feeds, preprocess, DEFAULT_RTOL if rtol is None else rtol, seed)
     result.notes[:0] = [n for n in port.notes if n not in result.notes]
     _dump_names(result, port)
     return result
+
+
+def _input_array(v, preprocess):
+    """An input given as an array, a .npy path, or an image path with ``preprocess``'s
+    transform, as an array (anything else as it is: the comparison says what is wrong)."""
+    if isinstance(v, (str, os.PathLike)):
+        path = os.fspath(v)
+        if path.lower().endswith(".npy") and os.path.isfile(path):
+            return np.asarray(np.load(path), np.float32)
+        if os.path.isfile(path) and preprocess is not None and getattr(preprocess, "transform", None) is not None:
+            return np.asarray(preprocess.transform(path), np.float32)
+        return v
+    return np.asarray(v, np.float32)
+
+
+def _batched(v, shape):
+    return v[None] if v.ndim == len(shape) - 1 else v
 
 
 def _dump_names(result, port):

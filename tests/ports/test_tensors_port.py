@@ -115,3 +115,12 @@ def test_command_tensors(tmp_path, net):
     assert "First departing layer: bn_conv1 (BatchNorm)" in out and "eps 0.001" in out and "arr_2" in out
     code, out, err = tn.run_cli(base + ["--tensors", str(tmp_path / "w.caffemodel")])
     assert code == 1 and "not a NumPy .npz" in err
+
+
+def test_the_input_given_as_a_file_is_checked_against_the_dumps(tmp_path, net):
+    path, x = _dump(tmp_path, net)
+    np.save(tmp_path / "x.npy", x)
+    assert compare_tensors(net, path, {"data": str(tmp_path / "x.npy")}).faithful
+    np.save(tmp_path / "other.npy", x * 2)
+    with pytest.raises(PortError, match="the dump was made from another input"):
+        compare_tensors(net, path, {"data": str(tmp_path / "other.npy")})
