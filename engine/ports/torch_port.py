@@ -278,6 +278,8 @@ class TorchGraph(PortGraph):
         except Exception as e:                 # does not trace: recorded while it runs
             self._fx_error = _one_line(e)
             self.how = "hooks"
+            self.notes.append("the PyTorch module %s does not trace with torch.fx (%s): it is recorded while it "
+                              "runs instead, the path this input takes" % (self.label, self._fx_error[:160]))
             self.calls = {}
             self.inputs = self._forward_args()
         self._index()

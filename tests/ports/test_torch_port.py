@@ -64,6 +64,7 @@ def test_a_module_that_does_not_trace_is_recorded_while_it_runs(tmp_path, net):
     r = compare_torch(net, module)
     assert r.faithful, r.format()
     assert r.row("conv1@scale_conv1").tensor == "bn1" and r.row("fc").tensor == "fc"
+    assert any("does not trace with torch.fx" in n for n in r.notes)
 
 
 def test_a_module_taking_nhwc_is_fed_the_input_transposed(tmp_path, net):
