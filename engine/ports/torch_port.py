@@ -359,8 +359,20 @@ class TorchGraph(PortGraph):
 
     # -------------------------------------------------------------- running
     def _tensor(self, arr):
-        return self.torch.from_numpy(np.array(arr, dtype=np.float32 if np.asarray(arr).dtype.kind == "f"
-                                              else np.asarray(arr).dtype, copy=True))
+        """A float array as a tensor of the module's float type (float32 unless its weights
+        are of another), a copy (the module may write into it in place)."""
+        a = np.asarray(arr)
+        return self.torch.from_numpy(np.array(a, dtype=self._float if a.dtype.kind == "f" else a.dtype, copy=True))
+
+    @property
+    def _float(self):
+        for p in self.module.parameters():
+            if p.is_floating_point():
+                try:
+                    return np.dtype(str(p.dtype).replace("torch.", ""))
+                except TypeError:             # bfloat16: NumPy has none
+                    break
+        return np.dtype(np.float32)
 
     def _snapshot(self, v):
         torch = self.torch

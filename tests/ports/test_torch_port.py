@@ -269,3 +269,9 @@ class Twice(nn.Module):
         assert len(set(g.order)) == len(g.order) == len([t for t in g.order if t in vals]), (how, g.order)
         assert {"conv", "relu", "block.0", "block.1"} <= set(g.order), (how, g.order)
         assert sum(1 for t in g.order if g.op(t) == "Relu") == 4 and sum(1 for t in g.order if g.op(t) == "Conv") == 3
+
+
+def test_a_module_in_float64_is_fed_float64(tmp_path, net):
+    module, _ = load_torch_module("%s:make" % tn.write_port(tmp_path), tn.caffe_state_dict(net))
+    r = compare_torch(net, module.double())
+    assert r.faithful, r.format()
