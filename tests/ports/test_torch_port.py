@@ -209,6 +209,12 @@ def test_caffe_conversion_of_a_torch_model_checked_against_it(tmp_path):
     d = _first_diag(r)
     assert d.kind == "batchnorm_eps" and "0.001 in the PyTorch module" in d.text and "1e-05" in d.text
     assert all(r.row(v).status == "ok" for v in ("conv1", "conv2", "fc"))     # their own arithmetic
+    # the converter flipped conv2's kernel
+    flipped, _ = tn.caffe_of_torch(tmp_path, module, name="flipped.prototxt")
+    w = flipped.layer_dict["conv2"].blobs[0]
+    w.data[...] = w.data[:, :, ::-1, ::-1].copy()
+    r = compare_torch(flipped, module, reference="torch")
+    assert r.first_departing == "conv2" and _first_diag(r).kind == "kernel_flipped", r.format()
 
 
 def test_command_reference_torch(tmp_path):
