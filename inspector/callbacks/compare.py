@@ -81,7 +81,7 @@ def compare(app, sid, kind, a=None, b=None, rtol=1e-3, factory=None):
             cmp = compare_runs(_fresh_run(ld, "CPU", params_from=ld.net), _fresh_run(ld, "GPU", params_from=ld.net),
                                rtol=rtol, label_a="CPU", label_b="GPU")
         elif kind == "weights":
-            if not ld.spec.weights and not (ld.training and ld.training.train):
+            if not port_compare.net_has_weights(ld):
                 raise CompareRefused("this net has no weights loaded and was not trained here: its params are "
                                      "the fillers' already. Load a .caffemodel (or run solver iterations) first")
             cmp = compare_runs(_fresh_run(ld, s.device, params_from=ld.net), _fresh_run(ld, s.device),
