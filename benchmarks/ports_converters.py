@@ -71,9 +71,9 @@ def build(proto, d, name, seed=0):
     """The net at batch 1 with seeded weights, saved in ``d`` as ``name``.caffemodel."""
     from engine.ports import randomize_params
     net = engine.Net(proto, engine.TEST)
-    for name in net.inputs:
-        s = net.blobs[name].shape
-        net.blobs[name].reshape(1, *s[1:])
+    for blob in net.inputs:
+        s = net.blobs[blob].shape
+        net.blobs[blob].reshape(1, *s[1:])
     net.reshape()
     randomize_params(net, seed, bn_scale_factor=1.0)
     weights = os.path.join(d, name + ".caffemodel")

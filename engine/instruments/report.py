@@ -336,6 +336,7 @@ def _port_summary(pc):
                                                    m["name"], m["topology"], m["unmatched"],
                                                    len(pc["unmatched_tensors"])),
              pc["message"]]
+    lines[1:1] = ["input layout: %s" % lay["text"] for lay in pc.get("input_layouts") or []]
     lines += ["diagnosis: %s: %s" % (d["layer"], d["text"]) for d in pc["diagnosis"]]
     lines += ["note: %s" % n for n in pc.get("notes", [])]
     return lines

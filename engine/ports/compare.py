@@ -1,4 +1,7 @@
-"""The port debugger: a Caffe net against anyone's ONNX port of it, blob by blob.
+"""The port debugger: a Caffe net against anyone's port of it, blob by blob.
+
+A port is an ONNX model (:class:`engine.ports.onnx_port.OnnxPort`) or any
+:class:`engine.ports.port_graph.PortGraph` (a torch graph, a runtime's tensor dump).
 
     result = compare_port(net, "port.onnx")                 # seeded normal inputs
     result = compare_port(net, onnx_bytes, {"data": x})     # the inspector: bytes or a path
@@ -13,6 +16,9 @@
    paired with the value's nearest paired ancestors, feeding no tensor paired with a value
    that does not depend on it, of the value's shape, made by a node that fits the layer type
    (among several, one equal to the engine's value, else the first in the port's order).
+   A name is a hint, the value decides: a name-paired tensor holding a later value of its
+   chain (a BatchNorm+Scale fused under the BatchNorm's name) goes to that value.  An input
+   the port takes in another layout (NHWC, H x W x C without batch) is fed transposed.
    Each row says how it was paired (``input``, ``name``, ``topology``) or that it was not.
 2. **Both run on the same input**: the engine's Forward one layer at a time (each top kept
    as its layer left it) and onnxruntime (CPU, graph optimisations off: the port's
@@ -25,7 +31,9 @@
    inputs (the layers of a value the port fused away are checked together with the next
    paired one).  The first layer, in Caffe's order, whose own result departs by more than
    ``rtol`` relative (or whose output shape differs) is the first departing layer: a
-   BatchNorm bug is found at the first BatchNorm, not where the drift adds up.
+   BatchNorm bug is found at the first BatchNorm, not where the drift adds up.  An own
+   error under ``rtol`` is judged against the layer's own float32 rounding (Caffe's layers
+   rebuilt in float64 on the same inputs): far above it, it is a finding (``small``).
 4. **Diagnosis.** Known causes are tested, each by recomputing Caffe's layer the way the
    suspected bug would and checking it reproduces the port (the engine's own layer code
    with the parameter changed, on the same inputs): BatchNorm's variance divided by
@@ -33,9 +41,11 @@
    (ceil vs floor, Caffe's last-window rule); AVE pooling differing only on the border
    (the divisor counts padding differently); LRN's alpha off by local_size; Crop offsets;
    channels BGR vs RGB, a mean or scale not applied (the first layer is rerun on the input
-   transformed); Softmax on another axis; a constant factor (Dropout's or Power's scale).
-   A small error (between float32 rounding and ``rtol``) counts as departing when such a
-   cause reproduces it: "a small relative error at every BatchNorm".
+   transformed); Softmax on another axis; a constant factor (Dropout's or Power's scale);
+   kernels flipped, transposed or in another layout; weights reshaped instead of
+   transposed; the BatchNorm+Scale split; ... (the table in docs/port-debugging.md); else
+   "no known cause" with the first differing elements.  A cause at several layers of a type
+   is one line: "every BatchNorm (53 of 53): ...".
 
 The result is plain data (:meth:`PortComparison.to_dict`), the ``port_comparison``
 section of a report (docs/report-schema.md).

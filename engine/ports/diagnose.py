@@ -215,11 +215,14 @@ def _weights_differ(c, a, row, group, port_out, caffe, base, tol):
     consts = c.port.constants([c.match[f] for f in c.fronts[a]], c.match[a])
     if not consts:
         return None
+    folded = any(c.net.layers[li].type in ("BatchNorm", "Scale") for li in group)
     for li in group:
         layer = c.net.layers[li]
         if layer.type not in ("Convolution", "Deconvolution", "InnerProduct", "Scale", "Bias", "PReLU") \
                 or not layer.blobs:
             continue
+        if folded and layer.type in ("Convolution", "Deconvolution", "InnerProduct") and len(group) > 1:
+            continue                      # a BatchNorm/Scale folded into its weights changes them rightly
         w = np.sort(np.asarray(layer.blobs[0].data, np.float64).ravel())
         same = [k for k, v in consts.items() if v.size == w.size and v.dtype.kind == "f"]
         if not same:

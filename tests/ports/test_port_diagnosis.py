@@ -302,3 +302,43 @@ def test_a_port_made_from_other_weights_is_said_so(nets, tmp_path):
     m = pn.build_port(net)
     pn.set_init(m, "conv1_W", pn.init_array(m, "conv1_W")[:, :, ::-1, ::-1])
     assert compare_port(net, m).diagnosis_for("conv1").kind == "kernel_flipped"
+
+
+SHARED_PRELU = """
+name: "shared_prelu"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 6 dim: 6 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "prelu1" type: "PReLU" bottom: "conv1" top: "conv1"
+        prelu_param { channel_shared: true filler { type: "constant" value: 0.2 } } }
+"""
+
+
+def test_prelu_per_channel_where_caffe_shares_one_slope(tmp_path):
+    net, _ = pn.make_net(tmp_path, SHARED_PRELU, name="sp.prototxt")
+    m = pn.build_port(net)
+    pn.set_init(m, "prelu1_slope", np.array([0.2, 0.3, 0.1, 0.25], np.float32).reshape(4, 1, 1))
+    r = compare_port(net, pn.rename_all(m))
+    assert r.first_departing == "prelu1", r.format()
+    d = r.diagnosis_for("prelu1")
+    assert d.kind == "prelu_channel_shared" and "a slope per channel" in d.text and "(0.2, 0.3, 0.1, 0.25)" in d.text
+
+
+def test_ave_pooling_dividing_by_the_full_kernel(nets, tmp_path):
+    """A port padding with zeros and then averaging over the whole kernel everywhere: the
+    border windows Caffe clips to the padded image differ; the divisor is named."""
+    from onnx import helper, numpy_helper
+    net, _ = pn.make_net(tmp_path, pn.TWO_BN, name="two.prototxt")
+    m = pn.build_port(net)
+    pool = pn.node(m, "pool2")
+    src = pool.input[0]
+    m.graph.initializer.append(numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 2, 2], np.int64), "pool2_pads"))
+    idx = list(m.graph.node).index(pool)
+    m.graph.node.insert(idx, helper.make_node("Pad", [src, "pool2_pads"], ["pool2_padded"], name="pool2_pad"))
+    pool.input[0] = "pool2_padded"
+    pn.attr(pool, "pads", [0, 0, 0, 0])
+    pn.attr(pool, "ceil_mode", 0)
+    r = compare_port(net, pn.rename_all(m))
+    assert r.first_departing == "pool2", r.format()
+    d = r.diagnosis_for("pool2")
+    assert d.kind == "ave_pool_border" and "full kernel size" in d.text, d.text

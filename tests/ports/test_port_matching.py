@@ -84,6 +84,8 @@ def test_nhwc_input_is_transposed_for_the_port(tmp_path, strip):
     assert lay["layout"] == "NHWC" and lay["axes"] == [0, 2, 3, 1] and lay["shape"] == [2, 16, 16, 3]
     assert "Input layout: the net's input 'data' (2x3x16x16) is fed to the port's" in r.format()
     assert "as 2x16x16x3 (NHWC: transposed 0,2,3,1)" in r.format()
+    from engine.instruments.report import _port_summary
+    assert any(line.startswith("input layout: the net's input 'data'") for line in _port_summary(r.to_dict()))
     # a bug planted behind the transposed input is still found at its layer
     m = pn.transposed_input(pn.build_port(net))
     pn.attr(pn.node(m, "bn1"), "epsilon", 1e-3)
