@@ -169,7 +169,7 @@
         var far = cy.zoom() < EDGE_LABEL_ZOOM;
         if (far === S.far && !always) { return; }
         S.far = far;
-        var change = cy.edges('[label]').filter(function (e) { return e.hasClass('far') !== far; });
+        var change = cy.edges('.srclab, .midlab').filter(function (e) { return e.hasClass('far') !== far; });
         if (change.nonempty()) {    // toggleClass restyles (and reports) every edge given, changed or not
             cy.batch(function () { change.toggleClass('far', far); });
         }

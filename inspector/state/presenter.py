@@ -153,10 +153,11 @@ def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=Non
                          marks=vm.step_marks(debugger.shown_steps(loaded)))
 
 
-def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None):
-    """(cytoscape elements, the view) of the loaded net: what the graph callback sends."""
+def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None, scope=""):
+    """(cytoscape elements, the view) of the loaded net: what the graph callback sends;
+    ``scope``: the net's own prefix of the element ids (cyto.elements)."""
     view = graph_view(loaded, colour_by, opts, None, expanded)
-    return cyto.elements(view), view
+    return cyto.elements(view, scope), view
 
 
 def graph_svg(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None):

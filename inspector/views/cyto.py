@@ -149,8 +149,11 @@ def _segments(points, src, dst):
     return " ".join(str(d) for d in dists), " ".join(str(w) for w in weights)
 
 
-def elements(view):
-    """The cytoscape elements of a GraphView: frames first (outer before inner), then nodes, edges."""
+def elements(view, scope=""):
+    """The cytoscape elements of a GraphView: frames first (outer before inner), then nodes, edges.
+    ``scope`` (a net's own token) prefixes every element id: the page patches an element that
+    keeps its id (dash-cytoscape merges the new data into the old, so a key the new element
+    lacks keeps the old value), and a new net must share no element with the one before it."""
     frames = {n.id: n for n in view.nodes if n.kind == "group"}
     depth = {}
 
@@ -180,6 +183,7 @@ def elements(view):
         seen_ids.add(eid)
         data = {"id": eid, "source": e.src, "target": e.dst, "blob": e.blob,
                 "colour": EDGE_COLOURS.get(e.state, EDGE_IDLE), "hover": hover_lines(e.hover)}
+        data["label"] = data["src_label"] = data["mid_label"] = ""     # every key, always (scoped())
         if view.labels and e.label and (e.src, e.label) not in labelled:
             labelled.add((e.src, e.label))       # a blob read by several layers: its label once, at its writer
             data["label"] = e.label
@@ -191,6 +195,21 @@ def elements(view):
             classes.append("seg")
         out.append({"data": data, "classes": " ".join(classes)})
     _place_edge_labels(out)
+    return scoped(out, scope) if scope else out
+
+
+_REFS = ("id", "source", "target", "frame")      # the data keys that name an element
+
+
+def scoped(els, scope):
+    """``els`` with every element id (and every reference to one) prefixed by ``scope``."""
+    out = []
+    for el in els:
+        d = dict(el["data"])
+        for k in _REFS:
+            if k in d:
+                d[k] = "%s/%s" % (scope, d[k])
+        out.append(dict(el, data=d))
     return out
 
 
@@ -206,7 +225,14 @@ def _place_edge_labels(els):
     for el in els:
         d = el["data"]
         if "source" in d and d.get("label"):
-            d["mid_label" if per_source[d["source"]] > 1 else "src_label"] = d["label"]
+            where = "mid_label" if per_source[d["source"]] > 1 else "src_label"
+            d[where] = d["label"]
+            el["classes"] += " " + LABEL_CLASS[where]
+
+
+# the class that shows an edge's label (its presence, not a data key's: a key an element no longer
+# has keeps its old value in the page, a class list is replaced whole)
+LABEL_CLASS = {"src_label": "srclab", "mid_label": "midlab"}
 
 
 # drawing order (z-index, compared across nodes and edges): frames (by depth), edges, nodes, the selection
@@ -265,11 +291,11 @@ def stylesheet():
             "min-zoomed-font-size": 0, "text-justification": "left", "color": "#1f2d3d",
             "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "2px"}},
         {"selector": "node.group.top", "style": {"font-size": "data(fs)", "min-zoomed-font-size": 0}},
-        {"selector": "edge[label]", "style": {
+        {"selector": "edge.srclab, edge.midlab", "style": {
             "font-size": 10, "font-family": FONT, "color": "#555", "min-zoomed-font-size": 8,
             "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "1px"}},
-        {"selector": "edge[src_label]", "style": {"source-label": "data(src_label)", "source-text-offset": 16}},
-        {"selector": "edge[mid_label]", "style": {"label": "data(mid_label)"}},
+        {"selector": "edge.srclab", "style": {"source-label": "data(src_label)", "source-text-offset": 16}},
+        {"selector": "edge.midlab", "style": {"label": "data(mid_label)"}},
         {"selector": "edge.far", "style": {"text-opacity": 0, "text-background-opacity": 0}},   # zoomed out
         {"selector": "edge.seg", "style": {"curve-style": "segments", "segment-distances": "data(sd)",
                                            "segment-weights": "data(sw)"}},
@@ -358,7 +384,7 @@ def graph_svg(view, title=""):
                    '<title>%s</title></polyline>' % (" ".join("%.1f,%.1f" % p for p in pts), _esc(d["colour"]),
                                                      dash, _esc(d.get("label") or d["blob"])))
         if d.get("label"):
-            lx, ly = _along(pts, 16.0) if "src_label" in d else _along(pts, None)
+            lx, ly = _along(pts, 16.0) if d["src_label"] else _along(pts, None)
             out.append('<text x="%.1f" y="%.1f" font-size="9" text-anchor="middle" fill="#555" stroke="#ffffff" '
                        'stroke-width="3" paint-order="stroke">%s</text>' % (lx, ly + 3, _esc(d["label"])))
     for el in els:

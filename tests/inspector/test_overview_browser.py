@@ -120,7 +120,7 @@ return new Set(cy.nodes('.block').filter(n => n.data('name').startsWith('res4'))
     full = {lab["name"]: lab for lab in labels if lab["kind"] == "block"}
     assert full["res4b20"]["text"] == "res4b20 · 14 layers\n1×1024×14×14" and not full["res4b20"]["lod"]
     assert all(lab["px"] >= 9.9 for lab in labels)
-    shapes = cy_eval(dash_duo, """return cy.edges('[label]').filter(e => !e.hasClass('far') && e.visible()
+    shapes = cy_eval(dash_duo, """return cy.edges('.srclab, .midlab').filter(e => !e.hasClass('far') && e.visible()
   && e.pstyle('source-label').strValue.indexOf('1×1024×14×14') >= 0).length;""")
     assert shapes > 0
     # ... and a double-click opens the block: its layers, named
