@@ -83,6 +83,11 @@ def legend_children(view):
         out.append(html.Span([html.Span(sc.title + (" (log)" if sc.log else "") + ": "), _fmt(sc.lo),
                               html.Span(className="scalebar", style={"background": grad}), _fmt(sc.hi),
                               html.Span(" · grey: no record", className="muted")], className="legend-item"))
+    for cause in view.causes[:3]:
+        out.append(html.Span([html.Span(className="swatch cause"), "⚠ %s: %s" % (cause.badge, cause.layer)],
+                             className="legend-item legend-cause", title=cause.message))
+    if any(c.symptoms for c in view.causes):
+        out.append(html.Span([html.Span(className="swatch symptom"), "follows from it"], className="legend-item"))
     if view.marks is not None and view.marks.stopped is not None:
         out.append(html.Span([html.Span(className="swatch mark"), "last %s stopped here (▶); shaded: its range"
                               % view.marks.kind], className="legend-item"))

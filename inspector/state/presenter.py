@@ -128,8 +128,8 @@ def states(loaded):
     return layer_states(loaded.graph, loaded.runlog)
 
 
-def findings_by_layer(loaded):
-    """{layer: (severity, message)}, the worst health finding per layer, cached per step."""
+def health_rows(loaded):
+    """The health findings of the records (adapters.health_findings), cached per step."""
     steps = loaded.recorder.steps
     # the same findings as the Findings tab (with the net: weights not loaded and root
     # causes fold what they explain), so one finding is one badge; new weights, new key
@@ -137,20 +137,34 @@ def findings_by_layer(loaded):
     key = ("findings", len(steps), steps[-1].id if steps else 0, id(loaded.net), params)
     hit = loaded.cache.get("findings")
     if hit is None or hit[0] != key:
-        hit = (key, vm.worst_findings(adapters.health_findings(steps, loaded.net)))
+        rows = adapters.health_findings(steps, loaded.net)
+        hit = (key, rows, vm.worst_findings(rows))
         loaded.cache["findings"] = hit
     return hit[1]
+
+
+def findings_by_layer(loaded):
+    """{layer: (severity, message)}, the worst health finding per layer, cached per step."""
+    health_rows(loaded)
+    return loaded.cache["findings"][2]
+
+
+def causes(loaded, layer_metrics=None):
+    """The findings' causes, each where it is, and what follows from it (view_models.finding_causes)."""
+    return vm.finding_causes(health_rows(loaded), loaded.graph, layer_metrics if layer_metrics is not None
+                             else metrics(loaded))
 
 
 def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=None, expanded=None):
     from inspector.state import debugger
     display, layout = display_and_layout(loaded, opts, expanded)
     st = states(loaded)
-    return vm.graph_view(loaded.graph, display, layout, metrics(loaded), st, colour_by, selection,
+    m = metrics(loaded)
+    return vm.graph_view(loaded.graph, display, layout, m, st, colour_by, selection,
                          loaded.analysis, blob_states(loaded.graph, loaded.runlog, st),
                          opts.labels and not opts.blobs_as_nodes,     # blob nodes carry the blob's label
                          revision=_revision(opts), findings=findings_by_layer(loaded),
-                         marks=vm.step_marks(debugger.shown_steps(loaded)))
+                         marks=vm.step_marks(debugger.shown_steps(loaded)), causes=causes(loaded, m))
 
 
 def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None, scope=""):

@@ -73,6 +73,8 @@ def _node_element(node):
         classes.append(node.state)
     if node.mark:
         classes.append(node.mark)
+    if node.flag:
+        classes.append(node.flag)           # "cause" / "symptom": a finding's cause, what follows from it
     return {"data": data, "position": {"x": round(cx, 1), "y": round(cy, 1)}, "classes": " ".join(classes)}
 
 
@@ -92,7 +94,7 @@ def _frame_element(node, box, depth):
     else:
         data["outer"] = 1                   # an outermost frame: zoomed out, its summary beside it
     return {"data": data, "position": {"x": round((x0 + x1) / 2, 1), "y": round((y0 + y1) / 2, 1)},
-            "classes": "group"}
+            "classes": "group" + (" " + node.flag if node.flag else "")}
 
 
 def frame_boxes(view):
@@ -235,6 +237,9 @@ def _place_edge_labels(els):
 LABEL_CLASS = {"src_label": "srclab", "mid_label": "midlab"}
 
 
+CAUSE_COLOUR = "#c2185b"       # a finding's cause (not the selection's red)
+SYMPTOM_COLOUR = "#e8a3bd"      # what follows from it
+
 # drawing order (z-index, compared across nodes and edges): frames (by depth), edges, nodes, the selection
 Z_EDGE, Z_NODE, Z_SEL = 10, 20, 30
 
@@ -302,6 +307,15 @@ def stylesheet():
         {"selector": "edge.stale", "style": {"line-style": "dotted"}},
         {"selector": "edge.ghost", "style": {"line-style": "dashed", "line-color": "#c8c8c8",
                                              "target-arrow-color": "#c8c8c8", "width": 1.0}},
+        # a finding's cause: a red ring outside the node (the border keeps the run state), its
+        # frames a solid red border; what follows from it: a thin dashed ring
+        {"selector": "node.cause", "style": {"outline-color": CAUSE_COLOUR, "outline-width": 4, "outline-offset": 3,
+                                             "outline-style": "solid", "outline-opacity": 1}},
+        {"selector": "node.symptom", "style": {"outline-color": SYMPTOM_COLOUR, "outline-width": 2,
+                                               "outline-offset": 2, "outline-style": "dashed", "outline-opacity": 1}},
+        {"selector": "node.group.cause", "style": {"outline-width": 0, "border-color": CAUSE_COLOUR,
+                                                   "border-style": "solid", "border-width": 3}},
+        {"selector": "node.group.cause.side", "style": {"color": CAUSE_COLOUR}},
         {"selector": ".sel", "style": {"border-color": "#d62728", "border-width": 4, "z-index": Z_SEL}},
         {"selector": "node.group.sel", "style": {"border-style": "solid", "border-width": 3, "z-index": "data(z)"}},
         {"selector": "edge.sel", "style": {"line-color": "#d62728", "target-arrow-color": "#d62728",
