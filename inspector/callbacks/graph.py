@@ -79,10 +79,12 @@ def legend_children(view):
     if view.scale is not None:
         sc = view.scale
         from inspector.views.view_models import _SCALE, _fmt
-        grad = "linear-gradient(to right, %s)" % ", ".join(_SCALE)
-        out.append(html.Span([html.Span(sc.title + (" (log)" if sc.log else "") + ": "), _fmt(sc.lo),
-                              html.Span(className="scalebar", style={"background": grad}), _fmt(sc.hi),
-                              html.Span(" · grey: no record", className="muted")], className="legend-item"))
+        grad = "linear-gradient(to right, %s)" % ", ".join(sc.palette or _SCALE)
+        below = [html.Span(className="swatch", style={"background": sc.below}), sc.below_text + " · "] \
+            if sc.below else []
+        out.append(html.Span([html.Span(sc.title + (" (log)" if sc.log else "") + ": ")] + below + [
+            _fmt(sc.lo), html.Span(className="scalebar", style={"background": grad}), _fmt(sc.hi),
+            html.Span(" · grey: no record", className="muted")], className="legend-item legend-scale"))
     for cause in view.causes[:3]:
         out.append(html.Span([html.Span(className="swatch cause"), "⚠ %s: %s" % (cause.badge, cause.layer)],
                              className="legend-item legend-cause", title=cause.message))

@@ -160,11 +160,19 @@ def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=Non
     display, layout = display_and_layout(loaded, opts, expanded)
     st = states(loaded)
     m = metrics(loaded)
+    found, tolerance = causes(loaded, m), None
+    cmp = getattr(loaded, "comparison", None)
+    if colour_by == "reldiff" and cmp is not None:      # Compare: its tolerance, where the runs part
+        tolerance = cmp.rtol
+        fd = getattr(cmp, "first_divergence", None)
+        rel = {i: x.rel_diff for i, x in m.items() if x.rel_diff is not None}
+        departs = vm.departure(loaded.graph, getattr(fd, "layer", None), rel, cmp.rtol) if fd else None
+        found = ((departs,) if departs else ()) + found
     return vm.graph_view(loaded.graph, display, layout, m, st, colour_by, selection,
                          loaded.analysis, blob_states(loaded.graph, loaded.runlog, st),
                          opts.labels and not opts.blobs_as_nodes,     # blob nodes carry the blob's label
                          revision=_revision(opts), findings=findings_by_layer(loaded),
-                         marks=vm.step_marks(debugger.shown_steps(loaded)), causes=causes(loaded, m))
+                         marks=vm.step_marks(debugger.shown_steps(loaded)), causes=found, tolerance=tolerance)
 
 
 def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None, scope=""):

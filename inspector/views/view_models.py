@@ -478,6 +478,9 @@ class ColourScale:
     lo: float
     hi: float
     log: bool
+    palette: Tuple[str, ...] = ()        # low → high ("": the default, _SCALE)
+    below: Optional[str] = None          # what a value under lo is drawn as (a neutral colour), None: no such band
+    below_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -535,7 +538,7 @@ def worst_findings(findings):
 
 # ------------------------------------------------------------------ causes, and what follows from them
 CAUSE_BADGES = {"root_cause": "root cause", "nonfinite": "NaN/Inf source", "exploding_gradient": "exploding gradient",
-                "weights_not_loaded": "weights not loaded"}
+                "weights_not_loaded": "weights not loaded", "departs": "departs here"}
 
 
 @dataclass(frozen=True)
@@ -581,6 +584,18 @@ def finding_causes(findings, graph=None, metrics=None):
             out.append(Cause(f["layer"], "weights_not_loaded", CAUSE_BADGES["weights_not_loaded"],
                              str(f.get("message", "")), ordered(f.get("explains") or (), but=(f["layer"],))))
     return tuple(out)
+
+
+def departure(graph, layer, rel, rtol, message=""):
+    """The Cause a comparison's first departing ``layer`` is drawn as (Compare): the layers
+    after it whose relative difference (``rel``: {layer index: value}) exceeds ``rtol`` follow
+    from it.  None when the layer is not in the graph."""
+    if not layer or not graph.has_layer(layer):
+        return None
+    at = graph.layer(layer).index
+    after = tuple(graph.layers[i].name for i, v in sorted(rel.items())
+                  if i > at and (v != v or v > rtol))
+    return Cause(layer, "departs", CAUSE_BADGES["departs"], message, after)
 
 
 def _cause_marks(causes):
@@ -641,6 +656,35 @@ def value_range(values, q=0.05):
     if hi <= lo:
         lo, hi = vals[0], vals[-1]
     return lo, hi, log
+
+
+# Compare: differences within the comparison's tolerance (rounding) are neutral; above it a
+# warm scale from the tolerance up to the largest difference shown (NaN/Inf: its top)
+ROUNDING_COLOUR = "#dde3ea"
+_DEPARTS = ("#fee08b", "#fdae61", "#f46d43", "#d73027", "#a50026")
+
+
+def reldiff_range(values, rtol=None):
+    """(lo, hi, log) of the relative-difference colouring: from the tolerance (or the smallest
+    value, without one) to the largest finite value, every value shown inside the scale."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    lo = float(rtol) if rtol else (min((v for v in vals if v > 0), default=1e-12))
+    hi = max(vals, default=lo)
+    return lo, max(hi, lo), True
+
+
+def reldiff_colour(value, lo, hi, rounding=True):
+    """The colour of a relative difference: neutral below ``lo`` (the tolerance: rounding)
+    when ``rounding``, else on the warm scale over [lo, hi] (log), NaN/Inf at its top."""
+    if value is None:
+        return NO_DATA_COLOUR
+    if not math.isfinite(value):
+        return _DEPARTS[-1]
+    if rounding and value < lo:
+        return ROUNDING_COLOUR
+    if hi <= lo:
+        return _DEPARTS[-1] if value >= lo else _DEPARTS[0]
+    return scale_colour(max(value, lo), lo, hi, True, _DEPARTS)
 
 
 def scale_colour(value, lo, hi, log=True, palette=_SCALE):
@@ -740,10 +784,11 @@ NUMERIC_MODES = ("data", "diff", "time", "memory", "flops", "param_diff", "updat
 BLOCK_FRAME_FILL = "#f5f7fb"
 
 
-def node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log):
+def node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log, rounding=False):
     """The colour of a layer or block node under ``colour_by`` (a pure
     function of the graph, the per-layer metrics and the mode: the timeline
-    and comparisons feed their own metrics)."""
+    and comparisons feed their own metrics); ``rounding``: relative differences
+    under ``lo`` (the comparison's tolerance) are drawn neutral."""
     if colour_by == "category":
         return layer_meta.category_colour(node.category)
     if colour_by == "backward":
@@ -758,6 +803,8 @@ def node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log):
         return NO_DATA_COLOUR
     if colour_by == "state":
         return STATE_COLOURS[fwd]
+    if colour_by == "reldiff":
+        return reldiff_colour(value, lo, hi, rounding)
     return scale_colour(value, lo, hi, log) if value is not None else NO_DATA_COLOUR
 
 
@@ -842,12 +889,13 @@ def _selected(node, graph, sel_kind, sel_name):
 
 def graph_view(graph, display, layout, metrics=None, states=None, colour_by="category",
                selection=None, analysis=None, blob_states=None, labels=True, revision="",
-               findings=None, marks=None, causes=()):
+               findings=None, marks=None, causes=(), tolerance=None):
     """Everything the graph draws.  ``layout``: graph_layout's Layout or
     CompoundLayout of ``display``; ``states``: run_state.layer_states();
     ``blob_states``: run_state.blob_states(); ``selection``: {"kind", "name"}
     (kinds layer, blob, ghost, block); ``findings``: worst_findings();
-    ``marks``: step_marks(); ``causes``: finding_causes() (each marked where it is, on its
+    ``marks``: step_marks(); ``tolerance``: the comparison's rtol (relative differences
+    under it are rounding, drawn neutral); ``causes``: finding_causes() (each marked where it is, on its
     layer or the folded block and the frames holding it, and what follows from it drawn as
     its consequence); ``revision``: added to the net's key to keep (or reset) the user's zoom."""
     metrics = metrics or {}
@@ -862,9 +910,13 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         for node in display.nodes:
             if node.kind in ("layer", "block"):
                 v = _node_value(node, colour_by, graph, metrics, analysis)
-                if v is not None and math.isfinite(v):
+                if v is not None and (math.isfinite(v) or colour_by == "reldiff"):
                     values[node.id] = v
-    lo, hi, log = value_range(list(values.values()))
+    if colour_by == "reldiff":
+        lo, hi, log = reldiff_range(values.values(), tolerance)
+    else:
+        lo, hi, log = value_range(list(values.values()))
+    scaled_ = (lo, hi, log, tolerance is not None)
 
     marks = _visible_marks(display, marks)
     inside = inner_blocks(display.blocks.values())
@@ -876,7 +928,7 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         marked = _flag_of([graph.layers[i].name for i in node.layers], at, follows) \
             if node.kind in ("layer", "block") else ("", None)
         label, fill, state, hover, members = _node_look(node, graph, display, metrics, analysis, states,
-                                                        blob_states, findings, colour_by, (value, lo, hi, log),
+                                                        blob_states, findings, colour_by, (value,) + scaled_,
                                                         marked)
         line = STATE_COLOURS.get(state, "#888888") if node.kind != "ghost" else "#aaaaaa"
         width = 3.0 if state in (FRESH, STALE) else 1.0
@@ -890,7 +942,7 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
                               short=short, inner=inner, flag=marked[0]))
     nodes.extend(_group_views(graph, display, layout, sel_name if sel_kind == "block" else None, at))
     edges = [_edge_view(e, graph, layout, states, sel_kind == "blob" and sel_name == e.blob) for e in display.edges]
-    legend, scale = _legend(colour_by, display, values, lo, hi, log)
+    legend, scale = _legend(colour_by, display, values, scaled_)
     title = "%s — %s%s%s" % (graph.name or "net", graph.phase_name,
                              (" level %d" % graph.level) if graph.level else "",
                              (" stages %s" % ",".join(graph.stages)) if graph.stages else "")
@@ -911,7 +963,7 @@ def _node_look(node, graph, display, metrics, analysis, states, blob_states, fin
                marked=("", None)):
     """``(label, fill, state, hover, member layer names)`` of one display node;
     ``scaled``: (its value, lo, hi, log) of the colour scale; ``marked``: _flag_of()."""
-    value, lo, hi, log = scaled
+    value, lo, hi, log, rounding = scaled
     label = node.label
     members = ()
     if node.kind in ("layer", "block"):
@@ -928,7 +980,7 @@ def _node_look(node, graph, display, metrics, analysis, states, blob_states, fin
             if marked[0] == "cause":
                 label = "⚠ " + label
         hover += _cause_hover(marked)
-        fill = node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log)
+        fill = node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log, rounding)
     elif node.kind == "ghost":
         g = graph.ghosts[node.ghost]
         fill = GHOST_COLOUR
@@ -1008,8 +1060,10 @@ def _edge_view(e, graph, layout, states, selected):
     return EdgeView(tuple(pts), e.kind, state, e.blob, label, hover, selected, e.src, e.dst)
 
 
-def _legend(colour_by, display, values, lo, hi, log):
-    """``(legend entries, ColourScale or None)`` of the colour mode."""
+def _legend(colour_by, display, values, scaled):
+    """``(legend entries, ColourScale or None)`` of the colour mode; ``scaled``: (lo, hi, log,
+    rounding band) of its scale."""
+    lo, hi, log, rounding = scaled
     if colour_by == "category":
         cats = []
         for node in display.nodes:
@@ -1023,6 +1077,11 @@ def _legend(colour_by, display, values, lo, hi, log):
     if colour_by == "state":
         return (("ran (fresh)", STATE_COLOURS[FRESH]), ("stale", STATE_COLOURS[STALE]),
                 ("not run", STATE_COLOURS[NOT_RUN])), None
+    if values and colour_by == "reldiff":
+        top = max(values.values())
+        return (), ColourScale(dict(COLOUR_MODES)[colour_by], lo, top if not math.isfinite(top) else hi, True,
+                               _DEPARTS, ROUNDING_COLOUR if rounding else None,
+                               "< %s: within rtol (rounding)" % _fmt(lo) if rounding else "")
     if values:
         return (), ColourScale(dict(COLOUR_MODES)[colour_by], lo, hi, log)
     why = _NO_VALUES.get(colour_by, "no values yet")

@@ -336,3 +336,29 @@ def test_a_step_lands_on_a_drawn_layer_never_on_a_folded_split(tmp_path):
     # with splits drawn, the split itself carries the mark
     shown = presenter.graph_view(ld, "category", vm.DisplayOptions(fold_splits=False))
     assert {n.name: n.mark for n in shown.nodes if n.kind == "layer"}[ld.graph.layers[1].name] == "stopped"
+
+
+def test_relative_difference_scale_covers_every_value_and_rounding_is_neutral():
+    vals = [0.0, 3e-7, 1e-6, 0.00144, 0.02, 0.5]
+    lo, hi, log = vm.reldiff_range(vals, 1e-3)
+    assert (lo, hi, log) == (1e-3, 0.5, True)                 # the tolerance up to the largest value shown
+    assert vm.reldiff_range(vals + [float("inf")], 1e-3)[1] == 0.5
+    colours = [vm.reldiff_colour(v, lo, hi) for v in vals]
+    assert colours[:3] == [vm.ROUNDING_COLOUR] * 3             # within rtol: rounding, neutral
+    assert colours[3] not in (vm.ROUNDING_COLOUR, vm.NO_DATA_COLOUR) and colours[-1] == vm._DEPARTS[-1]
+    assert vm.reldiff_colour(1e-3, lo, hi) == vm._DEPARTS[0]
+    assert vm.reldiff_colour(float("nan"), lo, hi) == vm._DEPARTS[-1]
+    assert vm.reldiff_colour(None, lo, hi) == vm.NO_DATA_COLOUR
+    # without a tolerance: every value on the scale, from the smallest positive one
+    lo, hi, _ = vm.reldiff_range(vals)
+    assert lo == 3e-7 and hi == 0.5 and vm.reldiff_colour(3e-7, lo, hi, rounding=False) == vm._DEPARTS[0]
+
+
+def test_long_chart_titles_are_broken_into_lines_that_fit():
+    from inspector.views import debug_figures as df
+    lines = df.title_lines("this net vs googlenet2_lrn_alpha_conv2_norm2.onnx (each layer's own arithmetic)")
+    assert len(lines) == 2 and all(len(x) <= df.TITLE_CHARS for x in lines)
+    one = df.title_lines("this run vs " + "x" * 100 + ".json")
+    assert all(len(x) <= df.TITLE_CHARS for x in one) and one[-1].endswith(".json") and "…" in one[-1]
+    fig = df.compare_figure([("fwd a", 1e-6, True)], 1e-3, "step 0 vs step 1")
+    assert fig.layout.margin.t >= df.TOOLBAR_PX + 15 and fig.layout.title.pad.t == df.TOOLBAR_PX
