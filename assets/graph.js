@@ -114,6 +114,7 @@
 
     // ------------------------------------------------------------------ views
     var LABEL_ZOOM = 0.95;     // a first view shows every label: nodes' (10.5 px on screen) and blobs' (9.5 px)
+    var TOP = 24;              // screen px kept above the net's top (the first frame's title; the legend is above the graph)
 
     function viewWidth(cy) {       // the graph's width left of the overview (nodes stay clickable)
         var canvas = document.getElementById(IDS.minimap);
@@ -140,7 +141,7 @@
         if (!isFinite(bb.w) || bb.w <= 0) { return; }
         var z = firstZoom(cy, bb);
         cy.zoom(z);
-        cy.pan({x: viewWidth(cy) / 2 - (bb.x1 + bb.w / 2) * z, y: 44 - bb.y1 * z});   // below the legend
+        cy.pan({x: viewWidth(cy) / 2 - (bb.x1 + bb.w / 2) * z, y: TOP - bb.y1 * z});   // the net's top at the top
         lod(cy);
     }
 
@@ -158,7 +159,7 @@
             room = sideRoom(cy);
             z = fit(room);
         }
-        return {zoom: z, pan: {x: (w - bb.w * z - room) / 2 - bb.x1 * z, y: 44 + (h - 44) / 2 - (bb.y1 + bb.h / 2) * z}};
+        return {zoom: z, pan: {x: (w - bb.w * z - room) / 2 - bb.x1 * z, y: TOP + (h - TOP) / 2 - (bb.y1 + bb.h / 2) * z}};
     }
 
     // Labels by level of detail: cytoscape hides small text only at powers of two of the zoom,
@@ -169,7 +170,7 @@
         var far = cy.zoom() < EDGE_LABEL_ZOOM;
         if (far === S.far && !always) { return; }
         S.far = far;
-        var change = cy.edges('.srclab, .midlab').filter(function (e) { return e.hasClass('far') !== far; });
+        var change = cy.edges('.srclab, .midlab, .tgtlab').filter(function (e) { return e.hasClass('far') !== far; });
         if (change.nonempty()) {    // toggleClass restyles (and reports) every edge given, changed or not
             cy.batch(function () { change.toggleClass('far', far); });
         }
@@ -178,7 +179,83 @@
     function queueEdgeLabels(cy) {     // the page redrew edges (their classes come from the server)
         if (S.labelsQueued) { return; }
         S.labelsQueued = true;
-        window.requestAnimationFrame(function () { S.labelsQueued = false; edgeLabels(cy, true); });
+        window.requestAnimationFrame(function () {
+            S.labelsQueued = false;
+            edgeLabels(cy, true);
+            if (!S.lodTimer && !S.lodQueued) { placeLabels(cy); }    // else the level of detail places them
+        });
+    }
+
+    // Edge labels never cover one another, a frame's title or a node: each goes under the layer
+    // that writes the blob (or mid-edge, where one layer writes several: the server's choice,
+    // data 'lp'), else to the next free place of the three (under the writer, mid-edge, above
+    // the reader); where none is free it is left out (the edge's hover box names the blob and
+    // its shape).  Label boxes do not depend on the zoom: placed once per drawing, and put back
+    // after the server restyles the edges (their classes come from it).
+    var PLACES = ['srclab', 'midlab', 'tgtlab'], PLACE_CLASSES = PLACES.concat(['lblhide']);
+    var LABEL_BOX = {includeNodes: false, includeEdges: false, includeLabels: true, includeOverlays: false,
+                     includeUnderlays: false};
+    var BODY_BOX = {includeLabels: false, includeOverlays: false, includeUnderlays: false, includeOutlines: false};
+
+    function setPlace(e, place, dx) {        // place: a class of PLACE_CLASSES; dx: a shift sideways
+        PLACE_CLASSES.forEach(function (c) { if (e.hasClass(c) !== (c === place)) { e.toggleClass(c, c === place); } });
+        if (place !== 'lblhide' && e.hasClass('far') !== !!S.far) { e.toggleClass('far', !!S.far); }
+        if (dx && e.data('lx') !== dx) { e.data('lx', dx); }
+        if (e.hasClass('shifted') !== !!dx) { e.toggleClass('shifted', !!dx); }
+    }
+
+    var NODE_INSET = 5;                        // px of a node's edge (its border) a label may cover
+
+    function inset(b, d) {
+        return {x1: b.x1 + d, x2: b.x2 - d, y1: b.y1 + d, y2: b.y2 - d, w: b.w - 2 * d, h: b.h - 2 * d};
+    }
+
+    function meets(a, b) { return a.x1 < b.x2 - 0.5 && b.x1 < a.x2 - 0.5 && a.y1 < b.y2 - 0.5 && b.y1 < a.y2 - 0.5; }
+
+    function placeLabels(cy) {
+        if (S.far !== false) { return; }          // placed when they show (the frames' titles in full then)
+        var edges = cy.edges().filter(function (e) { return !!e.data('lp') && !!e.data('label'); });
+        var known = S.places || {}, key = [];
+        edges.forEach(function (e) { key.push(e.id()); });
+        key = key.join('|');
+        if (S.placesKey === key) {                // the same edges: the places found, put back where restyled
+            var moved = edges.filter(function (e) {
+                var p = known[e.id()];
+                return !e.hasClass(p[0]) || e.hasClass('shifted') !== !!p[1];
+            });
+            if (moved.nonempty()) {
+                cy.batch(function () { moved.forEach(function (e) { setPlace(e, known[e.id()][0], known[e.id()][1]); }); });
+            }
+            return;
+        }
+        var taken = [];
+        cy.nodes().forEach(function (n) {        // frames' titles; nodes' insides (a label may touch a border)
+            var b = n.data('kind') === 'group' ? (n.hasClass('nolabel') ? null : n.boundingBox(LABEL_BOX))
+                                               : inset(n.boundingBox(BODY_BOX), NODE_INSET);
+            if (b && b.w > 0 && b.h > 0) { taken.push(b); }
+        });
+        var free = function (b) {
+            if (!(b.w > 0)) { return false; }
+            for (var i = 0; i < taken.length; i++) { if (meets(b, taken[i])) { return false; } }
+            return true;
+        };
+        var order = edges.toArray().map(function (e) { return [e, e.boundingBox(LABEL_BOX)]; });
+        order.sort(function (a, b) { return (a[1].y1 - b[1].y1) || (a[1].x1 - b[1].x1); });
+        var places = {};
+        order.forEach(function (pair) {
+            var e = pair[0], first = e.data('lp'), w = pair[1].w > 0 ? pair[1].w : 60, side = w / 2 + 10;
+            var where = [first].concat(PLACES.filter(function (p) { return p !== first; })), tries = [];
+            [0, side, -side].forEach(function (dx) { where.forEach(function (p) { tries.push([p, dx]); }); });
+            for (var i = 0; i < tries.length; i++) {
+                setPlace(e, tries[i][0], tries[i][1]);
+                var b = e.boundingBox(LABEL_BOX);
+                if (free(b)) { taken.push(b); places[e.id()] = tries[i]; return; }
+            }
+            setPlace(e, 'lblhide', 0);
+            places[e.id()] = ['lblhide', 0];
+        });
+        S.places = places;
+        S.placesKey = key;
     }
 
     // Names at every zoom (the stylesheet's classes, inspector/views/cyto.py): from Z_FULL every
@@ -240,6 +317,8 @@
                 });
             });
         });
+        edgeLabels(cy, false);
+        placeLabels(cy);
     }
 
     function lodLater(cy) {                  // when the zoom has stopped changing
@@ -286,13 +365,13 @@
         var eles = holding(cy, S.selection);
         if (eles.empty()) { return; }
         var bb = eles.boundingBox({includeLabels: false, includeOverlays: false}), ext = cy.extent();
-        var z = cy.zoom(), right = ext.x1 + viewWidth(cy) / z, top = ext.y1 + 44 / z;     // left of the overview,
+        var z = cy.zoom(), right = ext.x1 + viewWidth(cy) / z, top = ext.y1 + TOP / z;     // left of the overview,
         var inside = bb.x1 >= ext.x1 && bb.x2 <= right && bb.y1 >= top && bb.y2 <= ext.y2;   // below the legend
         var big = bb.w > right - ext.x1 || bb.h > ext.y2 - top;
         if (inside || (big && bb.x1 < right && bb.x2 > ext.x1 && bb.y1 < ext.y2 && bb.y2 > top)) { return; }
         var w = viewWidth(cy), h = cy.height();
-        var cx = bb.x1 + bb.w / 2, cy_ = big ? bb.y1 + (h - 44) / (2 * z) - 20 / z : bb.y1 + bb.h / 2;
-        cy.pan({x: w / 2 - cx * z, y: 44 + (h - 44) / 2 - cy_ * z});
+        var cx = bb.x1 + bb.w / 2, cy_ = big ? bb.y1 + (h - TOP) / (2 * z) - 20 / z : bb.y1 + bb.h / 2;
+        cy.pan({x: w / 2 - cx * z, y: TOP + (h - TOP) / 2 - cy_ * z});
     }
 
     function centreOn(cy, eles, animate) {

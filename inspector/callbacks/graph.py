@@ -221,7 +221,8 @@ def register(dash_app, app):
         Output(ids.GRAPH_META, "data"),
         Input(ids.NET_VERSION, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.COLOUR_BY, "value"),
         Input(ids.BLOB_MODE, "value"), Input(ids.GRAPH_OPTIONS, "value"), Input(ids.EXPANDED_BLOCKS, "data"),
-        State(ids.SESSION, "data"))
+        State(ids.SESSION, "data"),
+        running=[(Output(ids.GRAPH_BUSY, "style"), {"display": "inline-block"}, {"display": "none"})])
     @guarded(4, "drawing the graph")
     def graph_cb(_nv, _rv, colour_by, blob_mode, options, expanded, sid):
         if first_graph_done(app, sid, (_rv, colour_by, blob_mode, options, expanded)):

@@ -11,8 +11,14 @@ from .debugger_panels import compare_tab, npy_controls, timeline_tab, training_t
 
 def details_tab():
     return html.Div([
-        html.Div("Click a layer or a blob in the graph.", id=ids.DETAILS, className="details", role="region",
-                 **{"aria-label": "Details"}),
+        # while the server builds a layer's or a blob's details (a first click, a search pick), the
+        # panel says so at once, the details before it dimmed under the note
+        dcc.Loading(html.Div("Click a layer or a blob in the graph.", id=ids.DETAILS, className="details",
+                             role="region", **{"aria-label": "Details"}),
+                    id=ids.DETAILS_LOADING, target_components={ids.DETAILS: "children"},
+                    overlay_style={"visibility": "visible", "opacity": 0.55}, delay_show=150,
+                    custom_spinner=html.Div("⟳ loading the details…", className="recomputing", role="status"),
+                    parent_className="findings-loading"),
         html.Div([
             html.Div([
                 field("Show", dcc.RadioItems(["data", "diff"], "data", id=ids.BLOB_WHICH, inline=True)),

@@ -185,7 +185,7 @@ def elements(view, scope=""):
         seen_ids.add(eid)
         data = {"id": eid, "source": e.src, "target": e.dst, "blob": e.blob,
                 "colour": EDGE_COLOURS.get(e.state, EDGE_IDLE), "hover": hover_lines(e.hover)}
-        data["label"] = data["src_label"] = data["mid_label"] = ""     # every key, always (scoped())
+        data["label"] = data["src_label"] = data["mid_label"] = data["lp"] = ""     # every key, always (scoped())
         if view.labels and e.label and (e.src, e.label) not in labelled:
             labelled.add((e.src, e.label))       # a blob read by several layers: its label once, at its writer
             data["label"] = e.label
@@ -229,12 +229,17 @@ def _place_edge_labels(els):
         if "source" in d and d.get("label"):
             where = "mid_label" if per_source[d["source"]] > 1 else "src_label"
             d[where] = d["label"]
+            d["lp"] = LABEL_CLASS[where]       # its place; the page moves it where it would cover another
             el["classes"] += " " + LABEL_CLASS[where]
 
 
 # the class that shows an edge's label (its presence, not a data key's: a key an element no longer
-# has keeps its old value in the page, a class list is replaced whole)
+# has keeps its old value in the page, a class list is replaced whole): under the layer that
+# writes the blob, mid-edge, or above the layer that reads it (assets/graph.js moves a label that
+# would cover another label, a frame's title or a node there; where none is free, it hides it:
+# class "lblhide", the blob and its shape are in the edge's hover box)
 LABEL_CLASS = {"src_label": "srclab", "mid_label": "midlab"}
+LABEL_PLACES = ("srclab", "midlab", "tgtlab")
 
 
 CAUSE_COLOUR = "#c2185b"       # a finding's cause (not the selection's red)
@@ -296,11 +301,14 @@ def stylesheet():
             "min-zoomed-font-size": 0, "text-justification": "left", "color": "#1f2d3d",
             "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "2px"}},
         {"selector": "node.group.top", "style": {"font-size": "data(fs)", "min-zoomed-font-size": 0}},
-        {"selector": "edge.srclab, edge.midlab", "style": {
+        {"selector": "edge.srclab, edge.midlab, edge.tgtlab", "style": {
             "font-size": 10, "font-family": FONT, "color": "#555", "min-zoomed-font-size": 8,
             "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "1px"}},
-        {"selector": "edge.srclab", "style": {"source-label": "data(src_label)", "source-text-offset": 16}},
-        {"selector": "edge.midlab", "style": {"label": "data(mid_label)"}},
+        {"selector": "edge.srclab", "style": {"source-label": "data(label)", "source-text-offset": 16}},
+        {"selector": "edge.midlab", "style": {"label": "data(label)"}},
+        {"selector": "edge.tgtlab", "style": {"target-label": "data(label)", "target-text-offset": 18}},
+        {"selector": "edge.shifted", "style": {"text-margin-x": "data(lx)", "source-text-margin-x": "data(lx)",
+                                               "target-text-margin-x": "data(lx)"}},
         {"selector": "edge.far", "style": {"text-opacity": 0, "text-background-opacity": 0}},   # zoomed out
         {"selector": "edge.seg", "style": {"curve-style": "segments", "segment-distances": "data(sd)",
                                            "segment-weights": "data(sw)"}},

@@ -943,7 +943,7 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
     nodes.extend(_group_views(graph, display, layout, sel_name if sel_kind == "block" else None, at))
     edges = [_edge_view(e, graph, layout, states, sel_kind == "blob" and sel_name == e.blob) for e in display.edges]
     legend, scale = _legend(colour_by, display, values, scaled_)
-    title = "%s — %s%s%s" % (graph.name or "net", graph.phase_name,
+    title = "%s — %s%s%s" % (graph.shown_name, graph.phase_name,
                              (" level %d" % graph.level) if graph.level else "",
                              (" stages %s" % ",".join(graph.stages)) if graph.stages else "")
     return GraphView(tuple(nodes), tuple(edges), legend, scale, colour_by, title, layout.height,

@@ -52,7 +52,8 @@ def test_stylesheet_maps_data():
     sel = {r["selector"]: r["style"] for r in sheet}
     assert sel["node[lw]"]["background-color"] == "data(fill)"
     assert sel["node[lw]"]["min-zoomed-font-size"] > 0           # labels by level of detail
-    assert sel["edge.srclab, edge.midlab"]["min-zoomed-font-size"] > sel["node[lw]"]["min-zoomed-font-size"]
+    edge_text = sel["edge.srclab, edge.midlab, edge.tgtlab"]
+    assert edge_text["min-zoomed-font-size"] > sel["node[lw]"]["min-zoomed-font-size"]
     # frames' names hide with the nodes' (zoom <= 0.5, which cytoscape rounds to 0.5): nested frames'
     # names, a few pixels high and a few apart, ran into each other when zoomed out
     for key in ("node.group", "node[lw]"):

@@ -362,3 +362,31 @@ def test_long_chart_titles_are_broken_into_lines_that_fit():
     assert all(len(x) <= df.TITLE_CHARS for x in one) and one[-1].endswith(".json") and "…" in one[-1]
     fig = df.compare_figure([("fwd a", 1e-6, True)], 1e-3, "step 0 vs step 1")
     assert fig.layout.margin.t >= df.TOOLBAR_PX + 15 and fig.layout.title.pad.t == df.TOOLBAR_PX
+
+
+def test_finding_causes_mark_each_cause_and_what_follows(lenet):
+    g = lenet.graph
+    bad = {g.layer(n).index: vm.LayerMetric(nonfinite=True) for n in ("ip1", "relu1", "ip2", "loss")}
+    # a NaN/Inf source with no root cause upstream: the source is the cause, what carried it on follows
+    rows = [{"severity": "error", "check": "nonfinite", "layer": "ip1", "message": "Inf at ip1"},
+            {"severity": "warning", "check": "exploding_gradient", "layer": "conv2", "message": "|g|/|w| 50"},
+            {"severity": "info", "check": "weights_not_loaded", "layer": "conv1", "message": "fillers"}]
+    causes = vm.finding_causes(rows, g, bad)
+    assert [(c.check, c.layer) for c in causes] == [("nonfinite", "ip1"), ("exploding_gradient", "conv2")]
+    assert causes[0].symptoms == ("relu1", "ip2", "loss") and causes[1].symptoms == ()
+    # a root cause upstream: the NaN/Inf sources follow from it too
+    rows = [{"severity": "error", "check": "root_cause", "layer": "conv1", "message": "unfilled",
+             "explains": ["ip1"]}] + rows[:1]
+    (root,) = vm.finding_causes(rows, g, bad)
+    assert root.layer == "conv1" and root.symptoms == ("ip1", "relu1", "ip2", "loss")
+    # weights not loaded that explain dead ReLUs: the ReLUs follow from it
+    rows = [{"severity": "warning", "check": "weights_not_loaded", "layer": "conv1", "message": "zeros",
+             "explains": ["relu1"]}]
+    (w,) = vm.finding_causes(rows, g, {})
+    assert (w.check, w.layer, w.symptoms) == ("weights_not_loaded", "conv1", ("relu1",))
+    # drawn: the cause's node ringed and flagged ⚠, the ReLU's as a consequence
+    display, layout = presenter.display_and_layout(lenet, presenter.DEFAULT_OPTIONS)
+    view = vm.graph_view(g, display, layout, causes=(w,))
+    flags = {n.name: n.flag for n in view.nodes if n.kind == "layer"}
+    assert flags["conv1"] == "cause" and flags["relu1"] == "symptom" and flags["ip2"] == ""
+    assert next(n for n in view.nodes if n.name == "conv1").label.startswith("⚠ ")
