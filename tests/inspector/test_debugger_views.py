@@ -451,16 +451,23 @@ def test_select_that_layer_opens_the_block_of_the_nan_source(app_ctx):
     assert expanded == ["res2"] and focus == {"kind": "layer", "name": "res2a", "n": "nan-3"}
 
 
+def _overflowing_resnet(session):
+    """The session's net: a small ResNet without weights (BatchNorm statistics unfilled), res2a's
+    weights ×1e38, run forward: NaN/Inf, and a root cause upstream of it."""
+    session.loaded = build_loaded(RESNET_TINY, phase="TEST")
+    runner.apply_inputs(session)
+    session.loaded.net.params["res2a"][0].data[...] *= 1e38
+    runner.forward_range(session, "input", "loss")
+    return session.loaded
+
+
 def test_select_that_layer_goes_to_the_root_cause(app_ctx):
     # statistics never filled (no weights): the alert leads with the root cause, and the
     # button selects it (its block opened), not the layer where the first NaN/Inf showed
     from inspector.callbacks import findings
     sid = "c3" * 16
     with app_ctx.store.use(sid) as s:
-        s.loaded = build_loaded(RESNET_TINY, phase="TEST")
-        runner.apply_inputs(s)
-        s.loaded.net.params["res2a"][0].data[...] *= 1e38
-        runner.forward_range(s, "input", "loss")
+        _overflowing_resnet(s)
         cause = presenter.nan_alert(s.loaded)["root_cause"]["layer"]
         first = presenter.nan_alert(s.loaded)["layer"]
     assert cause != first
@@ -535,11 +542,7 @@ def test_the_graph_marks_the_cause_where_it_is_and_draws_what_follows_as_its_con
     from inspector.views import view_models as vm
     sid = "c4" * 16
     with app_ctx.store.use(sid) as s:
-        s.loaded = build_loaded(RESNET_TINY, phase="TEST")
-        runner.apply_inputs(s)
-        s.loaded.net.params["res2a"][0].data[...] *= 1e38
-        runner.forward_range(s, "input", "loss")
-        ld = s.loaded
+        ld = _overflowing_resnet(s)
         causes = presenter.causes(ld)
         assert causes[0].check == "root_cause" and causes[0].layer == "stem_bn"
         bad = {ld.graph.layers[i].name for i, m in presenter.metrics(ld).items() if m.nonfinite}

@@ -154,22 +154,23 @@ def test_lenet_has_nothing_over_anything(dash_duo):
     _check(dash_duo, url + "/", "lenet")
 
 
+def _check_shared_net(dash_duo, tmp_path, path, label, splits=False):
+    """The check on a net of ../shared (``path`` under it), opened from a copy in ``tmp_path``."""
+    if not SHARED.is_dir():
+        pytest.skip("needs ../shared (%s)" % path)
+    shutil.copy(SHARED / path, tmp_path / ("%s.prototxt" % label))
+    url = _serve(dash_duo, tmp_path)
+    _check(dash_duo, url + "/?model=%s.prototxt" % label, label, splits=splits)
+
+
 @pytest.mark.shared
 def test_the_siamese_net_has_nothing_over_anything(dash_duo, tmp_path):
-    if not SHARED.is_dir():
-        pytest.skip("needs ../shared (Caffe's siamese example)")
-    shutil.copy(SHARED / "zoo/examples/siamese/mnist_siamese_train_test.prototxt", tmp_path / "siamese.prototxt")
-    url = _serve(dash_duo, tmp_path)
-    _check(dash_duo, url + "/?model=siamese.prototxt", "siamese")
+    _check_shared_net(dash_duo, tmp_path, "zoo/examples/siamese/mnist_siamese_train_test.prototxt", "siamese")
 
 
 @pytest.mark.shared
 def test_googlenet_has_nothing_over_anything(dash_duo, tmp_path):
-    if not SHARED.is_dir():
-        pytest.skip("needs ../shared (GoogLeNet's deploy file)")
-    shutil.copy(SHARED / "zoo/models/bvlc_googlenet/deploy.prototxt", tmp_path / "googlenet.prototxt")
-    url = _serve(dash_duo, tmp_path)
-    _check(dash_duo, url + "/?model=googlenet.prototxt", "googlenet", splits=True)
+    _check_shared_net(dash_duo, tmp_path, "zoo/models/bvlc_googlenet/deploy.prototxt", "googlenet", splits=True)
 
 
 def test_resnet152_has_nothing_over_anything(dash_duo, tmp_path):
