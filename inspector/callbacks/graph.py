@@ -19,8 +19,9 @@ def render(app, sid, colour_by, blob_mode, options, expanded):
         if s.loaded is None:
             return [], "no net loaded", [], {"net": "", "n": 0}
         opts = presenter.display_options(blob_mode, options)
-        # ids scoped by the net's version: a net (re)loaded shares no element with the one before
-        els, view = presenter.graph_elements(s.loaded, colour_by, opts, expanded, scope="n%d" % s.net_version)
+        # ids scoped by what the drawing is made of: another net shares no element with the one before
+        els, view = presenter.graph_elements(s.loaded, colour_by, opts, expanded,
+                                             scope=presenter.drawing_scope(s.loaded))
         meta = {"net": "%s-%d" % (view.uirevision, s.net_version), "n": len(els), "version": s.net_version}
         title = graph_title(view.title, debugger.viewed_step(s.loaded))
     spares = getattr(app, "spares", None)

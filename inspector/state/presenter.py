@@ -7,6 +7,7 @@ the Loaded per view option, so a recolour after a step costs only the view
 model and the figure.
 """
 import threading
+import zlib
 from collections import OrderedDict
 
 import numpy as np
@@ -54,6 +55,18 @@ def _shared(key, make, keep=48):
 def structure_key(graph):
     """What the drawing depends on: the layers and their wiring (graph.key) and the blobs' shapes."""
     return graph.key, tuple(b.shape for b in graph.blobs)
+
+
+def drawing_scope(loaded):
+    """The prefix of a drawing's element ids (cyto.elements' ``scope``): one per structure
+    (structure_key: layers, wiring, shapes), so that a net of another structure shares no
+    element with the net drawn before it (the page would patch an element of the same id,
+    keeping what the new one lacks), while the same structure built again (a phase switch
+    of a deploy net, a reload) is patched in place, as fast as a recolour."""
+    cache = loaded.cache
+    if "scope" not in cache:
+        cache["scope"] = "n%08x" % zlib.crc32(repr(structure_key(loaded.graph)).encode())
+    return cache["scope"]
 
 
 def blocks(loaded):
