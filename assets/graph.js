@@ -13,7 +13,7 @@
     var S = {panelsWant: 0, panelsGiven: 0, panelsTimer: null,
              cy: null, net: null, viewed: false, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
              mapImage: null, mapBox: null, mapDirty: true, mapQueued: false, reframeQueued: false, far: null,
-             labelsQueued: false, lodTimer: null, lodQueued: false};
+             labelsQueued: false, lodTimer: null, lodQueued: false, placeQueued: false, places: null, placesKey: null};
 
     function cyOf() {
         var el = document.getElementById(IDS.graph);
@@ -182,7 +182,7 @@
         window.requestAnimationFrame(function () {
             S.labelsQueued = false;
             edgeLabels(cy, true);
-            if (!S.lodTimer && !S.lodQueued) { placeLabels(cy); }    // else the level of detail places them
+            if (!S.lodTimer && !S.lodQueued) { queuePlace(cy); }     // else the level of detail places them
         });
     }
 
@@ -318,7 +318,13 @@
             });
         });
         edgeLabels(cy, false);
-        placeLabels(cy);
+        queuePlace(cy);
+    }
+
+    function queuePlace(cy) {                // after the frame that draws the graph (its first view first)
+        if (S.placeQueued) { return; }
+        S.placeQueued = true;
+        window.requestAnimationFrame(function () { S.placeQueued = false; placeLabels(cy); });
     }
 
     function lodLater(cy) {                  // when the zoom has stopped changing
@@ -596,7 +602,7 @@
     // for the zoom to stop; labels, the overview map and a re-frame wait for the next frame):
     // scripted checks wait on it rather than on a guess at how long that takes.
     window.inspectorGraphPending = function () {
-        return !!(S.lodTimer || S.lodQueued || S.labelsQueued || S.mapQueued || S.reframeQueued);
+        return !!(S.lodTimer || S.lodQueued || S.labelsQueued || S.mapQueued || S.reframeQueued || S.placeQueued);
     };
     // The graph binds itself as soon as cytoscape is on the page, not at the first sync (which
     // waits for the page's first callbacks): a page sent with its net's elements (a fresh tab's

@@ -1,6 +1,6 @@
 """The upload boxes say which file they hold: the file just chosen (at once, while it
-loads), and after a load the uploaded files the loaded net is built from (a box whose kind
-the net does not use from an upload shows its plain label again)."""
+loads), and once a net is drawn the uploaded files it is built from (a box whose kind the
+net does not use from an upload shows its plain label again)."""
 from dash import Input, Output, State, html
 
 from inspector import ids
@@ -46,7 +46,8 @@ def labels(app, sid, trigger, filenames):
 def register(dash_app, app):
     @dash_app.callback(
         *[Output(u, "children") for u in UPLOAD_IDS],
-        *[Input(u, "filename") for u in UPLOAD_IDS], Input(ids.NET_VERSION, "data"), State(ids.SESSION, "data"),
+        # a net loaded: after its graph is drawn (PANELS_NET), not beside it
+        *[Input(u, "filename") for u in UPLOAD_IDS], Input(ids.PANELS_NET, "data"), State(ids.SESSION, "data"),
         prevent_initial_call=True)
     @guarded(len(UPLOAD_IDS), "naming the uploaded files")
     def uploads_cb(*args):
