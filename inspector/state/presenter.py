@@ -179,7 +179,8 @@ def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=Non
         tolerance = cmp.rtol
         fd = getattr(cmp, "first_divergence", None)
         rel = {i: x.rel_diff for i, x in m.items() if x.rel_diff is not None}
-        departs = vm.departure(loaded.graph, getattr(fd, "layer", None), rel, cmp.rtol) if fd else None
+        why = "%s and %s part here (rtol %g)" % (cmp.label_a, cmp.label_b, cmp.rtol)
+        departs = vm.departure(loaded.graph, getattr(fd, "layer", None), rel, cmp.rtol, why) if fd else None
         found = ((departs,) if departs else ()) + found
     return vm.graph_view(loaded.graph, display, layout, m, st, colour_by, selection,
                          loaded.analysis, blob_states(loaded.graph, loaded.runlog, st),
