@@ -102,6 +102,7 @@ RUN_BUSY = "run-busy"                 # "⟳ running…" while a step, range or 
 LOAD_BUSY = "load-busy"               # "⟳ loading the net…" while a net (or its other phase) is built
 GRAPH_BUSY = "graph-busy"             # "⟳ drawing…" while the server makes the graph's elements
 DETAILS_LOADING = "details-loading"   # the details panel's "loading" note while the server builds them
+BLOB_BUSY = "blob-busy"               # "⟳ drawing the blob's charts…" (histogram, feature maps, values)
 NAN_ALERT = "nan-alert"
 NAN_TEXT = "nan-text"
 NAN_SELECT = "nan-select"

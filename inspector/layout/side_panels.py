@@ -5,7 +5,7 @@ from dash import dcc, html
 from inspector import ids
 from inspector.views import figures
 
-from .common import cell_table, field, kv_table, plot_config, section, table, upload
+from .common import busy, cell_table, field, kv_table, plot_config, section, table, upload
 from .debugger_panels import compare_tab, npy_controls, timeline_tab, training_tab
 
 
@@ -21,6 +21,7 @@ def details_tab():
                     parent_className="findings-loading"),
         html.Div([
             html.Div([
+                busy(ids.BLOB_BUSY, "drawing the blob's charts…"),
                 field("Show", dcc.RadioItems(["data", "diff"], "data", id=ids.BLOB_WHICH, inline=True)),
                 field("Batch item", dcc.Input(id=ids.FMAP_ITEM, type="number", value=0, min=0, step=1,
                                               className="num-input")),

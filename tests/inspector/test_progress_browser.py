@@ -52,3 +52,10 @@ def test_the_page_says_it_is_waiting_for_details_and_for_a_run(dash_duo, monkeyp
     release.set()
     wait_text(dash_duo, ids.RUN_MESSAGE, "ForwardFromTo(0, 8)")
     wait_for(lambda: not _shown(dash_duo, "#" + ids.RUN_BUSY), what="the note gone once it ran")
+
+    # a blob's charts (histogram, feature maps, values): drawn by the server, said so meanwhile
+    release = _held(monkeypatch, details_cb, "blob_view")
+    click_node(dash_duo, "pool1", kind="blob")
+    wait_for(lambda: _shown(dash_duo, "#" + ids.BLOB_BUSY), what="the blob charts' progress note")
+    release.set()
+    wait_for(lambda: not _shown(dash_duo, "#" + ids.BLOB_BUSY), what="the note gone once they are drawn")
