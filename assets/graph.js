@@ -210,6 +210,19 @@
         return {x1: b.x1 + d, x2: b.x2 - d, y1: b.y1 + d, y2: b.y2 - d, w: b.w - 2 * d, h: b.h - 2 * d};
     }
 
+    function crosses(p, q, b) {              // whether segment p-q passes through box b (Liang-Barsky)
+        var t0 = 0, t1 = 1, dx = q.x - p.x, dy = q.y - p.y;
+        var edges = [[-dx, p.x - b.x1], [dx, b.x2 - p.x], [-dy, p.y - b.y1], [dy, b.y2 - p.y]];
+        for (var i = 0; i < 4; i++) {
+            var pp = edges[i][0], qq = edges[i][1];
+            if (pp === 0) { if (qq < 0) { return false; } continue; }
+            var r = qq / pp;
+            if (pp < 0) { if (r > t1) { return false; } if (r > t0) { t0 = r; } }
+            else { if (r < t0) { return false; } if (r < t1) { t1 = r; } }
+        }
+        return t0 < t1;
+    }
+
     function meets(a, b) { return a.x1 < b.x2 - 0.5 && b.x1 < a.x2 - 0.5 && a.y1 < b.y2 - 0.5 && b.y1 < a.y2 - 0.5; }
 
     function placeLabels(cy) {
@@ -239,6 +252,19 @@
             for (var i = 0; i < taken.length; i++) { if (meets(b, taken[i])) { return false; } }
             return true;
         };
+        var lines = cy.edges().map(function (e) {     // every edge's polyline: a label prefers not to lie on one
+            var pts = [e.sourceEndpoint()].concat(e.hasClass('seg') ? (e.segmentPoints() || []) : [])
+                .concat([e.targetEndpoint()]);
+            return {id: e.id(), pts: pts};
+        });
+        var clear = function (b, own) {
+            for (var i = 0; i < lines.length; i++) {
+                if (lines[i].id === own) { continue; }
+                var p = lines[i].pts;
+                for (var k = 1; k < p.length; k++) { if (crosses(p[k - 1], p[k], b)) { return false; } }
+            }
+            return true;
+        };
         var order = edges.toArray().map(function (e) { return [e, e.boundingBox(LABEL_BOX)]; });
         order.sort(function (a, b) { return (a[1].y1 - b[1].y1) || (a[1].x1 - b[1].x1); });
         var places = {};
@@ -246,10 +272,20 @@
             var e = pair[0], first = e.data('lp'), w = pair[1].w > 0 ? pair[1].w : 60, side = w / 2 + 10;
             var where = [first].concat(PLACES.filter(function (p) { return p !== first; })), tries = [];
             [0, side, -side].forEach(function (dx) { where.forEach(function (p) { tries.push([p, dx]); }); });
-            for (var i = 0; i < tries.length; i++) {
+            var boxes = [], fallback = -1;           // the first free place clear of other edges' lines,
+            for (var i = 0; i < tries.length; i++) {  // else the first free place
                 setPlace(e, tries[i][0], tries[i][1]);
                 var b = e.boundingBox(LABEL_BOX);
-                if (free(b)) { taken.push(b); places[e.id()] = tries[i]; return; }
+                boxes.push(b);
+                if (!free(b)) { continue; }
+                if (clear(b, e.id())) { taken.push(b); places[e.id()] = tries[i]; return; }
+                if (fallback < 0) { fallback = i; }
+            }
+            if (fallback >= 0) {
+                setPlace(e, tries[fallback][0], tries[fallback][1]);
+                taken.push(boxes[fallback]);
+                places[e.id()] = tries[fallback];
+                return;
             }
             setPlace(e, 'lblhide', 0);
             places[e.id()] = ['lblhide', 0];
