@@ -118,13 +118,16 @@ def check_file_access(param, model_root, state=None, skip=None):
 DATA_TYPES = ("Data", "ImageData", "HDF5Data", "WindowData")     # the layers whose source Init opens
 
 
-def relative_sources_found(param, model_path=None, model_root=None, cwd=None, private_model_dir=False):
+def relative_sources_found(param, model_path=None, model_root=None, cwd=None, private_model_dir=False,
+                           confined=False):
     """Relative data sources that are not where Caffe opens them (the working directory) but
     beside the prototxt or under the model root: each such ``source`` in ``param`` (a copy
     the caller builds from) is rewritten to where it is; returns one line per source found,
     saying where it was looked for and where it is.  ``private_model_dir``: the model is an
-    upload (its folder is the server's, not the user's: not looked in)."""
+    upload (its folder is the server's, not the user's: not looked in); ``confined``: a
+    model from the page, whose files must lie under the model root (``../`` is not followed out)."""
     cwd = cwd or os.getcwd()
+    root = os.path.realpath(model_root) if model_root else None
     places = []
     if model_path and not private_model_dir:
         places.append(("beside the prototxt", os.path.dirname(os.path.abspath(model_path))))
@@ -139,6 +142,8 @@ def relative_sources_found(param, model_path=None, model_root=None, cwd=None, pr
                 continue
             for where, folder in places:
                 at = os.path.join(folder, value)
+                if confined and (root is None or os.path.commonpath([root, os.path.realpath(at)]) != root):
+                    continue
                 if os.path.exists(at):
                     getattr(lp, name.split(".")[0]).source = at
                     found.append("layer '%s' %s = %r: not in the server's working directory (%s, where Caffe "
@@ -393,7 +398,8 @@ def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=Non
         source = read_source(spec.model)
         # a relative data source opens from the working directory, as in Caffe, else beside the
         # prototxt or under the model root, where a model's data usually is
-        found = relative_sources_found(source, spec.model, model_root, private_model_dir=spec.uploaded)
+        found = relative_sources_found(source, spec.model, model_root, private_model_dir=spec.uploaded,
+                                       confined=model_root is not None and not spec.trusted)
         if model_root is not None and not spec.trusted:
             check_file_access(source, model_root, state=(phase, level, stages),
                               skip=lambda lp: engine.missing_data_source(lp, can_read) is not None)

@@ -229,8 +229,14 @@ def test_a_relative_data_source_is_looked_for_beside_the_prototxt_and_under_the_
     ld = loading.build(ModelSpec(model=str(net)), model_root=str(root))
     assert not ld.graph.stand_ins and "found under the model root, %s" % (root / "digits_lmdb") in \
         ld.cache["sources_found"][0]
+    # from the page, never followed out of the model root ("../" beside the prototxt)
+    (root / "digits_lmdb").rename(tmp_path / "digits_lmdb")
+    escaping = root / "nets" / "escape.prototxt"
+    escaping.write_text(RELATIVE_READER.replace('"digits_lmdb"', '"../../digits_lmdb"'))
+    ld = loading.build(ModelSpec(model=str(escaping)), model_root=str(root))
+    assert not ld.cache["sources_found"] and ld.graph.stand_ins[0].layer == "d"
     # found nowhere: stood in (structure only); the notice says which directory it was looked in
-    (root / "digits_lmdb").rename(tmp_path / "elsewhere_lmdb")
+    (tmp_path / "digits_lmdb").rename(tmp_path / "elsewhere_lmdb")
     cfg = InspectorConfig(model_root=str(root), max_upload_bytes=8 << 20)
     ctx = AppContext(config=cfg, store=SessionStore(4, 3600), examples=cfg.examples())
     v, err, s, _ = load.handle_load(ctx, new_session_id(), ids.MODEL_PATH_OPEN, path="nets/reader.prototxt")
