@@ -1,0 +1,109 @@
+"""How many threads a product gets, chosen from its size; and OpenBLAS told so around it.
+
+    choose_threads(macs, ceiling, per_thread)    # pure: 1, or as many as give each >= per_thread
+    with blas_threads(macs):                     # NumPy's OpenBLAS runs this product on
+        np.matmul(a, b, out=c)                   #   choose_threads(macs, its setting) threads
+    with blas_threads(macs, "scipy"):            # SciPy's OpenBLAS (a second library)
+        sgemm(...)
+
+Why: OpenBLAS splits any product above about 0.26 M multiply-adds over all its threads, and
+after each split product its worker threads spin (busy-wait, about 2**28 cycles: a tenth of
+a second) before they sleep.  On a net whose products are small (LeNet, CIFAR-10 quick) a
+product comes every few milliseconds, so the workers never sleep: with the default thread
+count the engine took the same wall time as with one thread and twice the CPU.  A product
+below ``2 x BLAS_MIN_THREAD_MACS`` multiply-adds (a third of a millisecond of one core's
+work, where a second thread's start and the spinning after it cost more than it saves) now
+runs on the calling thread alone, so the workers are never woken for it; bigger ones get
+the threads their size pays for, never more than OpenBLAS is allowed (OPENBLAS_NUM_THREADS,
+``threadpoolctl.threadpool_limits``: read at each product, so a limit set later is kept).
+The count is set only where it changes, and put back after the product.
+
+The engine's compiled GEMM and implicit-GEMM convolution (gemm.py, conv2d.py) split their
+work over Python threads with the same chooser (``gemm.MIN_THREAD_MACS`` each); those
+threads block when idle, they do not spin.
+"""
+import sys
+import threading
+
+#: OpenBLAS products: the fewest multiply-adds worth a thread of their own.
+BLAS_MIN_THREAD_MACS = 1 << 24
+
+
+def choose_threads(macs, ceiling, per_thread):
+    """Threads for a product of ``macs`` multiply-adds that may use ``ceiling``: one below
+    ``2 * per_thread``, else as many as give each at least ``per_thread``, at most ``ceiling``."""
+    if ceiling <= 1 or macs < 2 * per_thread:
+        return 1
+    return int(min(ceiling, macs // per_thread))
+
+
+_LIBS = {}            # "numpy" / "scipy" -> threadpoolctl's controller of that OpenBLAS (None: none)
+_LIBS_LOCK = threading.Lock()
+
+
+def _find(lib):
+    """threadpoolctl's controller of the OpenBLAS that ``lib`` ("numpy" or "scipy") loaded,
+    or None (another BLAS, threadpoolctl missing, or SciPy's BLAS not loaded yet)."""
+    try:
+        from threadpoolctl import ThreadpoolController
+        ctls = ThreadpoolController().select(internal_api="openblas").lib_controllers
+    except Exception:
+        return None
+    for c in ctls:
+        path = (c.filepath or "").replace("\\", "/")
+        if ("/%s.libs/" % lib) in path or ("/%s/" % lib) in path:
+            return c
+    return None
+
+
+def controller(lib="numpy"):
+    """The OpenBLAS controller of ``lib``, looked up once (SciPy's again while it is not
+    loaded: its BLAS module is imported lazily)."""
+    c = _LIBS.get(lib, False)
+    if c is False or (c is None and lib == "scipy" and "scipy.linalg._fblas" in sys.modules
+                      and not _LIBS.get("_scipy_looked", False)):
+        with _LIBS_LOCK:
+            c = _LIBS[lib] = _find(lib)
+            if lib == "scipy" and "scipy.linalg._fblas" in sys.modules:
+                _LIBS["_scipy_looked"] = True
+    return c
+
+
+def allowed(lib="numpy"):
+    """Threads ``lib``'s OpenBLAS may use now (1 when it cannot be read)."""
+    c = controller(lib)
+    if c is None:
+        return 1
+    try:
+        return max(1, int(c.get_num_threads() or 1))
+    except Exception:  # pragma: no cover - a library that stopped answering
+        return 1
+
+
+class blas_threads:
+    """``with blas_threads(macs, lib):`` the product inside runs on
+    ``choose_threads(macs, allowed(lib), BLAS_MIN_THREAD_MACS)`` of ``lib``'s OpenBLAS
+    threads; the setting is put back after it."""
+
+    __slots__ = ("ctl", "saved", "chosen")
+
+    def __init__(self, macs, lib="numpy"):
+        self.saved = None
+        self.chosen = None
+        ctl = self.ctl = controller(lib)
+        if ctl is None:
+            return
+        n = ctl.get_num_threads() or 1
+        want = choose_threads(macs, n, BLAS_MIN_THREAD_MACS)
+        self.chosen = want
+        if want != n:
+            ctl.set_num_threads(want)
+            self.saved = n
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            self.ctl.set_num_threads(self.saved)
+        return False
