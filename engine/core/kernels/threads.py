@@ -22,6 +22,7 @@ The engine's compiled GEMM and implicit-GEMM convolution (gemm.py, conv2d.py) sp
 work over Python threads with the same chooser (``gemm.MIN_THREAD_MACS`` each); those
 threads block when idle, they do not spin.
 """
+import ctypes
 import sys
 import threading
 
@@ -37,13 +38,35 @@ def choose_threads(macs, ceiling, per_thread):
     return int(min(ceiling, macs // per_thread))
 
 
-_LIBS = {}            # "numpy" / "scipy" -> threadpoolctl's controller of that OpenBLAS (None: none)
+_LIBS = {}            # "numpy" / "scipy" -> that OpenBLAS's _Lib (None: none found)
 _LIBS_LOCK = threading.Lock()
 
 
+class _Lib:
+    """An OpenBLAS's thread-count functions, called holding the GIL (``ctypes.PyDLL``): a
+    plain ctypes call lets go of the GIL, and taking it back waits behind whatever thread
+    runs Python then (a data layer's prefetch: 0.3 ms a call, measured), for a call that
+    itself only reads or writes a number."""
+
+    def __init__(self, ctl):
+        self.ctl = ctl
+        self.get_num_threads, self.set_num_threads = ctl.get_num_threads, ctl.set_num_threads
+        try:
+            lib = ctypes.PyDLL(ctl.filepath)
+            name = "%%sopenblas_%%s_num_threads%s" % getattr(ctl, "_symbol_suffix", "")
+            prefix = getattr(ctl, "_symbol_prefix", "")
+            get, put = getattr(lib, name % (prefix, "get")), getattr(lib, name % (prefix, "set"))
+            get.argtypes, get.restype = [], ctypes.c_int
+            put.argtypes, put.restype = [ctypes.c_int], None
+            get()
+        except Exception:  # pragma: no cover - another layout of the library: threadpoolctl's calls
+            return
+        self.get_num_threads, self.set_num_threads = get, put
+
+
 def _find(lib):
-    """threadpoolctl's controller of the OpenBLAS that ``lib`` ("numpy" or "scipy") loaded,
-    or None (another BLAS, threadpoolctl missing, or SciPy's BLAS not loaded yet)."""
+    """The OpenBLAS that ``lib`` ("numpy" or "scipy") loaded, as a :class:`_Lib`, or None
+    (another BLAS, threadpoolctl missing, or SciPy's BLAS not loaded yet)."""
     try:
         from threadpoolctl import ThreadpoolController
         ctls = ThreadpoolController().select(internal_api="openblas").lib_controllers
@@ -52,13 +75,13 @@ def _find(lib):
     for c in ctls:
         path = (c.filepath or "").replace("\\", "/")
         if ("/%s.libs/" % lib) in path or ("/%s/" % lib) in path:
-            return c
+            return _Lib(c)
     return None
 
 
 def controller(lib="numpy"):
-    """The OpenBLAS controller of ``lib``, looked up once (SciPy's again while it is not
-    loaded: its BLAS module is imported lazily)."""
+    """The OpenBLAS of ``lib`` (:class:`_Lib`: ``get_num_threads``, ``set_num_threads``),
+    looked up once (SciPy's again while it is not loaded: its BLAS module is imported lazily)."""
     c = _LIBS.get(lib, False)
     if c is False or (c is None and lib == "scipy" and "scipy.linalg._fblas" in sys.modules
                       and not _LIBS.get("_scipy_looked", False)):
