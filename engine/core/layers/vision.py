@@ -391,6 +391,12 @@ class ConvolutionLayer(BaseConvolutionLayer):
     #: tiny ResNet's projection: faster; ResNet-50's 256-512 channels: slower than im2col's
     #: strided copy + GEMM; benchmarks/README.md, issue 24)
     IMPLICIT_STRIDED_1X1_MAX_CHANNELS = 64
+    #: a first convolution (no bottom diff) with a shorter kernel_dim (C x kh x kw) than this
+    #: takes im2col + OpenBLAS for its weight gradient: the implicit GEMM's dW^T (kernel_dim x
+    #: num_output) tiles are then mostly padding (LeNet's conv1, 1 x 5 x 5: 3.7 -> 2.0 ms of
+    #: CPU an iteration; CIFAR-10 quick's conv1, 3 x 5 x 5, is faster implicit: 15.9 vs 18.2;
+    #: benchmarks/README.md, issue 36)
+    IMPLICIT_WEIGHTS_MIN_KERNEL_DIM = 48
 
     def _implicit(self, *arrays):
         """True where the implicit GEMM (engine.core.kernels.conv2d: strides 1 and 2) serves:
@@ -549,7 +555,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
             self._backward_depthwise(top, propagate_down, bottom)
             return
         if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom),
-                          *(t.get_diff() for t in top)):
+                          *(t.get_diff() for t in top)) \
+                and (any(propagate_down) or self.kernel_dim >= self.IMPLICIT_WEIGHTS_MIN_KERNEL_DIM):
             self._backward_implicit(top, propagate_down, bottom)
             return
         need_w = self.get_param_propagate_down(0)
