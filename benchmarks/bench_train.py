@@ -69,19 +69,25 @@ def caffe_file(rel, caffe_root=None, mirror=MIRROR):
     return res.stdout
 
 
-def timed_solver(text, iterations, test_iter=None):
-    """The tutorial's solver, changed only where a timed CPU run needs it (``test_iter``:
-    the warm-up's)."""
+def edit_solver(text, settings):
+    """A solver prototxt's text with each ``settings`` field's line replaced (or added at the
+    end), every other line as written."""
     import re
-    settings = {"solver_mode": "CPU", "max_iter": iterations, "snapshot_after_train": "false", "random_seed": 1}
-    if test_iter is not None:
-        settings["test_iter"] = test_iter
     for key, value in settings.items():
         line = "%s: %s" % (key, value)
         text, n = re.subn(r"(?m)^%s:.*$" % key, line, text)
         if not n:
             text += "\n" + line + "\n"
     return text
+
+
+def timed_solver(text, iterations, test_iter=None):
+    """The tutorial's solver, changed only where a timed CPU run needs it (``test_iter``:
+    the warm-up's)."""
+    settings = {"solver_mode": "CPU", "max_iter": iterations, "snapshot_after_train": "false", "random_seed": 1}
+    if test_iter is not None:
+        settings["test_iter"] = test_iter
+    return edit_solver(text, settings)
 
 
 # ====================================================================== the data

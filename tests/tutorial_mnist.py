@@ -85,14 +85,9 @@ def our_files():
 def short_solver(text):
     """The tutorial's solver with what its readme says to change for a CPU (solver_mode) and
     a short run; every other line as written."""
-    settings = {"max_iter": MAX_ITER, "test_iter": TEST_ITER, "test_interval": MAX_ITER, "display": 5,
-                "snapshot": MAX_ITER, "solver_mode": "CPU", "random_seed": 1}
-    for key, value in settings.items():
-        line = "%s: %s" % (key, value)
-        text, n = re.subn(r"(?m)^%s:.*$" % key, line, text)
-        if not n:
-            text += "\n" + line + "\n"
-    return text
+    from benchmarks.bench_train import edit_solver
+    return edit_solver(text, {"max_iter": MAX_ITER, "test_iter": TEST_ITER, "test_interval": MAX_ITER, "display": 5,
+                              "snapshot": MAX_ITER, "solver_mode": "CPU", "random_seed": 1})
 
 
 def _idx(images, labels):
