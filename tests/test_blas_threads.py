@@ -71,10 +71,13 @@ def test_matmul_gives_numpys_product():
     np.testing.assert_array_equal(blas.matmul(a3, b3), np.matmul(a3, b3))
 
 
-def test_lenets_products_stay_on_one_thread(monkeypatch):
-    """LeNet (batch 64): every OpenBLAS product of a forward and backward is too small for a
-    second thread, so with two allowed none wakes OpenBLAS's workers."""
-    from tests.nets import lenet_with_inputs
+@pytest.mark.parametrize("phase", ["TRAIN", "TEST"])
+def test_lenets_products_stay_on_one_thread(monkeypatch, phase):
+    """LeNet (TRAIN: batch 64, forward and backward; TEST: batch 100, its ip1 40 M
+    multiply-adds): every OpenBLAS product is too small for a second thread, so with two
+    allowed none wakes OpenBLAS's workers (which would then spin between the products)."""
+    import engine
+    from tests.nets import LENET
     _numpy_openblas()
     seen = []
 
@@ -87,10 +90,15 @@ def test_lenets_products_stay_on_one_thread(monkeypatch):
 
     monkeypatch.setattr(blas, "blas_threads", Spy)
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        net = lenet_with_inputs()
-        assert net.blobs["data"].shape[0] == 64
+        net = engine.Net(LENET, getattr(engine, phase))
+        rng = np.random.default_rng(1)
+        net.blobs["data"].data[...] = rng.random(net.blobs["data"].shape)
+        net.blobs["label"].data[...] = rng.integers(0, 10, net.blobs["label"].shape)
+        assert net.blobs["data"].shape[0] == (64 if phase == "TRAIN" else 100)
         net.forward()
-        net.backward()
+        if phase == "TRAIN":
+            net.backward()
         assert threads.allowed("numpy") == 2
     assert seen, "no OpenBLAS product went through the chooser"
+    assert max(m for _, m, _ in seen) >= (40_000_000 if phase == "TEST" else 25_000_000)
     assert all(chosen in (1, None) for _, _, chosen in seen), seen

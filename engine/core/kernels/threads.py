@@ -10,13 +10,14 @@ Why: OpenBLAS splits any product above about 0.26 M multiply-adds over all its t
 after each split product its worker threads spin (busy-wait, about 2**28 cycles: a tenth of
 a second) before they sleep.  On a net whose products are small (LeNet, CIFAR-10 quick) a
 product comes every few milliseconds, so the workers never sleep: with the default thread
-count the engine took the same wall time as with one thread and twice the CPU.  A product
-below ``2 x BLAS_MIN_THREAD_MACS`` multiply-adds (a third of a millisecond of one core's
-work, where a second thread's start and the spinning after it cost more than it saves) now
-runs on the calling thread alone, so the workers are never woken for it; bigger ones get
-the threads their size pays for, never more than OpenBLAS is allowed (OPENBLAS_NUM_THREADS,
-``threadpoolctl.threadpool_limits``: read at each product, so a limit set later is kept).
-The count is set only where it changes, and put back after the product.
+count the engine took the same wall time as with one thread and twice the CPU (LeNet's
+test pass, 100 batches of 100: 5.5 s of CPU against 2.45 s with one thread; its ip1 is 40 M
+multiply-adds).  A product below ``2 x BLAS_MIN_THREAD_MACS`` multiply-adds (268 M: about
+5 ms of one core's work, against a tenth of a second of spinning after it) now runs on the
+calling thread alone, so the workers are never woken for it; bigger ones (CaffeNet's fc6
+at batch 10: 377 M) get the threads their size pays for, never more than OpenBLAS is allowed
+(OPENBLAS_NUM_THREADS, ``threadpoolctl.threadpool_limits``: read at each product, so a limit
+set later is kept).  The count is set only where it changes, and put back after the product.
 
 The engine's compiled GEMM and implicit-GEMM convolution (gemm.py, conv2d.py) split their
 work over Python threads with the same chooser (``gemm.MIN_THREAD_MACS`` each); those
@@ -26,8 +27,9 @@ import ctypes
 import sys
 import threading
 
-#: OpenBLAS products: the fewest multiply-adds worth a thread of their own.
-BLAS_MIN_THREAD_MACS = 1 << 24
+#: OpenBLAS products: the fewest multiply-adds worth a thread of their own (the spinning after
+#: a split product costs more than a smaller one saves).
+BLAS_MIN_THREAD_MACS = 1 << 27
 
 
 def choose_threads(macs, ceiling, per_thread):
