@@ -229,8 +229,9 @@ def convert_mnist_siamese_data(images, labels, db_path, seed=None):
     except db.MissingLevelDB:
         raise
     except DBError as e:
+        status = str(e).split("Failed to open leveldb %s: " % db_path, 1)[-1]     # leveldb's own words
         raise ToolError(check_failed("status.ok()", message="Failed to open leveldb %s. Is it already existing? (%s)"
-                                     % (db_path, e))) from None
+                                     % (db_path, status))) from None
     try:
         n, size = img.count, rows * cols
         datum = _datum(2, rows, cols)

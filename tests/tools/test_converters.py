@@ -172,6 +172,16 @@ def test_convert_mnist_data_refuses_a_database_that_exists_and_an_unknown_backen
     assert code == EXIT_ERROR and "Unknown database backend: rocksdb" in err
 
 
+def test_convert_mnist_siamese_data_refuses_a_leveldb_that_exists(tmp_path, mnist_files):
+    pytest.importorskip("plyvel")
+    out = tmp_path / "siamese"
+    assert run("convert_mnist_siamese_data", *mnist_files, out)[0] == EXIT_OK
+    code, _, err = run("convert_mnist_siamese_data", *mnist_files, out)
+    assert code == EXIT_ERROR
+    assert err.strip() == ("error: Check failed: status.ok() Failed to open leveldb %s. Is it already existing? "
+                           "(Invalid argument: %s: exists (error_if_exists is true))" % (out, out))
+
+
 def test_convert_cifar_data_names_the_batch_it_cannot_read(tmp_path):
     src = tmp_path / "cifar"
     src.mkdir()
