@@ -120,6 +120,15 @@ PRIMARY = {
     "Power": {"Pow", "Mul", "Add"}, "AbsVal": {"Abs"}, "Exp": {"Exp"}, "Log": {"Log"}, "BNLL": {"Softplus"},
 }
 
+# ops that only these layer types are lowered to: a port's part for a value computed by none
+# of them cannot contain one
+WEIGHTY_OPS = {
+    "Conv": {"Convolution", "Pooling", "LRN", "InnerProduct"}, "ConvTranspose": {"Deconvolution"},
+    "Gemm": {"InnerProduct", "Convolution"}, "MatMul": {"InnerProduct", "Convolution"}, "MaxPool": {"Pooling"},
+    "AveragePool": {"Pooling", "LRN"},
+    "GlobalMaxPool": {"Pooling"}, "GlobalAveragePool": {"Pooling"}, "LRN": {"LRN"}, "Softmax": {"Softmax"},
+}
+
 # bottoms a layer reads only the shape of (a port need not depend on them)
 SHAPE_ONLY_BOTTOMS = {"Crop": (1,)}
 
@@ -390,6 +399,7 @@ class _Comparer:
         self.tr = tr = trace(net)
         self.values = run(net, tr)
         self.cafanc = tr.ancestors()
+        self.data_anc = tr.ancestors(SHAPE_ONLY_BOTTOMS)
         port_feeds = {}
         self.layout: Dict[int, Tuple[str, Optional[Tuple[int, ...]], bool]] = {}
         self.input_layouts: List[Dict[str, Any]] = []
@@ -635,8 +645,10 @@ class _Comparer:
             matched_bits |= bt
             if not (self.cafanc[a] >> act.id) & 1:       # a value that does not depend on act
                 blocked |= port.anc[t] | bt
-            elif under_paired:
+            elif under_paired and (self.data_anc[a] >> act.id) & 1:
+                # (a value that takes only act's shape -- a Crop's reference -- need not read it)
                 feeds.append(port.anc[t])
+        foreign = self._foreign_ops(act, front)
         out = []
         for t in port.order:
             if t in self.owner or t in port.inputs:
@@ -652,7 +664,27 @@ class _Comparer:
                 continue
             if same_shape and tuple(v.shape) != tuple(act.shape):
                 continue
+            if (anc | bt) & ~allowed & foreign:
+                continue
             out.append(t)
+        return out
+
+    def _foreign_ops(self, act, front):
+        """A bitmask of the port's tensors made by a weighty op (a convolution, a GEMM, a
+        pooling, an LRN, a Softmax) that none of the layers between ``front`` and ``act`` is
+        lowered to: a tensor whose part contains one is a later layer's (a port missing a
+        Scale would otherwise pair the Scale with the next block's, a convolution away)."""
+        fr = self._frontier(act.id)
+        if fr is None or set(fr[0]) != set(front):
+            return 0
+        types = {self.net.layers[li].type for li in fr[1]}
+        if not types <= set(COMPAT) | {"Split"}:
+            return 0                      # a layer type whose lowering is not known here
+        masks = self.port.op_masks()
+        out = 0
+        for op, owners in WEIGHTY_OPS.items():
+            if op in masks and not types & owners:
+                out |= masks[op]
         return out
 
     def _choose(self, act, front, cands, exact_only=False):
@@ -901,6 +933,20 @@ class _Comparer:
                 types.append(ROUNDING.get(t, self.rtol))
         return min(self.rtol, max(types) if types else self.rtol)
 
+    def _first_not_reached(self, rows):
+        """Where a port that stopped part way has no tensor to pair by name (names stripped):
+        the first value, in Caffe's order, paired with nothing and inside no paired value's
+        check, whose nearest paired ancestors the port did compute -- the tensors after the
+        node that failed have no values to pair by.  Its row becomes "not run"."""
+        covered = {g for r in rows if r.tensor is not None for g in r.group[:-1]}
+        for r in rows:
+            if r.matched is None and r.layer not in covered and self._frontier(self.row_act[id(r)]) is not None:
+                r.status = "not run"
+                r.note = (r.note + "; " if r.note else "") + "the port stopped before this value (%s)" % \
+                    self.port.failure.split(":")[0]
+                return r
+        return None
+
     def _result(self):
         from engine.ports import diagnose
         tr, net = self.tr, self.net
@@ -969,7 +1015,7 @@ class _Comparer:
             if shape_diag:
                 first = next((r for r in rows if r.layer == shape_diag[0].layer), None)
         if first is None and self.port.failure:
-            first = next((r for r in rows if r.status == "not run"), None)
+            first = next((r for r in rows if r.status == "not run"), None) or self._first_not_reached(rows)
         outputs = []
         e2e_ok = True
         for name in net.outputs:

@@ -112,6 +112,17 @@ class PortGraph:
         read = {i for node in self.nodes for i in node.inputs}
         return [t for t in self.order if t not in read and t not in self.inputs]
 
+    def op_masks(self) -> Dict[str, int]:
+        """{op: bitmask (over ``bit``) of the tensors made by an op of that type}."""
+        if getattr(self, "_op_masks", None) is None:
+            masks: Dict[str, int] = {}
+            for t, k in self.producer.items():
+                if t in self.bit:
+                    op = self.nodes[k].op
+                    masks[op] = masks.get(op, 0) | (1 << self.bit[t])
+            self._op_masks = masks
+        return self._op_masks
+
     def consumers(self, tensor: str) -> List[str]:
         """The tensors made by nodes that read ``tensor`` directly."""
         out = []

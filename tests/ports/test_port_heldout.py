@@ -1,0 +1,179 @@
+"""Regressions found by planting port mistakes in held-out nets (benchmarks/ports_planted.py),
+each reduced to a tiny net: export-onnx's port with the mistake planted at a layer past the
+first, tensor names stripped (matched by value and topology alone)."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import helper, numpy_helper  # noqa: E402
+
+import engine  # noqa: E402
+from engine.ports import build_onnx_model, randomize_params  # noqa: E402
+from engine.ports.compare import compare_port  # noqa: E402
+from engine.ports.onnx_port import strip_tensor_names  # noqa: E402
+
+HEAD = 'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: %d dim: %d dim: %d } } }\n'
+
+
+def _conv(name, bottom, out, k=3, pad=1, extra=""):
+    return ('layer { name: "%s" type: "Convolution" bottom: "%s" top: "%s" convolution_param { num_output: %d '
+            'kernel_size: %d pad: %d %s } }\n' % (name, bottom, name, out, k, pad, extra))
+
+
+# conv1 -> pool1 (MAX 3/2, no padding: Caffe's ceil adds a row and a column at the end) -> conv2
+# -> pool2 (global AVE) -> drop2 -> prob
+POOLED = HEAD % (3, 8, 8) + _conv("conv1", "data", 4) + """
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
+        pooling_param { pool: MAX kernel_size: 3 stride: 2 } }
+""" + _conv("conv2", "pool1", 5) + """
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "drop2" type: "Dropout" bottom: "pool2" top: "pool2" }
+layer { name: "prob" type: "Softmax" bottom: "pool2" top: "prob" }
+"""
+
+# FCN-8s's fuse: a Dropout before a Deconvolution whose output is the reference (shape only) of
+# a Crop of another branch, the two added
+FUSE = HEAD % (3, 6, 6) + _conv("conv1", "data", 4) + """
+layer { name: "drop1" type: "Dropout" bottom: "conv1" top: "conv1" }
+""" + _conv("score", "conv1", 4, k=1, pad=0) + """
+layer { name: "up" type: "Deconvolution" bottom: "score" top: "up"
+        convolution_param { num_output: 4 group: 4 kernel_size: 4 stride: 2 bias_term: false } }
+""" + _conv("side", "data", 4, k=1, pad=5) + """
+layer { name: "side_c" type: "Crop" bottom: "side" bottom: "up" top: "side_c" crop_param { axis: 2 offset: 1 } }
+layer { name: "fuse" type: "Eltwise" bottom: "up" bottom: "side_c" top: "fuse" }
+"""
+
+
+def _net(tmp_path, text, name):
+    p = tmp_path / (name + ".prototxt")
+    p.write_text(text)
+    net = engine.Net(str(p), engine.TEST)
+    randomize_params(net, 0)
+    return net
+
+
+def _port(net):
+    return build_onnx_model(net).model
+
+
+def _node(m, name):
+    return next(n for n in m.graph.node if n.name == name)
+
+
+def _set_attr(n, key, value):
+    for a in list(n.attribute):
+        if a.name == key:
+            n.attribute.remove(a)
+    n.attribute.append(helper.make_attribute(key, value))
+
+
+def _init(m, name):
+    return next(t for t in m.graph.initializer if t.name == name)
+
+
+def test_a_port_stopping_part_way_without_names_departs_where_it_stops(tmp_path):
+    """caffe2onnx's Dropout keeps `ratio` at opset 13: onnxruntime refuses that node. With the
+    tensor names stripped nothing after it can be paired, yet the first departing layer is
+    still the Dropout (not "the outputs differ though no layer's check departs")."""
+    net = _net(tmp_path, POOLED, "pooled")
+    m = _port(net)
+    n = _node(m, "drop2/dropout")
+    n.op_type = "Dropout"
+    n.attribute.append(helper.make_attribute("ratio", 0.5))
+    r = compare_port(net, strip_tensor_names(m))
+    assert not r.faithful and r.first_departing == "drop2", r.format()
+    assert "the port cannot run here: node" in r.message and "ratio" in r.message
+    assert r.row(r.first_departing_label).status == "not run"
+    assert r.row("conv2").status == "ok"                      # what ran before it is still checked
+    assert r.diagnosis == []
+
+
+def test_pool_padding_put_before_where_caffe_rounds_up(tmp_path):
+    """A pooling without padding whose ceil rounding adds a row and a column at the end; the
+    port pads them at the start instead (same size, windows shifted): named, not "unknown"."""
+    net = _net(tmp_path, POOLED, "pooled")
+    m = _port(net)
+    _set_attr(_node(m, "pool1/pool"), "pads", [1, 1, 0, 0])
+    r = compare_port(net, strip_tensor_names(m))
+    assert r.first_departing == "pool1", r.format()
+    assert [d.kind for d in r.diagnosis] == ["pool_pads"], r.format()
+    assert "1 before and 0 after in H" in r.diagnosis[0].text and "rounding up adds 1" in r.diagnosis[0].text
+
+
+def test_floor_pooling_before_a_global_pooling_is_one_cause(tmp_path):
+    """A pooling one row short (floor) is a shape departure; the global pooling after it is
+    back to Caffe's shape and its check, which covers the short pooling, departs too: that is
+    the pooling's doing, not a second, unknown cause."""
+    net = _net(tmp_path, POOLED, "pooled")
+    m = _port(net)
+    _set_attr(_node(m, "pool1/pool"), "pads", [0, 0, 0, 0])
+    r = compare_port(net, strip_tensor_names(m))
+    assert r.first_departing == "pool1", r.format()
+    assert [d.kind for d in r.diagnosis] == ["pool_ceil_floor"], r.format()
+    covering = [row for row in r.rows if "pool1" in row.group and row.layer != "pool1"]
+    assert covering and all("whose output shape differs" in row.note for row in covering if row.status == "departs")
+
+
+def test_a_mistake_before_a_crop_reference_is_found_at_its_layer(tmp_path):
+    """A Crop takes only the shape of its reference: a value the Crop's reference depends on
+    is not required to feed the Crop's tensor, so a Dropout scaled by 0.5 upstream of it is
+    still paired and found at its layer (it was hidden in a check covering four layers)."""
+    net = _net(tmp_path, FUSE, "fuse")
+    m = _port(net)
+    n = _node(m, "drop1/dropout")
+    n.op_type = "Mul"
+    m.graph.initializer.append(numpy_helper.from_array(np.float32(0.5), "planted_keep"))
+    n.input.append("planted_keep")
+    r = compare_port(net, strip_tensor_names(m))
+    assert r.first_departing == "drop1", r.format()
+    assert [d.kind for d in r.diagnosis] == ["dropout_scale"], r.format()
+    assert r.row("score").matched == "topology" and r.row("up").matched == "topology"
+
+
+def test_deconvolution_groups_in_another_order(tmp_path):
+    """The port's grouped Deconvolution weights with the groups rolled by one (not reversed):
+    the order is read off the port's weights and checked by re-running Caffe's layer."""
+    net = _net(tmp_path, FUSE, "fuse")
+    m = _port(net)
+    t = _init(m, "up/weight")
+    w = numpy_helper.to_array(t)
+    t.CopyFrom(numpy_helper.from_array(np.roll(w, 1, axis=0), "up/weight"))
+    r = compare_port(net, strip_tensor_names(m))
+    assert r.first_departing == "up", r.format()
+    d = r.diagnosis_for("up")
+    assert d.kind == "deconv_groups" and "group 0 holds Caffe's group 3" in d.text, r.format()
+    assert d.evidence.get("reproduced") is True
+
+
+def _block(k, bottom):
+    name = "conv%d" % k
+    return _conv(name, bottom, 4, k=3, pad=1, extra="bias_term: false") + """
+layer { name: "bn%d" type: "BatchNorm" bottom: "%s" top: "%s" }
+layer { name: "scale%d" type: "Scale" bottom: "%s" top: "%s" scale_param { bias_term: true } }
+layer { name: "relu%d" type: "ReLU" bottom: "%s" top: "%s" }
+""" % (k, name, name, k, name, name, k, name, name)
+
+
+# MobileNet's run of blocks of one shape: conv -> BatchNorm -> Scale -> ReLU, three times
+BLOCKS = HEAD % (4, 6, 6) + _block(1, "data") + _block(2, "conv1") + _block(3, "conv2")
+
+
+def test_a_missing_scale_is_not_paired_with_the_next_blocks(tmp_path):
+    """The port without scale1 (its ReLU reads the BatchNorm): every tensor of the next blocks
+    has the Scale's shape, and the next block's Scale (an Add, a convolution further on)
+    reproduced the ReLU after it exactly; a part holding a convolution is no Scale's, so
+    scale1 has no tensor, relu1 checks both, and the cause is named at scale1 alone."""
+    net = _net(tmp_path, BLOCKS, "blocks")
+    m = _port(net)
+    mul, add = _node(m, "scale1/scaled"), _node(m, "scale1/scale")
+    for n in m.graph.node:
+        n.input[:] = [mul.input[0] if i == add.output[0] else i for i in n.input]
+    m.graph.node.remove(add)
+    m.graph.node.remove(mul)
+    r = compare_port(net, strip_tensor_names(m))
+    assert r.first_departing == "scale1", r.format()
+    assert [d.kind for d in r.diagnosis] == ["scale_missing"], r.format()
+    assert r.row("conv1@scale1").tensor is None and r.row("conv2").status == "ok"
+    assert all(row.status in ("ok", "input") for row in r.rows if row.layer_index > 6), r.format()
