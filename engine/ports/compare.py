@@ -268,8 +268,8 @@ class PortComparison:
         w("\n%s\n" % self.message)
         if self.diagnosis:
             w("Diagnosis:\n")
-            for d in self.diagnosis:
-                w("  %s: %s\n" % (d.layer, d.text))
+            for d in self.diagnosis:     # a line covering several layers says which itself
+                w("  %s\n" % d.text if d.layer.startswith("(") else "  %s: %s\n" % (d.layer, d.text))
         return out.getvalue()
 
 
@@ -440,6 +440,7 @@ class _Comparer:
         self._match_by_name()
         self._recheck_name_pairs()
         self._match_by_topology()
+        self._refuse_another_nets_port()
         self._check_own()
         return self._result()
 
@@ -776,6 +777,32 @@ class _Comparer:
                     and other.shape == act.shape:
                 out.append(other.id)
         return out
+
+    def _refuse_another_nets_port(self):
+        """A port of another net (its input fits, little else does) is an error, not a table of
+        departures: fewer than half of the net's convolution and InnerProduct weight blobs
+        have a weight of their size in the port (a mistake in a port keeps its weights'
+        sizes; folding a BatchNorm into a convolution too)."""
+        sizes = self.port.constant_sizes()
+        blobs = [(name, l.blobs[0].data.size) for name, l in zip(self.net.layer_names, self.net.layers)
+                 if l.type in ("Convolution", "Deconvolution", "InnerProduct") and l.blobs]
+        if sizes is None or not blobs:
+            return
+        missing = [name for name, n in blobs if n not in sizes]
+        if 2 * len(missing) <= len(blobs):
+            return
+        first = next((a for a in self.tr.acts if a.alias_of is None and a.type != "Input"
+                      and a.id not in self.tr.inputs.values()), None)
+        where = ""
+        if first is not None and not self._shape_ok(first.id):
+            t = self.match.get(first.id)
+            where = "; the net's first layer '%s' gives %s, the port has %s" % (
+                first.layer, _shape(first.shape), "no tensor of that shape" if t is None or self.pvals.get(t) is None
+                else "'%s' of shape %s" % (t, _shape(self.pvals[t].shape)))
+        raise PortError("%s is not a port of this net%s: %d of its %d convolution/InnerProduct weight blobs have "
+                        "no weight of their size in the port (%s)%s; compare the port with the net it was made from"
+                        % (self.port.label, " (%s)" % self.net.name if self.net.name else "", len(missing), len(blobs),
+                           ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else ""), where))
 
     # -------------------------------------------------------------- own arithmetic
     def _check_own(self):

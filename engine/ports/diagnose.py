@@ -1095,9 +1095,10 @@ def _collapse(c, found):
         rows = [r for r in c.rows if r.label in {x.evidence.get("value") for x in ds}]
         own = [r.own_rel for r in rows if r.own_rel is not None]
         over = [r.over_rounding for r in rows if r.status == "small" and r.over_rounding is not None]
+        plural = "layers with weights" if t == "layer with weights" else "%s layers" % t
         who = ("every %s (%d of %d)" % (t, len(ds), total)) if len(ds) == total else \
-            "%d of %d %s layers (%s)" % (len(ds), total, t, ", ".join(x.layer for x in ds[:6]) +
-                                          (", ..." if len(ds) > 6 else ""))
+            "%d of %d %s (%s)" % (len(ds), total, plural, ", ".join(x.layer for x in ds[:6]) +
+                                  (", ..." if len(ds) > 6 else ""))
         facts = []
         if own:
             facts.append("own error %s" % _range(own))
@@ -1107,7 +1108,7 @@ def _collapse(c, found):
         ev = {"layers": [x.layer for x in ds], "values": [x.evidence.get("value") for x in ds], "count": len(ds),
               "of": total, "reproduced": all(x.evidence.get("reproduced") for x in ds),
               "per_layer": [dict(x.evidence, layer=x.layer, text=x.text) for x in ds]}
-        out.append(_D("(every %s)" % t if len(ds) == total else "(%d %s layers)" % (len(ds), t), d.kind,
+        out.append(_D("(every %s)" % t if len(ds) == total else "(%d %s)" % (len(ds), plural), d.kind,
                       "%s%s: %s" % (who, (": " + ", ".join(facts)) if facts else "", core), **ev))
     return out
 

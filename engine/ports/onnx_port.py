@@ -74,6 +74,16 @@ class OnnxPort(PortGraph):
                 stack.extend(self.nodes[k].inputs)
         return out
 
+    def constant_sizes(self):
+        out = {int(np.prod(t.dims, dtype=np.int64)) for t in self.model.graph.initializer}
+        out |= {int(np.prod(t.dims, dtype=np.int64)) for t in self.model.graph.sparse_initializer}
+        for n in self.onnx_nodes:
+            if n.op_type == "Constant":
+                for a in n.attribute:
+                    if a.name == "value":
+                        out.add(int(np.prod(a.t.dims, dtype=np.int64)))
+        return out
+
     def initializer(self, name):
         """An initializer's value (a weight), or None."""
         if not hasattr(self, "_inits"):
@@ -147,7 +157,8 @@ class OnnxPort(PortGraph):
                 continue
             values.update({o: np.asarray(v) for o, v in zip(outs, got)})
         if self.failure is None:
-            raise PortError("onnxruntime cannot run the port %s: %s" % (self.label, why))
+            prefix = "onnxruntime cannot run the port %s: " % self.label
+            raise PortError(why if why.startswith(prefix) else prefix + why)
         return values
 
     def run_part(self, inputs, output, values):
@@ -278,9 +289,14 @@ def load_onnx(onnx_model):
     if not os.path.isfile(path):
         raise PortError("%s: no such ONNX file" % path)
     try:
-        return onnx.load(path), path
+        model = onnx.load(path)
     except Exception as e:
         raise PortError("%s: not an ONNX model: %s" % (path, one_line(e))) from None
+    if not model.graph.node and not model.graph.input:
+        # protobuf parses many files (a .caffemodel, a .pb of another kind) as an empty ModelProto
+        raise PortError("%s: not an ONNX model: no graph in it (a .caffemodel? compare-port takes the port's "
+                        ".onnx file)" % path)
+    return model, path
 
 
 __all__ = ["OnnxPort", "load_onnx", "strip_tensor_names"]

@@ -31,7 +31,7 @@ The interface is stable: the ONNX port and the torch ports (engine/ports' torch 
 implement it; the comparer uses nothing else of a port.
 """
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Set
 
 import numpy as np
 
@@ -157,6 +157,11 @@ class PortGraph:
         name; {} when the port cannot say (optional: used to tell "the port's weights are
         not the net's" from an arithmetic mistake)."""
         return {}
+
+    def constant_sizes(self) -> Optional[Set[int]]:
+        """The element counts of the port's constants (its weights), or None when the port
+        cannot say (used to tell a port of another net from a port with mistakes)."""
+        return None
 
     def name_hints(self) -> Dict[str, str]:
         """{Caffe blob: tensor holding the blob after Forward}, when the port carries such a

@@ -177,3 +177,47 @@ def test_a_missing_scale_is_not_paired_with_the_next_blocks(tmp_path):
     assert [d.kind for d in r.diagnosis] == ["scale_missing"], r.format()
     assert r.row("conv1@scale1").tensor is None and r.row("conv2").status == "ok"
     assert all(row.status in ("ok", "input") for row in r.rows if row.layer_index > 6), r.format()
+
+
+def _cli(argv):
+    import io
+
+    from engine.tools.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    return main(argv, out, err), out.getvalue(), err.getvalue()
+
+
+def test_command_errors_are_one_line_exit_1(tmp_path):
+    """A port of another net whose input fits (the blocks net's port against the pooled net
+    at the same input), a .caffemodel given as the port, a corrupt .onnx: one line, exit 1."""
+    import onnx
+    pooled = HEAD % (4, 6, 6) + _conv("conv1", "data", 6, k=1, pad=0) + _conv("conv2", "conv1", 3, k=1, pad=0) + \
+        _conv("conv3", "conv2", 2, k=1, pad=0)
+    net = _net(tmp_path, pooled, "other")
+    net.save(str(tmp_path / "other.caffemodel"))
+    port = tmp_path / "blocks.onnx"
+    onnx.save(_port(_net(tmp_path, BLOCKS, "blocks")), str(port))
+    (tmp_path / "cut.onnx").write_bytes(port.read_bytes()[:300])
+    base = ["compare-port", str(tmp_path / "other.prototxt"), "--weights", str(tmp_path / "other.caffemodel")]
+    for onnx_file, words in ((port, "is not a port of this net: 3 of its 3 convolution/InnerProduct weight "
+                                     "blobs have no weight of their size in the port (conv1, conv2, conv3)"),
+                             (tmp_path / "other.caffemodel", "not an ONNX model: no graph in it (a .caffemodel?"),
+                             (tmp_path / "cut.onnx", "cut.onnx: not an ONNX model")):
+        code, out, err = _cli(base + ["--onnx", str(onnx_file)])
+        assert code == 1 and out == "", (out, err)
+        assert len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def test_a_line_covering_several_layers_reads_once(tmp_path):
+    """The diagnosis line of a cause at several layers is printed once, saying which itself
+    ("every BatchNorm (3 of 3): ...", not "(every BatchNorm): every BatchNorm ...")."""
+    net = _net(tmp_path, BLOCKS, "blocks")
+    m = _port(net)
+    for k in (1, 2, 3):
+        t = _init(m, "bn%d/std" % k)
+        std = numpy_helper.to_array(t).astype(np.float64)
+        t.CopyFrom(numpy_helper.from_array(np.sqrt(std ** 2 - 1e-5 + 1e-3).astype(np.float32), t.name))
+    r = compare_port(net, strip_tensor_names(m))
+    assert r.first_departing == "bn1" and [d.kind for d in r.diagnosis] == ["batchnorm_eps"], r.format()
+    text = r.format()
+    assert "\n  every BatchNorm (3 of 3): own error" in text and "(every BatchNorm):" not in text, text
