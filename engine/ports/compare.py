@@ -965,9 +965,16 @@ class _Comparer:
         the first value, in Caffe's order, paired with nothing and inside no paired value's
         check, whose nearest paired ancestors the port did compute -- the tensors after the
         node that failed have no values to pair by.  Its row becomes "not run"."""
-        covered = {g for r in rows if r.tensor is not None for g in r.group[:-1]}
+        # inside a paired value's check: a value it computes from (not one giving a Crop a shape)
+        covered = set()
         for r in rows:
-            if r.matched is None and r.layer not in covered and self._frontier(self.row_act[id(r)]) is not None:
+            if r.tensor is not None and len(r.group) > 1:
+                a = self.row_act[id(r)]
+                inner = set(r.group[:-1])
+                covered |= {x.id for x in self.tr.acts if x.layer in inner and (self.data_anc[a] >> x.id) & 1}
+        for r in rows:
+            a = self.row_act[id(r)]
+            if r.matched is None and a not in covered and self._frontier(a) is not None:
                 r.status = "not run"
                 r.note = (r.note + "; " if r.note else "") + "the port stopped before this value (%s)" % \
                     self.port.failure.split(":")[0]

@@ -88,6 +88,15 @@ def test_a_port_stopping_part_way_without_names_departs_where_it_stops(tmp_path)
     assert r.row(r.first_departing_label).status == "not run"
     assert r.row("conv2").status == "ok"                      # what ran before it is still checked
     assert r.diagnosis == []
+    # FCN-8s's fuse: the Dropout is upstream of a Crop's reference (the Crop's check covers
+    # it, but only for a shape): still where the port stops
+    net = _net(tmp_path, FUSE, "fuse")
+    m = _port(net)
+    n = _node(m, "drop1/dropout")
+    n.op_type = "Dropout"
+    n.attribute.append(helper.make_attribute("ratio", 0.5))
+    r = compare_port(net, strip_tensor_names(m))
+    assert r.first_departing == "drop1" and "the port cannot run here" in r.message, r.format()
 
 
 def test_pool_padding_put_before_where_caffe_rounds_up(tmp_path):
