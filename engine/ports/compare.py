@@ -164,6 +164,11 @@ class Diagnosis:
     text: str                  # one line: what the fingerprint is and what it means
     evidence: Dict[str, Any] = field(default_factory=dict)
 
+    def line(self):
+        """"layer: text", or the text alone for a line covering several layers (it says which:
+        "every BatchNorm (53 of 53): ...")."""
+        return self.text if self.layer.startswith("(") else "%s: %s" % (self.layer, self.text)
+
 
 @dataclass
 class PortComparison:
@@ -268,8 +273,8 @@ class PortComparison:
         w("\n%s\n" % self.message)
         if self.diagnosis:
             w("Diagnosis:\n")
-            for d in self.diagnosis:     # a line covering several layers says which itself
-                w("  %s\n" % d.text if d.layer.startswith("(") else "  %s: %s\n" % (d.layer, d.text))
+            for d in self.diagnosis:
+                w("  %s\n" % d.line())
         return out.getvalue()
 
 
