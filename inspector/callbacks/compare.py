@@ -174,7 +174,7 @@ def port_outputs(view):
     r = view.result
     m = r.matching
     lines = [html.Div(r.message, className="compare-head")]
-    lines += [html.Div("diagnosis — %s" % d.line(), className="port-diagnosis") for d in r.diagnosis]
+    lines += [html.Div("diagnosis — %s: %s" % (d.layer, d.text), className="port-diagnosis") for d in r.diagnosis]
     lines.append(html.Div("matched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched"
                           % (m["input"] + m["name"] + m["topology"], m["values"], m["input"], m["name"],
                              m["topology"], m["unmatched"]), className="muted"))
