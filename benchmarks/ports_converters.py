@@ -59,11 +59,37 @@ def _zoo(rel):
     return make
 
 
+def _param(builder, name):
+    def make(d):
+        from google.protobuf import text_format
+        p = os.path.join(d, name + ".prototxt")
+        with open(p, "w") as f:
+            f.write(text_format.MessageToString(builder()))
+        return p
+    return make
+
+
+def _held_out():
+    """The nets the issue's builder did not try (benchmarks/ports_planted.py uses them too)."""
+    from benchmarks import ports_nets
+    return {
+        "squeezenet10": _param(lambda: ports_nets.squeezenet("1.0"), "squeezenet10"),
+        "squeezenet11": _param(lambda: ports_nets.squeezenet("1.1"), "squeezenet11"),
+        "mobilenet": _param(netgen.mobilenet, "mobilenet"),
+        "mobilenet_v2": _param(netgen.mobilenet_v2, "mobilenet_v2"),
+        "cifar10_full": _zoo("examples/cifar10/cifar10_full.prototxt"),
+        "rcnn": _zoo("models/bvlc_reference_rcnn_ilsvrc13/deploy.prototxt"),
+        "lenet": _zoo("examples/mnist/lenet.prototxt"),
+        "fcn8s_narrow": _param(ports_nets.fcn8s_narrow, "fcn8s_narrow"),
+    }
+
+
 NETS = {
     "resnet50": _resnet50,
     "resnet_tiny": _tiny,
     "caffenet": _zoo("models/bvlc_reference_caffenet/deploy.prototxt"),
     "googlenet": _zoo("models/bvlc_googlenet/deploy.prototxt"),
+    **_held_out(),
 }
 
 
