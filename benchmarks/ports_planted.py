@@ -459,9 +459,9 @@ def run_net(name, proto, mistakes, verbose=False, out=sys.stdout):
         res["controls"][label] = {"faithful": r.faithful, "diagnosis": [d.kind for d in r.diagnosis],
                                   "message": r.message, "seconds": round(time.perf_counter() - t0, 1)}
         if label.startswith("torch.onnx"):         # another converter's port: its verdict, right or wrong
-            res["controls"][label]["diagnosis_text"] = [d.line() for d in r.diagnosis]
+            res["controls"][label]["diagnosis_text"] = ["%s: %s" % (d.layer, d.text) for d in r.diagnosis]
             out.write("%-14s %-28s %s\n" % (name, label, r.message if r.faithful else "%s %s" % (
-                r.message, " | ".join(d.line() for d in r.diagnosis))))
+                r.message, " | ".join(res["controls"][label]["diagnosis_text"]))))
             continue
         out.write("%-14s %-28s %s\n" % (name, label, "ok" if r.faithful and not r.diagnosis else
                                         "FAIL " + r.message))
