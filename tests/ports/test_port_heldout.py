@@ -230,3 +230,32 @@ def test_a_line_covering_several_layers_reads_once(tmp_path):
     assert r.first_departing == "bn1" and [d.kind for d in r.diagnosis] == ["batchnorm_eps"], r.format()
     text = r.format()
     assert "\n  every BatchNorm (3 of 3): own error" in text and "(every BatchNorm):" not in text, text
+
+
+AVE_CEIL = HEAD % (3, 16, 16) + _conv("conv1", "data", 4) + """
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
+        pooling_param { pool: AVE kernel_size: 3 stride: 2 } }
+"""
+
+
+def test_export_torch_module_through_torch_onnx_keeps_caffe_ceil_pooling(tmp_path):
+    """export-torch's AVE pooling (CIFAR-10 full's: 16 -> 8, rounded up) exported by
+    torch.onnx: traced, its output size was computed by a floor division of a negative
+    size, which the trace truncates (7, not 8). The port is now faithful."""
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    from engine.ports.torch_export import export_torch, load_module
+    net = _net(tmp_path, AVE_CEIL, "ave")
+    res = export_torch(net, tmp_path / "ave_model.py")
+    mod = load_module(res.path)
+    model = getattr(mod, mod.__all__[0])()
+    model.load_state_dict(torch.load(res.state_dict_path, weights_only=True))
+    model.eval()
+    path = tmp_path / "ave_torch.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, 3, 16, 16),), str(path), dynamo=False, opset_version=13,
+                          input_names=["data"])
+    r = compare_port(net, str(path))
+    assert r.faithful, r.format()
