@@ -965,11 +965,13 @@ class _Comparer:
                 types.append(ROUNDING.get(t, self.rtol))
         return min(self.rtol, max(types) if types else self.rtol)
 
-    def _first_not_reached(self, rows):
-        """Where a port that stopped part way has no tensor to pair by name (names stripped):
-        the first value, in Caffe's order, paired with nothing and inside no paired value's
-        check, whose nearest paired ancestors the port did compute -- the tensors after the
-        node that failed have no values to pair by.  Its row becomes "not run"."""
+    def _first_not_reached(self, rows, before=None):
+        """Where a port that stopped part way has no tensor to pair by name (names stripped, or
+        the failing node's output not named as a blob): the first value, in Caffe's order and
+        ``before`` the first row paired with a tensor the port did not compute, paired with
+        nothing and inside no paired value's check, whose nearest paired ancestors the port did
+        compute -- the tensors after the node that failed have no values to pair by.  Its row
+        becomes "not run"."""
         # inside a paired value's check: a value it computes from (not one giving a Crop a shape)
         covered = set()
         for r in rows:
@@ -978,6 +980,8 @@ class _Comparer:
                 inner = set(r.group[:-1])
                 covered |= {x.id for x in self.tr.acts if x.layer in inner and (self.data_anc[a] >> x.id) & 1}
         for r in rows:
+            if r is before:
+                break
             a = self.row_act[id(r)]
             if r.matched is None and a not in covered and self._frontier(a) is not None:
                 r.status = "not run"
@@ -1054,7 +1058,8 @@ class _Comparer:
             if shape_diag:
                 first = next((r for r in rows if r.layer == shape_diag[0].layer), None)
         if first is None and self.port.failure:
-            first = next((r for r in rows if r.status == "not run"), None) or self._first_not_reached(rows)
+            first = next((r for r in rows if r.status == "not run"), None)
+            first = self._first_not_reached(rows, first) or first
         outputs = []
         e2e_ok = True
         for name in net.outputs:

@@ -27,7 +27,10 @@ class OnnxPort(PortGraph):
                           n.name) for n in self.onnx_nodes]
         super().__init__(label, [vi.name for vi in g.input if vi.name not in self.const], nodes)
         self._sessions: Dict[Tuple[Tuple[str, ...], str], Any] = {}
-        if self.upgraded:
+        if self.upgraded and self.upgraded[1] is None:
+            self.notes.append("the port's opset %d is older than onnxruntime runs (7 and later), and "
+                              "onnx.version_converter cannot upgrade it: %s" % (self.upgraded[0], self.upgraded[2]))
+        elif self.upgraded:
             self.notes.append("the port's opset %d is older than onnxruntime runs (7 and later): it was upgraded to "
                               "opset %d with onnx.version_converter (the same ops, the tensor names kept)"
                               % self.upgraded)
@@ -221,17 +224,19 @@ MIN_ORT_OPSET = 7
 
 def _runnable_opset(onnx, model):
     """(model, None), or -- for a model older than onnxruntime runs (opset < 7: MMdnn's) --
-    (the model upgraded by onnx.version_converter, (old opset, new opset))."""
+    (the model upgraded by onnx.version_converter, (old opset, new opset)), or -- when it cannot
+    be upgraded -- (the model as it is, (old opset, None, the converter's error))."""
     old = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if old is None or old >= MIN_ORT_OPSET:
         return model, None
     from onnx import version_converter
+    why = ""
     for target in (13, 9, MIN_ORT_OPSET):
         try:
             return version_converter.convert_version(model, target), (old, target)
-        except Exception:
-            continue
-    return model, None
+        except Exception as e:
+            why = why or one_line(e)
+    return model, (old, None, why)
 
 
 def _implicit_inputs(node):

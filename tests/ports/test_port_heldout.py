@@ -259,3 +259,36 @@ def test_export_torch_module_through_torch_onnx_keeps_caffe_ceil_pooling(tmp_pat
                           input_names=["data"])
     r = compare_port(net, str(path))
     assert r.faithful, r.format()
+
+
+def test_a_failing_node_not_named_as_a_blob_is_where_the_port_stops(tmp_path):
+    """MMdnn names a Gemm's output 'ip1_1' and the ReLU after it 'relu1': when the Gemm cannot
+    run, the first value the port did not reach is ip1's, not the ReLU's the name pairs."""
+    net = _net(tmp_path, POOLED, "pooled")
+    m = _port(net)
+    conv = _node(m, "conv2/conv")
+    out = conv.output[0]
+    for n in m.graph.node:
+        n.input[:] = ["conv2_1" if i == out else i for i in n.input]
+    conv.output[0] = "conv2_1"
+    conv.attribute.append(helper.make_attribute("ratio", 0.5))        # onnxruntime refuses the node
+    r = compare_port(net, m)
+    assert r.first_departing == "conv2" and "the port cannot run here: node conv2/conv" in r.message, r.format()
+
+
+def test_an_old_opset_the_converter_cannot_upgrade_is_said_so():
+    """An opset-6 port (MMdnn's) that onnx.version_converter refuses: the note says why,
+    before onnxruntime's own complaint about the old ops."""
+    from onnx import TensorProto
+
+    from engine.ports.onnx_port import OnnxPort
+    w = numpy_helper.from_array(np.ones((3, 2), np.float32), "w")
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3]),
+                           helper.make_tensor_value_info("w", TensorProto.FLOAT, [5, 2])],   # not the weight's shape
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], initializer=[w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 6)])
+    m.ir_version = 3
+    port = OnnxPort(m, "old.onnx")
+    assert port.upgraded[:2] == (6, None)
+    assert any("onnx.version_converter cannot upgrade it: " in n for n in port.notes), port.notes
