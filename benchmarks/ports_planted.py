@@ -66,6 +66,11 @@ def _set(m, name, arr):
         if t.name == name:
             dtype = numpy_helper.to_array(t).dtype
             m.graph.initializer[k].CopyFrom(numpy_helper.from_array(np.asarray(arr, dtype=dtype), name))
+            for vi in m.graph.input:             # IR 3 (MMdnn's): initializers are graph inputs too
+                if vi.name == name:
+                    del vi.type.tensor_type.shape.dim[:]
+                    for d in np.shape(arr):
+                        vi.type.tensor_type.shape.dim.add().dim_value = int(d)
             return
     raise KeyError(name)
 
@@ -577,9 +582,12 @@ def run_foreign(name, proto, weights, port_path, out=sys.stdout):
     where = {row.tensor: row.group or [row.layer] for row in base.rows if row.tensor}
     res = {"baseline": {"faithful": base.faithful, "message": base.message}}
     out.write("%-14s %-28s %s\n" % (name, "converter's port", base.message[:120]))
+    if not base.faithful:                 # its own defect departs first: nothing to plant on
+        return res
     for mk, (op, applies, plant, kind) in FOREIGN.items():
         nodes = [n for n in model.graph.node if n.op_type == op and n.output[0] in where and
-                 (applies is None or applies(model, n))]
+                 (applies is None or applies(model, n)) and
+                 (op != "MaxPool" or _has_ceil_extra(net, where[n.output[0]][-1]))]   # floor must change it
         if not nodes:
             continue
         k = list(model.graph.node).index(nodes[len(nodes) // 2])
