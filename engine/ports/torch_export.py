@@ -111,10 +111,9 @@ class CaffeAvgPool2d(nn.Module):
         ow = caffe_pooled_size(W, kw, sw, pw, self.ceil_mode, any_pad)
         eh = max((oh - 1) * sh + kh - ph - H, 0)
         ew = max((ow - 1) * sw + kw - pw - W, 0)
-        # the window sums as a depthwise convolution with ones (avg_pool2d's divisor_override has
-        # no ONNX form: torch.onnx drops it and averages)
-        ones = torch.ones((x.shape[1], 1, kh, kw), dtype=x.dtype, device=x.device)
-        sums = F.conv2d(F.pad(x, (pw, ew, ph, eh)), ones, stride=(sh, sw), groups=x.shape[1])[:, :, :oh, :ow]
+        # every window of the padded input is whole: its mean times kh*kw is its sum (to an ulp;
+        # avg_pool2d's divisor_override has no ONNX form: torch.onnx drops it and averages)
+        sums = F.avg_pool2d(F.pad(x, (pw, ew, ph, eh)), (kh, kw), (sh, sw))[:, :, :oh, :ow] * float(kh * kw)
         hs = torch.arange(oh, device=x.device) * sh - ph
         ws = torch.arange(ow, device=x.device) * sw - pw
         count_h = torch.clamp(hs + kh, max=H + ph) - hs

@@ -235,13 +235,17 @@ def test_a_line_covering_several_layers_reads_once(tmp_path):
 AVE_CEIL = HEAD % (3, 16, 16) + _conv("conv1", "data", 4) + """
 layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
         pooling_param { pool: AVE kernel_size: 3 stride: 2 } }
+""" + _conv("conv2", "pool1", 4) + """
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
+        pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 } }
 """
 
 
 def test_export_torch_module_through_torch_onnx_keeps_caffe_ceil_pooling(tmp_path):
-    """export-torch's AVE pooling (CIFAR-10 full's: 16 -> 8, rounded up) exported by
-    torch.onnx: traced, its output size was computed by a floor division of a negative
-    size, which the trace truncates (7, not 8). The port is now faithful."""
+    """export-torch's AVE pooling (CIFAR-10 full's: 16 -> 8, rounded up; then 8 -> 4 with
+    padding) exported by torch.onnx: traced, its output size was computed by a floor division
+    of a negative size, which the trace truncates (7, not 8), and its window sums by
+    avg_pool2d's divisor_override, which torch.onnx drops. The port is now faithful."""
     torch = pytest.importorskip("torch")
     import warnings
 
