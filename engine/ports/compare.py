@@ -655,6 +655,15 @@ class _Comparer:
                 # (a value that takes only act's shape -- a Crop's reference -- need not read it)
                 feeds.append(port.anc[t])
         foreign = self._foreign_ops(act, front)
+        # tensors made by a node reading a paired tensor upstream of the frontier that is not
+        # in it (a residual Add reading the block's input): a part holding one reads a value
+        # the layer does not (its Shape aside)
+        front_t = {self.match[f] for f in front}
+        readers = 0
+        rm = port.reader_masks()
+        for t in self.owner:
+            if t not in front_t and t in port.bit and allowed >> port.bit[t] & 1:
+                readers |= rm.get(t, 0)
         out = []
         for t in port.order:
             if t in self.owner or t in port.inputs:
@@ -670,7 +679,7 @@ class _Comparer:
                 continue
             if same_shape and tuple(v.shape) != tuple(act.shape):
                 continue
-            if (anc | bt) & ~allowed & foreign:
+            if (anc | bt) & ~allowed & (foreign | readers):
                 continue
             out.append(t)
         return out

@@ -858,7 +858,10 @@ def _inner_product(c, a, row, group, port_out, caffe, base, tol):
     N, K = w.shape
     v = [("ip_weight_reshaped", "the InnerProduct weight (%d x %d, output x input) reshaped to %d x %d instead of "
           "transposed: use W.T (or Gemm's transB=1)" % (N, K, K, N),
-          _weights_variant(c, a, li, lambda x: x.reshape(K, N).T))]
+          _weights_variant(c, a, li, lambda x: x.reshape(K, N).T)),
+         ("ip_weight_reshaped", "the InnerProduct weight stored transposed (%d x %d, input x output, as a Gemm "
+          "without transB or a MatMul takes it) reshaped back to %d x %d instead of transposed back: use W.T" % (
+              K, N, N, K), _weights_variant(c, a, li, lambda x: np.ascontiguousarray(x.T).reshape(N, K)))]
     x = _own_bottom(c, a, li)
     axis = layer.layer_param.inner_product_param.axis % max(x.ndim, 1)
     rest = x.shape[axis:]

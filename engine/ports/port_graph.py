@@ -123,6 +123,24 @@ class PortGraph:
             self._op_masks = masks
         return self._op_masks
 
+    def reader_masks(self) -> Dict[str, int]:
+        """{tensor: bitmask of the tensors made by nodes that read it} (a Shape or Size node
+        reads only its shape: not counted)."""
+        if getattr(self, "_reader_masks", None) is None:
+            masks: Dict[str, int] = {}
+            for node in self.nodes:
+                if node.op in ("Shape", "Size"):
+                    continue
+                outs = 0
+                for o in node.outputs:
+                    if o in self.bit:
+                        outs |= 1 << self.bit[o]
+                for i in node.inputs:
+                    if i in self.bit:
+                        masks[i] = masks.get(i, 0) | outs
+            self._reader_masks = masks
+        return self._reader_masks
+
     def consumers(self, tensor: str) -> List[str]:
         """The tensors made by nodes that read ``tensor`` directly."""
         out = []

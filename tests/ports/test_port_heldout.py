@@ -73,6 +73,13 @@ def _init(m, name):
     return next(t for t in m.graph.initializer if t.name == name)
 
 
+def _copy(m):
+    import onnx
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    return c
+
+
 def test_a_port_stopping_part_way_without_names_departs_where_it_stops(tmp_path):
     """caffe2onnx's Dropout keeps `ratio` at opset 13: onnxruntime refuses that node. With the
     tensor names stripped nothing after it can be paired, yet the first departing layer is
@@ -296,3 +303,62 @@ def test_an_old_opset_the_converter_cannot_upgrade_is_said_so():
     port = OnnxPort(m, "old.onnx")
     assert port.upgraded[:2] == (6, None)
     assert any("onnx.version_converter cannot upgrade it: " in n for n in port.notes), port.notes
+
+
+IP_NET = HEAD % (3, 4, 4) + _conv("conv1", "data", 4) + """
+layer { name: "ip1" type: "InnerProduct" bottom: "conv1" top: "ip1" inner_product_param { num_output: 5 } }
+layer { name: "relu1" type: "ReLU" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2" inner_product_param { num_output: 3 } }
+"""
+
+
+def test_a_transposed_inner_product_weight_reshaped_back(tmp_path):
+    """MMdnn stores an InnerProduct weight input x output (a Gemm without transB); reshaping it
+    back to output x input instead of transposing it is the reshape mistake too, named."""
+    net = _net(tmp_path, IP_NET, "ip")
+    m = _port(net)
+    t = _init(m, "ip2/weight")
+    w = numpy_helper.to_array(t)                                       # 3 x 5, Gemm transB=1
+    t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(w.T).reshape(w.shape), t.name))
+    r = compare_port(net, strip_tensor_names(m))
+    assert r.first_departing == "ip2", r.format()
+    d = r.diagnosis_for("ip2")
+    assert d.kind == "ip_weight_reshaped" and "stored transposed (5 x 3" in d.text, r.format()
+    assert [x.kind for x in r.diagnosis] == ["ip_weight_reshaped"]
+
+
+# MobileNet v2's residual block as netgen lays it out: BatchNorm into its own blob, the Scale in
+# place on it, the block's input added back
+RESIDUAL = HEAD % (4, 6, 6) + _conv("conv1", "data", 4) + _conv("conv2", "conv1", 4) + """
+layer { name: "bn2" type: "BatchNorm" bottom: "conv2" top: "bn2" }
+layer { name: "scale2" type: "Scale" bottom: "bn2" top: "bn2" scale_param { bias_term: true } }
+layer { name: "block" type: "Eltwise" bottom: "conv1" bottom: "bn2" top: "block" }
+"""
+
+
+def test_a_residual_add_is_not_the_batchnorm_before_it(tmp_path):
+    """MMdnn's MobileNet v2: BatchNorm+Scale one BatchNormalization, then the residual Add. With
+    a kernel flipped in the block the values downstream differ end to end; the Add (reading
+    the block's input, which no BatchNorm reads) was paired with the BatchNorm, with an
+    'unknown' cause at it: now the kernel is the one finding."""
+    net = _net(tmp_path, RESIDUAL, "residual")
+    m = _port(net)
+    eps = 1e-5
+    mean, std = (numpy_helper.to_array(_init(m, "bn2/" + k)) for k in ("mean", "std"))
+    g, b = (numpy_helper.to_array(_init(m, "scale2/" + k)) for k in ("scale", "bias"))
+    sub, add = _node(m, "bn2/centered"), _node(m, "scale2/scale")
+    for name, arr in (("f_gamma", g), ("f_beta", b), ("f_mean", mean), ("f_var", std.astype(np.float64) ** 2 - eps)):
+        m.graph.initializer.append(numpy_helper.from_array(np.asarray(arr, np.float32).reshape(-1), name))
+    fused = helper.make_node("BatchNormalization", [sub.input[0], "f_gamma", "f_beta", "f_mean", "f_var"],
+                             [add.output[0]], epsilon=eps, name="bn2_fused")
+    idx = list(m.graph.node).index(sub)
+    for n in [n for n in m.graph.node if n.name.startswith(("bn2/", "scale2/"))]:
+        m.graph.node.remove(n)
+    m.graph.node.insert(idx, fused)
+    assert compare_port(net, strip_tensor_names(_copy(m))).faithful
+    t = _init(m, "conv2/weight")
+    t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t)[:, :, ::-1, ::-1].copy(), t.name))
+    r = compare_port(net, strip_tensor_names(m))
+    assert r.first_departing == "conv2", r.format()
+    assert [d.kind for d in r.diagnosis] == ["kernel_flipped"], r.format()
+    assert r.row("block").tensor is not None and r.row("block").status == "ok", r.format()
