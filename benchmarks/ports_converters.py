@@ -59,11 +59,37 @@ def _zoo(rel):
     return make
 
 
+def _param(builder, name):
+    def make(d):
+        from google.protobuf import text_format
+        p = os.path.join(d, name + ".prototxt")
+        with open(p, "w") as f:
+            f.write(text_format.MessageToString(builder()))
+        return p
+    return make
+
+
+def _held_out():
+    """The nets the issue's builder did not try (benchmarks/ports_planted.py uses them too)."""
+    from benchmarks import ports_nets
+    return {
+        "squeezenet10": _param(lambda: ports_nets.squeezenet("1.0"), "squeezenet10"),
+        "squeezenet11": _param(lambda: ports_nets.squeezenet("1.1"), "squeezenet11"),
+        "mobilenet": _param(netgen.mobilenet, "mobilenet"),
+        "mobilenet_v2": _param(netgen.mobilenet_v2, "mobilenet_v2"),
+        "cifar10_full": _zoo("examples/cifar10/cifar10_full.prototxt"),
+        "rcnn": _zoo("models/bvlc_reference_rcnn_ilsvrc13/deploy.prototxt"),
+        "lenet": _zoo("examples/mnist/lenet.prototxt"),
+        "fcn8s_narrow": _param(ports_nets.fcn8s_narrow, "fcn8s_narrow"),
+    }
+
+
 NETS = {
     "resnet50": _resnet50,
     "resnet_tiny": _tiny,
     "caffenet": _zoo("models/bvlc_reference_caffenet/deploy.prototxt"),
     "googlenet": _zoo("models/bvlc_googlenet/deploy.prototxt"),
+    **_held_out(),
 }
 
 
@@ -81,9 +107,12 @@ def build(proto, d, name, seed=0):
     return net, weights
 
 
-def convert(tool, venv, proto, weights, d, name):
-    """The ONNX file ``tool`` makes (or None and its error's last lines)."""
+def convert(tool, venv, proto, weights, d, name, reuse=False):
+    """The ONNX file ``tool`` makes (or None and its error's last lines); ``reuse``: the one
+    an earlier run left in ``d``, when there is one."""
     out = os.path.join(d, "%s_%s.onnx" % (name, tool))
+    if reuse and os.path.isfile(out):
+        return out, None, 0.0
     work = tempfile.mkdtemp(dir=d)
     if tool == "caffe2onnx":
         cmd = [os.path.join(venv, "bin", "python"), "-m", "caffe2onnx.convert", "--prototxt", proto,
@@ -137,6 +166,8 @@ def main(argv=None):
     ap.add_argument("--dir", default=None, help="where the files go (default: a temporary directory)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--strip", action="store_true", help="also compare each port with its tensor names stripped")
+    ap.add_argument("--reuse", action="store_true", help="compare the ports an earlier run left in --dir (the "
+                    "caffemodel rebuilt from the same seed), without converting again")
     args = ap.parse_args(argv)
     d = args.dir or tempfile.mkdtemp(prefix="ports_converters_")
     os.makedirs(d, exist_ok=True)
@@ -148,7 +179,7 @@ def main(argv=None):
             continue
         net, weights = build(proto, d, name)
         for tool in args.tools.split(","):
-            path, error, conv_s = convert(tool, args.venv, proto, weights, d, name)
+            path, error, conv_s = convert(tool, args.venv, proto, weights, d, name, reuse=args.reuse)
             key = "%s/%s" % (name, tool)
             if path is None:
                 results[key] = {"converted": False, "error": error}

@@ -138,6 +138,20 @@ def mobilenet_v2(batch=1, image=224, num_classes=1000, width=1.0):
     return b.net
 
 
+def fcn8s_narrow(image=64):
+    """FCN-8s (benchmarks/netgen.py: VGG-16 with pad 100, Deconvolution, Crop) with every VGG
+    width divided by 8 and fc6/fc7 at 256: the same layers and geometry, a small caffemodel."""
+    from benchmarks.netgen import fcn8s
+    net = fcn8s(image=image)
+    for layer in net.layer:
+        p = layer.convolution_param
+        if layer.type == "Convolution" and p.num_output in (64, 128, 256, 512):
+            p.num_output //= 8
+        elif layer.type == "Convolution" and p.num_output == 4096:
+            p.num_output = 256
+    return net
+
+
 def prototxt(net):
     return text_format.MessageToString(net)
 

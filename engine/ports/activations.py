@@ -68,12 +68,17 @@ class Trace:
             a = self.acts[a].alias_of
         return a
 
-    def ancestors(self):
-        """Per activation, a bitmask (int) of the activations it depends on."""
+    def ancestors(self, shape_only=None):
+        """Per activation, a bitmask (int) of the activations it depends on (``shape_only``:
+        {layer type: bottom indices}, bottoms a layer of that type reads only the shape of,
+        not counted)."""
         anc = [0] * len(self.acts)
         for act in self.acts:
             m = 0
-            for b in act.bottoms:
+            skip = (shape_only or {}).get(act.type, ())
+            for k, b in enumerate(act.bottoms):
+                if k in skip:
+                    continue
                 m |= anc[b] | (1 << b)
             anc[act.id] = m
         return anc

@@ -120,6 +120,15 @@ PRIMARY = {
     "Power": {"Pow", "Mul", "Add"}, "AbsVal": {"Abs"}, "Exp": {"Exp"}, "Log": {"Log"}, "BNLL": {"Softplus"},
 }
 
+# ops that only these layer types are lowered to: a port's part for a value computed by none
+# of them cannot contain one
+WEIGHTY_OPS = {
+    "Conv": {"Convolution", "Pooling", "LRN", "InnerProduct"}, "ConvTranspose": {"Deconvolution"},
+    "Gemm": {"InnerProduct", "Convolution"}, "MatMul": {"InnerProduct", "Convolution"}, "MaxPool": {"Pooling"},
+    "AveragePool": {"Pooling", "LRN"},
+    "GlobalMaxPool": {"Pooling"}, "GlobalAveragePool": {"Pooling"}, "LRN": {"LRN"}, "Softmax": {"Softmax"},
+}
+
 # bottoms a layer reads only the shape of (a port need not depend on them)
 SHAPE_ONLY_BOTTOMS = {"Crop": (1,)}
 
@@ -154,6 +163,11 @@ class Diagnosis:
     kind: str                  # e.g. "batchnorm_scale_factor_eps", "pool_ceil_floor", "bgr_rgb"
     text: str                  # one line: what the fingerprint is and what it means
     evidence: Dict[str, Any] = field(default_factory=dict)
+
+    def line(self):
+        """"layer: text", or the text alone for a line covering several layers (it says which:
+        "every BatchNorm (53 of 53): ...")."""
+        return self.text if self.layer.startswith("(") else "%s: %s" % (self.layer, self.text)
 
 
 @dataclass
@@ -260,7 +274,7 @@ class PortComparison:
         if self.diagnosis:
             w("Diagnosis:\n")
             for d in self.diagnosis:
-                w("  %s: %s\n" % (d.layer, d.text))
+                w("  %s\n" % d.line())
         return out.getvalue()
 
 
@@ -390,6 +404,7 @@ class _Comparer:
         self.tr = tr = trace(net)
         self.values = run(net, tr)
         self.cafanc = tr.ancestors()
+        self.data_anc = tr.ancestors(SHAPE_ONLY_BOTTOMS)
         port_feeds = {}
         self.layout: Dict[int, Tuple[str, Optional[Tuple[int, ...]], bool]] = {}
         self.input_layouts: List[Dict[str, Any]] = []
@@ -430,6 +445,7 @@ class _Comparer:
         self._match_by_name()
         self._recheck_name_pairs()
         self._match_by_topology()
+        self._refuse_another_nets_port()
         self._check_own()
         return self._result()
 
@@ -649,8 +665,19 @@ class _Comparer:
             matched_bits |= bt
             if not (self.cafanc[a] >> act.id) & 1:       # a value that does not depend on act
                 blocked |= port.anc[t] | bt
-            elif under_paired:
+            elif under_paired and (self.data_anc[a] >> act.id) & 1:
+                # (a value that takes only act's shape -- a Crop's reference -- need not read it)
                 feeds.append(port.anc[t])
+        foreign = self._foreign_ops(act, front)
+        # tensors made by a node reading a paired tensor upstream of the frontier that is not
+        # in it (a residual Add reading the block's input): a part holding one reads a value
+        # the layer does not (its Shape aside)
+        front_t = {self.match[f] for f in front}
+        readers = 0
+        rm = port.reader_masks()
+        for t in self.owner:
+            if t not in front_t and t in port.bit and allowed >> port.bit[t] & 1:
+                readers |= rm.get(t, 0)
         out = []
         for t in port.order:
             if t in self.owner or t in port.inputs:
@@ -666,7 +693,27 @@ class _Comparer:
                 continue
             if same_shape and tuple(v.shape) != tuple(act.shape):
                 continue
+            if (anc | bt) & ~allowed & (foreign | readers):
+                continue
             out.append(t)
+        return out
+
+    def _foreign_ops(self, act, front):
+        """A bitmask of the port's tensors made by a weighty op (a convolution, a GEMM, a
+        pooling, an LRN, a Softmax) that none of the layers between ``front`` and ``act`` is
+        lowered to: a tensor whose part contains one is a later layer's (a port missing a
+        Scale would otherwise pair the Scale with the next block's, a convolution away)."""
+        fr = self._frontier(act.id)
+        if fr is None or set(fr[0]) != set(front):
+            return 0
+        types = {self.net.layers[li].type for li in fr[1]}
+        if not types <= set(COMPAT) | {"Split"}:
+            return 0                      # a layer type whose lowering is not known here
+        masks = self.port.op_masks()
+        out = 0
+        for op, owners in WEIGHTY_OPS.items():
+            if op in masks and not types & owners:
+                out |= masks[op]
         return out
 
     def _choose(self, act, front, cands, exact_only=False):
@@ -764,6 +811,32 @@ class _Comparer:
                     and other.shape == act.shape:
                 out.append(other.id)
         return out
+
+    def _refuse_another_nets_port(self):
+        """A port of another net (its input fits, little else does) is an error, not a table of
+        departures: fewer than half of the net's convolution and InnerProduct weight blobs
+        have a weight of their size in the port (a mistake in a port keeps its weights'
+        sizes; folding a BatchNorm into a convolution too)."""
+        sizes = self.port.constant_sizes()
+        blobs = [(name, l.blobs[0].data.size) for name, l in zip(self.net.layer_names, self.net.layers)
+                 if l.type in ("Convolution", "Deconvolution", "InnerProduct") and l.blobs]
+        if sizes is None or not blobs:
+            return
+        missing = [name for name, n in blobs if n not in sizes]
+        if 2 * len(missing) <= len(blobs):
+            return
+        first = next((a for a in self.tr.acts if a.alias_of is None and a.type != "Input"
+                      and a.id not in self.tr.inputs.values()), None)
+        where = ""
+        if first is not None and not self._shape_ok(first.id):
+            t = self.match.get(first.id)
+            where = "; the net's first layer '%s' gives %s, the port has %s" % (
+                first.layer, _shape(first.shape), "no tensor of that shape" if t is None or self.pvals.get(t) is None
+                else "'%s' of shape %s" % (t, _shape(self.pvals[t].shape)))
+        raise PortError("%s is not a port of this net%s: %d of its %d convolution/InnerProduct weight blobs have "
+                        "no weight of their size in the port (%s)%s; compare the port with the net it was made from"
+                        % (self.port.label, " (%s)" % self.net.name if self.net.name else "", len(missing), len(blobs),
+                           ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else ""), where))
 
     # -------------------------------------------------------------- own arithmetic
     def _check_own(self):
@@ -921,6 +994,31 @@ class _Comparer:
                 types.append(ROUNDING.get(t, self.rtol))
         return min(self.rtol, max(types) if types else self.rtol)
 
+    def _first_not_reached(self, rows, before=None):
+        """Where a port that stopped part way has no tensor to pair by name (names stripped, or
+        the failing node's output not named as a blob): the first value, in Caffe's order and
+        ``before`` the first row paired with a tensor the port did not compute, paired with
+        nothing and inside no paired value's check, whose nearest paired ancestors the port did
+        compute -- the tensors after the node that failed have no values to pair by.  Its row
+        becomes "not run"."""
+        # inside a paired value's check: a value it computes from (not one giving a Crop a shape)
+        covered = set()
+        for r in rows:
+            if r.tensor is not None and len(r.group) > 1:
+                a = self.row_act[id(r)]
+                inner = set(r.group[:-1])
+                covered |= {x.id for x in self.tr.acts if x.layer in inner and (self.data_anc[a] >> x.id) & 1}
+        for r in rows:
+            if r is before:
+                break
+            a = self.row_act[id(r)]
+            if r.matched is None and a not in covered and self._frontier(a) is not None:
+                r.status = "not run"
+                r.note = (r.note + "; " if r.note else "") + "the port stopped before this value (%s)" % \
+                    self.port.failure.split(":")[0]
+                return r
+        return None
+
     def _result(self):
         from engine.ports import diagnose
         tr, net = self.tr, self.net
@@ -990,6 +1088,7 @@ class _Comparer:
                 first = next((r for r in rows if r.layer == shape_diag[0].layer), None)
         if first is None and self.port.failure:
             first = next((r for r in rows if r.status == "not run"), None)
+            first = self._first_not_reached(rows, first) or first
         outputs = []
         e2e_ok = True
         for name in net.outputs:

@@ -30,14 +30,22 @@ def diagnose(c):
     found: List[_D] = []
     net = c.net
     _unmatched_pooling(c)
+    # a check covering a value whose port tensor has another shape (the port's tensors after a
+    # pooling off by a row and before a global pooling) departs because of that value: that
+    # row's shape diagnosis says why, no cause of its own is sought
+    reshaped = {row.layer for row in c.rows if row.status == "shape"}
     for row in c.rows:
         a = _act_of(c, row)
         if a is None:
             continue
+        covers = reshaped.intersection(net.layer_names[i] for i in c.groups.get(a, ())) - {row.layer}
         if row.status == "shape" and _bottoms_fit(c, a):
             d = _shape_diag(c, a, row)
             if d is not None:
                 found.append(d)
+        elif row.status in ("departs", "small") and covers:
+            row.note = (row.note + "; " if row.note else "") + "its check covers %s, whose output shape differs in " \
+                "the port: it departs because of that" % ", ".join(sorted(covers, key=net.layer_names.index))
         elif row.status in ("departs", "small") and a in c.groups:
             d = _own_diag(c, a, row)
             if d is not None:
@@ -809,7 +817,37 @@ def _deconvolution(c, a, row, group, port_out, caffe, base, tol):
         v.append(("deconv_groups", "the Deconvolution's %d groups taken in another order: the weights of the "
                   "groups are permuted" % g, _weights_variant(c, a, li, lambda x: x.reshape(g, I // g, Og, kh, kw)
                                                               [::-1].reshape(x.shape))))
+        order = _port_group_order(c, a, w, g)
+        if order is not None:
+            moved = [(k, o) for k, o in enumerate(order) if o != k]
+            v.append(("deconv_groups", "the Deconvolution's %d groups taken in another order (%d of them moved): "
+                      "the port's %s: keep Caffe's group order" % (
+                          g, len(moved), ", ".join("group %d holds Caffe's group %d" % m for m in moved[:3]) +
+                          (", ..." if len(moved) > 3 else "")),
+                      _weights_variant(c, a, li, lambda x: x.reshape(g, -1)[order].reshape(x.shape))))
     return _found(c, li, v, port_out, base, tol, a)
+
+
+def _port_group_order(c, a, w, g):
+    """[Caffe's group held by the port's group k] when a weight of the port's part is ``w``
+    (g groups along axis 0) with its groups permuted, else None."""
+    if not c.port.can_rerun:
+        return None
+    blocks = np.asarray(w, np.float64).reshape(g, -1)
+    tol = 1e-6 * max(float(np.abs(blocks).max()), 1e-30)
+    for v in c.port.constants([c.match[f] for f in c.fronts[a]], c.match[a]).values():
+        if v.size != w.size or v.dtype.kind != "f":
+            continue
+        pb = np.asarray(v, np.float64).reshape(g, -1)
+        order = []
+        for k in range(g):
+            hit = np.flatnonzero(np.abs(blocks - pb[k]).max(axis=1) <= tol)
+            if len(hit) != 1:
+                break
+            order.append(int(hit[0]))
+        if len(order) == g and sorted(order) == list(range(g)) and order != list(range(g)):
+            return order
+    return None
 
 
 def _inner_product(c, a, row, group, port_out, caffe, base, tol):
@@ -820,7 +858,10 @@ def _inner_product(c, a, row, group, port_out, caffe, base, tol):
     N, K = w.shape
     v = [("ip_weight_reshaped", "the InnerProduct weight (%d x %d, output x input) reshaped to %d x %d instead of "
           "transposed: use W.T (or Gemm's transB=1)" % (N, K, K, N),
-          _weights_variant(c, a, li, lambda x: x.reshape(K, N).T))]
+          _weights_variant(c, a, li, lambda x: x.reshape(K, N).T)),
+         ("ip_weight_reshaped", "the InnerProduct weight stored transposed (%d x %d, input x output, as a Gemm "
+          "without transB or a MatMul takes it) reshaped back to %d x %d instead of transposed back: use W.T" % (
+              K, N, N, K), _weights_variant(c, a, li, lambda x: np.ascontiguousarray(x.T).reshape(N, K)))]
     x = _own_bottom(c, a, li)
     axis = layer.layer_param.inner_product_param.axis % max(x.ndim, 1)
     rest = x.shape[axis:]
@@ -969,17 +1010,24 @@ def _pool_pads(c, a, row, group, port_out, caffe, base, tol):
         return None
     PH, PW = caffe.shape[2], caffe.shape[3]
     kh, kw, sh, sw, ph, pw = layer.kernel_h, layer.kernel_w, layer.stride_h, layer.stride_w, layer.pad_h, layer.pad_w
-    if not ph and not pw:
+    H, W = x.shape[2], x.shape[3]
+    # the padding in all: Caffe's on both sides, and the rows/columns its rounding up adds at the end
+    eh, ew = max(0, (PH - 1) * sh + kh - H - 2 * ph), max(0, (PW - 1) * sw + kw - W - 2 * pw)
+    th, tw = 2 * ph + eh, 2 * pw + ew
+    if not th and not tw:
         return None
+    ceil = " (and its rounding up adds %d at the end in H, %d in W)" % (eh, ew) if eh or ew else ""
     v = []
-    for bh in range(2 * ph + 1):
-        for bw in range(2 * pw + 1):
-            if (bh, bw) == (ph, pw) or (bh != ph and bw != pw and (bh, bw) not in ((0, 0), (2 * ph, 2 * pw))):
+    every = (th + 1) * (tw + 1) <= 64             # else: one axis at a time, or both to one side
+    for bh in range(th + 1):
+        for bw in range(tw + 1):
+            if (bh, bw) == (ph, pw) or not every and bh != ph and bw != pw and \
+                    (bh, bw) not in ((0, 0), (2 * ph, 2 * pw), (th, tw)):
                 continue
-            out = _pool_np(x, pp.pool, kh, kw, sh, sw, bh, bw, 2 * ph - bh, 2 * pw - bw, PH, PW)
+            out = _pool_np(x, pp.pool, kh, kw, sh, sw, bh, bw, th - bh, tw - bw, PH, PW)
             v.append(("pool_pads", "the pooling's padding is asymmetric in the port: %d before and %d after in H, "
-                      "%d before and %d after in W, where Caffe pads %d and %d on both sides (windows shifted)" % (
-                          bh, 2 * ph - bh, bw, 2 * pw - bw, ph, pw), out))
+                      "%d before and %d after in W, where Caffe pads %d and %d on both sides%s (windows shifted)" % (
+                          bh, th - bh, bw, tw - bw, ph, pw, ceil), out))
     return _found(c, li, v, port_out, base, tol, a)
 
 
@@ -1050,9 +1098,10 @@ def _collapse(c, found):
         rows = [r for r in c.rows if r.label in {x.evidence.get("value") for x in ds}]
         own = [r.own_rel for r in rows if r.own_rel is not None]
         over = [r.over_rounding for r in rows if r.status == "small" and r.over_rounding is not None]
+        plural = "layers with weights" if t == "layer with weights" else "%s layers" % t
         who = ("every %s (%d of %d)" % (t, len(ds), total)) if len(ds) == total else \
-            "%d of %d %s layers (%s)" % (len(ds), total, t, ", ".join(x.layer for x in ds[:6]) +
-                                          (", ..." if len(ds) > 6 else ""))
+            "%d of %d %s (%s)" % (len(ds), total, plural, ", ".join(x.layer for x in ds[:6]) +
+                                  (", ..." if len(ds) > 6 else ""))
         facts = []
         if own:
             facts.append("own error %s" % _range(own))
@@ -1062,7 +1111,7 @@ def _collapse(c, found):
         ev = {"layers": [x.layer for x in ds], "values": [x.evidence.get("value") for x in ds], "count": len(ds),
               "of": total, "reproduced": all(x.evidence.get("reproduced") for x in ds),
               "per_layer": [dict(x.evidence, layer=x.layer, text=x.text) for x in ds]}
-        out.append(_D("(every %s)" % t if len(ds) == total else "(%d %s layers)" % (len(ds), t), d.kind,
+        out.append(_D("(every %s)" % t if len(ds) == total else "(%d %s)" % (len(ds), plural), d.kind,
                       "%s%s: %s" % (who, (": " + ", ".join(facts)) if facts else "", core), **ev))
     return out
 

@@ -27,7 +27,10 @@ class OnnxPort(PortGraph):
                           n.name) for n in self.onnx_nodes]
         super().__init__(label, [vi.name for vi in g.input if vi.name not in self.const], nodes)
         self._sessions: Dict[Tuple[Tuple[str, ...], str], Any] = {}
-        if self.upgraded:
+        if self.upgraded and self.upgraded[1] is None:
+            self.notes.append("the port's opset %d is older than onnxruntime runs (7 and later), and "
+                              "onnx.version_converter cannot upgrade it: %s" % (self.upgraded[0], self.upgraded[2]))
+        elif self.upgraded:
             self.notes.append("the port's opset %d is older than onnxruntime runs (7 and later): it was upgraded to "
                               "opset %d with onnx.version_converter (the same ops, the tensor names kept)"
                               % self.upgraded)
@@ -72,6 +75,16 @@ class OnnxPort(PortGraph):
             k = self.producer.get(t)
             if k is not None:
                 stack.extend(self.nodes[k].inputs)
+        return out
+
+    def constant_sizes(self):
+        out = {int(np.prod(t.dims, dtype=np.int64)) for t in self.model.graph.initializer}
+        out |= {int(np.prod(t.dims, dtype=np.int64)) for t in self.model.graph.sparse_initializer}
+        for n in self.onnx_nodes:
+            if n.op_type == "Constant":
+                for a in n.attribute:
+                    if a.name == "value":
+                        out.add(int(np.prod(a.t.dims, dtype=np.int64)))
         return out
 
     def initializer(self, name):
@@ -147,7 +160,8 @@ class OnnxPort(PortGraph):
                 continue
             values.update({o: np.asarray(v) for o, v in zip(outs, got)})
         if self.failure is None:
-            raise PortError("onnxruntime cannot run the port %s: %s" % (self.label, why))
+            prefix = "onnxruntime cannot run the port %s: " % self.label
+            raise PortError(why if why.startswith(prefix) else prefix + why)
         return values
 
     def run_part(self, inputs, output, values):
@@ -210,17 +224,19 @@ MIN_ORT_OPSET = 7
 
 def _runnable_opset(onnx, model):
     """(model, None), or -- for a model older than onnxruntime runs (opset < 7: MMdnn's) --
-    (the model upgraded by onnx.version_converter, (old opset, new opset))."""
+    (the model upgraded by onnx.version_converter, (old opset, new opset)), or -- when it cannot
+    be upgraded -- (the model as it is, (old opset, None, the converter's error))."""
     old = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if old is None or old >= MIN_ORT_OPSET:
         return model, None
     from onnx import version_converter
+    why = ""
     for target in (13, 9, MIN_ORT_OPSET):
         try:
             return version_converter.convert_version(model, target), (old, target)
-        except Exception:
-            continue
-    return model, None
+        except Exception as e:
+            why = why or one_line(e)
+    return model, (old, None, why)
 
 
 def _implicit_inputs(node):
@@ -278,9 +294,14 @@ def load_onnx(onnx_model):
     if not os.path.isfile(path):
         raise PortError("%s: no such ONNX file" % path)
     try:
-        return onnx.load(path), path
+        model = onnx.load(path)
     except Exception as e:
         raise PortError("%s: not an ONNX model: %s" % (path, one_line(e))) from None
+    if not model.graph.node and not model.graph.input:
+        # protobuf parses many files (a .caffemodel, a .pb of another kind) as an empty ModelProto
+        raise PortError("%s: not an ONNX model: no graph in it (a .caffemodel? compare-port takes the port's "
+                        ".onnx file)" % path)
+    return model, path
 
 
 __all__ = ["OnnxPort", "load_onnx", "strip_tensor_names"]

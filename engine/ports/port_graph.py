@@ -31,7 +31,7 @@ The interface is stable: the ONNX port and the torch ports (engine/ports' torch 
 implement it; the comparer uses nothing else of a port.
 """
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Set
 
 import numpy as np
 
@@ -112,6 +112,35 @@ class PortGraph:
         read = {i for node in self.nodes for i in node.inputs}
         return [t for t in self.order if t not in read and t not in self.inputs]
 
+    def op_masks(self) -> Dict[str, int]:
+        """{op: bitmask (over ``bit``) of the tensors made by an op of that type}."""
+        if getattr(self, "_op_masks", None) is None:
+            masks: Dict[str, int] = {}
+            for t, k in self.producer.items():
+                if t in self.bit:
+                    op = self.nodes[k].op
+                    masks[op] = masks.get(op, 0) | (1 << self.bit[t])
+            self._op_masks = masks
+        return self._op_masks
+
+    def reader_masks(self) -> Dict[str, int]:
+        """{tensor: bitmask of the tensors made by nodes that read it} (a Shape or Size node
+        reads only its shape: not counted)."""
+        if getattr(self, "_reader_masks", None) is None:
+            masks: Dict[str, int] = {}
+            for node in self.nodes:
+                if node.op in ("Shape", "Size"):
+                    continue
+                outs = 0
+                for o in node.outputs:
+                    if o in self.bit:
+                        outs |= 1 << self.bit[o]
+                for i in node.inputs:
+                    if i in self.bit:
+                        masks[i] = masks.get(i, 0) | outs
+            self._reader_masks = masks
+        return self._reader_masks
+
     def consumers(self, tensor: str) -> List[str]:
         """The tensors made by nodes that read ``tensor`` directly."""
         out = []
@@ -146,6 +175,11 @@ class PortGraph:
         name; {} when the port cannot say (optional: used to tell "the port's weights are
         not the net's" from an arithmetic mistake)."""
         return {}
+
+    def constant_sizes(self) -> Optional[Set[int]]:
+        """The element counts of the port's constants (its weights), or None when the port
+        cannot say (used to tell a port of another net from a port with mistakes)."""
+        return None
 
     def name_hints(self) -> Dict[str, str]:
         """{Caffe blob: tensor holding the blob after Forward}, when the port carries such a

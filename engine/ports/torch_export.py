@@ -68,7 +68,9 @@ def caffe_pooled_size(size, kernel, stride, pad, ceil, any_pad):
     """Caffe's pooled output size: (size + 2 pad - kernel) / stride rounded up (ceil) or down,
     plus one; with padding, a last window that would start in the padding is dropped."""
     span = size + 2 * pad - kernel
-    out = (-(-span // stride) if ceil else span // stride) + 1
+    # rounded up without dividing a negative number: traced by torch.onnx, a size is a tensor
+    # and its floor division of a negative one truncates (8 would become 7)
+    out = ((span + stride - 1) // stride if ceil else span // stride) + 1
     if any_pad and (out - 1) * stride >= size + pad:
         out -= 1
     return out
@@ -109,7 +111,9 @@ class CaffeAvgPool2d(nn.Module):
         ow = caffe_pooled_size(W, kw, sw, pw, self.ceil_mode, any_pad)
         eh = max((oh - 1) * sh + kh - ph - H, 0)
         ew = max((ow - 1) * sw + kw - pw - W, 0)
-        sums = F.avg_pool2d(F.pad(x, (pw, ew, ph, eh)), (kh, kw), (sh, sw), divisor_override=1)[:, :, :oh, :ow]
+        # every window of the padded input is whole: its mean times kh*kw is its sum (to an ulp;
+        # avg_pool2d's divisor_override has no ONNX form: torch.onnx drops it and averages)
+        sums = F.avg_pool2d(F.pad(x, (pw, ew, ph, eh)), (kh, kw), (sh, sw))[:, :, :oh, :ow] * float(kh * kw)
         hs = torch.arange(oh, device=x.device) * sh - ph
         ws = torch.arange(ow, device=x.device) * sw - pw
         count_h = torch.clamp(hs + kh, max=H + ph) - hs
