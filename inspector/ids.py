@@ -195,6 +195,7 @@ COMPARE_RTOL = "compare-rtol"
 COMPARE_BUTTON = "btn-compare"
 COMPARE_CLEAR = "btn-compare-clear"
 COMPARE_SUMMARY = "compare-summary"
+COMPARE_BUSY = "compare-busy"                    # "⟳ comparing…" while the server compares
 COMPARE_TABLE = "compare-table"
 COMPARE_CHART = "compare-chart"
 COMPARE_STEPS = "compare-steps"                  # the Step A / Step B boxes (two timeline steps only)
