@@ -56,12 +56,19 @@ class PortView:
         self.note = note                       # what the tab did before comparing (weights copied or loaded)
         self.ok = result.faithful and proves_nothing is None
         self.layers = []
+        self.end_to_end = {}                   # {layer: its values' largest end-to-end difference}
         for name, d in result.by_layer().items():
+            if d["rel"] is not None:
+                self.end_to_end[name] = float(d["rel"])
             v = d["own_rel"] if d["own_rel"] is not None else d["rel"]
             if v is None:
                 continue
-            self.layers.append(_PortLayer(name, "forward", float(v), d["status"] not in ("departs", "shape")))
+            # "small": under rtol but far above the layer's own float32 rounding -- a finding too
+            self.layers.append(_PortLayer(name, "forward", float(v), d["status"] not in ("departs", "shape", "small")))
         self.first_divergence = _PortDivergence(result.first_departing) if result.first_departing else None
+        # the graph draws an own error under this as rounding: rtol, or the smallest finding under it
+        # (each layer is judged against its own rounding, so a finding can sit under rtol)
+        self.neutral_below = min([self.rtol] + [l.max_rel for l in self.layers if not l.ok and l.max_rel > 0])
 
 
 def slot_of(filename):
