@@ -171,8 +171,9 @@ def port_outputs(view):
         lines.append(html.Div("⚠ " + view.proves_nothing, className="compare-head warn"))
     else:
         lines.append(html.Div(r.message, className="compare-head"))
-    lines += [html.Div("diagnosis — %s: %s" % (where, text), className="port-diagnosis")
-              for where, text in debug_views.port_findings(r.diagnosis)]
+    # a summary's text names its layers itself ("every BatchNorm (53 of 53): ..."): not twice
+    lines += [html.Div("diagnosis — " + (text if text.startswith(where.strip("()")) else "%s: %s" % (where, text)),
+                       className="port-diagnosis") for where, text in debug_views.port_findings(r.diagnosis)]
     lines.append(html.Div("matched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched"
                           % (m["input"] + m["name"] + m["topology"], m["values"], m["input"], m["name"],
                              m["topology"], m["unmatched"]), className="muted"))

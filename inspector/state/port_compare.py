@@ -56,15 +56,18 @@ class PortView:
         self.note = note                       # what the tab did before comparing (weights copied or loaded)
         self.ok = result.faithful and proves_nothing is None
         self.layers = []
-        self.end_to_end = {}                   # {layer: its values' largest end-to-end difference}
+        # {layer: its values' largest end-to-end difference}, of the layers whose own arithmetic is
+        # right: those that depart end to end follow from the departure (drawn as its consequences)
+        self.end_to_end = {}
         for name, d in result.by_layer().items():
-            if d["rel"] is not None:
+            # "small": under rtol but far above the layer's own float32 rounding -- a finding too
+            ok = d["status"] not in ("departs", "shape", "small")
+            if d["rel"] is not None and ok:
                 self.end_to_end[name] = float(d["rel"])
             v = d["own_rel"] if d["own_rel"] is not None else d["rel"]
             if v is None:
                 continue
-            # "small": under rtol but far above the layer's own float32 rounding -- a finding too
-            self.layers.append(_PortLayer(name, "forward", float(v), d["status"] not in ("departs", "shape", "small")))
+            self.layers.append(_PortLayer(name, "forward", float(v), ok))
         self.first_divergence = _PortDivergence(result.first_departing) if result.first_departing else None
         # the graph draws an own error under this as rounding: rtol, or the smallest finding under it
         # (each layer is judged against its own rounding, so a finding can sit under rtol)
