@@ -187,7 +187,12 @@ def copy_weights(session, rtol, allow_code=False):
         raise PortRefused("no weights of %s could be copied into this net: %s" % (
             view.label_b, "; ".join("%s (%s)" % s for s in copy.skipped) or "no paired op carries weights"))
     ld.weights_from = "the weights of %s" % view.label_b
-    return compare(session, view.kind, rtol, allow_code=allow_code, port=port, note=copy.summary())
+    # the net now holds whatever the port holds: a mistake in the port's weights (a kernel flipped
+    # or transposed, an InnerProduct weight reshaped) is the net's too, and no longer seen
+    note = copy.summary() + ("; from now on this compares the port's arithmetic, not its weights: a "
+                             "mistake in their layout (a kernel flipped or transposed) was copied too -- "
+                             "load the net's .caffemodel to check them")
+    return compare(session, view.kind, rtol, allow_code=allow_code, port=port, note=note)
 
 
 def load_weights(session, filename, contents, max_bytes, rtol, allow_code=False):

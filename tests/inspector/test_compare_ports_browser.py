@@ -183,6 +183,7 @@ def test_weights_differ_notice_and_the_offer_to_copy_the_ports_weights(dash_duo,
     dash_duo.driver.execute_script("document.getElementById(arguments[0]).click();", ids.COMPARE_COPY_WEIGHTS)
     after = _summary_after(dash_duo, "Faithful", before)
     assert "copied the port's weights into" in after
+    assert "not its weights" in after and "load the net's .caffemodel to check them" in after   # what it hides
     wait_for(lambda: not _displayed(dash_duo, ids.COMPARE_WEIGHTS_NOTICE), timeout=60, what="the notice gone")
     np.testing.assert_allclose(_session(app).loaded.net.layer_dict["ip1"].blobs[0].data,
                                other.layer_dict["ip1"].blobs[0].data)
