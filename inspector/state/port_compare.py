@@ -72,6 +72,9 @@ class PortView:
         # the graph draws an own error under this as rounding: rtol, or the smallest finding under it
         # (each layer is judged against its own rounding, so a finding can sit under rtol)
         self.neutral_below = min([self.rtol] + [l.max_rel for l in self.layers if not l.ok and l.max_rel > 0])
+        # ... and a layer judged within its own rounding is neutral whatever its value (a GEMM's
+        # 2e-6 of rounding is not a finding beside a BatchNorm's systematic 1.5e-6)
+        self.judged_ok = frozenset(l.layer for l in self.layers if l.ok)
 
 
 def slot_of(filename):

@@ -192,7 +192,7 @@ def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=Non
                          opts.labels and not opts.blobs_as_nodes,     # blob nodes carry the blob's label
                          revision=_revision(opts), findings=findings_by_layer(loaded),
                          marks=vm.step_marks(debugger.shown_steps(loaded)), causes=found, tolerance=tolerance,
-                         rounding=rounding)
+                         rounding=rounding, judged_ok=getattr(cmp, "judged_ok", None) if tolerance else None)
 
 
 def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None, scope=""):

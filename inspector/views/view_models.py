@@ -889,13 +889,16 @@ def _selected(node, graph, sel_kind, sel_name):
 
 def graph_view(graph, display, layout, metrics=None, states=None, colour_by="category",
                selection=None, analysis=None, blob_states=None, labels=True, revision="",
-               findings=None, marks=None, causes=(), tolerance=None, rounding="within rtol (rounding)"):
+               findings=None, marks=None, causes=(), tolerance=None, rounding="within rtol (rounding)",
+               judged_ok=None):
     """Everything the graph draws.  ``layout``: graph_layout's Layout or
     CompoundLayout of ``display``; ``states``: run_state.layer_states();
     ``blob_states``: run_state.blob_states(); ``selection``: {"kind", "name"}
     (kinds layer, blob, ghost, block); ``findings``: worst_findings();
     ``marks``: step_marks(); ``tolerance``: the comparison's rtol (relative differences
-    under it are rounding, drawn neutral; ``rounding``: what the legend calls them);
+    under it are rounding, drawn neutral; ``rounding``: what the legend calls them;
+    ``judged_ok``: the layers a port comparison judged within their own rounding, neutral
+    whatever their value);
     ``causes``: finding_causes() (each marked where it is, on its layer or the folded block and
     the frames holding it, and what follows from it drawn as its consequence); ``revision``:
     added to the net's key to keep (or reset) the user's zoom."""
@@ -931,6 +934,9 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         label, fill, state, hover, members = _node_look(node, graph, display, metrics, analysis, states,
                                                         blob_states, findings, colour_by, (value,) + scaled_,
                                                         marked)
+        if colour_by == "reldiff" and judged_ok is not None and value is not None and members \
+                and all(m in judged_ok for m in members):
+            fill = ROUNDING_COLOUR
         line = STATE_COLOURS.get(state, "#888888") if node.kind != "ghost" else "#aaaaaa"
         width = 3.0 if state in (FRESH, STALE) else 1.0
         inner = (node.block,) + tuple(inside.get(node.block, ())) if node.kind == "block" else ()
