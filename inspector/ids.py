@@ -59,6 +59,8 @@ MINIMAP_TOGGLE = "graph-minimap-toggle"   # hides / shows the overview (assets/g
 ONNX_SAVE = "btn-onnx-save"           # saves the loaded net as an ONNX model (engine.ports)
 ONNX_DOWNLOAD = "download-onnx"
 ONNX_STATUS = "onnx-status"            # what Save ONNX answered (saved, or why the net cannot be exported)
+ONNX_BUSY = "onnx-busy"               # "⟳ exporting ONNX…" while the server writes it
+IMAGE_BUSY = "image-busy"             # "⟳ saving the image…" (an SVG is drawn by the server)
 IMAGE_SAVE = "btn-image-save"         # saves the graph as PNG (cytoscape) or SVG (the server draws it)
 GRAPH_DOWNLOAD = "graph-download"     # dcc.Download of the SVG
 SEARCH_BOX = "graph-search-box"       # wrapper of the search input (aria-label "Search layers and blobs")
@@ -149,6 +151,7 @@ TIME_CHART = "time-chart"
 # ---------------------------------------------------------------- export
 REPORT_FORMAT = "report-format"
 REPORT_BUTTON = "btn-report"
+REPORT_BUSY = "report-busy"           # "⟳ making the report…" while the server writes it
 DOWNLOAD = "download"
 
 # ---------------------------------------------------------------- the debugger (issue 14)
@@ -195,6 +198,7 @@ COMPARE_RTOL = "compare-rtol"
 COMPARE_BUTTON = "btn-compare"
 COMPARE_CLEAR = "btn-compare-clear"
 COMPARE_SUMMARY = "compare-summary"
+COMPARE_BUSY = "compare-busy"                    # "⟳ comparing…" while the server compares
 COMPARE_TABLE = "compare-table"
 COMPARE_CHART = "compare-chart"
 COMPARE_STEPS = "compare-steps"                  # the Step A / Step B boxes (two timeline steps only)

@@ -171,8 +171,9 @@ def port_outputs(view):
         lines.append(html.Div("⚠ " + view.proves_nothing, className="compare-head warn"))
     else:
         lines.append(html.Div(r.message, className="compare-head"))
-    lines += [html.Div("diagnosis — %s: %s" % (where, text), className="port-diagnosis")
-              for where, text in debug_views.port_findings(r.diagnosis)]
+    # a summary's text names its layers itself ("every BatchNorm (53 of 53): ..."): not twice
+    lines += [html.Div("diagnosis — " + (text if text.startswith(where.strip("()")) else "%s: %s" % (where, text)),
+                       className="port-diagnosis") for where, text in debug_views.port_findings(r.diagnosis)]
     lines.append(html.Div("matched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched"
                           % (m["input"] + m["name"] + m["topology"], m["values"], m["input"], m["name"],
                              m["topology"], m["unmatched"]), className="muted"))
@@ -228,43 +229,49 @@ def register(dash_app, app):
                 {"display": "block"} if kind == "torch" else {"display": "none"})
 
     @dash_app.callback(
+        Output(ids.COMPARE_SUMMARY, "children", allow_duplicate=True), Output(ids.COMPARE_KIND, "value"),
+        Input(ids.COMPARE_UPLOAD, "contents"), State(ids.COMPARE_UPLOAD, "filename"), State(ids.SESSION, "data"),
+        prevent_initial_call=True)
+    @guarded(2, "receiving the file")
+    def compare_upload_cb(contents, filename, sid):
+        # a file for the Compare tab: kept, and the comparison it is for chosen
+        if not contents:
+            return no_update, no_update
+        return save_compare_upload(app, sid, contents, filename)
+
+    @dash_app.callback(
         Output(ids.COMPARE_SUMMARY, "children"), Output(ids.COMPARE_CHART, "figure"),
         Output(ids.COMPARE_TABLE, "children"),
         Output(ids.RUN_VERSION, "data", allow_duplicate=True), Output(ids.COLOUR_BY, "value", allow_duplicate=True),
-        Output(ids.COMPARE_KIND, "value"),
         Output(ids.COMPARE_WEIGHTS_NOTICE, "style"), Output(ids.COMPARE_WEIGHTS_TEXT, "children"),
         Input(ids.COMPARE_BUTTON, "n_clicks"), Input(ids.COMPARE_CLEAR, "n_clicks"),
-        Input(ids.COMPARE_UPLOAD, "contents"),
         Input(ids.COMPARE_COPY_WEIGHTS, "n_clicks"), Input(ids.COMPARE_LOAD_WEIGHTS, "contents"),
-        State(ids.COMPARE_UPLOAD, "filename"), State(ids.COMPARE_LOAD_WEIGHTS, "filename"),
+        State(ids.COMPARE_LOAD_WEIGHTS, "filename"),
         State(ids.COMPARE_KIND, "value"), State(ids.COMPARE_A, "value"),
         State(ids.COMPARE_B, "value"), State(ids.COMPARE_RTOL, "value"), State(ids.COMPARE_FACTORY, "value"),
         State(ids.SESSION, "data"),
-        prevent_initial_call=True)
-    @guarded(8, "comparing")
-    def compare_cb(_n, _clear, contents, _copy, w_contents, filename, w_filename, kind, a, b, rtol, factory, sid):
+        prevent_initial_call=True,
+        # a comparison runs both nets (and a port) layer by layer: said at once, not after it
+        running=[(Output(ids.COMPARE_BUSY, "style"), {"display": "inline-block"}, {"display": "none"})])
+    @guarded(7, "comparing")
+    def compare_cb(_n, _clear, _copy, w_contents, w_filename, kind, a, b, rtol, factory, sid):
         t = triggered()
-        if t == ids.COMPARE_UPLOAD:
-            if not contents:
-                return (no_update,) * 8
-            msg, new_kind = save_compare_upload(app, sid, contents, filename)
-            return (msg, no_update, no_update, no_update, no_update, new_kind, no_update, no_update)
         if t == ids.COMPARE_CLEAR:
-            return ("", debug_figures.compare_figure([], 1e-3), None, clear(app, sid), "category", no_update,
+            return ("", debug_figures.compare_figure([], 1e-3), None, clear(app, sid), "category",
                     {"display": "none"}, "")
         try:
             if t == ids.COMPARE_COPY_WEIGHTS or t == ids.COMPARE_LOAD_WEIGHTS:
                 if t == ids.COMPARE_LOAD_WEIGHTS and not w_contents:
-                    return (no_update,) * 8
+                    return (no_update,) * 7
                 cmp, version = port_weights(app, sid, rtol, w_contents if t == ids.COMPARE_LOAD_WEIGHTS else None,
                                             w_filename)
                 if cmp is None:
                     return ("%s loaded into this net" % w_filename, no_update, no_update, version, no_update,
-                            no_update, {"display": "none"}, "")
+                            {"display": "none"}, "")
             else:
                 cmp, version = compare(app, sid, kind, a, b, rtol, factory)
         except CompareRefused as exc:
-            return "⚠ " + str(exc), no_update, no_update, no_update, no_update, no_update, no_update, no_update
+            return "⚠ " + str(exc), no_update, no_update, no_update, no_update, no_update, no_update
         summary, fig, tbl = compare_outputs(cmp)
         style, text = weights_notice(cmp)
-        return summary, fig, tbl, version, "reldiff", no_update, style, text
+        return summary, fig, tbl, version, "reldiff", style, text

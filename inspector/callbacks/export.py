@@ -40,7 +40,8 @@ def model_label(app, session):
 
 def register(dash_app, app):
     @dash_app.callback(Output(ids.DOWNLOAD, "data"), Input(ids.REPORT_BUTTON, "n_clicks"),
-                       State(ids.REPORT_FORMAT, "value"), State(ids.SESSION, "data"), prevent_initial_call=True)
+                       State(ids.REPORT_FORMAT, "value"), State(ids.SESSION, "data"), prevent_initial_call=True,
+                       running=[(Output(ids.REPORT_BUSY, "style"), {"display": "inline-block"}, {"display": "none"})])
     @guarded(1, "exporting the report")
     def report_cb(_n, fmt, sid):
         data = report(app, sid, fmt)

@@ -2,6 +2,8 @@
 marked client-side: no redraw), click-to-select, folding (expand/collapse
 one or all, double-click), search (matches listed, a pick selects, reveals
 and centres), and the legend."""
+import math
+
 from dash import ClientsideFunction, Input, Output, State, html, no_update
 from dash.exceptions import PreventUpdate
 
@@ -84,7 +86,9 @@ def legend_children(view):
         below = [html.Span(className="swatch", style={"background": sc.below}), sc.below_text + " · "] \
             if sc.below else []
         out.append(html.Span([html.Span(sc.title + (" (log)" if sc.log else "") + ": ")] + below + [
-            _fmt(sc.lo), html.Span(className="scalebar", style={"background": grad}), _fmt(sc.hi),
+            _fmt(sc.lo), html.Span(className="scalebar", style={"background": grad}),
+            # Compare's top when a value has no number: a layer of another shape, or NaN/Inf
+            _fmt(sc.hi) if math.isfinite(sc.hi) else "∞ (another shape, or NaN/Inf)",
             html.Span(" · grey: no record", className="muted")], className="legend-item legend-scale"))
     for cause in view.causes[:3]:
         out.append(html.Span([html.Span(className="swatch cause"), "⚠ %s: %s" % (cause.badge, cause.layer)],

@@ -60,7 +60,8 @@ def onnx_download(app, sid):
 def register(dash_app, app):
     @dash_app.callback(
         Output(ids.ONNX_DOWNLOAD, "data"), Output(ids.ONNX_STATUS, "children"),
-        Input(ids.ONNX_SAVE, "n_clicks"), State(ids.SESSION, "data"), prevent_initial_call=True)
+        Input(ids.ONNX_SAVE, "n_clicks"), State(ids.SESSION, "data"), prevent_initial_call=True,
+        running=[(Output(ids.ONNX_BUSY, "style"), {"display": "inline-block"}, {"display": "none"})])
     @guarded(2, "saving the net as ONNX")
     def onnx_cb(_n, sid):
         data, status = onnx_download(app, sid)
@@ -70,7 +71,8 @@ def register(dash_app, app):
         Output(ids.GRAPH, "generateImage"), Output(ids.GRAPH_DOWNLOAD, "data"),
         Input(ids.IMAGE_SAVE, "n_clicks"), State(ids.IMAGE_FORMAT, "value"), State(ids.COLOUR_BY, "value"),
         State(ids.BLOB_MODE, "value"), State(ids.GRAPH_OPTIONS, "value"), State(ids.EXPANDED_BLOCKS, "data"),
-        State(ids.SESSION, "data"), prevent_initial_call=True)
+        State(ids.SESSION, "data"), prevent_initial_call=True,
+        running=[(Output(ids.IMAGE_BUSY, "style"), {"display": "inline-block"}, {"display": "none"})])
     @guarded(2, "saving the graph image")
     def save_cb(_n, fmt, colour_by, blob_mode, options, expanded, sid):
         if fmt == "svg":

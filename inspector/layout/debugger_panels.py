@@ -6,7 +6,7 @@ from dash import dcc, html
 from inspector import ids
 from inspector.views.figures import message_figure
 
-from .common import button, field, section, upload
+from .common import busy, button, field, section, upload
 
 JOB_ACTIONS = (("solver", "solver iterations"), ("forward_backward", "Forward + Backward (full records)"),
                ("forward", "Forward (full records)"), ("backward", "Backward (full records)"))
@@ -132,7 +132,8 @@ def compare_tab(limit):
                     ids.COMPARE_UPLOAD, "Caffe log / report .json / .caffemodel / port: .onnx, PyTorch .py + .pth, "
                     "tensors .npz", ".log,.txt,.json,.caffemodel,.onnx,.py,.pth,.pt,.npz", limit)),
                 html.Div([button(ids.COMPARE_BUTTON, "Compare", cls="btn primary"),
-                          button(ids.COMPARE_CLEAR, "Clear", "stop colouring the graph by the comparison")],
+                          button(ids.COMPARE_CLEAR, "Clear", "stop colouring the graph by the comparison"),
+                          busy(ids.COMPARE_BUSY, "comparing…")],
                          className="inline")),
         html.Div([
             html.Div(id=ids.COMPARE_WEIGHTS_TEXT),

@@ -132,9 +132,11 @@ def navigation_bar():
                                            "png", id=ids.IMAGE_FORMAT, inline=True),
                    title="format of the graph image Save image writes (and of the charts' camera button)"),
              button(ids.IMAGE_SAVE, "Save image", "save the whole graph as PNG or SVG", "btn small"),
+             busy(ids.IMAGE_BUSY, "saving the image…"),
              dcc.Download(id=ids.GRAPH_DOWNLOAD),
              button(ids.ONNX_SAVE, "Save ONNX", "the loaded net (its NetState, its weights) as an ONNX model "
                     "with Caffe's exact semantics (python -m engine export-onnx)", "btn small"),
+             busy(ids.ONNX_BUSY, "exporting ONNX…"),
              html.Div(id=ids.ONNX_STATUS, className="muted onnx-status", role="status"),
              dcc.Download(id=ids.ONNX_DOWNLOAD)),
     ], className="inline navbar")

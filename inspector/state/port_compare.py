@@ -56,12 +56,25 @@ class PortView:
         self.note = note                       # what the tab did before comparing (weights copied or loaded)
         self.ok = result.faithful and proves_nothing is None
         self.layers = []
+        # {layer: its values' largest end-to-end difference}, of the layers whose own arithmetic is
+        # right: those that depart end to end follow from the departure (drawn as its consequences)
+        self.end_to_end = {}
         for name, d in result.by_layer().items():
+            # "small": under rtol but far above the layer's own float32 rounding -- a finding too
+            ok = d["status"] not in ("departs", "shape", "small")
+            if d["rel"] is not None and ok:
+                self.end_to_end[name] = float(d["rel"])
             v = d["own_rel"] if d["own_rel"] is not None else d["rel"]
             if v is None:
                 continue
-            self.layers.append(_PortLayer(name, "forward", float(v), d["status"] not in ("departs", "shape")))
+            self.layers.append(_PortLayer(name, "forward", float(v), ok))
         self.first_divergence = _PortDivergence(result.first_departing) if result.first_departing else None
+        # the graph draws an own error under this as rounding: rtol, or the smallest finding under it
+        # (each layer is judged against its own rounding, so a finding can sit under rtol)
+        self.neutral_below = min([self.rtol] + [l.max_rel for l in self.layers if not l.ok and l.max_rel > 0])
+        # ... and a layer judged within its own rounding is neutral whatever its value (a GEMM's
+        # 2e-6 of rounding is not a finding beside a BatchNorm's systematic 1.5e-6)
+        self.judged_ok = frozenset(l.layer for l in self.layers if l.ok)
 
 
 def slot_of(filename):
@@ -177,7 +190,12 @@ def copy_weights(session, rtol, allow_code=False):
         raise PortRefused("no weights of %s could be copied into this net: %s" % (
             view.label_b, "; ".join("%s (%s)" % s for s in copy.skipped) or "no paired op carries weights"))
     ld.weights_from = "the weights of %s" % view.label_b
-    return compare(session, view.kind, rtol, allow_code=allow_code, port=port, note=copy.summary())
+    # the net now holds whatever the port holds: a mistake in the port's weights (a kernel flipped
+    # or transposed, an InnerProduct weight reshaped) is the net's too, and no longer seen
+    note = copy.summary() + ("; from now on this compares the port's arithmetic, not its weights: a "
+                             "mistake in their layout (a kernel flipped or transposed) was copied too -- "
+                             "load the net's .caffemodel to check them")
+    return compare(session, view.kind, rtol, allow_code=allow_code, port=port, note=note)
 
 
 def load_weights(session, filename, contents, max_bytes, rtol, allow_code=False):

@@ -173,12 +173,17 @@ def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=Non
     display, layout = display_and_layout(loaded, opts, expanded)
     st = states(loaded)
     m = metrics(loaded)
-    found, tolerance = causes(loaded, m), None
+    found, tolerance, rounding = causes(loaded, m), None, "within rtol (rounding)"
     cmp = getattr(loaded, "comparison", None)
     if colour_by == "reldiff" and cmp is not None:      # Compare: its tolerance, where the runs part
-        tolerance = cmp.rtol
+        # a port: its findings under rtol are not rounding; what follows from the departure is
+        # what departs end to end (each layer's own error, coloured, is within rounding there)
+        tolerance = getattr(cmp, "neutral_below", cmp.rtol)
         fd = getattr(cmp, "first_divergence", None)
         rel = {i: x.rel_diff for i, x in m.items() if x.rel_diff is not None}
+        if getattr(cmp, "end_to_end", None) is not None:
+            rounding = "rounding (each layer's own)"
+            rel = {loaded.graph.layer(n).index: v for n, v in cmp.end_to_end.items() if loaded.graph.has_layer(n)}
         why = "%s and %s part here (rtol %g)" % (cmp.label_a, cmp.label_b, cmp.rtol)
         departs = vm.departure(loaded.graph, getattr(fd, "layer", None), rel, cmp.rtol, why) if fd else None
         found = ((departs,) if departs else ()) + found
@@ -186,7 +191,8 @@ def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=Non
                          loaded.analysis, blob_states(loaded.graph, loaded.runlog, st),
                          opts.labels and not opts.blobs_as_nodes,     # blob nodes carry the blob's label
                          revision=_revision(opts), findings=findings_by_layer(loaded),
-                         marks=vm.step_marks(debugger.shown_steps(loaded)), causes=found, tolerance=tolerance)
+                         marks=vm.step_marks(debugger.shown_steps(loaded)), causes=found, tolerance=tolerance,
+                         rounding=rounding, judged_ok=getattr(cmp, "judged_ok", None) if tolerance else None)
 
 
 def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None, scope=""):

@@ -104,12 +104,19 @@ def compare_figure(rows, rtol, title=""):
     if not rows:
         return empty_figure("nothing compared yet")
     labels = [r[0] for r in rows]
-    vals = [min(max(r[1], 1e-12), 1e12) if r[1] == r[1] else 1e12 for r in rows]
+    # no number (another shape, NaN/Inf): a bar a decade over the largest number shown, marked ∞,
+    # not one at 1e12 that stretches the axis and reads as a value
+    finite = [r[1] for r in rows if math.isfinite(r[1])]
+    top = 10 * max(finite + [rtol, 1e-12])
+    vals = [min(max(r[1], 1e-12), 1e12) if math.isfinite(r[1]) else top for r in rows]
+    said = ["max rel %.3g" % r[1] if math.isfinite(r[1]) else "no number (another shape, or NaN/Inf)" for r in rows]
     first_bad = next((k for k, r in enumerate(rows) if not r[2]), None)
     colours = ["#d62728" if k == first_bad else ("#f28e2b" if not r[2] else "#59a14f")
                for k, r in enumerate(rows)]
-    fig = go.Figure(go.Bar(x=list(range(len(rows))), y=vals, marker_color=colours, customdata=labels,
-                           hovertemplate="%{customdata}<br>max rel %{y:.3g}<extra></extra>"))
+    fig = go.Figure(go.Bar(x=list(range(len(rows))), y=vals, marker_color=colours,
+                           customdata=list(zip(labels, said)), text=["" if math.isfinite(r[1]) else "∞" for r in rows],
+                           textposition="outside", cliponaxis=False,
+                           hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra></extra>"))
     fig.add_hline(y=max(rtol, 1e-12), line=dict(color="#333", dash="dash", width=1),
                   annotation_text="rtol %g" % rtol, annotation_position="top left")
     ticks = list(range(0, len(rows), max(1, len(rows) // 20)))

@@ -889,15 +889,19 @@ def _selected(node, graph, sel_kind, sel_name):
 
 def graph_view(graph, display, layout, metrics=None, states=None, colour_by="category",
                selection=None, analysis=None, blob_states=None, labels=True, revision="",
-               findings=None, marks=None, causes=(), tolerance=None):
+               findings=None, marks=None, causes=(), tolerance=None, rounding="within rtol (rounding)",
+               judged_ok=None):
     """Everything the graph draws.  ``layout``: graph_layout's Layout or
     CompoundLayout of ``display``; ``states``: run_state.layer_states();
     ``blob_states``: run_state.blob_states(); ``selection``: {"kind", "name"}
     (kinds layer, blob, ghost, block); ``findings``: worst_findings();
     ``marks``: step_marks(); ``tolerance``: the comparison's rtol (relative differences
-    under it are rounding, drawn neutral); ``causes``: finding_causes() (each marked where it is, on its
-    layer or the folded block and the frames holding it, and what follows from it drawn as
-    its consequence); ``revision``: added to the net's key to keep (or reset) the user's zoom."""
+    under it are rounding, drawn neutral; ``rounding``: what the legend calls them;
+    ``judged_ok``: the layers a port comparison judged within their own rounding, neutral
+    whatever their value);
+    ``causes``: finding_causes() (each marked where it is, on its layer or the folded block and
+    the frames holding it, and what follows from it drawn as its consequence); ``revision``:
+    added to the net's key to keep (or reset) the user's zoom."""
     metrics = metrics or {}
     analysis = analysis or {}
     blob_states = blob_states or {}
@@ -916,7 +920,7 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         lo, hi, log = reldiff_range(values.values(), tolerance)
     else:
         lo, hi, log = value_range(list(values.values()))
-    scaled_ = (lo, hi, log, tolerance is not None)
+    scaled_ = (lo, hi, log, rounding if tolerance is not None else "")
 
     marks = _visible_marks(display, marks)
     inside = inner_blocks(display.blocks.values())
@@ -930,6 +934,9 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         label, fill, state, hover, members = _node_look(node, graph, display, metrics, analysis, states,
                                                         blob_states, findings, colour_by, (value,) + scaled_,
                                                         marked)
+        if colour_by == "reldiff" and judged_ok is not None and value is not None and members \
+                and all(m in judged_ok for m in members):
+            fill = ROUNDING_COLOUR
         line = STATE_COLOURS.get(state, "#888888") if node.kind != "ghost" else "#aaaaaa"
         width = 3.0 if state in (FRESH, STALE) else 1.0
         inner = (node.block,) + tuple(inside.get(node.block, ())) if node.kind == "block" else ()
@@ -1081,7 +1088,7 @@ def _legend(colour_by, display, values, scaled):
         top = max(values.values())
         return (), ColourScale(dict(COLOUR_MODES)[colour_by], lo, top if not math.isfinite(top) else hi, True,
                                _DEPARTS, ROUNDING_COLOUR if rounding else None,
-                               "< %s: within rtol (rounding)" % _fmt(lo) if rounding else "")
+                               "< %s: %s" % (_fmt(lo), rounding) if rounding else "")
     if values:
         return (), ColourScale(dict(COLOUR_MODES)[colour_by], lo, hi, log)
     why = _NO_VALUES.get(colour_by, "no values yet")

@@ -582,3 +582,30 @@ def test_the_graph_marks_the_cause_where_it_is_and_draws_what_follows_as_its_con
             assert follows and not [e for e in els if "⚠ NaN" in e["data"].get("label", "")]
             assert not [e for e in follows if "⚠" in e["data"]["label"]]
         assert vm.finding_causes([]) == ()
+
+
+def test_a_port_comparison_colours_by_each_layers_own_judgement():
+    # a port's findings can sit under rtol (far above their own rounding), and a layer's own
+    # rounding can be larger than another layer's finding: neutral is what the comparison judged
+    # rounding, warm what it judged a finding, whatever the two values
+    from types import SimpleNamespace
+
+    from inspector.views import view_models as vm
+    ld = build_loaded(LENET)
+    layers = [SimpleNamespace(layer="conv1", kind="forward", max_rel=5e-6, ok=True),      # rounding
+              SimpleNamespace(layer="ip1", kind="forward", max_rel=2e-6, ok=False),       # a finding
+              SimpleNamespace(layer="ip2", kind="forward", max_rel=1e-7, ok=True)]
+    ld.comparison = SimpleNamespace(layers=layers, rtol=1e-3, first_divergence=SimpleNamespace(layer="ip1"),
+                                    label_a="this net", label_b="port.onnx", neutral_below=2e-6,
+                                    end_to_end={"conv1": 5e-6, "ip2": 1e-6},
+                                    judged_ok=frozenset(["conv1", "ip2"]))
+    view = presenter.graph_view(ld, "reldiff", presenter.DEFAULT_OPTIONS, None, [])
+    fill = {n.name: n.fill for n in view.nodes if n.kind == "layer"}
+    assert fill["conv1"] == vm.ROUNDING_COLOUR and fill["ip2"] == vm.ROUNDING_COLOUR
+    assert fill["ip1"] in vm._DEPARTS
+    # a timeline comparison (no per-layer judgement) still colours by the value against rtol
+    ld.comparison = SimpleNamespace(layers=layers, rtol=1e-6, first_divergence=SimpleNamespace(layer="ip1"),
+                                    label_a="step 1", label_b="step 2")
+    fill = {n.name: n.fill for n in presenter.graph_view(ld, "reldiff", presenter.DEFAULT_OPTIONS, None, []).nodes
+            if n.kind == "layer"}
+    assert fill["conv1"] in vm._DEPARTS and fill["ip2"] == vm.ROUNDING_COLOUR
