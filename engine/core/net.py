@@ -26,11 +26,12 @@ import numpy as np
 from google.protobuf import text_format
 
 from engine.core import backend
-from engine.core.blob import Blob, memory_ledger
+from engine.core import limits as net_limits
+from engine.core.blob import Blob, declare_layer, memory_ledger
 from engine.core.errors import CaffeError, EmptyBlobError, NetError, ShapeError, UnknownLayerTypeError, mark_layer
 from engine.core.layers.base import Layer, loss_weight  # noqa: F401  (Layer: annotations)
+from engine.core.log import check_failed, num
 from engine.core.log import net_log as log
-from engine.core.log import num
 from engine.core.source_map import NetSource, guess_field, layer_signature
 from engine.core.vectors import BlobVec, DtypeVec, IntVec, LayerVec, StringVec
 from engine.core.weights import read_weights
@@ -228,7 +229,7 @@ class Net:
         try:
             # What the blobs declare (data and diff, tops, params, layers' own buffers) is
             # counted as Init goes, before any of it is allocated (memory is used lazily).
-            with memory_ledger() as ledger:
+            with memory_ledger(net_limits.current().max_net_bytes) as ledger:
                 self._init(in_param, filter_net, insert_splits)
             self.memory_required_bytes = ledger.total
         except Exception as e:
@@ -268,7 +269,7 @@ class Net:
                 del rec.transcript[:]
                 self._stand_in = ({**(given or {}), **shapes}, can_read)
                 try:
-                    with memory_ledger() as ledger:
+                    with memory_ledger(net_limits.current().max_net_bytes) as ledger:
                         self._init(in_param, filter_net, insert_splits)
                 except CaffeError as again:
                     same = same + 1 if str(again) == str(e) else 0
@@ -450,6 +451,7 @@ class Net:
         """One iteration of Init's layer loop: create, wire bottoms and tops, SetUp,
         params and the first need-backward decision."""
         lp = param.layer[layer_id]
+        declare_layer(lp.name)              # its own memory, against the net's budget
         layer = self._create_layer(lp)
         self._layers.append(layer)
         self._layer_name_list.append(lp.name)
@@ -718,17 +720,17 @@ class Net:
 
     # -------------------------------------------------------------- running
     def _check_range(self, start, end, forward=True):
+        """ForwardFromTo's ``CHECK_GE(start, 0); CHECK_LT(end, layers_.size())`` (BackwardFromTo's
+        ``CHECK_GE(end, 0); CHECK_LT(start, layers_.size())``).  ``layers_.size()`` is unsigned, so
+        a negative index fails the second check too: an empty net's Forward, ForwardFromTo(0, -1),
+        fails ``Check failed: end < layers_.size() (-1 vs. 0)`` as in Caffe."""
         n = len(self._layers)
-        if forward:
-            if start < 0:
-                raise NetError("ForwardFromTo: start %d < 0" % start)
-            if end >= n:
-                raise NetError("ForwardFromTo: end %d >= number of layers %d" % (end, n))
-        else:
-            if end < 0:
-                raise NetError("BackwardFromTo: end %d < 0" % end)
-            if start >= n:
-                raise NetError("BackwardFromTo: start %d >= number of layers %d" % (start, n))
+        first, last = ("start", "end") if forward else ("end", "start")
+        low, high = (start, end) if forward else (end, start)
+        if low < 0:
+            raise NetError(check_failed("%s >= 0" % first, low, 0).rstrip())
+        if not 0 <= high < n:
+            raise NetError(check_failed("%s < layers_.size()" % last, high, n).rstrip())
 
     def ForwardFromTo(self, start: int, end: int) -> float:
         """Run layers start..end (inclusive); return the weighted loss."""
