@@ -14,8 +14,9 @@ from .callbacks.common import error_text
 from .callbacks.first_view import fresh_tab, with_first_view
 from .config import InspectorConfig, data_dir
 from .layout import page, shortcuts_overlay_html
+from .state.guard import LoadGuard, build_checked
 from .state.jobs import ThreadJobManager
-from .state.loading import build, spec_stamp
+from .state.loading import settings, spec_stamp
 from .state.netstate import initial_spec
 from .state.sessions import SessionStore, new_session_id
 from .state.spares import Spares, first_view
@@ -30,10 +31,11 @@ def create_app(config=None, store=None):
     store = store or SessionStore(config.max_sessions, config.idle_seconds)
     _load_layer_registry()
     ctx = AppContext(config=config, store=store, examples=config.examples())
+    if config.load_seconds:      # nets from the page: built apart first, bounded (state/guard.py)
+        ctx.guard = LoadGuard(config.load_seconds, memory_bytes=config.max_net_bytes, workers=config.load_workers)
+        ctx.guard.start()
     if config.prebuild and not config.gpu:
-        ctx.spares = Spares(lambda spec: first_view(build(spec, allow_python=config.allow_python_layers,
-                                                          model_root=config.model_root,
-                                                          max_bytes=config.max_net_bytes)),
+        ctx.spares = Spares(lambda spec: first_view(build_checked(ctx.guard, spec, settings(config))),
                             budget=config.spare_bytes, stamp=spec_stamp)
         store.on_close.append(ctx.spares.drop_tab)     # a session that ends takes its spare net along
         ctx.spares.prime(initial_spec(ctx))

@@ -11,7 +11,7 @@ from dash.exceptions import PreventUpdate
 
 import engine
 from inspector import ids
-from inspector.state import debugger, loading, runner, urlstate
+from inspector.state import debugger, guard, loading, runner, urlstate
 
 from ..layout.header import load_error_box, load_status, standin_children
 from ..state.inputs import InputSettings
@@ -228,9 +228,9 @@ def load(app, session, spec, device=None):
         session.device = device if device == "CPU" or runner.adapters.gpu_available() else "CPU"
     try:
         loaded = _spare(app, session, spec)
-        if loaded is None:
-            loaded = loading.build(spec, allow_python=app.config.allow_python_layers, device=session.device,
-                                   model_root=app.config.model_root, max_bytes=app.config.max_net_bytes)
+        if loaded is None:       # a net from the page is first built apart, bounded (state/guard.py)
+            loaded = guard.build_checked(getattr(app, "guard", None), spec, loading.settings(app.config),
+                                         session.device)
     except Exception as exc:  # noqa: BLE001 - every failure is shown in the page
         err = loading.load_error(exc, spec.model)
         if type(exc).__name__ == "PythonLayerRefused":

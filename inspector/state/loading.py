@@ -343,45 +343,75 @@ def _graph_and_analysis(spec, net, source, keep=8):
     return hit
 
 
-def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=None):
+def remember_source(path, param):
+    """Keep ``param`` as what :func:`read_source` gives for the file at ``path`` as it is now
+    (the load check read it already: inspector.state.guard)."""
+    key = file_version(path)
+    if key is None:
+        return
+    with _SOURCES_LOCK:
+        _SOURCES[key] = param
+        _SOURCES.move_to_end(key)
+        while len(_SOURCES) > 8:
+            _SOURCES.popitem(last=False)
+
+
+def settings(config):
+    """What :func:`build` takes from the server's settings (an InspectorConfig), for every net
+    a tab opens: Python layers, the model root, the memory budget, the limits of a net."""
+    return dict(allow_python=config.allow_python_layers, model_root=config.model_root,
+                max_bytes=config.max_net_bytes, limits=config.net_limits)
+
+
+def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=None, limits=None):
     """A Loaded net for ``spec`` (raises on any failure).  With ``model_root``,
     an untrusted spec (from the page) may read files only under it.  With ``max_bytes``,
     a net (with its solver's) that declares more memory at Init is refused
-    (engine.MemoryBudgetExceeded) before that memory is allocated."""
+    (engine.MemoryBudgetExceeded) before that memory is allocated.  ``limits``: the
+    engine.NetLimits it is read under (None: those in force)."""
     import engine
     from engine.instruments.debug import Recorder
+    with engine.using_mode(device), engine.memory_budget(max_bytes or None), engine.net_limits(limits):
+        net, solver, source, note, mean = build_net(spec, allow_python, model_root)
+        graph, analysis = _graph_and_analysis(spec, net, source)
+        recorder = Recorder(net, stats=True, sentinel=False)
+        inputs = tuple(l.index for l in graph.layers if l.type == "Input" or l.stand_in)
+    return Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
+                  spec=spec, source_param=source, solver=solver, solver_note=note,
+                  analysis=analysis, mean=mean, max_bytes=max_bytes or None)
+
+
+def build_net(spec, allow_python=False, model_root=None):
+    """What the engine reads and builds for ``spec`` (:func:`build` without the page's graph and
+    records, under its device, budget and limits): ``(net, solver, NetParameter as read, a note
+    on the solver, mean array)``.  The load check (state/guard.py) runs this much."""
+    import engine
     if not spec.model:
         raise PathRefused("no model file")
     phase, level, stages = spec.state()
     # a data layer whose source is missing (or, opened from the page, outside the model root) is
     # stood in by an Input shaped from its params: the net opens structure-only (engine.core.standins)
     can_read = root_reader(model_root) if model_root is not None and not spec.trusted else None
-    with engine.using_mode(device), engine.memory_budget(max_bytes or None):
-        source = read_source(spec.model)
-        if model_root is not None and not spec.trusted:
-            check_file_access(source, model_root, state=(phase, level, stages),
-                              skip=lambda lp: engine.missing_data_source(lp, can_read) is not None)
-        solver = None
-        note = ""
-        if spec.solver:
-            if phase != 0:
-                note = "the solver steps the TRAIN net: switch the phase to TRAIN to use it"
-            else:
-                solver = adapters.build_solver(spec.solver, spec.model, spec.state(),
-                                               allow_python=allow_python, weights=spec.weights)
-        if solver is not None:
-            net = solver.net
+    source = read_source(spec.model)
+    if model_root is not None and not spec.trusted:
+        check_file_access(source, model_root, state=(phase, level, stages),
+                          skip=lambda lp: engine.missing_data_source(lp, can_read) is not None)
+    solver = None
+    note = ""
+    if spec.solver:
+        if phase != 0:
+            note = "the solver steps the TRAIN net: switch the phase to TRAIN to use it"
         else:
-            net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None,
-                             allow_python=allow_python, param=source,     # the file is read once
-                             structure_only=True, data_shapes=dict(spec.data_shapes), can_read=can_read)
-            net.model_file = spec.model
-            if spec.weights:
-                net.copy_from(spec.weights)
-        graph, analysis = _graph_and_analysis(spec, net, source)
-        recorder = Recorder(net, stats=True, sentinel=False)
-        inputs = tuple(l.index for l in graph.layers if l.type == "Input" or l.stand_in)
-        mean = _read_mean(spec.mean) if spec.mean else None
-    return Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
-                  spec=spec, source_param=source, solver=solver, solver_note=note,
-                  analysis=analysis, mean=mean, max_bytes=max_bytes or None)
+            solver = adapters.build_solver(spec.solver, spec.model, spec.state(),
+                                           allow_python=allow_python, weights=spec.weights)
+    if solver is not None:
+        net = solver.net
+    else:
+        net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None,
+                         allow_python=allow_python, param=source,     # the file is read once
+                         structure_only=True, data_shapes=dict(spec.data_shapes), can_read=can_read)
+        net.model_file = spec.model
+        if spec.weights:
+            net.copy_from(spec.weights)
+    mean = _read_mean(spec.mean) if spec.mean else None
+    return net, solver, source, note, mean
