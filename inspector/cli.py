@@ -105,11 +105,28 @@ def main(argv=None):
     from inspector import create_app
     settle_startup()
     app = create_app(config)
+    stop_on_sigterm()
     print("Caffe Inspector on http://%s:%d/" % (config.host, config.port), file=sys.stderr)
-    if args.serve == "waitress":
-        serve_waitress(app, config.host, config.port, args.threads)
-        return
-    app.run(host=config.host, port=config.port, debug=args.debug)
+    try:
+        if args.serve == "waitress":
+            serve_waitress(app, config.host, config.port, args.threads)
+        else:
+            app.run(host=config.host, port=config.port, debug=args.debug)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        app.shutdown()         # sessions (their uploads), load checks, spare nets, the job cache
+
+
+def stop_on_sigterm():
+    """SIGTERM (and SIGHUP) end the server as Ctrl+C does: the servers stop serving and the
+    server's files go (app.shutdown); a kill -9 leaves them to the next start's sweep."""
+    import signal
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
 
 
 def settle_startup():

@@ -138,6 +138,8 @@ def load_error_box(err, shown=None):
         where.append(html.Span(err.where, className="err-where"))
     if err.layer:
         where.append(html.Span("layer %s" % err.layer, className="err-layer"))
+    if getattr(err, "field", None):
+        where.append(html.Span("field %s" % err.field, className="err-field"))
     if err.blob:
         where.append(html.Span("blob %s" % err.blob, className="err-blob"))
     if err.kind == "not in this net":          # the net loaded; the address named something it lacks

@@ -61,9 +61,10 @@ class LoadGuard:
     check may allocate besides what it started with (None: no limit); ``workers``: checks
     at once (more wait for one to end, within the same wall-clock limit)."""
 
-    def __init__(self, cpu_seconds=60, memory_bytes=None, workers=2, keep=64):
+    def __init__(self, cpu_seconds=60, memory_bytes=None, workers=2, keep=64, headroom=HEADROOM):
         self.cpu_seconds = float(cpu_seconds or 0)
         self.memory_bytes = memory_bytes
+        self.headroom = headroom
         self._slots = threading.BoundedSemaphore(max(1, int(workers)))
         self._ctx = None
         self._checked = OrderedDict()       # key -> True: specs that passed
@@ -143,7 +144,7 @@ class LoadGuard:
         ctx = self._context()
         parent, child = ctx.Pipe(duplex=False)
         request = {"spec": asdict(spec), "settings": settings, "cpu_seconds": self.cpu_seconds,
-                   "memory_bytes": self.memory_bytes}
+                   "memory_bytes": self.memory_bytes, "headroom": self.headroom}
         proc = ctx.Process(target=_child_main, args=(child, request), name="inspector-load-check", daemon=True)
         proc.start()
         child.close()
@@ -238,7 +239,7 @@ def _child_main(conn, request):
         resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 5))
     if request["memory_bytes"]:
         start = _address_space()
-        limit = start + int(request["memory_bytes"]) + HEADROOM
+        limit = start + int(request["memory_bytes"]) + int(request["headroom"])
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     try:
         answer = _build(request)
@@ -246,7 +247,7 @@ def _child_main(conn, request):
         answer = {"error": _pickled(LoadBounded(
             "building this net needed more memory than a net from the page may have (its budget, --max-net-mb, "
             "and %d MiB for reading it): refused, and its build stopped; the server and the other tabs go on"
-            % (HEADROOM >> 20), "memory", "--max-net-mb"))}
+            % (int(request["headroom"]) >> 20), "memory", "--max-net-mb"))}
     try:
         conn.send(answer)
     except MemoryError:
@@ -266,9 +267,22 @@ def _build(request):
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure goes back to the server
+        if _out_of_memory(exc):     # the engine's "Out of memory on the host": our bound, not the net's error
+            raise MemoryError() from exc
         return {"error": _pickled(exc)}
     param = source.SerializeToString() if source is not None and not spec.solver else None
     return {"error": None, "param": param, "version": loading.file_version(spec.model)}
+
+
+def _out_of_memory(exc):
+    """Whether ``exc`` is, or was raised from, a MemoryError."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, MemoryError):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _pickled(exc):

@@ -166,8 +166,10 @@ def resolve_model_path(path, root):
     lies inside ``root``; raises PathRefused otherwise."""
     if not path or not str(path).strip():
         raise PathRefused("no path given")
-    root_real = os.path.realpath(root)
     p = str(path).strip()
+    if "\0" in p:
+        raise PathRefused("%r contains a NUL byte (\\x00), which no file name can hold: refused" % p)
+    root_real = os.path.realpath(root)
     full = p if os.path.isabs(p) else os.path.join(root_real, p)
     real = os.path.realpath(full)
     if os.path.commonpath([root_real, real]) != root_real:
@@ -188,6 +190,14 @@ def safe_filename(name):
     return base[:120]
 
 
+def too_large_message(size, max_bytes):
+    """What the page says of an upload over ``--max-upload-mb`` (``size``: its bytes, or of the
+    request that carried it; None: not known)."""
+    of = "" if size is None else " of %s bytes" % "{:,}".format(int(size))
+    return ("upload%s larger than the limit of %d bytes (--max-upload-mb %g): refused before it was read"
+            % (of, max_bytes, max_bytes / 2 ** 20))
+
+
 def decode_upload(contents, max_bytes):
     """The bytes of a dcc.Upload ``contents`` data URL (size-checked)."""
     if not contents or "," not in contents:
@@ -195,13 +205,13 @@ def decode_upload(contents, max_bytes):
     header, b64 = contents.split(",", 1)
     # base64 is 4/3 the size: refuse before decoding anything too large
     if len(b64) * 3 // 4 > max_bytes + 3:
-        raise PathRefused("upload larger than the limit of %d bytes" % max_bytes)
+        raise PathRefused(too_large_message(None, max_bytes))
     try:
         data = base64.b64decode(b64, validate=False)
     except (binascii.Error, ValueError) as e:
         raise PathRefused("upload is not valid base64: %s" % e) from None
     if len(data) > max_bytes:
-        raise PathRefused("upload of %d bytes is larger than the limit of %d bytes" % (len(data), max_bytes))
+        raise PathRefused(too_large_message(len(data), max_bytes))
     return data
 
 
@@ -244,6 +254,7 @@ def load_error(exc, default_path=None):
             err.line, err.column = exc.line, getattr(exc, "column", None)
     err.layer = getattr(exc, "layer", None)
     err.blob = getattr(exc, "blob", None)
+    err.field = getattr(exc, "field", None) if isinstance(getattr(exc, "field", None), str) else None
     err.stand_ins = stand_in_infos(getattr(exc, "stand_ins", ()))
     if isinstance(exc, PathRefused):
         err.path = None
