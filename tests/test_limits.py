@@ -114,6 +114,28 @@ def test_the_flags_raise_and_lower_the_limits_on_every_command(tmp_path):
     assert limits.current() == limits.DEFAULT        # the command's limits end with it
 
 
+def test_bottoms_have_the_limit_of_tops(tmp_path):
+    text = ('layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 } } }\n'
+            'layer { name: "cat" type: "Concat" %s top: "cat" }\n' % " ".join('bottom: "data"' for _ in range(200)))
+    p = write(tmp_path, text)
+    with limits.using(limits.NetLimits(max_tops=150)):
+        with pytest.raises(LimitExceeded) as ei:
+            read_net_params(p)
+    assert ei.value.layer == "cat" and ei.value.flag == "--max-tops"
+    assert "the net has more than 150 bottoms" in str(ei.value)
+
+
+def test_outputs_are_checked_before_any_work(tmp_path):
+    p = write(tmp_path, relu_net(3))
+    out, err = _io()
+    assert main(["report", p, "-o", "/nonexistent/dir/x.html"], out, err) == EXIT_ERROR
+    assert err.getvalue() == "error: /nonexistent/dir/x.html: the folder /nonexistent/dir does not exist " \
+                             "(nothing was run)\n"
+    out, err = _io()
+    assert main(["time", str(tmp_path / "missing.prototxt"), "--iterations", "-1"], out, err) == EXIT_ERROR
+    assert "time: --iterations must be at least 1 (got -1)" in err.getvalue()      # before the net is read
+
+
 def test_a_caffemodel_with_too_many_layers_is_refused(tmp_path):
     param = caffe_pb2.NetParameter()
     for i in range(120):

@@ -48,7 +48,7 @@ def half_the_memory() -> int:
 class NetLimits:
     """``max_text_bytes``: size of a prototxt; ``max_layers``: ``layer``/``layers`` entries of
     a net as written (every phase's); ``max_tops``: ``top`` entries of all its layers (and
-    ``input`` fields).  Each ``None``: no limit."""
+    ``input`` fields), and ``bottom`` entries likewise.  Each ``None``: no limit."""
     max_text_bytes: Optional[int] = 32 << 20
     max_layers: Optional[int] = 50_000
     max_tops: Optional[int] = 100_000

@@ -159,7 +159,7 @@ class _Scan:
         self.roots: List[FieldNode] = []
         self.stack = [_Frame(None, 0, 0, None, root_kind, self.roots)]
         self.ok = True
-        self.layers = self.tops = 0
+        self.layers = self.tops = self.bottoms = 0
         self.captured: Optional[Tuple[list, Optional[str]]] = None
         self.breach: Optional[tuple] = None    # (limit, value, maximum, line, column, field, message, shape)
         self.breach_frame = None    # the layer the breach is in: scanned to its end, for its name
@@ -218,6 +218,12 @@ class _Scan:
                 self._breached(("tops", self.tops, lim.max_tops, line, column, name,
                                 "the net has more than {:,} tops (the {} is at line {})"
                                 .format(lim.max_tops, _ordinal(lim.max_tops + 1), line), None))
+        elif self.breach is None and name == "bottom" and parent.kind in ("layer", "v0"):
+            self.bottoms += 1           # bottoms: the same limit as tops (a layer of a million bottoms)
+            if lim.max_tops is not None and self.bottoms > lim.max_tops:
+                self._breached(("tops", self.bottoms, lim.max_tops, line, column, name,
+                                "the net has more than {:,} bottoms (the {} is at line {}; bottoms have the limit "
+                                "of tops)".format(lim.max_tops, _ordinal(lim.max_tops + 1), line), None))
 
     def _breached(self, breach, outside=None):
         """Note the first limit passed; the scan goes on to the end of the layer it is in (to
@@ -371,7 +377,8 @@ def _below_limits(text, lim) -> bool:
     def count(word):
         return text.count(word.encode() if b else word)
     return ((lim.max_layers is None or count("layer") <= lim.max_layers)
-            and (lim.max_tops is None or count("top") + count("input") <= lim.max_tops)
+            and (lim.max_tops is None or (count("top") + count("input") <= lim.max_tops
+                                          and count("bottom") <= lim.max_tops))
             and count("dim") <= MAX_BLOB_AXES)
 
 
