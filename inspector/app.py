@@ -94,6 +94,21 @@ def _shutdown_later(ctx, manager):
     return shutdown
 
 
+def _drain(request, cap):
+    """Read and drop the body of a refused request (at most ``cap`` bytes, in small pieces): a browser
+    whose upload is not read gets its connection reset instead of the answer."""
+    stream = request.environ.get("wsgi.input")
+    left = min(int(request.content_length or 0), int(cap))
+    try:
+        while left > 0 and stream is not None:
+            chunk = stream.read(min(left, 1 << 16))
+            if not chunk:
+                break
+            left -= len(chunk)
+    except (OSError, ValueError):
+        pass
+
+
 def _too_large_as_a_load_error(server, config):
     """A request past Flask's limit (an upload past --max-upload-mb by more than the 1.4 x that
     base64 and the JSON take) is refused with 413 before its body is read, so Dash's page
@@ -111,6 +126,7 @@ def _too_large_as_a_load_error(server, config):
         if not flask.request.path.endswith("/_dash-update-component"):
             return exc
         from plotly.io.json import to_json_plotly
+        _drain(flask.request, 4 * config.max_upload_bytes + (64 << 20))
         err = LoadError(message=too_large_message(flask.request.content_length, config.max_upload_bytes),
                         kind="PathRefused")
         box = load_error_box(err, "this tab's net")

@@ -33,7 +33,8 @@ def header(config, examples, gpu, steps=None):
                 upload(ids.UPLOAD_WEIGHTS, "caffemodel", ".caffemodel,.h5", limit),
                 upload(ids.UPLOAD_SOLVER, "solver", ".prototxt,.pbtxt,.txt", limit),
                 upload(ids.UPLOAD_MEAN, "mean", ".binaryproto", limit),
-            ], className="uploads", title="Upload files (max %d MiB each)" % (limit // 2 ** 20)),
+            ], className="uploads", title="Upload files (max %d MiB each)" % (limit // 2 ** 20),
+               **{"data-max-bytes": str(limit)}),         # assets/upload_limit.js: a file over it says so
             html.Div([
                 dcc.Dropdown([{"label": f, "value": f} for f in REPORT_FORMATS], "json",
                              id=ids.REPORT_FORMAT, clearable=False, className="small-dropdown"),
