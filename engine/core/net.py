@@ -141,6 +141,28 @@ def _call_translated(fn, *args):
             raise
         raise err from e
 
+# The layer types whose factory (layer_factory.cpp) picks an engine, and the param holding it.
+# A CPU-only Caffe (no USE_CUDNN, as the reference build) knows no CUDNN engine.
+_ENGINE_PARAMS = {"Convolution": "convolution_param", "Deconvolution": "convolution_param",
+                  "Pooling": "pooling_param", "LRN": "lrn_param", "ReLU": "relu_param",
+                  "Sigmoid": "sigmoid_param", "Softmax": "softmax_param", "TanH": "tanh_param",
+                  "SoftmaxWithLoss": "softmax_param"}      # its inner Softmax is made by the factory
+_CUDNN = 2          # every *Parameter.Engine: DEFAULT 0, CAFFE 1, CUDNN 2
+
+
+def _check_engine(lp):
+    """layer_factory.cpp's ``LOG(FATAL) << "Layer " << name << " has unknown engine."`` for
+    ``engine: CUDNN`` on the CPU, where Caffe is built without cuDNN (CPU_ONLY); on the GPU the
+    engine takes it as a cuDNN build does (the same arithmetic)."""
+    field_name = _ENGINE_PARAMS.get(lp.type)
+    if field_name is None or not lp.HasField(field_name) or backend.mode() != "CPU":
+        return
+    if getattr(lp, field_name).engine == _CUDNN:
+        raise NetError("Layer %s has unknown engine. (a Caffe built without cuDNN, as every CPU-only one, knows "
+                       "no CUDNN engine; engine: CAFFE or DEFAULT runs here)" % lp.name, layer=lp.name,
+                       field="engine")
+
+
 class Net:
     """pycaffe's Net: ``Net(model_file, phase, level=0, stages=None, weights=None)``
     or the deprecated ``Net(model_file, weights, phase)``.
@@ -437,6 +459,7 @@ class Net:
             raise NetError("propagate_down param must be specified either 0 or bottom_size times "
                            "(layer '%s': %d vs. %d)" % (lp.name, len(lp.propagate_down), len(lp.bottom)),
                            layer=lp.name, field="propagate_down")
+        _check_engine(lp)
         kwargs = {"dtype": self._dtype}
         if lp.type == "Python":
             kwargs["model_dir"] = os.path.dirname(os.path.abspath(self.model_file)) if self.model_file else None
