@@ -92,6 +92,17 @@ def cases():
         _caffemodel(3, [1000], 1000)[:-1234]
 
 
+def words(v):
+    """The text a component (Dash's JSON of it) shows."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):
+        return " ".join(words(x) for x in v)
+    if isinstance(v, dict):
+        return words(v.get("props", {}).get("children", "")) if "props" in v else ""
+    return "" if v is None else str(v)
+
+
 def rss():
     import psutil
     gc.collect()
@@ -138,8 +149,8 @@ def run(only=None, threads=8):
             t = time.perf_counter()
             out = attacker.trigger("upload-%s.contents" % kind, lt.data_url(data))
             dt = time.perf_counter() - t
-            err = lt._text(out.get("load-error.children") or "")
-            status = lt._text(out.get("load-status.children") or "")
+            err = words(out.get("load-error.children"))
+            status = words(out.get("load-status.children"))
             said = err or ("loaded: " + status if status else "(nothing)")
             rows.append({"case": name, "bytes": len(data), "seconds": round(dt, 2), "rss_after": rss(),
                          "said": " ".join(said.split())[:200]})

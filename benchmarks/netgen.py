@@ -45,6 +45,17 @@ def _block_names(depth, stage, count):
     return ["a"] + ["b%d" % i for i in range(1, count)]
 
 
+def _layer_adder(net):
+    """``layer(name, type, bottoms, tops)``: a new LayerParameter at the end of ``net``."""
+    def layer(name, type_, bottoms, tops):
+        l = net.layer.add()
+        l.name, l.type = name, type_
+        l.bottom.extend(bottoms)
+        l.top.extend(tops)
+        return l
+    return layer
+
+
 def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=True, conv1_bias=True):
     """A ResNet NetParameter (``depth`` 50, 101 or 152)."""
     from engine.proto import caffe_pb2
@@ -52,13 +63,7 @@ def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=
         raise ValueError("depth must be one of %s" % sorted(STAGES))
     net = caffe_pb2.NetParameter()
     net.name = "ResNet-%d" % depth
-
-    def layer(name, type_, bottoms, tops):
-        l = net.layer.add()
-        l.name, l.type = name, type_
-        l.bottom.extend(bottoms)
-        l.top.extend(tops)
-        return l
+    layer = _layer_adder(net)
 
     def conv(name, bottom, num_output, kernel, stride=1, pad=0, bias=False):
         l = layer(name, "Convolution", [bottom], [name])
@@ -154,13 +159,7 @@ def resnet_preact(depth=1001, batch=64, train=True, image=32, num_classes=10):
     n = (depth - 2) // 9
     net = caffe_pb2.NetParameter()
     net.name = "ResNet-%d-preact-cifar10" % depth
-
-    def layer(name, type_, bottoms, tops):
-        l = net.layer.add()
-        l.name, l.type = name, type_
-        l.bottom.extend(bottoms)
-        l.top.extend(tops)
-        return l
+    layer = _layer_adder(net)
 
     def conv(name, bottom, num_output, kernel, stride=1, pad=0):
         l = layer(name, "Convolution", [bottom], [name])

@@ -32,7 +32,7 @@ import pickle
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from .sessions import ModelSpec
 
@@ -98,18 +98,19 @@ class LoadGuard:
         return 2 * self.cpu_seconds + 5
 
     # ------------------------------------------------------------------ checks
-    def check(self, spec, settings):
-        """Build ``spec`` once in a bounded child.  ``settings``: loading.build's keyword arguments
-        (allow_python, model_root, max_bytes, limits).  Returns the NetParameter the child read
-        (upgraded; None when not kept: a solver's net, or a cached check); raises the engine's
-        error the child met, or LoadBounded."""
+    def check(self, spec, settings, parse_only=False):
+        """Build ``spec`` once in a bounded child (``parse_only``: only read its prototxt).
+        ``settings``: loading.build's keyword arguments (allow_python, model_root, max_bytes,
+        limits).  Returns the NetParameter the child read (upgraded; the server's read_source
+        gives it from now on; None when not kept: a solver's net, or a cached check); raises
+        the engine's error the child met, or LoadBounded."""
         if not self.enabled or spec.trusted:
             return None
         from . import loading
-        key = (loading.spec_stamp(spec), _spec_key(spec), repr(sorted(settings.items())))
+        key = (loading.spec_stamp(spec), _spec_key(spec), repr(sorted(settings.items())), parse_only)
         with self._lock:
-            if key in self._checked:
-                self._checked.move_to_end(key)
+            if key in self._checked or (parse_only and key[:3] + (False,) in self._checked):
+                self._checked.move_to_end(key) if key in self._checked else None
                 self.stats["cached"] += 1
                 return None
         started = time.monotonic()
@@ -118,7 +119,7 @@ class LoadGuard:
                               "(--load-seconds %g)" % (self.wall_seconds, self.cpu_seconds), "time",
                               "--load-seconds")
         try:
-            result = self._run(spec, settings, started)
+            result = self._run(spec, settings, started, parse_only)
         finally:
             self._slots.release()
         self.stats["checks"] += 1
@@ -140,11 +141,11 @@ class LoadGuard:
             loading.remember_source(spec.model, out)
         return out
 
-    def _run(self, spec, settings, started):
+    def _run(self, spec, settings, started, parse_only=False):
         ctx = self._context()
         parent, child = ctx.Pipe(duplex=False)
         request = {"spec": asdict(spec), "settings": settings, "cpu_seconds": self.cpu_seconds,
-                   "memory_bytes": self.memory_bytes, "headroom": self.headroom}
+                   "memory_bytes": self.memory_bytes, "headroom": self.headroom, "parse_only": parse_only}
         proc = ctx.Process(target=_child_main, args=(child, request), name="inspector-load-check", daemon=True)
         proc.start()
         child.close()
@@ -200,11 +201,25 @@ class LoadGuard:
 
 def build_checked(guard, spec, settings, device="CPU"):
     """``loading.build(spec)`` for the server, a net from the page checked by ``guard`` first (None:
-    not checked).  ``settings``: loading.build's keyword arguments (see :func:`loading.settings`)."""
+    not checked).  ``settings``: loading.build's keyword arguments (see :func:`loading.settings`).
+    A spec whose phase is None opens in the net's own (netstate.default_phase: TEST for a deploy
+    net), decided from the NetParameter the check read: the server never parses such a file
+    itself before its check (the Loaded's spec has the phase)."""
     from . import loading
     if guard is not None:
         guard.check(spec, settings)
-    return loading.build(spec, device=device, **settings)
+    return loading.build(with_own_phase(guard, spec, settings), device=device, **settings)
+
+
+def with_own_phase(guard, spec, settings):
+    """``spec`` with its phase decided when it is None (the net's own, netstate.default_phase), the
+    file parsed by ``guard``'s bounded child (not by the server) when it is from the page."""
+    from .netstate import default_phase
+    if spec.phase is not None:
+        return spec
+    if guard is not None and not spec.trusted:
+        guard.check(spec, settings, parse_only=True)      # (a spec checked already: its NetParameter is kept)
+    return replace(spec, phase=default_phase(spec.model))
 
 
 def _spec_key(spec):
@@ -260,9 +275,17 @@ def _build(request):
     from . import loading
     spec = ModelSpec(**request["spec"])
     import engine
+
+    from .netstate import default_phase
     st = request["settings"]
     try:
         with engine.memory_budget(st["max_bytes"] or None), engine.net_limits(st["limits"]):
+            if request.get("parse_only"):
+                source = loading.read_source(spec.model, copy=False)
+                return {"error": None, "param": source.SerializeToString(),
+                        "version": loading.file_version(spec.model)}
+            if spec.phase is None:          # the net's own phase: what the server decides next
+                spec = replace(spec, phase=default_phase(spec.model))
             _net, _solver, source, _note, _mean = loading.build_net(spec, st["allow_python"], st["model_root"])
     except MemoryError:
         raise
