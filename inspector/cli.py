@@ -57,13 +57,16 @@ def parse_args(argv=None):
                    help="tops a net's layers may have (default 100000; 0: no limit)")
     p.add_argument("--max-text-mb", type=int, default=None,
                    help="size of a net's prototxt in MB (default 32; 0: no limit)")
+    p.add_argument("--max-layer-fields", type=int, default=None,
+                   help="fields written in one layer: rules, params, ... (default 10000; 0: no limit)")
     p.add_argument("--load-seconds", type=float, default=60,
                    help="a net opened from the page (upload, path, address) is first built in a child process "
                         "with this much CPU time and the memory of --max-net-mb, and refused past them; the "
                         "server and the other tabs go on (default 60; 0: no such check)")
     p.add_argument("--load-workers", type=int, default=2, help="such checks at once (default 2)")
     args = p.parse_args(argv)
-    for name in ("spare_mb", "max_net_mb", "max_layers", "max_tops", "max_text_mb", "load_seconds"):
+    for name in ("spare_mb", "max_net_mb", "max_layers", "max_tops", "max_text_mb", "max_layer_fields",
+                 "load_seconds"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             p.error("--%s must be 0 (%s) or more" % (name.replace("_", "-"), "no spares" if name == "spare_mb"
                                                       else "no check" if name == "load_seconds" else "no limit"))
@@ -84,7 +87,8 @@ def config_from_args(args):
     import engine
     limits = engine.NetLimits().with_flags(text_mb=getattr(args, "max_text_mb", None),
                                            layers=getattr(args, "max_layers", None),
-                                           tops=getattr(args, "max_tops", None))
+                                           tops=getattr(args, "max_tops", None),
+                                           fields=getattr(args, "max_layer_fields", None))
     return InspectorConfig(
         net_limits=limits, load_seconds=getattr(args, "load_seconds", 60.0),
         load_workers=getattr(args, "load_workers", 2),

@@ -125,6 +125,20 @@ def test_bottoms_have_the_limit_of_tops(tmp_path):
     assert "the net has more than 150 bottoms" in str(ei.value)
 
 
+def test_a_layer_of_100000_rules_is_refused_at_its_fields(tmp_path):
+    text = ('layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 } } }\n'
+            'layer { name: "r" type: "ReLU" bottom: "data" top: "r" %s }\n'
+            % " ".join('include { stage: "s%d" }' % i for i in range(100_000)))
+    p = write(tmp_path, text)
+    with pytest.raises(LimitExceeded) as ei:
+        read_net_params(p)
+    e = ei.value
+    assert (e.limit, e.maximum, e.flag, e.layer, e.field) == ("fields", 10_000, "--max-layer-fields", "r", "include")
+    assert "a layer has more than 10,000 fields written in it (the 10,001st, include," in str(e)
+    out, err = _io()
+    assert main(["info", p, "--max-layer-fields", "0", "--phase", "TEST"], out, err) == 0     # 0: no limit
+
+
 def test_outputs_are_checked_before_any_work(tmp_path):
     p = write(tmp_path, relu_net(3))
     out, err = _io()
@@ -234,10 +248,10 @@ def test_the_context_of_other_parse_errors(tmp_path, text, where):
 
 
 def test_a_megabyte_line_is_not_echoed_in_the_message(tmp_path):
-    p = write(tmp_path, "layer { " + 'bottom: "x" ' * 100_000 + "convolution_param { kernel_size: x } }\n")
+    p = write(tmp_path, 'layer { name: "%s" convolution_param { kernel_size: x } }\n' % ("x" * 1_200_000))
     with pytest.raises(ParseError) as ei:
         read_net_params(p)
-    assert len(str(ei.value)) < 600 and "(1,200,0" in str(ei.value) and "Couldn't parse integer: x" in str(ei.value)
+    assert len(str(ei.value)) < 1200 and "(1,200,0" in str(ei.value) and "Couldn't parse integer: x" in str(ei.value)
 
 
 # ---------------------------------------------------------------- one pass
@@ -252,8 +266,9 @@ def test_an_init_error_in_a_layer_of_many_fields_is_located(tmp_path):
             'layer { name: "cat" type: "Concat" %s top: "cat" concat_param { axis: 5 } }\n'
             % " ".join('bottom: "data"' for _ in range(20_000)))
     p = write(tmp_path, text)
-    with pytest.raises(NetError) as ei:
-        engine.Net(p, engine.TEST)
+    with limits.using(limits.NetLimits(max_layer_fields=None)):
+        with pytest.raises(NetError) as ei:
+            engine.Net(p, engine.TEST)
     assert ei.value.line == 2 and ei.value.layer == "cat"
 
 

@@ -33,15 +33,22 @@ class ParseError(CaffeError):
         """`` [layer NAME, field a.b; the layer begins at line N]`` (what is known of it), or ""."""
         bits = []
         if self.layer:
-            bits.append("layer %s" % self.layer)
+            bits.append("layer %s" % _short(self.layer))
         if self.field:
-            bits.append("field %s" % self.field)
+            bits.append("field %s" % _short(self.field))
         if not bits:
             return ""
         tail = ", ".join(bits)
         if self.layer and self.layer_line is not None and self.layer_line != self.line:
             tail += "; the layer begins at line %d" % self.layer_line
         return " [%s]" % tail
+
+
+def _short(text, most=200):
+    """``text`` cut to its first ``most`` characters (a name in a message: a layer's name may be
+    megabytes long in a hostile file)."""
+    text = str(text)
+    return text if len(text) <= most else "%s... (%s characters)" % (text[:most], "{:,}".format(len(text)))
 
 
 class LimitExceeded(ParseError):

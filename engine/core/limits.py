@@ -48,21 +48,26 @@ def half_the_memory() -> int:
 class NetLimits:
     """``max_text_bytes``: size of a prototxt; ``max_layers``: ``layer``/``layers`` entries of
     a net as written (every phase's); ``max_tops``: ``top`` entries of all its layers (and
-    ``input`` fields), and ``bottom`` entries likewise.  Each ``None``: no limit."""
+    ``input`` fields), and ``bottom`` entries likewise; ``max_layer_fields``: the fields written
+    directly in one layer (a hundred thousand ``include`` rules made FilterNet crawl).  Each
+    ``None``: no limit."""
     max_text_bytes: Optional[int] = 32 << 20
     max_layers: Optional[int] = 50_000
     max_tops: Optional[int] = 100_000
+    max_layer_fields: Optional[int] = 10_000      # fields written in one layer (rules, params, ...)
     # the memory one net may declare at Init (engine.memory_budget's count, plus LAYER_OVERHEAD
     # per layer); None (the library's default): no limit; the command line's: half the RAM
     max_net_bytes: Optional[int] = None
 
     # the command-line flag (CLI and server) that raises each
     FLAGS: ClassVar[Dict[str, str]] = {"text": "--max-text-mb", "layers": "--max-layers", "tops": "--max-tops",
-                                       "memory": "--max-net-mb"}
+                                       "fields": "--max-layer-fields", "memory": "--max-net-mb"}
 
-    def with_flags(self, text_mb=None, layers=None, tops=None, net_mb=None) -> "NetLimits":
+    def with_flags(self, text_mb=None, layers=None, tops=None, net_mb=None, fields=None) -> "NetLimits":
         """These limits with those given by the flags (MB for the text and the memory; 0: no limit)."""
         out = self
+        if fields is not None:
+            out = replace(out, max_layer_fields=int(fields) or None)
         if net_mb is not None:
             out = replace(out, max_net_bytes=(int(net_mb) << 20) or None)
         if text_mb is not None:

@@ -132,7 +132,7 @@ class _Frame:
         self.name, self.line, self.column, self.close, self.kind = name, line, column, close, kind
         self.children, self.is_list = children, is_list
         self.last = None            # the last field started in it
-        self.dims = 0               # its ``dim`` entries (a shape)
+        self.dims = 0               # its ``dim`` entries (a shape), or the fields written in it (a layer)
         self.layer_name = None      # a layer's: its ``name`` (a V0 entry's: its inner layer's)
 
 
@@ -183,6 +183,7 @@ class _Scan:
         children: list = []
         if self.keep:
             parent.children.append(FieldNode(name, line, column, children))
+        self._field_in(parent, name, line, column)
         frame = _Frame(name, line, column, close, kind, children)
         self.stack.append(frame)
         if kind == "layer":
@@ -193,9 +194,21 @@ class _Scan:
                                 "the net has more than {:,} layers (the {} is at line {})"
                                 .format(lim, _ordinal(lim + 1), line), None))
 
+    def _field_in(self, parent, name, line, column):
+        """A field written directly in ``parent``: a layer's are counted against its limit."""
+        if parent.kind != "layer" or self.limits is None or self.breach is not None:
+            return
+        parent.dims += 1            # (a layer frame's own count of fields)
+        lim = self.limits.max_layer_fields
+        if lim is not None and parent.dims > lim:
+            self._breached(("fields", parent.dims, lim, line, column, name,
+                            "a layer has more than {:,} fields written in it (the {}, {}, is at line {})"
+                            .format(lim, _ordinal(lim + 1), name, line), None))
+
     def _scalar(self, name, line, column, value, parent):
         if self.keep:
             parent.children.append(FieldNode(name, line, column, value=value))
+        self._field_in(parent, name, line, column)
         if name == "name" and value is not None:
             if parent.kind == "layer":
                 parent.layer_name = parent.layer_name or value
@@ -371,12 +384,14 @@ def _decode(text) -> Optional[str]:
 
 def _below_limits(text, lim) -> bool:
     """Whether ``text`` cannot pass any limit, by counting words in C (no scan): each layer
-    needs a ``layer``, each top a ``top`` or ``input``, each axis a ``dim``."""
+    needs a ``layer``, each top a ``top`` or ``input``, each axis a ``dim``, each field a ``{``
+    or a ``:``."""
     b = isinstance(text, (bytes, bytearray))
 
     def count(word):
         return text.count(word.encode() if b else word)
-    return ((lim.max_layers is None or count("layer") <= lim.max_layers)
+    return ((lim.max_layer_fields is None or count("{") + count(":") <= lim.max_layer_fields)
+            and (lim.max_layers is None or count("layer") <= lim.max_layers)
             and (lim.max_tops is None or (count("top") + count("input") <= lim.max_tops
                                           and count("bottom") <= lim.max_tops))
             and count("dim") <= MAX_BLOB_AXES)

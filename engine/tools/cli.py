@@ -1098,7 +1098,7 @@ def usage_text(ap):
              "usage: python -m engine <command> <args>     (as caffe <command> <args>)", "", "commands:"]
     lines += ["  %-26s %s" % (n, helps.get(n, "")) for n in names]
     lines += ["", "  Limits of every command (any spelling, anywhere on the line):"]
-    lines += ["    --%-14s %s" % (n, h) for n, (_kw, h) in BUDGET_FLAGS.items()]
+    lines += ["    --%-17s %s" % (n, h) for n, (_kw, h) in BUDGET_FLAGS.items()]
     lines += ["", "  Flags of caffe's commands, spelled -flag value, -flag=value, --flag value or --flag=value:"]
     lines += ["    -%-15s %s" % (n, kw["help"]) for n, kw in sorted(CAFFE_FLAGS.items())]
     lines += ["", "python -m engine <command> --help: a command's own arguments and flags.",
@@ -1159,6 +1159,7 @@ BUDGET_FLAGS = {
     "max-layers": ("layers", "layers of a net (default 50000; 0: no limit)"),
     "max-tops": ("tops", "tops of a net's layers (default 100000; 0: no limit)"),
     "max-text-mb": ("text_mb", "size of a net's prototxt in MB (default 32; 0: no limit)"),
+    "max-layer-fields": ("fields", "fields written in one layer: rules, params, ... (default 10000; 0: no limit)"),
 }
 
 

@@ -147,11 +147,13 @@ def _hide_uploads(session, err):
 
 
 def _path_hint(spec, err):
-    """Where a failing layer's relative files were looked for (or "")."""
-    if not err.layer or not spec.model:
+    """Where a failing layer's relative files were looked for (or ""): from the NetParameter its
+    load check read (loading.read_source's), for an error of Init; a file that does not parse, or
+    is over a limit, has none to give."""
+    if not err.layer or not spec.model or err.kind in ("ParseError", "LimitExceeded", "LoadBounded"):
         return ""
     try:
-        param = engine.read_net_params(spec.model)
+        param = loading.read_source(spec.model, copy=False)
     except (engine.CaffeError, OSError):    # the file's own error is already shown
         return ""
     return loading.relative_path_hint(param, err.layer, spec.model, private_model_dir=spec.uploaded) or ""

@@ -123,6 +123,13 @@ class LoadGuard:
         finally:
             self._slots.release()
         self.stats["checks"] += 1
+        out = None
+        if result.get("param") is not None:
+            from engine.proto import caffe_pb2
+            out = caffe_pb2.NetParameter()
+            out.ParseFromString(result["param"])
+            if result.get("version") == loading.file_version(spec.model):
+                loading.remember_source(spec.model, out)
         if result.get("error") is not None:
             self.stats["failed"] += 1
             raise _rebuilt(result["error"])
@@ -131,14 +138,6 @@ class LoadGuard:
             self._checked[key] = True
             while len(self._checked) > self._keep:
                 self._checked.popitem(last=False)
-        param = result.get("param")
-        if param is None:
-            return None
-        from engine.proto import caffe_pb2
-        out = caffe_pb2.NetParameter()
-        out.ParseFromString(param)
-        if result.get("version") == loading.file_version(spec.model):
-            loading.remember_source(spec.model, out)
         return out
 
     def _run(self, spec, settings, started, parse_only=False):
@@ -272,29 +271,32 @@ def _child_main(conn, request):
 
 
 def _build(request):
-    from . import loading
-    spec = ModelSpec(**request["spec"])
+    """In the check's process: read the spec's prototxt, then (unless ``parse_only``) build it as the
+    server would; the answer carries the NetParameter read, whether the build failed or not (the
+    server then reads the file no more: an error's hints come from it)."""
     import engine
 
+    from . import loading
     from .netstate import default_phase
+    spec = ModelSpec(**request["spec"])
     st = request["settings"]
+    source = None
+    error = None
     try:
         with engine.memory_budget(st["max_bytes"] or None), engine.net_limits(st["limits"]):
-            if request.get("parse_only"):
-                source = loading.read_source(spec.model, copy=False)
-                return {"error": None, "param": source.SerializeToString(),
-                        "version": loading.file_version(spec.model)}
-            if spec.phase is None:          # the net's own phase: what the server decides next
-                spec = replace(spec, phase=default_phase(spec.model))
-            _net, _solver, source, _note, _mean = loading.build_net(spec, st["allow_python"], st["model_root"])
+            source = loading.read_source(spec.model, copy=False)      # (build_net reads it from the cache)
+            if not request.get("parse_only"):
+                if spec.phase is None:          # the net's own phase: what the server decides next
+                    spec = replace(spec, phase=default_phase(spec.model))
+                loading.build_net(spec, st["allow_python"], st["model_root"])
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure goes back to the server
         if _out_of_memory(exc):     # the engine's "Out of memory on the host": our bound, not the net's error
             raise MemoryError() from exc
-        return {"error": _pickled(exc)}
-    param = source.SerializeToString() if source is not None and not spec.solver else None
-    return {"error": None, "param": param, "version": loading.file_version(spec.model)}
+        error = _pickled(exc)
+    param = source.SerializeToString() if source is not None else None
+    return {"error": error, "param": param, "version": loading.file_version(spec.model)}
 
 
 def _out_of_memory(exc):
