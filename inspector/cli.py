@@ -56,7 +56,7 @@ def parse_args(argv=None):
     p.add_argument("--max-tops", type=int, default=None,
                    help="tops a net's layers may have (default 100000; 0: no limit)")
     p.add_argument("--max-text-mb", type=int, default=None,
-                   help="size of a net's prototxt in MB (default 32; 0: no limit)")
+                   help="size of a net's prototxt in MB (default 16; 0: no limit)")
     p.add_argument("--max-layer-fields", type=int, default=None,
                    help="fields written in one layer: rules, params, ... (default 10000; 0: no limit)")
     p.add_argument("--load-seconds", type=float, default=60,

@@ -82,8 +82,8 @@ def test_796000_in_place_relus_are_refused_at_the_layer_limit(tmp_path):
     with pytest.raises(LimitExceeded) as ei:
         engine.Net(p, engine.TEST)
     e = ei.value                                            # its text, first
-    assert (e.limit, e.maximum, e.flag, e.path) == ("text", 32 << 20, "--max-text-mb", p)
-    assert "more than the limit of 33,554,432 bytes for a net's text" in str(e)
+    assert (e.limit, e.maximum, e.flag, e.path) == ("text", 16 << 20, "--max-text-mb", p)
+    assert "more than the limit of 16,777,216 bytes for a net's text" in str(e)
     with limits.using(limits.DEFAULT.with_flags(text_mb=0)):
         with pytest.raises(LimitExceeded) as ei:
             engine.Net(p, engine.TEST)

@@ -51,7 +51,7 @@ class NetLimits:
     ``input`` fields), and ``bottom`` entries likewise; ``max_layer_fields``: the fields written
     directly in one layer (a hundred thousand ``include`` rules made FilterNet crawl).  Each
     ``None``: no limit."""
-    max_text_bytes: Optional[int] = 32 << 20
+    max_text_bytes: Optional[int] = 16 << 20      # 16 MB: protobuf parses garbage at some 3 MB a second
     max_layers: Optional[int] = 50_000
     max_tops: Optional[int] = 100_000
     max_layer_fields: Optional[int] = 10_000      # fields written in one layer (rules, params, ...)

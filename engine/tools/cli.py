@@ -1158,7 +1158,7 @@ BUDGET_FLAGS = {
                              "0: no limit)"),
     "max-layers": ("layers", "layers of a net (default 50000; 0: no limit)"),
     "max-tops": ("tops", "tops of a net's layers (default 100000; 0: no limit)"),
-    "max-text-mb": ("text_mb", "size of a net's prototxt in MB (default 32; 0: no limit)"),
+    "max-text-mb": ("text_mb", "size of a net's prototxt in MB (default 16; 0: no limit)"),
     "max-layer-fields": ("fields", "fields written in one layer: rules, params, ... (default 10000; 0: no limit)"),
 }
 

@@ -86,7 +86,7 @@ def test_796000_in_place_relus_are_refused_and_the_other_tab_goes_on(serve):
     a, b = srv.tab(), srv.tab()
     text = relu_net(796_000)                                      # 53 MB
     err = load_error(upload(b, "relus.prototxt", text))
-    assert "LimitExceeded" in err and "more than the limit of 33,554,432 bytes for a net's text" in err
+    assert "LimitExceeded" in err and "more than the limit of 16,777,216 bytes for a net's text" in err
     assert "--max-text-mb" in err
     other_tab_goes_on(a)
     import engine
