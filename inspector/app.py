@@ -31,6 +31,7 @@ def create_app(config=None, store=None):
     config = config or InspectorConfig()
     store = store or SessionStore(config.max_sessions, config.idle_seconds)
     cleanup.sweep()          # the folders of servers killed before they could remove them
+    cleanup.keep_big_buffers_apart()     # an upload's buffers leave the RSS when freed
     _load_layer_registry()
     ctx = AppContext(config=config, store=store, examples=config.examples())
     if config.load_seconds:      # nets from the page: built apart first, bounded (state/guard.py)

@@ -59,10 +59,10 @@ def parse_args(argv=None):
                    help="size of a net's prototxt in MB (default 16; 0: no limit)")
     p.add_argument("--max-layer-fields", type=int, default=None,
                    help="fields written in one layer: rules, params, ... (default 10000; 0: no limit)")
-    p.add_argument("--load-seconds", type=float, default=60,
+    p.add_argument("--load-seconds", type=float, default=30,
                    help="a net opened from the page (upload, path, address) is first built in a child process "
                         "with this much CPU time and the memory of --max-net-mb, and refused past them; the "
-                        "server and the other tabs go on (default 60; 0: no such check)")
+                        "server and the other tabs go on (default 30; 0: no such check)")
     p.add_argument("--load-workers", type=int, default=2, help="such checks at once (default 2)")
     args = p.parse_args(argv)
     for name in ("spare_mb", "max_net_mb", "max_layers", "max_tops", "max_text_mb", "max_layer_fields",
@@ -90,7 +90,7 @@ def config_from_args(args):
                                            tops=getattr(args, "max_tops", None),
                                            fields=getattr(args, "max_layer_fields", None))
     return InspectorConfig(
-        net_limits=limits, load_seconds=getattr(args, "load_seconds", 60.0),
+        net_limits=limits, load_seconds=getattr(args, "load_seconds", 30.0),
         load_workers=getattr(args, "load_workers", 2),
         model=args.model, weights=args.weights, solver=args.solver,
         phase=args.phase or (default_phase(args.model) if args.model else None),

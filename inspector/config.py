@@ -78,7 +78,7 @@ class InspectorConfig:
     net_limits: Any = field(default_factory=default_net_limits)
     # a net from the page is first built in a bounded child process (inspector.state.guard): its CPU
     # seconds (0: no check), and how many such checks run at once
-    load_seconds: float = 60.0
+    load_seconds: float = 30.0
     load_workers: int = 2
 
     def examples(self):

@@ -11,7 +11,7 @@ from dash.exceptions import PreventUpdate
 
 import engine
 from inspector import ids
-from inspector.state import debugger, guard, loading, runner, urlstate
+from inspector.state import cleanup, debugger, guard, loading, runner, urlstate
 
 from ..layout.header import load_error_box, load_status, standin_children
 from ..state.inputs import InputSettings
@@ -572,6 +572,9 @@ def register(dash_app, app):
         shapes = [(i["top"], v) for i, v in zip(shape_ids or [], shape_values or []) if isinstance(i, dict)]
         r = handle_load_full(app, sid, trigger, device=device, search=search, example=example, path=path,
                              upload=upload, phase=phase, level=level, stages=stages, data_shapes=shapes)
+        if upload is not None:
+            del upload, contents, c_model, c_weights, c_solver, c_mean
+            cleanup.give_memory_back()       # what the upload's request took leaves the server's RSS
         if r.noop:
             if trigger == ids.LEVEL and level is None:      # an emptied (or non-numeric) Level box:
                 out = [no_update] * n_out                   # show the loaded net's level again

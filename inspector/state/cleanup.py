@@ -1,4 +1,4 @@
-"""What the server leaves on disk, and how none of it stays.
+"""What the server leaves on disk, and in its memory, and how none of it stays.
 
 The server writes two kinds of folders in the system's temporary folder: each session's
 uploads (``inspector-<pid>-<session>-*``, inspector.state.sessions) and, without
@@ -14,6 +14,8 @@ process in the folder's name and writes an ``.owner`` file inside (its pid and s
   another process that has reused it since: its start time differs).  Folders of a live
   process, another program's, or of ours without an ``.owner`` file are never touched.
 """
+import ctypes
+import ctypes.util
 import logging
 import os
 import shutil
@@ -77,3 +79,39 @@ def sweep(folder=None):
         log.warning("removed %d folders left by servers that ended without removing them: %s", len(gone),
                     ", ".join(gone))
     return gone
+
+
+# ---------------------------------------------------------------------- memory handed back
+_M_MMAP_THRESHOLD = -3      # glibc's mallopt parameter
+_MMAP_FROM = 256 << 10      # buffers from this size get their own mapping, unmapped when freed
+_libc = []
+
+
+def _glibc():
+    if not _libc:
+        try:
+            name = ctypes.util.find_library("c")
+            lib = ctypes.CDLL(name) if name else None
+            _libc.append(lib if lib is not None and hasattr(lib, "malloc_trim") else None)
+        except OSError:
+            _libc.append(None)
+    return _libc[0]
+
+
+def keep_big_buffers_apart():
+    """glibc maps each buffer of 128 KiB and more on its own and unmaps it when it is freed, but
+    raises that threshold to the largest buffer freed so far (up to 32 MiB): after the first big
+    upload, an upload's copies (its JSON, its base64, its bytes: three times the file) come from
+    the heap and stay in the server's RSS once freed.  A fixed threshold keeps them apart, so each
+    is given back at once.  Nothing on other C libraries."""
+    lib = _glibc()
+    if lib is not None and hasattr(lib, "mallopt"):
+        lib.mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM)
+
+
+def give_memory_back():
+    """Hand the heap's free pages back to the system (glibc's malloc_trim): after an upload, what
+    its request allocated and freed leaves the server's RSS."""
+    lib = _glibc()
+    if lib is not None:
+        lib.malloc_trim(0)

@@ -61,7 +61,7 @@ class LoadGuard:
     check may allocate besides what it started with (None: no limit); ``workers``: checks
     at once (more wait for one to end, within the same wall-clock limit)."""
 
-    def __init__(self, cpu_seconds=60, memory_bytes=None, workers=2, keep=64, headroom=HEADROOM):
+    def __init__(self, cpu_seconds=30, memory_bytes=None, workers=2, keep=64, headroom=HEADROOM):
         self.cpu_seconds = float(cpu_seconds or 0)
         self.memory_bytes = memory_bytes
         self.headroom = headroom

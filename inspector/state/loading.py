@@ -270,6 +270,19 @@ def _read_mean(path):
     return arr
 
 
+CACHED_LAYERS = 20_000         # the layers each of the caches below keeps, all its entries together
+
+
+def _bound(cache, keep, layers_of):
+    """Drop the oldest entries of ``cache`` (an OrderedDict, newest last) past ``keep`` of them or
+    past CACHED_LAYERS layers together (the newest is kept even alone past it): a few nets of
+    50,000 layers would otherwise hold the server's memory after their tabs went."""
+    total = sum(layers_of(v) for v in cache.values())
+    while len(cache) > keep or (len(cache) > 1 and total > CACHED_LAYERS):
+        _key, old = cache.popitem(last=False)
+        total -= layers_of(old)
+
+
 _SOURCES = OrderedDict()       # (real path, mtime, size) -> NetParameter as read (upgraded, unfiltered)
 _SOURCES_LOCK = threading.Lock()
 
@@ -306,8 +319,7 @@ def read_source(path, keep=8, copy=True):
         if key is not None:
             with _SOURCES_LOCK:
                 _SOURCES[key] = hit
-                while len(_SOURCES) > keep:
-                    _SOURCES.popitem(last=False)
+                _bound(_SOURCES, keep, lambda p: len(p.layer) + len(p.layers))
     if not copy:
         return hit
     out = type(hit)()
@@ -349,8 +361,7 @@ def _graph_and_analysis(spec, net, source, keep=8):
     if key is not None:
         with _DRAWN_LOCK:
             _DRAWN[key] = hit
-            while len(_DRAWN) > keep:
-                _DRAWN.popitem(last=False)
+            _bound(_DRAWN, keep, lambda h: len(h[0].layers))
     return hit
 
 
@@ -363,8 +374,7 @@ def remember_source(path, param):
     with _SOURCES_LOCK:
         _SOURCES[key] = param
         _SOURCES.move_to_end(key)
-        while len(_SOURCES) > 8:
-            _SOURCES.popitem(last=False)
+        _bound(_SOURCES, 8, lambda p: len(p.layer) + len(p.layers))
 
 
 def settings(config):
