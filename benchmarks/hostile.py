@@ -11,6 +11,7 @@ step while they ran.
 
     python benchmarks/hostile.py                  # every case
     python benchmarks/hostile.py --only dims,relus --json out.json
+    python benchmarks/hostile.py --rounds 2        # every case twice: does the RSS grow with them?
 
 The figures are in benchmarks/README.md ("Hostile inputs").
 """
@@ -109,7 +110,7 @@ def rss():
     return psutil.Process().memory_info().rss
 
 
-def run(only=None, threads=8):
+def run(only=None, threads=8, rounds=1):
     from inspector import create_app
     expect = lt.expected_nets()
     # the bystander's timeline kept small (16 MiB): what it records is not what is measured here
@@ -143,9 +144,12 @@ def run(only=None, threads=8):
             bystander.click("btn-step-forward")
         start_rss = rss()
         walker.start()
-        for name, kind, filename, data in cases():
+        round_rss = []
+        for round_no, (name, kind, filename, data) in ((r, c) for r in range(rounds) for c in cases()):
             if only and not any(name.startswith(o + ":") for o in only):
                 continue
+            if round_no > len(round_rss):
+                round_rss.append(rss())
             with attacker.lock:
                 attacker.props["upload-%s.filename" % kind] = filename
             attacker.last_load = {}
@@ -155,14 +159,15 @@ def run(only=None, threads=8):
             err = words(out.get("load-error.children"))
             status = words(out.get("load-status.children"))
             said = err or ("loaded: " + status if status else "(nothing)")
-            rows.append({"case": name, "bytes": len(data), "seconds": round(dt, 2), "rss_after": rss(),
-                         "said": " ".join(said.split())[:200]})
+            rows.append({"case": name, "round": round_no + 1, "bytes": len(data), "seconds": round(dt, 2),
+                         "rss_after": rss(), "said": " ".join(said.split())[:200]})
             print("%-62s %9d B %7.2f s  RSS %5.0f MiB  %s" % (name, len(data), dt, rows[-1]["rss_after"] / 2 ** 20,
                                                               rows[-1]["said"][:110]), flush=True)
             del data, out
         stop.set()
         walker.join(60)
         end_rss = rss()
+        round_rss.append(end_rss)
         app.inspector.store.drop(attacker.sid)          # the attacker's tab closed: its net and folder go
         closed_rss = rss()
     finally:
@@ -173,7 +178,9 @@ def run(only=None, threads=8):
     summary = {"cases": rows, "worst_seconds": max(r["seconds"] for r in rows),
                "worst_case": max(rows, key=lambda r: r["seconds"])["case"],
                "rss_before": start_rss, "rss_after": end_rss, "rss_after_closed": closed_rss,
+               "rss_after_each_round": round_rss,
                "other_tab": other, "http_errors": len(stats.http_errors), "tracebacks": len(stats.tracebacks)}
+    print("RSS after each round: %s MiB" % ", ".join("%.0f" % (r / 2 ** 20) for r in round_rss))
     print("worst request %.2f s (%s); RSS %.0f MiB before the first upload, %.0f MiB after the last, %.0f MiB once "
           "the attacker's tab closed; the other tab: %d steps, slowest %.2f s, %d not answered as a step; HTTP errors "
           "%d, tracebacks %d" % (summary["worst_seconds"], summary["worst_case"], start_rss / 2 ** 20,
@@ -185,9 +192,10 @@ def run(only=None, threads=8):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", help="comma-separated case names (dims, relus, tops, weights-random, ...)")
+    p.add_argument("--rounds", type=int, default=1, help="every case this many times (RSS after each round)")
     p.add_argument("--json", help="also write the figures here")
     a = p.parse_args(argv)
-    summary = run(a.only.split(",") if a.only else None)
+    summary = run(a.only.split(",") if a.only else None, rounds=a.rounds)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(summary, f, indent=1)

@@ -270,17 +270,33 @@ def _read_mean(path):
     return arr
 
 
-CACHED_LAYERS = 20_000         # the layers each of the caches below keeps, all its entries together
+CACHED_BYTES = 128 << 20       # what each of the caches below may hold, all its entries together (estimated)
+LAYER_BYTES = 16 << 10         # a layer's share of a NetGraph and its analysis (engine.core.limits.LAYER_OVERHEAD)
 
 
-def _bound(cache, keep, layers_of):
+def _bound(cache, keep, size_of):
     """Drop the oldest entries of ``cache`` (an OrderedDict, newest last) past ``keep`` of them or
-    past CACHED_LAYERS layers together (the newest is kept even alone past it): a few nets of
-    50,000 layers would otherwise hold the server's memory after their tabs went."""
-    total = sum(layers_of(v) for v in cache.values())
-    while len(cache) > keep or (len(cache) > 1 and total > CACHED_LAYERS):
-        _key, old = cache.popitem(last=False)
-        total -= layers_of(old)
+    past CACHED_BYTES together by ``size_of(key, value)`` (the newest is kept even alone past it):
+    a few nets of 50,000 layers, or of megabyte names, would otherwise hold the server's memory
+    after their tabs went."""
+    sizes = [size_of(k, v) for k, v in cache.items()]
+    total = sum(sizes)
+    i = 0
+    while len(cache) > keep or (len(cache) > 1 and total > CACHED_BYTES):
+        cache.popitem(last=False)
+        total -= sizes[i]
+        i += 1
+
+
+def _source_size(_key, param):
+    return param.ByteSize()
+
+
+def _drawn_size(key, hit):
+    """A graph and analysis: its layers' share, and the Init transcript its key holds (the text
+    of the net and every name, which the graph holds too)."""
+    transcript = key[-1] if isinstance(key, tuple) and key else ()
+    return len(hit[0].layers) * LAYER_BYTES + 2 * sum(len(m) for _lvl, m in transcript)
 
 
 _SOURCES = OrderedDict()       # (real path, mtime, size) -> NetParameter as read (upgraded, unfiltered)
@@ -319,7 +335,7 @@ def read_source(path, keep=8, copy=True):
         if key is not None:
             with _SOURCES_LOCK:
                 _SOURCES[key] = hit
-                _bound(_SOURCES, keep, lambda p: len(p.layer) + len(p.layers))
+                _bound(_SOURCES, keep, _source_size)
     if not copy:
         return hit
     out = type(hit)()
@@ -361,7 +377,7 @@ def _graph_and_analysis(spec, net, source, keep=8):
     if key is not None:
         with _DRAWN_LOCK:
             _DRAWN[key] = hit
-            _bound(_DRAWN, keep, lambda h: len(h[0].layers))
+            _bound(_DRAWN, keep, _drawn_size)
     return hit
 
 
@@ -374,7 +390,7 @@ def remember_source(path, param):
     with _SOURCES_LOCK:
         _SOURCES[key] = param
         _SOURCES.move_to_end(key)
-        _bound(_SOURCES, 8, lambda p: len(p.layer) + len(p.layers))
+        _bound(_SOURCES, 8, _source_size)
 
 
 def settings(config):

@@ -209,3 +209,21 @@ def test_a_tab_from_before_a_restart_is_told_so(serve):
     assert "reload the page" in msg and "sat idle" not in msg
     fresh = again.tab()                               # a tab opened on it has its net
     assert step(fresh).startswith("step: ForwardFromTo(0, 0)")
+
+
+def test_the_servers_caches_of_parsed_nets_are_bounded_by_size(tmp_path, monkeypatch):
+    from inspector.state import loading
+    monkeypatch.setattr(loading, "_SOURCES", type(loading._SOURCES)())
+    monkeypatch.setattr(loading, "CACHED_BYTES", 3000)
+    paths = []
+    for k in range(3):
+        p = tmp_path / ("n%d.prototxt" % k)
+        p.write_text(relu_net(40, "n%d" % k))           # some 1,200 bytes each as a NetParameter
+        paths.append(str(p))
+        loading.read_source(str(p))
+    kept = [key[0] for key in loading._SOURCES]
+    assert kept == [paths[1], paths[2]]                 # the oldest went: 3 x 1,200 > 3,000
+    big = tmp_path / "big.prototxt"
+    big.write_text(relu_net(400, "big"))
+    loading.read_source(str(big))
+    assert [key[0] for key in loading._SOURCES] == [str(big)]      # the newest stays, even alone past it
