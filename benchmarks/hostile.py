@@ -1,13 +1,13 @@
 """Hostile uploads against the inspector's server: each one bounded, and the server does not grow.
 
-A server (``create_app`` with the defaults but for ``--max-upload-mb 64``, in this process,
+A server (``create_app`` with the defaults but for ``--max-upload-mb 64``, in a child process,
 served by waitress threads as ``app.py --serve waitress`` does) gets generated pathological
 prototxts and caffemodels through the page's real upload callbacks (benchmarks/load_test.py's
 Tab, over HTTP), one after the other, while a second tab steps through LeNet beside them.  For
 each upload: the request's time, what the page said (the error's kind and the start of its
-message), and the server's RSS after it (a full collection first).  At the end: the worst
-request time, the RSS before the first upload and after the last, and the other tab's slowest
-step while they ran.
+message), and the server process's RSS after it.  At the end: the worst request time, the RSS
+before the first upload and after the last (and after each round), the other tab's slowest
+step while they ran, and what the server left in its temporary folder once it ended.
 
     python benchmarks/hostile.py                  # every case
     python benchmarks/hostile.py --only dims,relus --json out.json
@@ -17,7 +17,6 @@ The figures are in benchmarks/README.md ("Hostile inputs").
 """
 import argparse
 import concurrent.futures as cf
-import gc
 import json
 import os
 import random
@@ -104,28 +103,43 @@ def words(v):
     return "" if v is None else str(v)
 
 
-def rss():
-    import psutil
-    gc.collect()
-    return psutil.Process().memory_info().rss
-
-
 def run(only=None, threads=8, rounds=1):
-    from inspector import create_app
+    import json as _json
+    import subprocess
+    import tempfile
+
+    import psutil
     expect = lt.expected_nets()
-    # the bystander's timeline kept small (16 MiB): what it records is not what is measured here
-    app = create_app(lt.make_config(max_upload_bytes=64 << 20, prebuild=False, timeline_budget_mb=16))
-    server = lt.WaitressThread(app, threads=threads)
+    tmp = tempfile.mkdtemp(prefix="hostile-")
+    # the server in a process of its own (its RSS is the server's alone), waitress threads, as
+    # app.py --serve waitress; the bystander's timeline kept small (16 MiB): not what is measured
+    cfg = {"max_upload_bytes": 64 << 20, "prebuild": False, "timeline_budget_mb": 16, "_server": "waitress",
+           "_threads": threads}
+    proc = subprocess.Popen([sys.executable, lt.__file__, "--serve", _json.dumps(cfg)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=dict(os.environ, TMPDIR=tmp), text=True)
+    line = ""
+    for _ in range(100):
+        line = proc.stdout.readline()
+        if not line or line.startswith("PORT "):
+            break
+    if not line.startswith("PORT "):
+        raise RuntimeError("the server did not start (exit code %s)" % proc.poll())
+    url = "http://%s:%d" % (lt.LOOPBACK, int(line.split()[1]))
+    server = psutil.Process(proc.pid)
+
+    def rss():
+        return server.memory_info().rss
+
     pool = cf.ThreadPoolExecutor(8)
     stats = lt.Stats()
-    deps = lt.Dependencies.fetch(server.url)
+    deps = lt.Dependencies.fetch(url)
     rows = []
     other = {"steps": 0, "worst": 0.0, "errors": 0}
     stop = threading.Event()
     try:
-        attacker = lt.Tab(server.url, deps, stats, pool, expect, random.Random(0), "hostile")
+        attacker = lt.Tab(url, deps, stats, pool, expect, random.Random(0), "hostile")
         attacker.open()
-        bystander = lt.Tab(server.url, deps, stats, pool, expect, random.Random(1), "bystander")
+        bystander = lt.Tab(url, deps, stats, pool, expect, random.Random(1), "bystander")
         bystander.open()
 
         def steps():
@@ -168,24 +182,29 @@ def run(only=None, threads=8, rounds=1):
         walker.join(60)
         end_rss = rss()
         round_rss.append(end_rss)
-        app.inspector.store.drop(attacker.sid)          # the attacker's tab closed: its net and folder go
-        closed_rss = rss()
     finally:
         stop.set()
         pool.shutdown()
-        server.stop()
-        app.shutdown()
+        proc.stdin.close()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        left = [n for n in os.listdir(tmp) if n.startswith(("inspector-", "caffe-inspector-jobs-"))]
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
     summary = {"cases": rows, "worst_seconds": max(r["seconds"] for r in rows),
                "worst_case": max(rows, key=lambda r: r["seconds"])["case"],
-               "rss_before": start_rss, "rss_after": end_rss, "rss_after_closed": closed_rss,
-               "rss_after_each_round": round_rss,
-               "other_tab": other, "http_errors": len(stats.http_errors), "tracebacks": len(stats.tracebacks)}
+               "rss_before": start_rss, "rss_after": end_rss, "rss_after_each_round": round_rss,
+               "left_behind": left, "other_tab": other, "http_errors": len(stats.http_errors),
+               "tracebacks": len(stats.tracebacks)}
     print("RSS after each round: %s MiB" % ", ".join("%.0f" % (r / 2 ** 20) for r in round_rss))
-    print("worst request %.2f s (%s); RSS %.0f MiB before the first upload, %.0f MiB after the last, %.0f MiB once "
-          "the attacker's tab closed; the other tab: %d steps, slowest %.2f s, %d not answered as a step; HTTP errors "
-          "%d, tracebacks %d" % (summary["worst_seconds"], summary["worst_case"], start_rss / 2 ** 20,
-                                 end_rss / 2 ** 20, closed_rss / 2 ** 20, other["steps"], other["worst"],
-                                 other["errors"], summary["http_errors"], summary["tracebacks"]))
+    print("worst request %.2f s (%s); the server's RSS %.0f MiB before the first upload, %.0f MiB after the last; "
+          "the other tab: %d steps, slowest %.2f s, %d not answered as a step; HTTP errors %d, tracebacks %d; "
+          "left in its temporary folder at exit: %s" % (summary["worst_seconds"], summary["worst_case"],
+                                                        start_rss / 2 ** 20, end_rss / 2 ** 20, other["steps"],
+                                                        other["worst"], other["errors"], summary["http_errors"],
+                                                        summary["tracebacks"], left or "nothing"))
     return summary
 
 
