@@ -109,12 +109,16 @@ def load_check(nets, repeat=3):
     from inspector.state import loading
     from inspector.state.sessions import ModelSpec
     settings = loading.settings(InspectorConfig(model_root="/"))
-    shared = guard_mod.LoadGuard(cpu_seconds=600, memory_bytes=settings["max_bytes"])
-    shared._context()                                  # the fork server, started as the server starts
+    g = guard_mod.LoadGuard(cpu_seconds=600, memory_bytes=settings["max_bytes"])
+    g._context()                                       # the fork server, started as the server starts
 
     def fresh():
         loading._SOURCES.clear()
         loading._DRAWN.clear()
+        g._checked.clear()                             # a net not checked before
+        end = time.monotonic() + 30
+        while g._spare is None and time.monotonic() < end:     # as in a server between loads:
+            time.sleep(0.05)                           # a check process waits, forked ahead
 
     rows = []
     for path, phase, label in nets:
@@ -124,11 +128,10 @@ def load_check(nets, repeat=3):
             fresh()
             before.append(_timed(lambda s=spec: loading.build(s, **settings))[1])
             fresh()
-            g = guard_mod.LoadGuard(cpu_seconds=600, memory_bytes=settings["max_bytes"])
-            g._ctx = shared._ctx
-            after.append(_timed(lambda g=g, s=spec: guard_mod.build_checked(g, s, settings))[1])
+            after.append(_timed(lambda s=spec: guard_mod.build_checked(g, s, settings))[1])
         b, a = statistics.median(before), statistics.median(after)
         rows.append((label, b, a, a / b))
+    g.shutdown()
     return rows
 
 

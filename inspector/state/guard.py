@@ -14,7 +14,8 @@ next: parse, upgrades, file checks, Init, solver, weights, mean file) under reso
 
 The children come from a fork server started with the server (multiprocessing's
 ``forkserver``) that has imported the engine and every layer type already
-(``inspector.state._worker``), so a check starts in milliseconds.  A check that fails on a
+(``inspector.state._worker``), and one is always forked ahead, waiting for its request, so a
+check does not wait for a process to start.  A check that fails on a
 limit refuses the net with :class:`LoadBounded` (the limit, the flag that raises it); a
 check that fails with the engine's own error hands that error back (the page shows it as
 the server would have); a check that succeeds hands back the NetParameter it read, so the
@@ -71,6 +72,8 @@ class LoadGuard:
         self._lock = threading.Lock()
         self._keep = keep
         self.children = set()               # the check processes running now (tests, shutdown)
+        self._spare = None                  # (process, pipe): a check process started ahead, waiting
+        self._closed = False
         self.stats = {"checks": 0, "passed": 0, "failed": 0, "bounded": 0, "cached": 0}
 
     @property
@@ -140,16 +143,46 @@ class LoadGuard:
                 self._checked.popitem(last=False)
         return out
 
-    def _run(self, spec, settings, started, parse_only=False):
+    def _new_child(self):
+        """A check process, started and waiting for its request: (process, its end of the pipe)."""
         ctx = self._context()
-        parent, child = ctx.Pipe(duplex=False)
-        request = {"spec": asdict(spec), "settings": settings, "cpu_seconds": self.cpu_seconds,
-                   "memory_bytes": self.memory_bytes, "headroom": self.headroom, "parse_only": parse_only}
-        proc = ctx.Process(target=_child_main, args=(child, request), name="inspector-load-check", daemon=True)
+        parent, child = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=_child_waits, args=(child,), name="inspector-load-check", daemon=True)
         proc.start()
         child.close()
+        return proc, parent
+
+    def _take_child(self):
+        """The check process started ahead (the next one is forked once this check is done), or a new
+        one: a check does not wait for a fork."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is None or not spare[0].is_alive():
+            if spare is not None:
+                spare[1].close()
+            spare = self._new_child()
+        return spare
+
+    def _refill(self):
+        try:
+            made = self._new_child()
+        except Exception:  # noqa: BLE001 - the next check starts its own
+            return
+        with self._lock:
+            if self._spare is None and not self._closed:
+                self._spare, made = made, None
+        if made is not None:
+            made[0].kill()
+            made[0].join(5)
+            made[1].close()
+
+    def _run(self, spec, settings, started, parse_only=False):
+        request = {"spec": asdict(spec), "settings": settings, "cpu_seconds": self.cpu_seconds,
+                   "memory_bytes": self.memory_bytes, "headroom": self.headroom, "parse_only": parse_only}
+        proc, parent = self._take_child()
         self.children.add(proc)
         try:
+            parent.send(request)
             deadline = started + self.wall_seconds
             result = None
             while result is None:
@@ -172,6 +205,8 @@ class LoadGuard:
             proc.join(5)
             self.children.discard(proc)
             parent.close()
+            # the next check's process, forked now that this one is done (not beside it)
+            threading.Thread(target=self._refill, name="inspector-guard-spare", daemon=True).start()
 
     def _bounded(self, proc, started):
         """The check ended without an answer: out of time (killed here, or by RLIMIT_CPU), or dead."""
@@ -192,10 +227,18 @@ class LoadGuard:
                           None, seconds)
 
     def shutdown(self):
-        """Stop the checks running now (the server is going away)."""
+        """Stop the checks running now and the one waiting (the server is going away)."""
+        with self._lock:
+            self._closed = True
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            self.children.add(spare[0])
+            spare[1].close()
         for proc in list(self.children):
             if proc.is_alive():
                 proc.kill()
+            proc.join(5)
+        self.children.clear()
 
 
 def build_checked(guard, spec, settings, device="CPU"):
@@ -244,6 +287,15 @@ def _rebuilt(err):
 
 
 # ---------------------------------------------------------------------- the child
+def _child_waits(conn):
+    """A check process started ahead: its request comes on ``conn``, then its answer goes back."""
+    try:
+        request = conn.recv()
+    except (EOFError, OSError):
+        return
+    _child_main(conn, request)
+
+
 def _child_main(conn, request):
     """In the check's process: set the bounds, build, answer."""
     import resource
