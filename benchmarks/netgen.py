@@ -56,6 +56,19 @@ def _layer_adder(net):
     return layer
 
 
+def _conv_geometry(l, num_output, kernel, stride=1, pad=0):
+    """A Convolution layer's outputs, kernel, stride and pad (the last two only when not the
+    defaults); returns its convolution_param."""
+    p = l.convolution_param
+    p.num_output = num_output
+    p.kernel_size.append(kernel)
+    if stride != 1:
+        p.stride.append(stride)
+    if pad:
+        p.pad.append(pad)
+    return p
+
+
 def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=True, conv1_bias=True):
     """A ResNet NetParameter (``depth`` 50, 101 or 152)."""
     from engine.proto import caffe_pb2
@@ -67,13 +80,7 @@ def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=
 
     def conv(name, bottom, num_output, kernel, stride=1, pad=0, bias=False):
         l = layer(name, "Convolution", [bottom], [name])
-        p = l.convolution_param
-        p.num_output = num_output
-        p.kernel_size.append(kernel)
-        if stride != 1:
-            p.stride.append(stride)
-        if pad:
-            p.pad.append(pad)
+        p = _conv_geometry(l, num_output, kernel, stride, pad)
         p.bias_term = bias
         if fillers:
             p.weight_filler.type = "msra"
@@ -166,13 +173,7 @@ def resnet_preact(depth=1001, batch=64, train=True, image=32, num_classes=10):
         for mult in (1, 2):
             ps = l.param.add()
             ps.lr_mult, ps.decay_mult = mult, 2 - mult
-        p = l.convolution_param
-        p.num_output = num_output
-        p.kernel_size.append(kernel)
-        if stride != 1:
-            p.stride.append(stride)
-        if pad:
-            p.pad.append(pad)
+        p = _conv_geometry(l, num_output, kernel, stride, pad)
         p.weight_filler.type = "msra"
         p.bias_filler.type = "constant"
         return name
