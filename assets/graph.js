@@ -13,7 +13,7 @@
     var S = {panelsWant: 0, panelsGiven: 0, panelsTimer: null,
              cy: null, net: null, viewed: false, focusN: null, selection: null, focus: null, pickN: 0, toggleN: 0,
              mapImage: null, mapBox: null, mapDirty: true, mapQueued: false, reframeQueued: false, far: null,
-             labelsQueued: false, lodTimer: null, lodQueued: false};
+             labelsQueued: false, lodTimer: null, lodQueued: false, placeQueued: false, places: null, placesKey: null};
 
     function cyOf() {
         var el = document.getElementById(IDS.graph);
@@ -114,6 +114,7 @@
 
     // ------------------------------------------------------------------ views
     var LABEL_ZOOM = 0.95;     // a first view shows every label: nodes' (10.5 px on screen) and blobs' (9.5 px)
+    var TOP = 24;              // screen px kept above the net's top (the first frame's title; the legend is above the graph)
 
     function viewWidth(cy) {       // the graph's width left of the overview (nodes stay clickable)
         var canvas = document.getElementById(IDS.minimap);
@@ -140,7 +141,7 @@
         if (!isFinite(bb.w) || bb.w <= 0) { return; }
         var z = firstZoom(cy, bb);
         cy.zoom(z);
-        cy.pan({x: viewWidth(cy) / 2 - (bb.x1 + bb.w / 2) * z, y: 44 - bb.y1 * z});   // below the legend
+        cy.pan({x: viewWidth(cy) / 2 - (bb.x1 + bb.w / 2) * z, y: TOP - bb.y1 * z});   // the net's top at the top
         lod(cy);
     }
 
@@ -158,7 +159,7 @@
             room = sideRoom(cy);
             z = fit(room);
         }
-        return {zoom: z, pan: {x: (w - bb.w * z - room) / 2 - bb.x1 * z, y: 44 + (h - 44) / 2 - (bb.y1 + bb.h / 2) * z}};
+        return {zoom: z, pan: {x: (w - bb.w * z - room) / 2 - bb.x1 * z, y: TOP + (h - TOP) / 2 - (bb.y1 + bb.h / 2) * z}};
     }
 
     // Labels by level of detail: cytoscape hides small text only at powers of two of the zoom,
@@ -169,7 +170,7 @@
         var far = cy.zoom() < EDGE_LABEL_ZOOM;
         if (far === S.far && !always) { return; }
         S.far = far;
-        var change = cy.edges('[label]').filter(function (e) { return e.hasClass('far') !== far; });
+        var change = cy.edges('.srclab, .midlab, .tgtlab').filter(function (e) { return e.hasClass('far') !== far; });
         if (change.nonempty()) {    // toggleClass restyles (and reports) every edge given, changed or not
             cy.batch(function () { change.toggleClass('far', far); });
         }
@@ -178,7 +179,119 @@
     function queueEdgeLabels(cy) {     // the page redrew edges (their classes come from the server)
         if (S.labelsQueued) { return; }
         S.labelsQueued = true;
-        window.requestAnimationFrame(function () { S.labelsQueued = false; edgeLabels(cy, true); });
+        window.requestAnimationFrame(function () {
+            S.labelsQueued = false;
+            edgeLabels(cy, true);
+            if (!S.lodTimer && !S.lodQueued) { queuePlace(cy); }     // else the level of detail places them
+        });
+    }
+
+    // Edge labels never cover one another, a frame's title or a node: each goes under the layer
+    // that writes the blob (or mid-edge, where one layer writes several: the server's choice,
+    // data 'lp'), else to the next free place of the three (under the writer, mid-edge, above
+    // the reader); where none is free it is left out (the edge's hover box names the blob and
+    // its shape).  Label boxes do not depend on the zoom: placed once per drawing, and put back
+    // after the server restyles the edges (their classes come from it).
+    var PLACES = ['srclab', 'midlab', 'tgtlab'], PLACE_CLASSES = PLACES.concat(['lblhide']);
+    var LABEL_BOX = {includeNodes: false, includeEdges: false, includeLabels: true, includeOverlays: false,
+                     includeUnderlays: false};
+    var BODY_BOX = {includeLabels: false, includeOverlays: false, includeUnderlays: false, includeOutlines: false};
+
+    function setPlace(e, place, dx) {        // place: a class of PLACE_CLASSES; dx: a shift sideways
+        PLACE_CLASSES.forEach(function (c) { if (e.hasClass(c) !== (c === place)) { e.toggleClass(c, c === place); } });
+        if (place !== 'lblhide' && e.hasClass('far') !== !!S.far) { e.toggleClass('far', !!S.far); }
+        if (dx && e.data('lx') !== dx) { e.data('lx', dx); }
+        if (e.hasClass('shifted') !== !!dx) { e.toggleClass('shifted', !!dx); }
+    }
+
+    var NODE_INSET = 5;                        // px of a node's edge (its border) a label may cover
+
+    function inset(b, d) {
+        return {x1: b.x1 + d, x2: b.x2 - d, y1: b.y1 + d, y2: b.y2 - d, w: b.w - 2 * d, h: b.h - 2 * d};
+    }
+
+    function crosses(p, q, b) {              // whether segment p-q passes through box b (Liang-Barsky)
+        var t0 = 0, t1 = 1, dx = q.x - p.x, dy = q.y - p.y;
+        var edges = [[-dx, p.x - b.x1], [dx, b.x2 - p.x], [-dy, p.y - b.y1], [dy, b.y2 - p.y]];
+        for (var i = 0; i < 4; i++) {
+            var pp = edges[i][0], qq = edges[i][1];
+            if (pp === 0) { if (qq < 0) { return false; } continue; }
+            var r = qq / pp;
+            if (pp < 0) { if (r > t1) { return false; } if (r > t0) { t0 = r; } }
+            else { if (r < t0) { return false; } if (r < t1) { t1 = r; } }
+        }
+        return t0 < t1;
+    }
+
+    function meets(a, b) { return a.x1 < b.x2 - 0.5 && b.x1 < a.x2 - 0.5 && a.y1 < b.y2 - 0.5 && b.y1 < a.y2 - 0.5; }
+
+    function placeLabels(cy) {
+        if (S.far !== false) { return; }          // placed when they show (the frames' titles in full then)
+        var edges = cy.edges().filter(function (e) { return !!e.data('lp') && !!e.data('label'); });
+        var known = S.places || {}, key = [];
+        edges.forEach(function (e) { key.push(e.id()); });
+        key = key.join('|');
+        if (S.placesKey === key) {                // the same edges: the places found, put back where restyled
+            var moved = edges.filter(function (e) {
+                var p = known[e.id()];
+                return !e.hasClass(p[0]) || e.hasClass('shifted') !== !!p[1];
+            });
+            if (moved.nonempty()) {
+                cy.batch(function () { moved.forEach(function (e) { setPlace(e, known[e.id()][0], known[e.id()][1]); }); });
+            }
+            return;
+        }
+        var taken = [];
+        cy.nodes().forEach(function (n) {        // frames' titles; nodes' insides (a label may touch a border)
+            var b = n.data('kind') === 'group' ? (n.hasClass('nolabel') ? null : n.boundingBox(LABEL_BOX))
+                                               : inset(n.boundingBox(BODY_BOX), NODE_INSET);
+            if (b && b.w > 0 && b.h > 0) { taken.push(b); }
+        });
+        var free = function (b) {
+            if (!(b.w > 0)) { return false; }
+            for (var i = 0; i < taken.length; i++) { if (meets(b, taken[i])) { return false; } }
+            return true;
+        };
+        var lines = cy.edges().map(function (e) {     // every edge's polyline: a label prefers not to lie on one
+            var pts = [e.sourceEndpoint()].concat(e.hasClass('seg') ? (e.segmentPoints() || []) : [])
+                .concat([e.targetEndpoint()]);
+            return {id: e.id(), pts: pts};
+        });
+        var clear = function (b, own) {
+            for (var i = 0; i < lines.length; i++) {
+                if (lines[i].id === own) { continue; }
+                var p = lines[i].pts;
+                for (var k = 1; k < p.length; k++) { if (crosses(p[k - 1], p[k], b)) { return false; } }
+            }
+            return true;
+        };
+        var order = edges.toArray().map(function (e) { return [e, e.boundingBox(LABEL_BOX)]; });
+        order.sort(function (a, b) { return (a[1].y1 - b[1].y1) || (a[1].x1 - b[1].x1); });
+        var places = {};
+        order.forEach(function (pair) {
+            var e = pair[0], first = e.data('lp'), w = pair[1].w > 0 ? pair[1].w : 60, side = w / 2 + 10;
+            var where = [first].concat(PLACES.filter(function (p) { return p !== first; })), tries = [];
+            [0, side, -side].forEach(function (dx) { where.forEach(function (p) { tries.push([p, dx]); }); });
+            var boxes = [], fallback = -1;           // the first free place clear of other edges' lines,
+            for (var i = 0; i < tries.length; i++) {  // else the first free place
+                setPlace(e, tries[i][0], tries[i][1]);
+                var b = e.boundingBox(LABEL_BOX);
+                boxes.push(b);
+                if (!free(b)) { continue; }
+                if (clear(b, e.id())) { taken.push(b); places[e.id()] = tries[i]; return; }
+                if (fallback < 0) { fallback = i; }
+            }
+            if (fallback >= 0) {
+                setPlace(e, tries[fallback][0], tries[fallback][1]);
+                taken.push(boxes[fallback]);
+                places[e.id()] = tries[fallback];
+                return;
+            }
+            setPlace(e, 'lblhide', 0);
+            places[e.id()] = ['lblhide', 0];
+        });
+        S.places = places;
+        S.placesKey = key;
     }
 
     // Names at every zoom (the stylesheet's classes, inspector/views/cyto.py): from Z_FULL every
@@ -240,6 +353,14 @@
                 });
             });
         });
+        edgeLabels(cy, false);
+        queuePlace(cy);
+    }
+
+    function queuePlace(cy) {                // after the frame that draws the graph (its first view first)
+        if (S.placeQueued) { return; }
+        S.placeQueued = true;
+        window.requestAnimationFrame(function () { S.placeQueued = false; placeLabels(cy); });
     }
 
     function lodLater(cy) {                  // when the zoom has stopped changing
@@ -286,13 +407,13 @@
         var eles = holding(cy, S.selection);
         if (eles.empty()) { return; }
         var bb = eles.boundingBox({includeLabels: false, includeOverlays: false}), ext = cy.extent();
-        var z = cy.zoom(), right = ext.x1 + viewWidth(cy) / z, top = ext.y1 + 44 / z;     // left of the overview,
+        var z = cy.zoom(), right = ext.x1 + viewWidth(cy) / z, top = ext.y1 + TOP / z;     // left of the overview,
         var inside = bb.x1 >= ext.x1 && bb.x2 <= right && bb.y1 >= top && bb.y2 <= ext.y2;   // below the legend
         var big = bb.w > right - ext.x1 || bb.h > ext.y2 - top;
         if (inside || (big && bb.x1 < right && bb.x2 > ext.x1 && bb.y1 < ext.y2 && bb.y2 > top)) { return; }
         var w = viewWidth(cy), h = cy.height();
-        var cx = bb.x1 + bb.w / 2, cy_ = big ? bb.y1 + (h - 44) / (2 * z) - 20 / z : bb.y1 + bb.h / 2;
-        cy.pan({x: w / 2 - cx * z, y: 44 + (h - 44) / 2 - cy_ * z});
+        var cx = bb.x1 + bb.w / 2, cy_ = big ? bb.y1 + (h - TOP) / (2 * z) - 20 / z : bb.y1 + bb.h / 2;
+        cy.pan({x: w / 2 - cx * z, y: TOP + (h - TOP) / 2 - cy_ * z});
     }
 
     function centreOn(cy, eles, animate) {
@@ -517,7 +638,7 @@
     // for the zoom to stop; labels, the overview map and a re-frame wait for the next frame):
     // scripted checks wait on it rather than on a guess at how long that takes.
     window.inspectorGraphPending = function () {
-        return !!(S.lodTimer || S.lodQueued || S.labelsQueued || S.mapQueued || S.reframeQueued);
+        return !!(S.lodTimer || S.lodQueued || S.labelsQueued || S.mapQueued || S.reframeQueued || S.placeQueued);
     };
     // The graph binds itself as soon as cytoscape is on the page, not at the first sync (which
     // waits for the page's first callbacks): a page sent with its net's elements (a fresh tab's

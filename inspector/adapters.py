@@ -59,13 +59,14 @@ def layer_analysis(net):
 
 # ------------------------------------------------------------------ health checks
 def health_findings(steps, net=None):
-    """[{severity, check, layer, blob, steps, message}] from ``engine.instruments.health.check``
+    """[{severity, check, layer, blob, steps, message, explains}] from ``engine.instruments.health.check``
     over the recorded steps (and, with ``net``, its params: weights not loaded); ``steps``:
     how many steps found it (one row per place: the latest step's message)."""
     if not steps:
         return []
     return [{"severity": f.severity, "check": f.check, "layer": f.layer, "blob": f.blob or "",
-             "steps": f.steps, "message": f.message} for f in health_check(list(steps), net=net)]
+             "steps": f.steps, "message": f.message, "explains": list(f.explains)}
+            for f in health_check(list(steps), net=net)]
 
 
 def root_cause(net, nonfinite_finding):

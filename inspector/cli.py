@@ -24,7 +24,8 @@ def parse_args(argv=None):
     p.add_argument("--model-root", default=None,
                    help="folder the page may open models from by path (default: the working directory)")
     p.add_argument("--allow-python-layers", action="store_true",
-                   help="run Python layers (they execute the model author's code)")
+                   help="run Python layers (they execute the model author's code) and PyTorch .py files "
+                        "uploaded to the Compare tab (the uploader's code)")
     p.add_argument("--max-upload-mb", type=int, default=256, help="size limit of one uploaded file")
     p.add_argument("--max-sessions", type=int, default=8,
                    help="browser tabs kept at once (each holds its own net; least recently used goes first)")

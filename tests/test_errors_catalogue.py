@@ -928,6 +928,43 @@ def _(tmp):
     _tools().compute_image_mean(str(Path(tmp) / "db"))
 
 
+def _idx_pair(tmp, image_magic=2051, items=3, label_items=3, cut=0):
+    """Two small IDX files (images 2 x 2, labels) in ``tmp``: (images path, labels path)."""
+    img = np.array([image_magic, items, 2, 2], ">u4").tobytes() + bytes(4 * items)
+    lab = np.array([2049, label_items], ">u4").tobytes() + bytes(label_items)
+    (Path(tmp) / "i").write_bytes(img[:len(img) - cut])
+    (Path(tmp) / "l").write_bytes(lab)
+    return str(Path(tmp) / "i"), str(Path(tmp) / "l")
+
+
+def _converters():
+    from engine.tools import converters
+    return converters
+
+
+@row("convert-mnist-image-magic", "ToolError", "Check failed: magic == 2051 (2049 vs. 2051) Incorrect image file "
+     "magic. ({tmp}/i)")
+def _(tmp):
+    _converters().convert_mnist_data(*_idx_pair(tmp, image_magic=2049), str(Path(tmp) / "db"))
+
+
+@row("convert-mnist-counts-differ", "ToolError", "Check failed: num_items == num_labels (3 vs. 4) ({tmp}/i, {tmp}/l)")
+def _(tmp):
+    _converters().convert_mnist_data(*_idx_pair(tmp, label_items=4), str(Path(tmp) / "db"))
+
+
+@row("convert-mnist-cut-short", "ToolError", "{tmp}/i: its header counts 3 images of 2 x 2 (12 bytes after the "
+     "header) but the file holds 11: it is cut short")
+def _(tmp):
+    _converters().convert_mnist_siamese_data(*_idx_pair(tmp, cut=1), str(Path(tmp) / "db"))
+
+
+@row("convert-cifar-batch-missing", "ToolError", "Check failed: data_file Unable to open train file #1 "
+     "({tmp}/data_batch_1.bin: No such file or directory)")
+def _(tmp):
+    _converters().convert_cifar_data(str(tmp), str(tmp), "lmdb")
+
+
 @row("extract-features-unknown-blob", "ToolError", "Unknown feature blob name fc7 in the network {tmp}/net.prototxt")
 def _(tmp):
     model = saved_model(tmp)

@@ -187,6 +187,7 @@ def test_weights_not_loaded_is_one_finding_that_explains_the_dead_relus(tmp_path
     assert "all 6 param blobs of 3 layers still hold what their fillers made" in msg
     assert "6 of them are all zero (6 have no filler in the prototxt" in msg
     assert "3 ReLU layers" in msg and "relu1, relu2, relu3" in msg
+    assert f[0].explains == ("relu1", "relu2", "relu3")      # the layers whose findings it took in
     assert "--weights" in msg
     # with trained-looking weights the finding goes and the ReLUs speak for themselves
     for name in ("conv1", "conv2", "fc"):
@@ -272,6 +273,7 @@ def test_unfilled_batchnorm_statistics_are_named_as_the_root_cause_of_an_overflo
     nan = next(x for x in f if x.check == "nonfinite")
     assert nan.layer != "bn0" and "root cause of the NaN/Inf at '%s'" % nan.layer in f[0].message
     assert "follows from the root cause: bn unfilled in bn0" in nan.message
+    assert nan.layer in f[0].explains                          # the NaN/Inf sources it explains
     # the layer is in place (BatchNorm conv -> conv): what it read was finite, though the
     # blob holds Inf after it ran; the recorder's first NaN/Inf says so
     first = rec.first_nonfinite

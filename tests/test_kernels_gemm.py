@@ -291,3 +291,39 @@ def test_strided_convolution_layer_implicit_agrees_with_im2col(spec, channels, m
 
     for got, ref in zip(run(2), run(1)):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
+
+@needs_gemm
+@pytest.mark.parametrize("channels,implicit_weights", [(1, False), (3, True)])
+def test_a_first_convolution_with_a_short_kernel_takes_im2col_for_its_weight_gradient(channels, implicit_weights,
+                                                                                      monkeypatch):
+    """LeNet's conv1 (1 x 5 x 5 = 25 < IMPLICIT_WEIGHTS_MIN_KERNEL_DIM, no bottom diff): the
+    weight gradient from im2col + OpenBLAS, the forward still implicit; with 3 channels (75)
+    both implicit; and the same gradient either way, to float32 rounding."""
+    from engine.core.kernels import conv2d
+
+    calls = []
+    real = conv2d.backward_weights
+    monkeypatch.setattr(conv2d, "backward_weights", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def run():
+        seed(1701)
+        layer = make_layer('name:"c" type:"Convolution" convolution_param{num_output:20 kernel_size:5 '
+                           'weight_filler{type:"gaussian" std:0.1}}', dtype=np.float32)
+        bottom = [gaussian_blob((4, channels, 28, 28), dtype=np.float32)]
+        top = empty_blobs(1, dtype=np.float32)
+        layer.SetUp(bottom, top)
+        assert layer._implicit(layer.blobs[0].data, bottom[0].data)
+        layer.Forward(bottom, top)
+        top[0].diff[...] = np.random.default_rng(3).standard_normal(top[0].shape)
+        layer.Backward(top, [False], bottom)
+        return np.array(layer.blobs[0].diff), layer
+
+    dw, layer = run()
+    assert (layer.kernel_dim < layer.IMPLICIT_WEIGHTS_MIN_KERNEL_DIM) is not implicit_weights
+    assert bool(calls) is implicit_weights
+    monkeypatch.setattr(type(layer), "IMPLICIT_WEIGHTS_MIN_KERNEL_DIM", 0 if not implicit_weights else 10 ** 6)
+    calls.clear()
+    other, _ = run()
+    assert bool(calls) is not implicit_weights
+    np.testing.assert_allclose(dw, other, rtol=1e-5, atol=1e-5 * float(np.abs(other).max()))

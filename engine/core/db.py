@@ -59,11 +59,12 @@ def detect_backend(path):
     return None
 
 
-def open_db(path, backend="lmdb", mode=READ):
-    """Caffe's db::GetDB(backend)->Open(path, mode)."""
+def open_db(path, backend="lmdb", mode=READ, log=True):
+    """Caffe's db::GetDB(backend)->Open(path, mode); ``log=False``: without its "Opened"
+    line (a program of Caffe's that opens the store itself, not through db::DB)."""
     name = backend_name(backend)
     db = LMDB() if name == "lmdb" else LevelDB()
-    db.open(str(path), mode)
+    db.open(str(path), mode, log)
     return db
 
 
@@ -129,7 +130,7 @@ class LMDB:
     def __init__(self):
         self.env, self.path, self._shared = None, None, None
 
-    def open(self, path, mode):
+    def open(self, path, mode, log=True):
         import lmdb
         self.path = path
         if mode == NEW:
@@ -147,7 +148,8 @@ class LMDB:
                 self.env = lmdb.open(path, map_size=10 << 20, subdir=True)
         except lmdb.Error as e:
             raise DBError("cannot open LMDB at %s: %s" % (path, e)) from None
-        io_log.info("Opened lmdb %s", path)
+        if log:
+            io_log.info("Opened lmdb %s", path)
 
     def cursor(self):
         return _LMDBCursor(self.env)
@@ -233,14 +235,15 @@ class LevelDB:
     def __init__(self):
         self.db, self.path, self._shared = None, None, None
 
-    def open(self, path, mode):
+    def open(self, path, mode, log=True):
         plyvel = _plyvel()
         self.path = path
         if mode == READ:
             self.db, self._shared = _acquire_reader(path, lambda: self._open(plyvel, path, mode))
         else:
             self.db = self._open(plyvel, path, mode)
-        io_log.info("Opened leveldb %s", path)
+        if log:
+            io_log.info("Opened leveldb %s", path)
 
     @staticmethod
     def _open(plyvel, path, mode):

@@ -85,6 +85,7 @@ class Finding:
     threshold: Optional[float] = None
     iteration: Optional[int] = None
     steps: int = 1                # how many of the checked steps found it (the latest one's is kept)
+    explains: tuple = ()          # the layers whose findings follow from it (a cause: root_cause, weights_not_loaded)
 
     def to_dict(self):
         return asdict(self)
@@ -414,8 +415,9 @@ def fold_root_causes(net, findings):
     msg = "root cause of the NaN/Inf at '%s': %s" % (first.layer, cause.message)
     if weights:
         msg += " (the weights are not loaded: every param still holds its filler's values)"
+    sources = tuple(dict.fromkeys(f.layer for f in findings if f.check == "nonfinite"))
     root = Finding("error", "root_cause", cause.layers[0], None, msg, cause.layer_index, first.step_id,
-                   first.direction, cause.gain, DEGENERATE_GAIN, first.iteration)
+                   first.direction, cause.gain, DEGENERATE_GAIN, first.iteration, explains=sources)
     first.message += " — follows from the root cause: %s in %s" % (
         cause.kind.replace("_", " "), cause.layers[0])
     return [root] + findings
@@ -617,4 +619,5 @@ def fold_weights_not_loaded(found, findings):
                       "random weights their inputs are not a trained net's, so these are not dead units to fix"
                       % (len(names), "" if len(names) == 1 else "s", "s" if len(names) == 1 else "",
                          ", ".join(names[:8]), ", …" if len(names) > 8 else ""))
+        w.explains = tuple(names)
     return [w] + [f for f in findings if f.check != "dead_relu"]

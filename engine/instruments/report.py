@@ -35,6 +35,13 @@ CSV_COLUMNS = ["index", "name", "type", "bottoms", "tops", "top_shapes", "params
                "memory_bytes", "top_diff_bytes", "param_bytes", "in_place", "need_backward", "backward_reason",
                "forward_ms", "backward_ms", "top_asum_mean", "bottom_diff_asum_mean", "nonfinite"]
 
+UNNAMED = "(unnamed)"     # how a net without a name (NetParameter.name unset) is shown; its JSON keeps ""
+
+
+def shown_name(name):
+    """A net's name as the reports show it: ``name``, or "(unnamed)"."""
+    return name or UNNAMED
+
 
 def _clean(x):
     """JSON-safe: NaN/Inf as strings ("nan", "inf", "-inf"), tuples as lists."""
@@ -251,7 +258,7 @@ def _md_escape(s):
 
 def to_markdown(doc):
     n, t = doc["net"], doc["totals"]
-    out = ["# Net report: %s" % _md_escape(n["name"]), ""]
+    out = ["# Net report: %s" % _md_escape(shown_name(n["name"])), ""]
     out.append("- model: `%s`; phase %s, level %d, stages [%s]; %s on %s" % (
         n.get("model_file") or "-", n["phase"], n["level"], ", ".join(n["stages"]), n["dtype"], n["device"]))
     out.append("- %d layers, %d blobs; inputs: %s; outputs: %s" % (
@@ -336,6 +343,7 @@ def _port_summary(pc):
                                                    m["name"], m["topology"], m["unmatched"],
                                                    len(pc["unmatched_tensors"])),
              pc["message"]]
+    lines[1:1] = ["input layout: %s" % lay["text"] for lay in pc.get("input_layouts") or []]
     lines += ["diagnosis: %s: %s" % (d["layer"], d["text"]) for d in pc["diagnosis"]]
     lines += ["note: %s" % n for n in pc.get("notes", [])]
     return lines
@@ -557,7 +565,7 @@ def _graph_html(net, doc, e):
 
     def blobs(names):
         return ", ".join(dict.fromkeys(copied.get(n, n) for n in names)) or "-"
-    fg = F.folded_graph(layers, blks, title="%s (%s)" % (net.name, doc["net"]["phase"]))
+    fg = F.folded_graph(layers, blks, title="%s (%s)" % (shown_name(net.name), doc["net"]["phase"]))
     folded = [n for n in fg.nodes if n.kind == "block"]
     parts = ["<h2 id='graph'>Net graph</h2>"]
     if blks:
@@ -724,7 +732,7 @@ def to_html(doc, net=None, figures=True):
     """A self-contained HTML page (Plotly's JS inline, once)."""
     e = html.escape
     parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
-             "<title>Net report: %s</title>" % e(doc["net"]["name"]), "<style>%s</style>" % _CSS]
+             "<title>Net report: %s</title>" % e(shown_name(doc["net"]["name"])), "<style>%s</style>" % _CSS]
     if figures and net is not None:
         import plotly.offline
         parts.append('<script type="text/javascript">%s</script>' % plotly.offline.get_plotlyjs())
@@ -752,7 +760,7 @@ def to_html(doc, net=None, figures=True):
 
 def _html_summary(doc, e):
     n, t = doc["net"], doc["totals"]
-    parts = ["<h1>Net report: %s</h1>" % e(n["name"]), "<ul class='summary'>"]
+    parts = ["<h1>Net report: %s</h1>" % e(shown_name(n["name"])), "<ul class='summary'>"]
     parts.append("<li>model <code>%s</code>; phase %s, level %d, stages [%s]; %s on %s</li>" % (
         e(str(n.get("model_file") or "-")), n["phase"], n["level"], e(", ".join(n["stages"])), n["dtype"], n["device"]))
     parts.append("<li>%d layers, %d blobs; inputs %s; outputs %s</li>" % (

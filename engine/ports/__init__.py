@@ -5,8 +5,9 @@
   (``python -m engine export-onnx``; docs/ports.md lists every layer type, its ONNX form,
   the refused types and the tensor naming scheme);
 - :func:`verify`: onnxruntime and the engine on the same inputs, every blob compared;
-- :func:`compare_port`: a Caffe net against anyone's ONNX port, blob by blob, the first layer
-  whose own arithmetic departs and why (``python -m engine compare-port``; docs/port-debugging.md);
+- :func:`compare_port`: a Caffe net against anyone's port (an ONNX model, or any
+  :class:`PortGraph`), blob by blob, the first layer whose own arithmetic departs and why
+  (``python -m engine compare-port``; docs/port-debugging.md);
 - :func:`export_torch` / :func:`verify_torch`: a plain PyTorch ``nn.Module`` source file and its
   state_dict, checked against the engine per blob (``python -m engine export-torch``).
 
@@ -32,6 +33,16 @@ _LAZY = {
     "compare_port": ("engine.ports.compare", "compare_port"),
     "PortComparison": ("engine.ports.compare", "PortComparison"),
     "Preprocess": ("engine.ports.compare", "Preprocess"),
+    "PortGraph": ("engine.ports.port_graph", "PortGraph"),
+    "PortNode": ("engine.ports.port_graph", "PortNode"),
+    "OnnxPort": ("engine.ports.onnx_port", "OnnxPort"),
+    # other ports: a user's PyTorch module, either way round (torch_port.py), a runtime's tensors
+    # (tensors_port.py); a port's weights into a net without (port_checks.py)
+    "compare_torch": ("engine.ports.torch_port", "compare_torch"),
+    "TorchGraph": ("engine.ports.torch_port", "TorchGraph"),
+    "compare_tensors": ("engine.ports.tensors_port", "compare_tensors"),
+    "TensorDump": ("engine.ports.tensors_port", "TensorDump"),
+    "copy_port_weights": ("engine.ports.port_checks", "copy_port_weights"),
     # the PyTorch export (engine/ports/torch_export.py)
     "export_torch": ("engine.ports.torch_export", "export_torch"),
     "verify_torch": ("engine.ports.torch_export", "verify_torch"),

@@ -1,4 +1,7 @@
-"""The port debugger: a Caffe net against anyone's ONNX port of it, blob by blob.
+"""The port debugger: a Caffe net against anyone's port of it, blob by blob.
+
+A port is an ONNX model (:class:`engine.ports.onnx_port.OnnxPort`) or any
+:class:`engine.ports.port_graph.PortGraph` (a torch graph, a runtime's tensor dump).
 
     result = compare_port(net, "port.onnx")                 # seeded normal inputs
     result = compare_port(net, onnx_bytes, {"data": x})     # the inspector: bytes or a path
@@ -13,6 +16,9 @@
    paired with the value's nearest paired ancestors, feeding no tensor paired with a value
    that does not depend on it, of the value's shape, made by a node that fits the layer type
    (among several, one equal to the engine's value, else the first in the port's order).
+   A name is a hint, the value decides: a name-paired tensor holding a later value of its
+   chain (a BatchNorm+Scale fused under the BatchNorm's name) goes to that value.  An input
+   the port takes in another layout (NHWC, H x W x C without batch) is fed transposed.
    Each row says how it was paired (``input``, ``name``, ``topology``) or that it was not.
 2. **Both run on the same input**: the engine's Forward one layer at a time (each top kept
    as its layer left it) and onnxruntime (CPU, graph optimisations off: the port's
@@ -25,7 +31,9 @@
    inputs (the layers of a value the port fused away are checked together with the next
    paired one).  The first layer, in Caffe's order, whose own result departs by more than
    ``rtol`` relative (or whose output shape differs) is the first departing layer: a
-   BatchNorm bug is found at the first BatchNorm, not where the drift adds up.
+   BatchNorm bug is found at the first BatchNorm, not where the drift adds up.  An own
+   error under ``rtol`` is judged against the layer's own float32 rounding (Caffe's layers
+   rebuilt in float64 on the same inputs): far above it, it is a finding (``small``).
 4. **Diagnosis.** Known causes are tested, each by recomputing Caffe's layer the way the
    suspected bug would and checking it reproduces the port (the engine's own layer code
    with the parameter changed, on the same inputs): BatchNorm's variance divided by
@@ -33,23 +41,40 @@
    (ceil vs floor, Caffe's last-window rule); AVE pooling differing only on the border
    (the divisor counts padding differently); LRN's alpha off by local_size; Crop offsets;
    channels BGR vs RGB, a mean or scale not applied (the first layer is rerun on the input
-   transformed); Softmax on another axis; a constant factor (Dropout's or Power's scale).
-   A small error (between float32 rounding and ``rtol``) counts as departing when such a
-   cause reproduces it: "a small relative error at every BatchNorm".
+   transformed); Softmax on another axis; a constant factor (Dropout's or Power's scale);
+   kernels flipped, transposed or in another layout; weights reshaped instead of
+   transposed; the BatchNorm+Scale split; ... (the table in docs/port-debugging.md); else
+   "no known cause" with the first differing elements.  A cause at several layers of a type
+   is one line: "every BatchNorm (53 of 53): ...".
 
 The result is plain data (:meth:`PortComparison.to_dict`), the ``port_comparison``
 section of a report (docs/report-schema.md).
 """
 import io
 import os
+from collections import ChainMap
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from engine.ports.activations import PortError, relative, require, run, set_inputs, trace
+from engine.ports.activations import PortError, relative, run, set_inputs, trace
+from engine.ports.onnx_port import OnnxPort, load_onnx, one_line
+from engine.ports.port_graph import PortGraph
 
 DEFAULT_RTOL = 1e-4
+
+# A layer's own error (under rtol) is a finding when the port's result is off Caffe's layer
+# evaluated in float64 by ROUNDING_FACTOR times Caffe's own float32 result is, and by at least
+# ROUNDING_FLOOR relative: a systematic error, not another order of float32 rounding.
+# Layers computing exp, log or pow round differently in every library (a few ulps, more on
+# large inputs): for them the factor and the floor are TRANSCENDENTAL_FACTOR and _FLOOR.
+ROUNDING_FACTOR = 10.0
+ROUNDING_FLOOR = 1e-6
+TRANSCENDENTAL = {"LRN", "Softmax", "ELU", "Sigmoid", "TanH", "Power", "Exp", "Log", "BNLL", "Swish"}
+TRANSCENDENTAL_FACTOR = 50.0
+TRANSCENDENTAL_FLOOR = 1e-5
+F32_EPS = float(np.finfo(np.float32).eps) / 2
 
 # float32 rounding of a layer's own arithmetic, relative to its output's scale: an error
 # over this (and under rtol) is "small"; it departs only when a known cause reproduces it.
@@ -117,6 +142,9 @@ class PortRow:
     own_max_abs: Optional[float] = None    # the layer's own arithmetic, fed the engine's inputs
     own_rel: Optional[float] = None
     group: List[str] = field(default_factory=list)   # the layers that own check covers
+    note: str = ""                         # how the pairing or the check was made, where unusual
+    rounding: Optional[float] = None       # Caffe's own float32 rounding of the layer (vs float64), relative
+    over_rounding: Optional[float] = None  # the port's own error vs float64, in units of that rounding
     status: str = "unmatched"              # input, ok, small, departs, shape, unchecked, unmatched
 
 
@@ -143,12 +171,21 @@ class PortComparison:
     outputs: List[Dict[str, Any]]
     notes: List[str] = field(default_factory=list)
     message: str = ""
+    input_layouts: List[Dict[str, Any]] = field(default_factory=list)   # inputs transposed for the port
+    proves_nothing: bool = False     # every compared value constant (a net without weights): no evidence
 
     def row(self, label):
         for r in self.rows:
             if r.label == label or (r.blob == label and r.label == r.blob):
                 return r
         raise KeyError(label)
+
+    def diagnosis_for(self, layer):
+        """The diagnosis naming ``layer`` (itself, or a line covering several layers), or None."""
+        for d in self.diagnosis:
+            if d.layer == layer or layer in (d.evidence.get("layers") or ()):
+                return d
+        return None
 
     def by_layer(self):
         """{layer: {"rel", "own_rel", "status"}}: the largest end-to-end and own divergence of
@@ -177,6 +214,8 @@ class PortComparison:
         out = io.StringIO()
         w = out.write
         w("Port %s vs net %s (rtol %g)\n" % (self.port, self.net, self.rtol))
+        for lay in self.input_layouts:
+            w("Input layout: %s\n" % lay["text"])
         head = ("layer", "type", "value", "shape", "port tensor (how)", "own rel", "end-to-end rel", "status")
         rows = self.rows
         shown = rows
@@ -185,7 +224,8 @@ class PortComparison:
             shown = rows[:limit] + [r for r in bad if r not in rows[:limit]]
         cells = [head]
         for r in shown:
-            how = "-" if r.tensor is None else "%s (%s)" % (r.tensor, r.matched)
+            how = "-" if r.tensor is None else "%s (%s%s)" % (r.tensor, r.matched, "; covers " + "+".join(r.group)
+                                                              if len(r.group) > 1 else "")
             if r.tensor_shape is not None and list(r.tensor_shape) != list(r.shape):
                 how += " shape %s" % _shape(r.tensor_shape)
             cells.append((r.layer, r.type, r.label, _shape(r.shape), how, _num(r.own_rel), _num(r.rel), r.status))
@@ -195,9 +235,17 @@ class PortComparison:
         if len(shown) < len(rows):
             w("... %d more rows (--all shows every row)\n" % (len(rows) - len(shown)))
         m = self.matching
-        w("\nMatched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched%s\n" % (
+        covered = m.get("covered", 0)
+        w("\nMatched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched%s%s\n" % (
             m["input"] + m["name"] + m["topology"], m["values"], m["input"], m["name"], m["topology"], m["unmatched"],
+            (", %s inside a fused node's check (the port has no tensor for them)" % (
+                "all" if covered == m["unmatched"] else covered)) if covered else "",
             (" (%s)" % ", ".join(r.label for r in rows if r.matched is None)[:300]) if m["unmatched"] else ""))
+        noted = [r for r in rows if r.note]
+        for r in noted[:12]:
+            w("  %s: %s\n" % (r.label, r.note))
+        if len(noted) > 12:
+            w("  ... %d more rows with a note (--json has them all)\n" % (len(noted) - 12))
         if self.unmatched_tensors:
             w("Port tensors matched to no value: %d (%s)\n" % (len(self.unmatched_tensors),
                                                               ", ".join(self.unmatched_tensors[:12]) +
@@ -242,227 +290,20 @@ class Preprocess:
     transform: Optional[Callable[[Any], np.ndarray]] = None
 
 
-# ---------------------------------------------------------------------- the port's graph
-class _Port:
-    """An ONNX model's graph: its tensors in order, who makes them, what each depends on."""
-
-    def __init__(self, model, label):
-        self.onnx = require("onnx", "onnx", "compare-port")
-        self.ort = require("onnxruntime", "onnx", "compare-port")
-        self.model = model
-        self.label = label
-        g = model.graph
-        self.const = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
-        self.inputs = [vi.name for vi in g.input if vi.name not in self.const]
-        self.input_info = {vi.name: vi for vi in g.input}
-        self.nodes = list(g.node)
-        self.producer: Dict[str, int] = {}
-        self.order: List[str] = []
-        self.bit: Dict[str, int] = {}
-        self.anc: Dict[str, int] = {}
-        for name in self.inputs:
-            self._add(name, 0)
-        for k, node in enumerate(self.nodes):
-            ins = [i for i in node.input if i] + _implicit_inputs(node)
-            live = [i for i in ins if i in self.bit]
-            for o in node.output:
-                if not o:
-                    continue
-                self.producer[o] = k
-                if live:
-                    m = 0
-                    for i in live:
-                        m |= self.anc[i] | (1 << self.bit[i])
-                    self._add(o, m)
-
-    def _add(self, name, anc):
-        if name in self.bit:
-            return
-        self.bit[name] = len(self.order)
-        self.order.append(name)
-        self.anc[name] = anc
-
-    def op(self, tensor):
-        k = self.producer.get(tensor)
-        return None if k is None else self.nodes[k].op_type
-
-    def input_shape(self, name):
-        """The declared shape: ints, or None for a symbolic/unknown dimension."""
-        t = self.input_info[name].type.tensor_type
-        if not t.HasField("shape"):
-            return None
-        return [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-
-    def input_dtype(self, name):
-        elem = self.input_info[name].type.tensor_type.elem_type
-        try:
-            return np.dtype(self.onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype(np.float32)
-        except Exception:
-            return np.dtype(np.float32)
-
-    def session(self, model):
-        so = self.ort.SessionOptions()
-        so.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        so.log_severity_level = 4
-        try:
-            return self.ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        except Exception as e:
-            raise PortError("onnxruntime cannot run the port %s: %s" % (self.label, _one_line(e))) from None
-
-    def run_options(self):
-        ro = self.ort.RunOptions()
-        ro.log_severity_level = 4
-        return ro
-
-    def run_all(self, feeds):
-        """Every tensor the inputs reach, by name.  A port onnxruntime cannot run whole (a
-        shape that no longer fits downstream of a bug) is run node by node, as far as it goes;
-        ``self.failure`` then says where it stopped."""
-        self.failure = None
-        m = self.onnx.ModelProto()
-        m.CopyFrom(self.model)
-        have = {o.name for o in m.graph.output}
-        for name in self.order:
-            if name not in have and name not in self.inputs:
-                m.graph.output.append(self.onnx.ValueInfoProto(name=name))
-        try:
-            sess = self.session(m)
-            names = [o.name for o in sess.get_outputs()]
-            vals = sess.run(names, feeds, self.run_options())
-        except Exception as e:
-            return self._run_nodewise(feeds, _one_line(e))
-        out = dict(feeds)
-        out.update({n: np.asarray(v) for n, v in zip(names, vals)})
-        return out
-
-    def _run_nodewise(self, feeds, why):
-        helper = self.onnx.helper
-        g = self.model.graph
-        values = {k: np.asarray(v) for k, v in feeds.items()}
-        inits = {t.name: t for t in g.initializer}
-        for node in self.nodes:
-            ins = [i for i in list(node.input) + _implicit_inputs(node) if i]
-            if any(i not in values and i not in self.const for i in ins):
-                continue                           # after a node that failed
-            graph_in = [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(values[i].dtype),
-                                                      list(values[i].shape)) for i in dict.fromkeys(ins) if i in values]
-            graph = helper.make_graph([node], "node", graph_in, [self.onnx.ValueInfoProto(name=o) for o in node.output
-                                                                 if o],
-                                      initializer=[inits[i] for i in dict.fromkeys(ins) if i in inits],
-                                      sparse_initializer=[t for t in g.sparse_initializer if t.values.name in ins])
-            m = helper.make_model(graph, opset_imports=list(self.model.opset_import))
-            m.ir_version = self.model.ir_version
-            m.functions.extend(self.model.functions)
-            try:
-                sess = self.session(m)
-                outs = [o for o in node.output if o]
-                got = sess.run(outs, {i: values[i] for i in dict.fromkeys(ins) if i in values}, self.run_options())
-            except Exception as e:
-                if self.failure is None:
-                    self.failure = "node %s (%s): %s" % (node.name or node.output[0], node.op_type, _one_line(e))
-                continue
-            values.update({o: np.asarray(v) for o, v in zip(outs, got)})
-        if self.failure is None:
-            raise PortError("onnxruntime cannot run the port %s: %s" % (self.label, why))
-        return values
-
-    def sub_model(self, inputs, output, values):
-        """The port's sub-graph computing ``output`` from the tensors ``inputs`` (other graph
-        inputs it still reaches are kept as inputs); ``values`` give their types and shapes."""
-        helper = self.onnx.helper
-        inputs = list(dict.fromkeys(inputs))
-        stop = set(inputs)
-        need_nodes, need_const, extra = set(), set(), []
-        stack = [output]
-        seen = set()
-        while stack:
-            t = stack.pop()
-            if t in seen:
-                continue
-            seen.add(t)
-            if t in stop:
-                continue
-            if t in self.const:
-                need_const.add(t)
-                continue
-            k = self.producer.get(t)
-            if k is None:
-                if t in self.input_info:
-                    extra.append(t)
-                continue
-            if k in need_nodes:
-                continue
-            need_nodes.add(k)
-            node = self.nodes[k]
-            stack.extend(i for i in list(node.input) + _implicit_inputs(node) if i)
-        g = self.model.graph
-        ins = []
-        for name in inputs + extra:
-            v = values[name]
-            ins.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)))
-        graph = helper.make_graph([self.nodes[k] for k in sorted(need_nodes)], "port_part", ins,
-                                  [self.onnx.ValueInfoProto(name=output)],
-                                  initializer=[t for t in g.initializer if t.name in need_const],
-                                  sparse_initializer=[t for t in g.sparse_initializer if t.values.name in need_const])
-        m = helper.make_model(graph, opset_imports=list(self.model.opset_import))
-        m.ir_version = self.model.ir_version
-        m.functions.extend(self.model.functions)
-        return m, inputs + extra
-
-
-def _implicit_inputs(node):
-    """Names a node's sub-graphs (If, Loop, Scan) read from the outer scope."""
-    out = []
-    for a in node.attribute:
-        graphs = list(a.graphs) + ([a.g] if a.HasField("g") else [])
-        for sg in graphs:
-            made = {i.name for i in sg.input} | {t.name for t in sg.initializer}
-            for n in sg.node:
-                for i in list(n.input) + _implicit_inputs(n):
-                    if i and i not in made:
-                        out.append(i)
-                made.update(n.output)
-    return out
-
-
-def _one_line(e):
-    return " ".join(str(e).split())[:400]
-
-
-def load_onnx(onnx_model):
-    """An ``onnx.ModelProto`` from a path, bytes or a ModelProto; and a label for it."""
-    onnx = require("onnx", "onnx", "compare-port")
-    if isinstance(onnx_model, onnx.ModelProto):
-        return onnx_model, onnx_model.graph.name or "<ONNX model>"
-    if isinstance(onnx_model, (bytes, bytearray, memoryview)):
-        try:
-            return onnx.load_model_from_string(bytes(onnx_model)), "<ONNX bytes>"
-        except Exception as e:
-            raise PortError("<ONNX bytes>: not an ONNX model: %s" % _one_line(e)) from None
-    path = os.fspath(onnx_model)
-    if not os.path.isfile(path):
-        raise PortError("%s: no such ONNX file" % path)
-    try:
-        return onnx.load(path), path
-    except Exception as e:
-        raise PortError("%s: not an ONNX model: %s" % (path, _one_line(e))) from None
-
-
 # ---------------------------------------------------------------------- the comparison
-def compare_port(net, onnx_model, inputs=None, preprocess=None, rtol=DEFAULT_RTOL, seed=0):
-    """Compare ``net`` (an engine Net, TEST phase for a deploy net) with an ONNX port of it.
+def compare_port(net, port, inputs=None, preprocess=None, rtol=DEFAULT_RTOL, seed=0):
+    """Compare ``net`` (an engine Net, TEST phase for a deploy net) with a port of it.
 
-    ``onnx_model``: a path, the file's bytes, or an ``onnx.ModelProto``.  ``inputs``: None
+    ``port``: an ONNX model (a path, the file's bytes, or an ``onnx.ModelProto``) or any
+    :class:`~engine.ports.port_graph.PortGraph` (a torch graph, a tensor dump).  ``inputs``: None
     (seeded normal values), an array (the first input), or {input blob: array, .npy path,
     or -- with ``preprocess.transform`` -- an image path}.  ``preprocess``: a
     :class:`Preprocess` (or a dict of its fields, or a callable raw -> array).
     Returns a :class:`PortComparison`."""
     if preprocess is not None and not isinstance(preprocess, Preprocess):
         preprocess = Preprocess(transform=preprocess) if callable(preprocess) else Preprocess(**dict(preprocess))
-    model, label = load_onnx(onnx_model)
-    port = _Port(model, label)
+    if not isinstance(port, PortGraph):
+        port = OnnxPort(*load_onnx(port))
     return _Comparer(net, port, inputs, preprocess, float(rtol), seed).run()
 
 
@@ -472,6 +313,7 @@ class _Comparer:
         self.pre = preprocess
         self.raw_inputs = inputs
         self.notes: List[str] = []
+        self._own_cache: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
 
     # -------------------------------------------------------------- inputs
     def _input_pairs(self):
@@ -500,11 +342,15 @@ class _Comparer:
         for name in self.net.inputs:
             shape = tuple(self.net.blobs[name].shape)
             pshape = self.port.input_shape(pairs[name]) if name in pairs else None
-            if pshape is not None and len(pshape) == len(shape) and pshape[0] is not None \
-                    and list(pshape[1:]) == [d if p is not None else None for d, p in zip(shape[1:], pshape[1:])] \
-                    and pshape[0] != shape[0]:
+            if pshape is not None and len(pshape) == len(shape) and pshape[0] is not None and pshape[0] != shape[0] \
+                    and _layout(pshape[1:], shape[1:]) is not False:
                 shape = (pshape[0],) + shape[1:]
                 self.notes.append("input '%s' batch set to the port's %d" % (name, pshape[0]))
+            elif pshape is not None and len(pshape) == len(shape) - 1 and shape[0] != 1 and len(shape) > 1 \
+                    and _layout(pshape, shape[1:]) is not False:
+                shape = (1,) + shape[1:]
+                self.notes.append("input '%s' batch set to 1: the port's input '%s' has no batch axis" % (
+                    name, pairs[name]))
             if name in raw:
                 feeds[name] = self._load_input(name, raw[name], shape)
             else:
@@ -518,7 +364,7 @@ class _Comparer:
                 try:
                     value = np.load(path)
                 except (OSError, ValueError) as e:
-                    raise PortError("%s: cannot read the input array: %s" % (path, _one_line(e)), blob=name) from None
+                    raise PortError("%s: cannot read the input array: %s" % (path, one_line(e)), blob=name) from None
             elif self.pre is not None and self.pre.transform is not None:
                 value = self.pre.transform(path)
             else:
@@ -545,24 +391,35 @@ class _Comparer:
         self.values = run(net, tr)
         self.cafanc = tr.ancestors()
         port_feeds = {}
+        self.layout: Dict[int, Tuple[str, Optional[Tuple[int, ...]], bool]] = {}
+        self.input_layouts: List[Dict[str, Any]] = []
         for name, pname in pairs.items():
-            v = self.values[tr.inputs[name]]
+            a = tr.inputs[name]
+            v = self.values[a]
             want = port.input_shape(pname)
-            if want is not None and (len(want) != v.ndim or any(d is not None and d != s
-                                                                 for d, s in zip(want, v.shape))):
-                raise PortError("the port's input '%s' is %s, the net's input '%s' is %s (another layout or size: "
-                                "give --input-size, or a port of this net)" % (
+            lay = _layout(want, v.shape)
+            if lay is False:
+                raise PortError("the port's input '%s' is %s, the net's input '%s' is %s: not the same size in "
+                                "any layout (give --input-size, or a port of this net)" % (
                                     pname, "x".join("?" if d is None else str(d) for d in want), name,
                                     _shape(v.shape)), blob=name)
-            port_feeds[pname] = v.astype(port.input_dtype(pname))
+            if lay is not None:
+                self.layout[a] = lay
+                pv = self._to_port(a, v)
+                self.input_layouts.append({
+                    "blob": name, "tensor": pname, "layout": lay[0], "axes": list(lay[1]) if lay[1] is not None
+                    else None, "dropped_batch": lay[2], "shape": list(pv.shape),
+                    "text": "the net's input '%s' (%s) is fed to the port's '%s' as %s (%s)" % (
+                        name, _shape(v.shape), pname, _shape(pv.shape), _layout_text(lay))})
+            port_feeds[pname] = self._to_port(a, v).astype(port.input_dtype(pname))
         if net.phase == 0 and any(l.type == "Dropout" for l in net.layers):
             self.notes.append("the net is in TRAIN: its Dropout layers draw random masks (compare a deploy net in "
                               "TEST)")
         missing = [p for p in port.inputs if p not in port_feeds]
         if missing:
             raise PortError("the port %s has inputs the net does not: %s" % (port.label, ", ".join(missing)))
+        self.notes.extend(port.notes)
         self.pvals = port.run_all(port_feeds)
-        self.sessions: Dict[Tuple[Tuple[str, ...], str], Any] = {}
         if port.failure:
             self.notes.append("onnxruntime cannot run the whole port; run node by node it stops at %s" % port.failure)
         self.match: Dict[int, str] = {}
@@ -571,6 +428,7 @@ class _Comparer:
         for name, pname in pairs.items():
             self._pair(tr.inputs[name], pname, "input")
         self._match_by_name()
+        self._recheck_name_pairs()
         self._match_by_topology()
         self._check_own()
         return self._result()
@@ -586,7 +444,27 @@ class _Comparer:
         if t is None:
             return False
         v = self.pvals.get(t)
-        return v is not None and tuple(v.shape) == tuple(self.tr.acts[a].shape)
+        return v is not None and tuple(v.shape) == self._port_shape(a)
+
+    def _port_shape(self, a):
+        """The shape the port holds value ``a`` in (another layout for a transposed input)."""
+        shape = tuple(self.tr.acts[a].shape)
+        lay = self.layout.get(a)
+        if lay is None:
+            return shape
+        if lay[2]:
+            shape = shape[1:]
+        return tuple(shape[k] for k in lay[1]) if lay[1] is not None else shape
+
+    def _to_port(self, a, arr):
+        """The engine's value ``a`` as the port holds it (a transposed input: transposed)."""
+        lay = self.layout.get(a)
+        if lay is None:
+            return arr
+        arr = np.asarray(arr)
+        if lay[2]:
+            arr = arr[0]
+        return np.ascontiguousarray(np.transpose(arr, lay[1])) if lay[1] is not None else arr
 
     def _values_to_match(self):
         return [a for a in self.tr.acts if a.alias_of is None and a.id not in self.match
@@ -621,16 +499,53 @@ class _Comparer:
             if versions:
                 self._pair(self._version_for(t, versions), t, "name")
 
+    def _recheck_name_pairs(self):
+        """Pair by value, not only by name: a tensor paired by name that holds a later value of
+        the same chain (a node named as a BatchNorm computing BatchNorm+Scale, a convolution
+        with its BatchNorm folded in) goes to that value, the row saying so."""
+        self.name_notes: Dict[int, str] = {}
+        for a in sorted(self.match):
+            t = self.match[a]
+            act = self.tr.acts[a]
+            v = self.pvals.get(t)
+            if self.how[a] != "name" or v is None or tuple(v.shape) != tuple(act.shape):
+                continue
+            # judged on the tensor's own part fed Caffe's values where the port re-runs parts: a
+            # departure upstream (BGR, a kernel) must not leave a fused BatchNorm+Scale on the BatchNorm
+            v = self._own_value(a, t, v)
+            r = relative(v, self.values[a])[1]
+            if r <= self.rtol:
+                continue
+            best = None
+            for y in self._chain_after(act):
+                ry = relative(v, self.values[y])[1]
+                if ry < 0.1 * r and (best is None or ry < best[0]):
+                    best = (ry, y)
+            if best is None:
+                continue
+            y = best[1]
+            del self.match[a], self.how[a], self.owner[t]
+            self._pair(y, t, "name")
+            yact = self.tr.acts[y]
+            self.name_notes[y] = "'%s' (named for %s '%s') holds %s's value: %s fused into one node" % (
+                t, act.type, act.layer, yact.layer, "+".join(
+                    self.net.layers[i].type for i in range(act.layer_index, yact.layer_index + 1)
+                    if any(self.tr.acts[z].layer_index == i and (self.cafanc[y] >> z & 1 or z == y)
+                           for z in self.tr.layer_tops[i])))
+
+    def _own_value(self, a, t, v):
+        """Tensor ``t``'s value computed by its own part from Caffe's values of the frontier of
+        value ``a`` (``v``, its end-to-end value, where the port cannot re-run parts)."""
+        fr = self._frontier(a) if self.port.can_rerun else None
+        if not fr or not fr[0]:
+            return v
+        try:
+            return self._run_part(fr[0], t)
+        except PortError:
+            return v
+
     def _blob_tensors(self):
-        import json
-        for p in self.port.model.metadata_props:
-            if p.key == "caffe.blob_tensors":
-                try:
-                    d = json.loads(p.value)
-                except ValueError:
-                    return {}
-                return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
-        return {}
+        return self.port.name_hints()
 
     def _version_for(self, t, versions):
         """Which value of an in-place chain a tensor named as the blob is: the one equal to it,
@@ -762,18 +677,26 @@ class _Comparer:
         if not cands:
             return None
         ref = self.values[act.id]
-        for t in cands:
-            if relative(self.pvals[t], ref)[1] <= self.rtol:
-                return t
+        close = [(relative(self.pvals[t], ref)[1], k, t) for k, t in enumerate(cands)]
+        close = [c for c in close if c[0] <= self.rtol]
+        if close:                   # the closest: with a loose rtol a Scale's Mul, before its bias, is within it
+            return min(close)[2]
         fit = [t for t in cands if _fits(act.type, self.port.op(t))]
         later = self._chain_after(act)
         scored = []
+        later_tensors = []          # tensors that are a later value of the chain: what they feed is not act
         for t in fit[:3 if exact_only else 8]:
+            if any(self.port.depends(t, s) for s in later_tensors):
+                continue
             r = relative(self.pvals[t], ref)[1]
             if any(relative(self.pvals[t], self.values[y])[1] < 0.1 * r for y in later):
+                later_tensors.append(t)
+                continue
+            if not exact_only and later and self._belongs_later(act, t, self.tr.acts[later[0]]):
+                later_tensors.append(t)
                 continue
             try:
-                own = relative(self._run_part(front, t), ref)[1]
+                own = self._part_rel(act, front, t)
             except PortError:
                 continue
             if own <= self.rtol:
@@ -790,6 +713,21 @@ class _Comparer:
         primary = [(own, t) for own, t in scored if self.port.op(t) in PRIMARY.get(act.type, ())] or scored
         least = min(own for own, _ in primary)
         return next(t for own, t in primary if own <= 3 * least)
+
+    def _belongs_later(self, act, t, y):
+        """Whether tensor ``t`` is the chain's later value ``y`` rather than ``act``'s: with
+        ``t`` as ``y`` the value after ``y`` is reproduced exactly, with ``t`` as ``act`` the
+        value after ``act`` is not (a fused BatchNorm+Scale whose arithmetic departs: the
+        ReLU after it is exact on the Scale's value)."""
+        nxt_y = self._consumer(y)
+        if nxt_y is None:
+            return False
+        nxt_a = self._consumer(act)
+        if nxt_a is not None and nxt_a.id != y.id and self._next_exact(act, t, nxt_a):
+            return False
+        if nxt_a is not None and nxt_a.id == y.id and self._next_exact(act, t, y):
+            return False
+        return self._next_exact(y, t, nxt_y)
 
     def _consumer(self, act):
         """The first value computed from ``act`` (through Split copies)."""
@@ -808,7 +746,7 @@ class _Comparer:
                 return False
             for t2 in [c for c in self._candidates(nxt, fr[0]) if _fits(nxt.type, self.port.op(c))][:4]:
                 try:
-                    if relative(self._run_part(fr[0], t2), self.values[nxt.id])[1] <= self.rtol:
+                    if self._part_rel(nxt, fr[0], t2) <= self.rtol:
                         return True
                 except PortError:
                     continue
@@ -833,44 +771,143 @@ class _Comparer:
         self.groups: Dict[int, List[int]] = {}
         self.fronts: Dict[int, List[int]] = {}
         for a in sorted(self.match):
-            act = self.tr.acts[a]
             if self.how[a] == "input" or not self._shape_ok(a):
                 continue
             fr = self._frontier(a)
             if fr is None or not fr[0]:
                 continue
             self.fronts[a], self.groups[a] = fr
-            out = self._run_sub(a)
-            self.own[a] = relative(out, self.values[act.id])
+            self.own[a] = relative(*self.own_pair(a))
+        # each small own error against the layer's own float32 rounding (under the floor it
+        # cannot be a finding: not measured)
+        self.rounding: Dict[int, Tuple[float, float]] = {}
+        for a, (_, rel) in self.own.items():
+            if self._rounding_limits(a)[1] <= rel <= self.rtol:
+                rd = self._rounding(a)
+                if rd is not None:
+                    self.rounding[a] = rd
+
+    def own_inputs(self, a):
+        """{frontier value: array} the port's part for ``a`` is checked on: the engine's values
+        (a port that re-runs parts), or the port's own (one that cannot: a tensor dump)."""
+        if self.port.can_rerun:
+            return {f: self.values[f] for f in self.fronts[a]}
+        return {f: self._from_port(f, self.pvals[self.match[f]]) for f in self.fronts[a]}
+
+    def own_pair(self, a):
+        """(the port's output for value ``a``, Caffe's) on the same inputs: the port's part fed
+        the engine's values of the frontier, against the engine's value; for a port that
+        cannot re-run a part, the port's value against Caffe's layers run on the port's values
+        of the frontier."""
+        if a not in self._own_cache:
+            if self.port.can_rerun:
+                self._own_cache[a] = (self._run_sub(a), self.values[a])
+            else:
+                from engine.ports import diagnose
+                ref = diagnose.reenact(self, a, inputs=self.own_inputs(a))
+                pv = self._from_port(a, self.pvals[self.match[a]])
+                self._own_cache[a] = (pv, ref if ref is not None else self.values[a])
+        return self._own_cache[a]
+
+    def _rounding(self, a):
+        """(Caffe's float32 rounding, the port's error) of value ``a``'s own arithmetic: each
+        relative to Caffe's layers evaluated in float64 on the same inputs; None when the
+        layers cannot be rebuilt in float64."""
+        from engine.ports import diagnose
+        ins = {f: np.asarray(v, np.float64) for f, v in self.own_inputs(a).items()}
+        ref64 = diagnose.reenact(self, a, dtype=np.float64, inputs=ins)
+        if ref64 is None:
+            return None
+        port_out, ref = self.own_pair(a)
+        return relative(ref, ref64)[1], relative(port_out, ref64)[1]
+
+    def _above_rounding(self, a):
+        """The factor by which the port's own error exceeds Caffe's own float32 rounding of the
+        layer, when it is a finding (over ROUNDING_FACTOR and ROUNDING_FLOOR), else None."""
+        rd = self.rounding.get(a)
+        if rd is None:
+            return None
+        caffe_err, port_err = rd
+        factor, floor = self._rounding_limits(a)
+        if port_err < floor or self.own[a][1] < floor:
+            return None
+        x = port_err / max(caffe_err, F32_EPS)
+        return x if x >= factor else None
+
+    def _rounding_limits(self, a):
+        """(factor, floor) a small own error of value ``a`` must pass to be a finding."""
+        if any(self.net.layers[li].type in TRANSCENDENTAL for li in self.groups.get(a, ())):
+            return TRANSCENDENTAL_FACTOR, TRANSCENDENTAL_FLOOR
+        return ROUNDING_FACTOR, ROUNDING_FLOOR
+
+    def _from_port(self, a, arr):
+        """The inverse of :meth:`_to_port`: a port's tensor in the net's layout."""
+        lay = self.layout.get(a)
+        arr = np.asarray(arr)
+        if lay is None:
+            return arr
+        if lay[1] is not None:
+            arr = np.transpose(arr, np.argsort(lay[1]))
+        return np.ascontiguousarray(arr[None] if lay[2] else arr)
 
     def _run_sub(self, a, replace=None):
         """The port's part for value ``a`` run on the engine's values of its frontier
         (``replace``: {frontier value: array} fed instead)."""
         return self._run_part(self.fronts[a], self.match[a], replace, label=self.tr.acts[a].label)
 
+    def _part_rel(self, act, front, t):
+        """The own error of ``act`` were it paired with tensor ``t`` (its frontier ``front``):
+        the port's part fed the engine's values against the engine's value; for a port that
+        cannot re-run parts, ``t``'s value against Caffe's layers run on the port's values."""
+        if self.port.can_rerun:
+            return relative(self._run_part(front, t), self.values[act.id])[1]
+        from engine.ports import diagnose
+        fr = self._frontier(act.id)
+        if fr is None or list(fr[0]) != list(front):
+            return float("inf")
+        ref = diagnose.reenact(self, act.id, group=fr[1], front=front,
+                               inputs={f: self._from_port(f, self.pvals[self.match[f]]) for f in front})
+        return float("inf") if ref is None else relative(self._from_port(act.id, self.pvals[t]), ref)[1]
+
     def _run_part(self, front, out, replace=None, label=None):
         """The port's sub-graph from the tensors paired with the values ``front`` to the tensor
         ``out``, fed the engine's values of ``front``."""
         ftens = [self.match[f] for f in front]
-        key = (tuple(ftens), out)
-        if key not in self.sessions:
-            model, names = self.port.sub_model(ftens, out, self.pvals)
-            self.sessions[key] = (self.port.session(model), names)
-        sess, names = self.sessions[key]
         feeds = {}
-        by_tensor = dict(zip(ftens, front))
-        for n in names:
-            if n in by_tensor:
-                f = by_tensor[n]
-                v = (replace or {}).get(f, self.values[f])
-                feeds[n] = np.asarray(v).astype(self.pvals[n].dtype, copy=False)
-            else:
-                feeds[n] = self.pvals[n]
+        for f, n in zip(front, ftens):
+            v = self._to_port(f, (replace or {}).get(f, self.values[f]))
+            feeds[n] = np.asarray(v).astype(self.pvals[n].dtype, copy=False)
         try:
-            return sess.run([out], feeds, self.port.run_options())[0]
-        except Exception as e:
-            raise PortError("onnxruntime failed running the port's part for '%s': %s"
-                            % (label or out, _one_line(e))) from None
+            return self.port.run_part(ftens, out, ChainMap(feeds, self.pvals))
+        except PortError as e:
+            raise PortError("%s (the port's part for '%s')" % (e, label or out)) from None
+
+    def _constant_values(self):
+        """'' or what every value the net computes (paired or not, inputs aside) holds when all
+        are constant: "all zero", "each constant"."""
+        vals = [self.values[a.id] for a in self.tr.acts if a.alias_of is None and a.id not in self.tr.inputs.values()]
+        if not vals:
+            return ""
+        if all(not np.any(v) for v in vals):
+            return "all zero"
+        if all(v.size == 0 or np.all(v == v.flat[0]) for v in vals):
+            return "each one a constant"
+        return ""
+
+    def _explain_own_over_end_to_end(self):
+        """A row whose own error is far above its end-to-end error gets a line saying why:
+        its part was fed Caffe's values of tensors the port itself holds otherwise."""
+        for a, r in self.by_act.items():
+            if r.own_rel is None or r.rel is None or r.own_rel <= max(10 * r.rel, self._tolerance(a)):
+                continue
+            off = [(f, self.by_act[f].rel) for f in self.fronts.get(a, ()) if f in self.by_act
+                   and self.by_act[f].rel is not None and self.by_act[f].rel > max(r.rel, self.rtol)]
+            why = ", ".join("'%s' (the port's '%s' is off it by %s end to end)" % (
+                self.tr.acts[f].label, self.match[f], _num(rel)) for f, rel in off) or \
+                ", ".join("'%s'" % self.tr.acts[f].label for f in self.fronts.get(a, ()))
+            r.note = (r.note + "; " if r.note else "") + \
+                "own error %s above the end-to-end %s: the port's part was fed Caffe's values of %s, which the " \
+                "port's own tensors do not hold; its own ops undo the difference" % (_num(r.own_rel), _num(r.rel), why)
 
     # -------------------------------------------------------------- the result
     def _tolerance(self, a):
@@ -894,12 +931,13 @@ class _Comparer:
                 continue
             t = self.match.get(act.id)
             row = PortRow(label=act.label, blob=act.blob, layer=act.layer, layer_index=act.layer_index, type=act.type,
-                          shape=list(act.shape), tensor=t, matched=self.how.get(act.id))
+                          shape=list(act.shape), tensor=t, matched=self.how.get(act.id),
+                          note=self.name_notes.get(act.id, ""))
             if t is not None:
                 pv = self.pvals.get(t)
                 row.tensor_shape = list(pv.shape) if pv is not None else None
                 if pv is not None:
-                    row.max_abs, row.rel = relative(pv, self.values[act.id])
+                    row.max_abs, row.rel = relative(pv, self._to_port(act.id, self.values[act.id]))
                 if pv is None:
                     row.status = "not run"
                 elif row.matched == "input":
@@ -909,8 +947,14 @@ class _Comparer:
                 elif act.id in self.own:
                     row.own_max_abs, row.own_rel = self.own[act.id]
                     row.group = [net.layer_names[i] for i in self.groups[act.id]]
+                    rd = self.rounding.get(act.id)
+                    if rd is not None:
+                        row.rounding = rd[0]
+                        row.over_rounding = rd[1] / max(rd[0], F32_EPS)
                     if row.own_rel > self.rtol:
                         row.status = "departs"
+                    elif rd is not None:
+                        row.status = "small" if self._above_rounding(act.id) is not None else "ok"
                     elif row.own_rel > self._tolerance(act.id):
                         row.status = "small"
                     else:
@@ -921,22 +965,31 @@ class _Comparer:
             by_act[act.id] = row
         self.rows, self.by_act = rows, by_act
         self.row_act = {id(r): a for a, r in by_act.items()}
+        self._explain_own_over_end_to_end()
         diags = diagnose.diagnose(self)
         # a small error a known cause reproduces departs
-        explained = {d.evidence.get("value") for d in diags if d.evidence.get("reproduced")}
+        explained = {v for d in diags if d.evidence.get("reproduced")
+                     for v in [d.evidence.get("value")] + list(d.evidence.get("values") or [])}
         for r in rows:
-            if r.status == "small" and r.label in explained:
+            if r.status == "small" and r.label in explained and r.over_rounding is None:
                 r.status = "departs"
         first = None
         for r in sorted(rows, key=lambda r: (r.layer_index if not r.group else
                                              min(net.layer_names.index(g) for g in r.group), r.layer_index)):
-            if r.status in ("departs", "shape"):
+            if _departing(r):
                 first = r
                 break
+        if first is None:
+            dropped = [d for d in diags if d.kind == "softmax_dropped"]
+            if dropped:
+                first = by_act[tr.real(tr.final[dropped[0].evidence["value"]])] \
+                    if dropped[0].evidence["value"] in tr.final else None
         if first is None:
             shape_diag = [d for d in diags if d.kind.startswith("pool_") or d.kind == "shape"]
             if shape_diag:
                 first = next((r for r in rows if r.layer == shape_diag[0].layer), None)
+        if first is None and self.port.failure:
+            first = next((r for r in rows if r.status == "not run"), None)
         outputs = []
         e2e_ok = True
         for name in net.outputs:
@@ -954,17 +1007,31 @@ class _Comparer:
         counts = {"values": len(rows), "input": 0, "name": 0, "topology": 0, "unmatched": 0}
         for r in rows:
             counts[r.matched or "unmatched"] += 1
+        in_groups = {g for r in rows if r.tensor is not None for g in r.group[:-1]}
+        counts["covered"] = sum(1 for r in rows if r.matched is None and r.layer in in_groups)
         unmatched = [t for t in self.port.order if t not in self.owner and t not in self.port.inputs
                      and self.pvals.get(t) is not None and np.issubdtype(self.pvals[t].dtype, np.floating)]
         first_layer = None
         if first is not None:
             first_layer = _group_layer_named(diags, first.group or [first.layer]) or first.layer
+        constant = self._constant_values()
+        if constant:
+            self.notes.append("every value compared is constant (%s): the comparison proves nothing about the "
+                              "port's arithmetic (a net without weights? load its caffemodel)" % constant)
         if faithful:
             worst = max((r.rel for r in rows if r.rel is not None and r.matched != "input"), default=0.0)
             msg = "Faithful: every checked layer's own arithmetic within rounding, outputs within rtol %g " \
                   "(largest end-to-end rel %s)." % (self.rtol, _num(worst))
+            if constant:
+                msg = "Proves nothing: every value compared is constant (%s); the port agrees with it, as " \
+                      "anything would." % constant
         elif first is not None:
-            what = "own result departs by %s relative" % _num(first.own_rel) if first.status in ("departs", "small") \
+            what = "the port cannot run here: %s" % self.port.failure if first.status == "not run" \
+                else "the port has no Softmax here" if first.tensor is None and first.type == "Softmax" \
+                else "own error %s relative, %s times its float32 rounding (%s)" % (
+                _num(first.own_rel), _num(first.over_rounding), _num(first.rounding)) \
+                if first.status == "small" and first.over_rounding is not None \
+                else "own result departs by %s relative" % _num(first.own_rel) if first.status in ("departs", "small") \
                 else "output shape %s where Caffe's is %s" % (_shape(first.tensor_shape), _shape(first.shape)) \
                 if first.tensor_shape is not None else "no port tensor of Caffe's shape %s" % _shape(first.shape)
             msg = "First departing layer: %s (%s) at %s: %s." % (first_layer, net.layers[net.layer_names.index(
@@ -976,13 +1043,64 @@ class _Comparer:
                               first_departing=None if faithful else first_layer,
                               first_departing_label=None if (faithful or first is None) else first.label,
                               diagnosis=diags, matching=counts, unmatched_tensors=unmatched, outputs=outputs,
-                              notes=self.notes, message=msg)
+                              notes=self.notes, message=msg, input_layouts=self.input_layouts,
+                              proves_nothing=bool(constant))
+
+
+def _departing(r):
+    """A row that makes the port depart: its own result off by more than rtol, another shape,
+    or a small error far above the layer's float32 rounding."""
+    return r.status in ("departs", "shape") or (r.status == "small" and r.over_rounding is not None)
+
+
+def _fits_shape(want, shape):
+    return want is not None and len(want) == len(shape) and all(d is None or d == s for d, s in zip(want, shape))
+
+
+_LAYOUT_NAMES = {(0, 2, 3, 1): "NHWC", (0, 2, 3, 4, 1): "NDHWC", (0, 2, 1): "NWC", (1, 2, 0): "HWC", (1, 0): "WC"}
+
+
+def _layout(want, shape):
+    """How a port's input of declared shape ``want`` holds a net input of ``shape``: None (as
+    the net does, or unknown), (name, axes, dropped batch) -- a transpose of the net's axes
+    (after dropping a batch of 1) -- or False when no layout fits."""
+    import itertools
+    shape = tuple(int(d) for d in shape)
+    if want is None or _fits_shape(want, shape):
+        return None
+    tries = []
+    for drop in (False, True):
+        s = shape[1:] if drop else shape
+        if drop and (not shape or shape[0] != 1):
+            continue
+        if len(want) != len(s):
+            continue
+        if drop and _fits_shape(want, s):
+            tries.append(("no batch axis", None, True))
+        known = [p for p in _LAYOUT_NAMES if len(p) == len(s)]
+        for perm in known + [p for p in itertools.permutations(range(len(s))) if p not in known]:
+            if list(perm) != sorted(perm) and _fits_shape(want, tuple(s[k] for k in perm)):
+                name = _LAYOUT_NAMES.get(perm, "axes " + ",".join(str(k) for k in perm))
+                tries.append((name + (" without the batch axis" if drop and name not in ("HWC", "WC") else ""),
+                              perm, drop))
+    return tries[0] if tries else False
+
+
+def _layout_text(lay):
+    name, perm, drop = lay
+    what = ("batch axis dropped" if drop else "") + (", " if drop and perm else "") + \
+        ("transposed %s" % ",".join(str(k) for k in perm) if perm else "")
+    return "%s: %s" % (name, what)
 
 
 def _group_layer_named(diags, group):
+    """The layer of ``group`` a diagnosis names (a line covering several layers lists them)."""
     for d in diags:
         if d.layer in group:
             return d.layer
+        for layer in d.evidence.get("layers") or ():
+            if layer in group:
+                return layer
     return None
 
 
@@ -991,4 +1109,8 @@ def _fits(caffe_type, op):
     return ops is None or op in ops
 
 
-__all__ = ["compare_port", "PortComparison", "PortRow", "Diagnosis", "Preprocess", "load_onnx", "DEFAULT_RTOL"]
+# the ONNX port under its former name
+_Port = OnnxPort
+
+__all__ = ["compare_port", "PortComparison", "PortRow", "Diagnosis", "Preprocess", "load_onnx", "DEFAULT_RTOL",
+           "PortGraph", "OnnxPort"]

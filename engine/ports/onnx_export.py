@@ -278,8 +278,9 @@ class ExportResult:
 
 # ====================================================================== the exporter
 class _Exporter:
-    def __init__(self, net, opset, all_blobs=False):
+    def __init__(self, net, opset, all_blobs=False, progress=None):
         from engine.ports import onnx_layers
+        self.progress = progress
         self.onnx = require("onnx", "ONNX export")
         self.net = net
         self.layers_mod = onnx_layers
@@ -363,6 +364,8 @@ class _Exporter:
                               layer=refusals[0][0], refusals=refusals)
         for i in range(len(net.layers)):
             self._layer(i)
+            if self.progress is not None:
+                self.progress(i + 1, len(net.layers))
         return self._finish()
 
     def _layer(self, i):
@@ -587,12 +590,13 @@ def _weight_bytes(model):
     return sum(len(t.raw_data) for t in model.graph.initializer)
 
 
-def build_onnx_model(net_or_model, opset=None, all_blobs=False, check=True, **net_kw):
-    """The ONNX ModelProto of a net (see :func:`export_onnx`), checked, not written."""
+def build_onnx_model(net_or_model, opset=None, all_blobs=False, check=True, progress=None, **net_kw):
+    """The ONNX ModelProto of a net (see :func:`export_onnx`), checked, not written.
+    ``progress``: called as ``progress(layers done, layers)`` after each layer."""
     from engine.ports.opsets import resolve_opset
     net = _as_net(net_or_model, **net_kw)
     op = resolve_opset(opset)
-    ex = _Exporter(net, op, all_blobs=all_blobs)
+    ex = _Exporter(net, op, all_blobs=all_blobs, progress=progress)
     model, blob_tensors, inputs, outputs = ex.run()
     if check and _weight_bytes(model) <= EXTERNAL_DATA_BYTES:
         check_model(model)
@@ -613,7 +617,7 @@ def check_model(model):
 
 
 def export_onnx(net_or_model, path=None, *, weights=None, phase=None, level=0, stages=(), opset=None,
-                all_blobs=False, seed=None):
+                all_blobs=False, seed=None, progress=None):
     """Export a Caffe net to ONNX.
 
     ``net_or_model``: an :class:`engine.Net` (exported as built: its phase, its weights) or
@@ -622,11 +626,12 @@ def export_onnx(net_or_model, path=None, *, weights=None, phase=None, level=0, s
     ``opset``: 13 by default; a number (clamped to the newest the installed onnxruntime runs)
     or ``"latest"``.  ``all_blobs``: every Caffe blob (its state after Forward) is a graph
     output, not just the net's outputs.  ``path``: the .onnx file to write (None: not
-    written).  Raises :class:`engine.ports.ExportError` naming each layer that has no
-    faithful ONNX form.  Returns an :class:`ExportResult`.
+    written).  ``progress``: called as ``progress(layers done, layers)``.  Raises
+    :class:`engine.ports.ExportError` naming each layer that has no faithful ONNX form.
+    Returns an :class:`ExportResult`.
     """
     res = build_onnx_model(net_or_model, opset=opset, all_blobs=all_blobs, weights=weights, phase=phase,
-                           level=level, stages=stages, seed=seed)
+                           level=level, stages=stages, seed=seed, progress=progress)
     if path is None:
         if _weight_bytes(res.model) > EXTERNAL_DATA_BYTES:
             raise ExportError("the weights take %.2f GB: an ONNX model over 2 GB must be written to a file (its "

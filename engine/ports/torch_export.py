@@ -737,7 +737,8 @@ class TorchVerification:
 
 
 def load_module(model_py):
-    """The generated module, imported from its file."""
+    """A Python module imported from its file (export-torch's, or a user's own PyTorch port);
+    a file that does not import is a PortError naming the file, the line and the exception."""
     path = os.fspath(model_py)
     name = "caffe_port_%s_%d" % (re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]), abs(hash(path)))
     spec = importlib.util.spec_from_file_location(name, path)
@@ -749,8 +750,22 @@ def load_module(model_py):
         spec.loader.exec_module(mod)
     except Exception as e:
         sys.modules.pop(name, None)
-        raise PortError("%s: cannot import the module: %s" % (path, " ".join(str(e).split())[:300])) from None
+        raise PortError("%s%s: cannot import the module: %s: %s" % (path, _error_line(e, path), type(e).__name__,
+                                                                     " ".join(str(e).split())[:300])) from None
     return mod
+
+
+def _error_line(e, path):
+    """':LINE' of the deepest frame of ``e`` in the file ``path`` (or of a SyntaxError there)."""
+    if isinstance(e, SyntaxError) and e.lineno:
+        return ":%d" % e.lineno
+    line = ""
+    tb = e.__traceback__
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(path):
+            line = ":%d" % tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 def verify_torch(net, model_py, state_dict, inputs=None, rtol=1e-4, seed=0):

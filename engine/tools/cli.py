@@ -16,6 +16,10 @@
     python -m engine compute_image_mean [--backend lmdb] INPUT_DB [OUTPUT_FILE]
     python -m engine extract_features W PROTO BLOBS DBS N lmdb|leveldb [CPU|GPU] [ID]
     python -m engine upgrade_net_proto_text|upgrade_net_proto_binary|upgrade_solver_proto_text IN OUT
+    python -m engine convert_mnist_data IMAGES LABELS DB [--backend lmdb|leveldb]   (engine.tools.converters)
+    python -m engine convert_cifar_data INPUT_FOLDER OUTPUT_FOLDER [lmdb|leveldb]
+    python -m engine convert_mnist_siamese_data IMAGES LABELS DB [--seed S]
+    python -m engine build-shims [CAFFE_ROOT]   (build/tools/caffe etc. for Caffe's tutorial scripts)
     python -m engine run SCRIPT [ARGS...]      (a pycaffe script, with the engine as caffe)
     python -m engine export-onnx MODEL -o OUT.onnx [--weights W] [--opset N|latest] [--all-blobs] [--verify]
     python -m engine run -m MODULE [ARGS...]   (a module, as python -m runs it: -m pytest)
@@ -775,7 +779,8 @@ def cmd_export_onnx(args, out, err):
     """export-onnx: the net as an ONNX model with Caffe's exact semantics (engine.ports)."""
     from engine.ports.onnx_export import export_onnx
     net = build_net(args.model, _phase(args.phase, 1), args.level, _stages(args.stage), args.weights, args.seed)
-    res = export_onnx(net, args.output, opset=args.opset, all_blobs=args.all_blobs)
+    prog = Progress(len(net.layers), "export-onnx", enabled=not args.no_progress and not args.verbose)
+    res = export_onnx(net, args.output, opset=args.opset, all_blobs=args.all_blobs, progress=prog)
     _say(out, "Wrote %s: %s" % (args.output, res.summary()))
     if not args.verify:
         return EXIT_OK
@@ -804,6 +809,7 @@ def _add_export_onnx_command(sub):
     p.add_argument("--rtol", type=float, default=1e-5, help="--verify's tolerance: max |diff| <= rtol x max |blob| "
                    "(+ 1e-6) for each blob (default 1e-5)")
     p.add_argument("--seed", type=int, default=1, help="seed of the fillers and of --verify's inputs (default 1)")
+    p.add_argument("--no-progress", action="store_true", help="no progress line (one is drawn on a terminal)")
     _log_flags(p)
     p.set_defaults(func=cmd_export_onnx, log_default=False)
 
@@ -868,10 +874,20 @@ def _quiet_flags(p):
     p.add_argument("-q", "--quiet", action="store_true")
 
 
-def make_parser(only=None):
+PROG = "python -m engine"
+
+
+def default_prog(argv0):
+    """The name the command line calls itself by: the console script's or a shim's file name
+    (``caffe-engine``, ``caffe``, ``convert_mnist_data.bin``), or ``python -m engine``."""
+    base = os.path.basename(argv0 or "")
+    return PROG if base in ("", "__main__.py", "-m", "-c") else base
+
+
+def make_parser(only=None, prog=PROG):
     """The command line's parser; ``only="run"``: with the run command alone (what
     ``python -m engine run SCRIPT`` needs: a script's start-up skips building the others)."""
-    ap = _Parser(prog="python -m engine", description="Caffe's command line and debugging instruments on the "
+    ap = _Parser(prog=prog, description="Caffe's command line and debugging instruments on the "
                  "engine.", epilog="Exit codes: 0 ok, 1 engine error, 2 usage, 3 compare: runs differ, "
                  "4 debug/train: a breakpoint fired.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -884,7 +900,9 @@ def make_parser(only=None):
     _add_caffe_commands(sub)
     _add_caffe_tool_commands(sub)
     _add_run_command(sub)
-    from engine.tools import port_commands, selftest
+    from engine.tools import converters, port_commands, selftest, shims
+    converters.add_parsers(sub)         # convert_mnist_data, convert_cifar_data, convert_mnist_siamese_data
+    shims.add_parser(sub)               # build-shims: Caffe's build/ layout for its tutorial scripts
     selftest.add_parser(sub)
     _add_export_onnx_command(sub)
     port_commands.add_parsers(sub)      # compare-port, export-torch
@@ -1094,14 +1112,14 @@ def usage_text(ap):
     first, then the others, then caffe.cpp's flags)."""
     helps = {a.dest: a.help for a in ap._subparsers._group_actions[0]._choices_actions}
     names = list(_CAFFE_COMMANDS) + sorted(n for n in ap.command_parsers if n not in _CAFFE_COMMANDS)
-    lines = ["python -m engine: Caffe's command line on the engine",
-             "usage: python -m engine <command> <args>     (as caffe <command> <args>)", "", "commands:"]
+    lines = ["%s: Caffe's command line on the engine" % ap.prog,
+             "usage: %s <command> <args>     (as caffe <command> <args>)" % ap.prog, "", "commands:"]
     lines += ["  %-26s %s" % (n, helps.get(n, "")) for n in names]
     lines += ["", "  Limits of every command (any spelling, anywhere on the line):"]
     lines += ["    --%-17s %s" % (n, h) for n, (_kw, h) in BUDGET_FLAGS.items()]
     lines += ["", "  Flags of caffe's commands, spelled -flag value, -flag=value, --flag value or --flag=value:"]
     lines += ["    -%-15s %s" % (n, kw["help"]) for n, kw in sorted(CAFFE_FLAGS.items())]
-    lines += ["", "python -m engine <command> --help: a command's own arguments and flags.",
+    lines += ["", "%s <command> --help: a command's own arguments and flags." % ap.prog,
               "Exit codes: 0 ok, 1 engine error (Caffe's fatal message), 2 usage, 3 compare: runs differ."]
     return "\n".join(lines) + "\n"
 
@@ -1221,19 +1239,29 @@ def _check_before_work(args):
         raise CaffeError("time: --iterations must be at least 1 (got %d)" % args.iterations)
 
 
-def main(argv=None, out=None, err=None):
-    """Run the command line; returns the exit code (see the module doc)."""
+def main(argv=None, out=None, err=None, prog=None, command=None):
+    """Run the command line; returns the exit code (see the module doc).  ``prog``: the name
+    usage and --help print (default: the console script's name, from sys.argv[0], when
+    ``argv`` is None; else ``python -m engine``); ``command``: a tool that is one command
+    (a build shim's ``convert_mnist_data.bin``): ``argv`` are that command's arguments, and
+    its usage names ``prog`` alone."""
     from engine.core import limits
     from engine.core.errors import CaffeError  # debug.NonFiniteError is one
     out = out or sys.stdout
     err = err or sys.stderr
+    if prog is None:
+        prog = default_prog(sys.argv[0]) if argv is None else PROG
     argv = list(sys.argv[1:] if argv is None else argv)
+    if command is not None:
+        argv = [command] + argv
     try:
         argv, budget_flags = _take_budget_flags(argv)
     except UsageError as e:
         err.write("usage error: %s\n" % e)
         return EXIT_USAGE
-    ap = make_parser(only="run" if argv[:1] == ["run"] else None)
+    ap = make_parser(only="run" if argv[:1] == ["run"] else None, prog=prog)
+    if command is not None:
+        ap.command_parsers[command].prog = prog
     argv, code = _caffe_spelling(ap, argv, out, err)
     if code is not None:
         return code

@@ -1,13 +1,17 @@
 """``python -m engine compare-port`` and ``python -m engine export-torch``.
 
-    python -m engine compare-port MODEL.prototxt --weights W --onnx port.onnx
+    python -m engine compare-port MODEL.prototxt --weights W (--onnx port.onnx | --torch FILE.py[:FACTORY]
+                                  [--state-dict X.pth] [--reference torch] | --tensors dump.npz)
                                   [--input image.jpg|x.npy] [--mean-file F | --mean-value B,G,R]
                                   [--raw-scale 255] [--scale S] [--channel-swap 2,1,0] [--input-size H,W]
                                   [--rtol 1e-4] [--all] [--json FILE] [-o REPORT.html|.json|.md]
     python -m engine export-torch MODEL.prototxt [--weights W] -o model.py [--state-dict model.pth] [--verify]
 
 compare-port exits 0 when the port is faithful, 3 when it departs (the CLI's "compare found
-a difference"), 1 on an engine error (a missing package, a port onnxruntime cannot load).
+a difference"), 1 on an engine error (a missing package, a port onnxruntime cannot load, a
+PyTorch module that raises).  The port is an ONNX model, a PyTorch module (a class or
+function of FILE.py returning it; ``--reference torch``: the module is the reference and the
+Caffe net its conversion), or a runtime's tensors (a .npz of name -> array).
 """
 import json
 import os
@@ -30,7 +34,16 @@ def add_parsers(sub):
     p.add_argument("model", help="the Caffe net (deploy) prototxt")
     _common(p)
     _test_default(p)
-    p.add_argument("--onnx", required=True, metavar="PORT", help="the ONNX port to check")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--onnx", metavar="PORT", help="the ONNX port to check")
+    which.add_argument("--torch", metavar="FILE.py[:FACTORY]", help="a PyTorch port: FACTORY, a class or function "
+                       "of FILE.py, returns the nn.Module (default: the file's only nn.Module class). Runs FILE.py")
+    which.add_argument("--tensors", metavar="DUMP.npz", help="a runtime's tensors (name -> array, with the input "
+                       "it was given), paired by name, then by shape and order")
+    p.add_argument("--state-dict", metavar="X.pth", help="with --torch: a state_dict to load into the module")
+    p.add_argument("--reference", choices=("caffe", "torch"), default="caffe",
+                   help="with --torch: which is the reference: caffe (default: the module is a port of the net) "
+                   "or torch (the net is a conversion of the module, e.g. for an NPU that takes Caffe models)")
     p.add_argument("--input", metavar="FILE", help="an image (preprocessed caffe.io-style with the options below) "
                    "or a .npy array; default: seeded normal values")
     g = p.add_argument_group("preprocessing (caffe.io.Transformer's, applied to an image --input)")
@@ -142,7 +155,11 @@ def _preprocess(args, net):
 
 def cmd_compare_port(args, out, err):
     from engine.ports.compare import compare_port
-    from engine.tools.cli import _phase, _say, _stages, build_net
+    from engine.tools.cli import UsageError, _phase, _say, _stages, build_net
+    if args.state_dict and not args.torch:
+        raise UsageError("--state-dict goes with --torch")
+    if args.reference != "caffe" and not args.torch:
+        raise UsageError("--reference torch goes with --torch (the PyTorch module the net was converted from)")
     net = build_net(args.model, _phase(args.phase, 1), args.level, _stages(args.stage), args.weights, args.seed,
                     args.gpu)
     pre = _preprocess(args, net)
@@ -151,7 +168,15 @@ def cmd_compare_port(args, out, err):
         if not os.path.isfile(args.input):
             raise OSError(2, "No such file", args.input)
         inputs = {net.inputs[0]: args.input}
-    result = compare_port(net, args.onnx, inputs, pre, rtol=args.rtol, seed=args.seed)
+    if args.torch:
+        from engine.ports.torch_port import compare_torch
+        result = compare_torch(net, args.torch, args.state_dict, inputs, pre, rtol=args.rtol, seed=args.seed,
+                               reference=args.reference)
+    elif args.tensors:
+        from engine.ports.tensors_port import compare_tensors
+        result = compare_tensors(net, args.tensors, inputs, pre, rtol=args.rtol, seed=args.seed)
+    else:
+        result = compare_port(net, args.onnx, inputs, pre, rtol=args.rtol, seed=args.seed)
     _say(out, result.format(limit=None if args.all else 60).rstrip("\n"))
     if args.json:
         from engine.instruments.report import _clean
@@ -162,7 +187,9 @@ def cmd_compare_port(args, out, err):
         from engine.instruments.report import write_report
         write_report(args.report, net, None, port_comparison=result,
                      meta={"command": "compare-port", "model": args.model, "weights": args.weights,
-                           "onnx": args.onnx, "input": args.input, "seed": args.seed})
+                           "onnx": args.onnx, "torch": args.torch, "state_dict": args.state_dict,
+                           "tensors": args.tensors, "reference": args.reference, "input": args.input,
+                           "seed": args.seed})
         _say(err, "Wrote report to %s" % args.report)
     return EXIT_OK if result.faithful else EXIT_DIFFER
 

@@ -12,12 +12,13 @@ from . import (
     stepping,
     timeline,
     training,
+    uploads,
     urlstate,
 )
 from .common import AppContext
 
 MODULES = (load, graph, details, stepping, findings, export, urlstate, image_export,
-           timeline, breakpoints, training, compare, downloads)
+           timeline, breakpoints, training, compare, downloads, uploads)
 
 
 def register_all(dash_app, app: AppContext):

@@ -1,17 +1,19 @@
 """Compare two runs in the page (engine.instruments.compare does the work):
 two timeline steps; this net on the CPU and on the GPU; these weights against
 the fillers' (before loading weights); this run against a Caffe log, a saved
-report or a snapshot (.caffemodel).  The graph is then coloured by the
-relative difference per layer and the first layer where the runs part is
-named."""
+report or a snapshot (.caffemodel); this net against a port of it -- an ONNX
+model, a PyTorch module (.py + .pth), a runtime's tensors (.npz) -- each
+layer's own arithmetic (inspector/state/port_compare.py).  The graph is then
+coloured by the relative difference per layer and the first layer where the
+runs part is named."""
 import os
-from dataclasses import dataclass
 
 import numpy as np
 from dash import Input, Output, State, no_update
 
 from inspector import adapters, ids
-from inspector.state import debugger, loading
+from inspector.state import debugger, loading, port_compare
+from inspector.state.port_compare import PortView
 from inspector.views import debug_figures, debug_views
 
 from ..layout.common import table
@@ -22,38 +24,6 @@ COLUMNS = ["step", "kind", "layer", "type", "max rel", "verdict", "worst"]
 
 class CompareRefused(ValueError):
     """The comparison asked for cannot be made (says why)."""
-
-
-@dataclass
-class _PortLayer:
-    layer: str
-    kind: str
-    max_rel: float
-    ok: bool
-
-
-@dataclass
-class _PortDivergence:
-    layer: str
-
-
-class PortView:
-    """engine.ports.compare_port's result seen as the tab's comparisons are (``layers`` with
-    each layer's largest own divergence, ``first_divergence``), so the graph colours by it
-    and selects the first departing layer; ``result`` keeps the whole comparison."""
-
-    def __init__(self, result, label):
-        self.result = result
-        self.label_a, self.label_b = "this net", label
-        self.rtol = result.rtol
-        self.ok = result.faithful
-        self.layers = []
-        for name, d in result.by_layer().items():
-            v = d["own_rel"] if d["own_rel"] is not None else d["rel"]
-            if v is None:
-                continue
-            self.layers.append(_PortLayer(name, "forward", float(v), d["status"] not in ("departs", "shape")))
-        self.first_divergence = _PortDivergence(result.first_departing) if result.first_departing else None
 
 
 def _fresh_run(ld, device, weights=None, params_from=None):
@@ -87,7 +57,7 @@ def _fresh_run(ld, device, weights=None, params_from=None):
     return list(rec.steps)
 
 
-def compare(app, sid, kind, a=None, b=None, rtol=1e-3):
+def compare(app, sid, kind, a=None, b=None, rtol=1e-3, factory=None):
     """Make the comparison, keep it on the loaded net; returns it."""
     from engine.instruments.compare import compare_runs
     rtol = float(rtol if rtol is not None else 1e-3)
@@ -111,23 +81,16 @@ def compare(app, sid, kind, a=None, b=None, rtol=1e-3):
             cmp = compare_runs(_fresh_run(ld, "CPU", params_from=ld.net), _fresh_run(ld, "GPU", params_from=ld.net),
                                rtol=rtol, label_a="CPU", label_b="GPU")
         elif kind == "weights":
-            if not ld.spec.weights and not (ld.training and ld.training.train):
+            if not port_compare.net_has_weights(ld):
                 raise CompareRefused("this net has no weights loaded and was not trained here: its params are "
                                      "the fillers' already. Load a .caffemodel (or run solver iterations) first")
             cmp = compare_runs(_fresh_run(ld, s.device, params_from=ld.net), _fresh_run(ld, s.device),
                                rtol=rtol, label_a="these weights", label_b="fillers' weights")
-        elif kind == "onnx":
-            path = s.uploads.get("compare")
-            if not path or not path.endswith(".onnx"):
-                raise CompareRefused("upload the ONNX model (.onnx) to compare this net with first")
-            import engine.ports as ports
-            name = s.upload_names.get("compare", os.path.basename(path))
-            inputs = {n: np.asarray(ld.net.blobs[n].data) for n in ld.graph.inputs if n in ld.net.blobs}
+        elif kind in port_compare.PORT_KINDS:
             try:
-                result = ports.compare_port(ld.net, path, inputs=inputs, rtol=rtol)
-            except (ports.MissingExtraError, ports.ExportError, ValueError) as exc:
-                raise CompareRefused("%s: %s" % (name, exc)) from None
-            cmp = PortView(result, name)
+                cmp = port_compare.compare(s, kind, rtol, factory, allow_code=app.config.allow_python_layers)
+            except port_compare.PortRefused as exc:
+                raise CompareRefused(str(exc)) from None
         elif kind == "file":
             path = s.uploads.get("compare")
             if not path:
@@ -144,12 +107,39 @@ def compare(app, sid, kind, a=None, b=None, rtol=1e-3):
                 cmp = compare_runs(ld.recorder, path, rtol=rtol, label_a="this run", label_b=name)
         else:
             raise CompareRefused("unknown comparison %r" % (kind,))
-        ld.comparison = cmp
-        fd = cmp.first_divergence
-        if fd is not None and ld.graph.has_layer(fd.layer):
-            debugger.reveal(s, fd.layer)          # the graph selects and shows where the runs part
-        s.run_version += 1
-        return cmp, s.run_version
+        return _keep(s, cmp)
+
+
+def _keep(s, cmp):
+    """The comparison ``cmp`` becomes the tab's: the graph selects where the runs part."""
+    ld = s.loaded
+    ld.comparison = cmp
+    fd = cmp.first_divergence
+    if fd is not None and ld.graph.has_layer(fd.layer):
+        debugger.reveal(s, fd.layer)          # the graph selects and shows where the runs part
+    s.run_version += 1
+    return cmp, s.run_version
+
+
+def port_weights(app, sid, rtol=1e-3, contents=None, filename=None):
+    """The weights notice's offers: copy the port's weights into the net (``contents`` None)
+    or load the uploaded .caffemodel into it; then compare again."""
+    rtol = float(rtol if rtol is not None else 1e-3)
+    with app.store.use(sid) as s:
+        if s.loaded is None:
+            raise CompareRefused("no net is loaded")
+        try:
+            if contents is None:
+                cmp = port_compare.copy_weights(s, rtol, allow_code=app.config.allow_python_layers)
+            else:
+                cmp = port_compare.load_weights(s, filename, contents, app.config.max_upload_bytes, rtol,
+                                                allow_code=app.config.allow_python_layers)
+        except port_compare.PortRefused as exc:
+            raise CompareRefused(str(exc)) from None
+        if cmp is None:
+            s.run_version += 1
+            return None, s.run_version
+        return _keep(s, cmp)
 
 
 def compare_outputs(cmp):
@@ -168,13 +158,21 @@ PORT_COLUMNS = ["layer", "type", "value", "port tensor", "matched", "own rel", "
 
 
 def port_outputs(view):
-    """(summary, figure, table) of an ONNX port comparison: the verdict and first departing
-    layer, the diagnosis, how values were matched; each layer's own divergence; the rows."""
+    """(summary, figure, table) of a port comparison: the verdict and first departing layer
+    (or why it proves nothing), the diagnosis (a finding at many layers once, with its
+    count), how values were matched; each layer's own divergence; the rows."""
     from dash import html
     r = view.result
     m = r.matching
-    lines = [html.Div(r.message, className="compare-head")]
-    lines += [html.Div("diagnosis — %s: %s" % (d.layer, d.text), className="port-diagnosis") for d in r.diagnosis]
+    lines = []
+    if view.note:
+        lines.append(html.Div(view.note, className="muted"))
+    if view.proves_nothing:
+        lines.append(html.Div("⚠ " + view.proves_nothing, className="compare-head warn"))
+    else:
+        lines.append(html.Div(r.message, className="compare-head"))
+    lines += [html.Div("diagnosis — %s: %s" % (where, text), className="port-diagnosis")
+              for where, text in debug_views.port_findings(r.diagnosis)]
     lines.append(html.Div("matched %d of %d values: %d input, %d by name, %d by topology and shape; %d not matched"
                           % (m["input"] + m["name"] + m["topology"], m["values"], m["input"], m["name"],
                              m["topology"], m["unmatched"]), className="muted"))
@@ -189,16 +187,27 @@ def port_outputs(view):
     return html.Div(lines), fig, table(rows, PORT_COLUMNS, empty="no value compared")
 
 
+def weights_notice(cmp):
+    """(style, text) of the weights notice: shown when a port comparison found the net's
+    weights are not the port's."""
+    if isinstance(cmp, PortView) and cmp.weights_differ:
+        return {"display": "block"}, "⚠ " + cmp.weights_differ[0].upper() + cmp.weights_differ[1:] + "."
+    return {"display": "none"}, ""
+
+
 def _num(v):
     return "—" if v is None else ("0" if v == 0 else "%.3g" % v)
 
 
 def save_compare_upload(app, sid, contents, filename):
+    """Keep a Compare upload (a port's file in its own slot); returns (message, the
+    comparison kind it is for)."""
     with app.store.use(sid) as s:
-        loading.save_upload(s, "compare", filename, contents, app.config.max_upload_bytes)
-        if filename.endswith(".onnx"):
-            return "%s received: choose “this net vs an ONNX model” and Compare" % filename
-        return "%s received: choose “this run vs a Caffe log…” and Compare" % filename
+        slot = port_compare.slot_of(filename)
+        loading.save_upload(s, slot[0] if slot else "compare", filename, contents, app.config.max_upload_bytes)
+        if slot is not None:
+            return port_compare.received(s, filename, app.config.allow_python_layers), slot[1]
+        return "%s received: choose “this run vs a Caffe log…” and Compare" % filename, "file"
 
 
 def clear(app, sid):
@@ -211,28 +220,51 @@ def clear(app, sid):
 
 def register(dash_app, app):
     @dash_app.callback(
+        Output(ids.COMPARE_STEPS, "style"), Output(ids.COMPARE_TORCH_BOX, "style"),
+        Input(ids.COMPARE_KIND, "value"))
+    def compare_kind_cb(kind):
+        # Step A / Step B only for two timeline steps; the factory's name only for a PyTorch port
+        return ({"display": "flex"} if kind == "steps" else {"display": "none"},
+                {"display": "block"} if kind == "torch" else {"display": "none"})
+
+    @dash_app.callback(
         Output(ids.COMPARE_SUMMARY, "children"), Output(ids.COMPARE_CHART, "figure"),
         Output(ids.COMPARE_TABLE, "children"),
         Output(ids.RUN_VERSION, "data", allow_duplicate=True), Output(ids.COLOUR_BY, "value", allow_duplicate=True),
         Output(ids.COMPARE_KIND, "value"),
+        Output(ids.COMPARE_WEIGHTS_NOTICE, "style"), Output(ids.COMPARE_WEIGHTS_TEXT, "children"),
         Input(ids.COMPARE_BUTTON, "n_clicks"), Input(ids.COMPARE_CLEAR, "n_clicks"),
         Input(ids.COMPARE_UPLOAD, "contents"),
-        State(ids.COMPARE_UPLOAD, "filename"), State(ids.COMPARE_KIND, "value"), State(ids.COMPARE_A, "value"),
-        State(ids.COMPARE_B, "value"), State(ids.COMPARE_RTOL, "value"), State(ids.SESSION, "data"),
+        Input(ids.COMPARE_COPY_WEIGHTS, "n_clicks"), Input(ids.COMPARE_LOAD_WEIGHTS, "contents"),
+        State(ids.COMPARE_UPLOAD, "filename"), State(ids.COMPARE_LOAD_WEIGHTS, "filename"),
+        State(ids.COMPARE_KIND, "value"), State(ids.COMPARE_A, "value"),
+        State(ids.COMPARE_B, "value"), State(ids.COMPARE_RTOL, "value"), State(ids.COMPARE_FACTORY, "value"),
+        State(ids.SESSION, "data"),
         prevent_initial_call=True)
-    @guarded(6, "comparing")
-    def compare_cb(_n, _clear, contents, filename, kind, a, b, rtol, sid):
+    @guarded(8, "comparing")
+    def compare_cb(_n, _clear, contents, _copy, w_contents, filename, w_filename, kind, a, b, rtol, factory, sid):
         t = triggered()
         if t == ids.COMPARE_UPLOAD:
             if not contents:
-                return (no_update,) * 6
-            return (save_compare_upload(app, sid, contents, filename), no_update, no_update, no_update, no_update,
-                    "onnx" if (filename or "").endswith(".onnx") else "file")
+                return (no_update,) * 8
+            msg, new_kind = save_compare_upload(app, sid, contents, filename)
+            return (msg, no_update, no_update, no_update, no_update, new_kind, no_update, no_update)
         if t == ids.COMPARE_CLEAR:
-            return "", debug_figures.compare_figure([], 1e-3), None, clear(app, sid), "category", no_update
+            return ("", debug_figures.compare_figure([], 1e-3), None, clear(app, sid), "category", no_update,
+                    {"display": "none"}, "")
         try:
-            cmp, version = compare(app, sid, kind, a, b, rtol)
+            if t == ids.COMPARE_COPY_WEIGHTS or t == ids.COMPARE_LOAD_WEIGHTS:
+                if t == ids.COMPARE_LOAD_WEIGHTS and not w_contents:
+                    return (no_update,) * 8
+                cmp, version = port_weights(app, sid, rtol, w_contents if t == ids.COMPARE_LOAD_WEIGHTS else None,
+                                            w_filename)
+                if cmp is None:
+                    return ("%s loaded into this net" % w_filename, no_update, no_update, version, no_update,
+                            no_update, {"display": "none"}, "")
+            else:
+                cmp, version = compare(app, sid, kind, a, b, rtol, factory)
         except CompareRefused as exc:
-            return "⚠ " + str(exc), no_update, no_update, no_update, no_update, no_update
+            return "⚠ " + str(exc), no_update, no_update, no_update, no_update, no_update, no_update, no_update
         summary, fig, tbl = compare_outputs(cmp)
-        return summary, fig, tbl, version, "reldiff", no_update
+        style, text = weights_notice(cmp)
+        return summary, fig, tbl, version, "reldiff", no_update, style, text

@@ -86,7 +86,8 @@ def register(dash_app, app):
         Output(ids.VALUE_PIN, "style"),
         Input(ids.SELECTION, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.BLOB_WHICH, "value"),
         Input(ids.FMAP_ITEM, "value"), Input(ids.FMAP_PAGE, "value"), Input(ids.VALUE_SLICE, "value"),
-        Input(ids.PIN_STATUS, "children"), State(ids.SESSION, "data"))
+        Input(ids.PIN_STATUS, "children"), State(ids.SESSION, "data"),
+        running=[(Output(ids.BLOB_BUSY, "style"), {"display": "inline-block"}, {"display": "none"})])
     @guarded(4, "showing the blob")
     def blob_cb(selection, _rv, which, item, page, index_text, _pinned, sid):
         hist, fmap, table, pin = blob_view(app, sid, selection, which, item, page, index_text)

@@ -9,6 +9,7 @@ from dash import Input, Output, State, no_update
 from inspector import adapters, ids
 
 from .common import guarded
+from .image_export import file_stem
 
 
 def report(app, sid, fmt):
@@ -17,7 +18,7 @@ def report(app, sid, fmt):
         if s.loaded is None:
             return None
         ld = s.loaded
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", ld.graph.name or "net")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", file_stem(ld.graph, ld.spec.model))
         filename, text = adapters.make_report(ld.net, ld.recorder, fmt or "json", name,
                                               breakpoints=s.breakpoints, timeline=ld.timeline,
                                               model_label=model_label(app, s))

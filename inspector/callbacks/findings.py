@@ -53,9 +53,14 @@ def nan_alert(app, sid):
 
 
 def nan_selection(app, sid):
+    """The layer "Select that layer" goes to: the root cause when one explains the NaN/Inf
+    (the alert leads with it), else the first layer that produced NaN/Inf."""
     with app.store.use(sid) as s:
         a = presenter.nan_alert(s.loaded)
-    return {"kind": "layer", "name": a["layer"]} if a else None
+    if not a:
+        return None
+    cause = a.get("root_cause")
+    return {"kind": "layer", "name": cause["layer"] if cause else a["layer"]}
 
 
 def show_nan_layer(app, sid, n, expanded):

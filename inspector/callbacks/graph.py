@@ -19,7 +19,9 @@ def render(app, sid, colour_by, blob_mode, options, expanded):
         if s.loaded is None:
             return [], "no net loaded", [], {"net": "", "n": 0}
         opts = presenter.display_options(blob_mode, options)
-        els, view = presenter.graph_elements(s.loaded, colour_by, opts, expanded)
+        # ids scoped by what the drawing is made of: another net shares no element with the one before
+        els, view = presenter.graph_elements(s.loaded, colour_by, opts, expanded,
+                                             scope=presenter.drawing_scope(s.loaded))
         meta = {"net": "%s-%d" % (view.uirevision, s.net_version), "n": len(els), "version": s.net_version}
         title = graph_title(view.title, debugger.viewed_step(s.loaded))
     spares = getattr(app, "spares", None)
@@ -78,10 +80,17 @@ def legend_children(view):
     if view.scale is not None:
         sc = view.scale
         from inspector.views.view_models import _SCALE, _fmt
-        grad = "linear-gradient(to right, %s)" % ", ".join(_SCALE)
-        out.append(html.Span([html.Span(sc.title + (" (log)" if sc.log else "") + ": "), _fmt(sc.lo),
-                              html.Span(className="scalebar", style={"background": grad}), _fmt(sc.hi),
-                              html.Span(" · grey: no record", className="muted")], className="legend-item"))
+        grad = "linear-gradient(to right, %s)" % ", ".join(sc.palette or _SCALE)
+        below = [html.Span(className="swatch", style={"background": sc.below}), sc.below_text + " · "] \
+            if sc.below else []
+        out.append(html.Span([html.Span(sc.title + (" (log)" if sc.log else "") + ": ")] + below + [
+            _fmt(sc.lo), html.Span(className="scalebar", style={"background": grad}), _fmt(sc.hi),
+            html.Span(" · grey: no record", className="muted")], className="legend-item legend-scale"))
+    for cause in view.causes[:3]:
+        out.append(html.Span([html.Span(className="swatch cause"), "⚠ %s: %s" % (cause.badge, cause.layer)],
+                             className="legend-item legend-cause", title=cause.message))
+    if any(c.symptoms for c in view.causes):
+        out.append(html.Span([html.Span(className="swatch symptom"), "follows from it"], className="legend-item"))
     if view.marks is not None and view.marks.stopped is not None:
         out.append(html.Span([html.Span(className="swatch mark"), "last %s stopped here (▶); shaded: its range"
                               % view.marks.kind], className="legend-item"))
@@ -213,7 +222,8 @@ def register(dash_app, app):
         Output(ids.GRAPH_META, "data"),
         Input(ids.NET_VERSION, "data"), Input(ids.RUN_VERSION, "data"), Input(ids.COLOUR_BY, "value"),
         Input(ids.BLOB_MODE, "value"), Input(ids.GRAPH_OPTIONS, "value"), Input(ids.EXPANDED_BLOCKS, "data"),
-        State(ids.SESSION, "data"))
+        State(ids.SESSION, "data"),
+        running=[(Output(ids.GRAPH_BUSY, "style"), {"display": "inline-block"}, {"display": "none"})])
     @guarded(4, "drawing the graph")
     def graph_cb(_nv, _rv, colour_by, blob_mode, options, expanded, sid):
         if first_graph_done(app, sid, (_rv, colour_by, blob_mode, options, expanded)):

@@ -2,6 +2,7 @@
 own export of the whole graph), SVG drawn by the server from the same view
 (every node, frame and edge as vector shapes and text)."""
 import base64
+import os
 
 from dash import Input, Output, State, no_update
 
@@ -14,9 +15,11 @@ PNG_REQUEST = {"type": "png", "action": "download", "filename": "net",
                "options": {"full": True, "scale": 2, "bg": "#ffffff", "output": "base64uri"}}
 
 
-def file_stem(graph):
-    """The image's file name: the net's name, safe for a file system."""
-    return (graph.name or "net").replace(" ", "_").replace("/", "_")
+def file_stem(graph, model=None):
+    """A file's name for what the page saves of a net: the net's name, safe for a file
+    system; a net without a name by its prototxt's ("lenet" for lenet.prototxt)."""
+    name = graph.name or os.path.splitext(os.path.basename(model or ""))[0] or "net"
+    return name.replace(" ", "_").replace("/", "_")
 
 
 def svg_download(app, sid, colour_by, blob_mode, options, expanded):
@@ -26,14 +29,14 @@ def svg_download(app, sid, colour_by, blob_mode, options, expanded):
             return None
         opts = presenter.display_options(blob_mode, options)
         text = presenter.graph_svg(s.loaded, colour_by, opts, expanded)
-        name = file_stem(s.loaded.graph)
+        name = file_stem(s.loaded.graph, s.loaded.spec.model)
     return {"content": text, "filename": "%s.svg" % name, "type": "image/svg+xml"}
 
 
 def png_request(app, sid):
     """cytoscape's generateImage request: the whole graph as PNG, named after the net."""
     with app.store.use(sid) as s:
-        name = file_stem(s.loaded.graph) if s.loaded is not None else "net"
+        name = file_stem(s.loaded.graph, s.loaded.spec.model) if s.loaded is not None else "net"
     return dict(PNG_REQUEST, filename=name)
 
 

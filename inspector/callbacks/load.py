@@ -356,7 +356,7 @@ def address_misses(loaded, state):
                  "ghost": lambda n: any(x.name == n for x in g.ghosts)}.get(kind, lambda _n: False)(name)
         if not there:
             out.append("no %s named %r in this net (%s, %s): nothing is selected"
-                       % (KIND_WORDS.get(kind, kind), name, g.name or "net", g.phase_name))
+                       % (KIND_WORDS.get(kind, kind), name, g.shown_name, g.phase_name))
     missing = [b for b in (state.expanded or ()) if b not in known_blocks]
     if missing:
         out.append("no block named %s in this net: left folded" % ", ".join(repr(b) for b in missing))
@@ -452,7 +452,7 @@ def describe(session):
         bits.append("level %d" % st.level)
     if st.stages:
         bits.append("stages " + ", ".join(st.stages))
-    return "%s from %s (%s)" % (g.name or "net", st.label or os.path.basename(st.model), "; ".join(bits))
+    return "%s from %s (%s)" % (g.shown_name, st.label or os.path.basename(st.model), "; ".join(bits))
 
 
 def load_outputs(app, r, trigger, selection):
@@ -548,7 +548,8 @@ def register(dash_app, app):
         State(ids.MODEL_PATH, "value"), *[State(u, "filename") for u in upload_ids],
         State(ids.DEVICE, "value"), State(ids.URL, "search"), State(ids.SELECTION, "data"),
         State({"type": ids.STANDIN_SHAPE, "top": ALL}, "value"), State({"type": ids.STANDIN_SHAPE, "top": ALL}, "id"),
-        prevent_initial_call="initial_duplicate")
+        prevent_initial_call="initial_duplicate",
+        running=[(Output(ids.LOAD_BUSY, "style"), {"display": "inline-block"}, {"display": "none"})])
     @guarded(n_out, "loading")
     def load_cb(example, _open, _submit, c_model, c_weights, c_solver, c_mean, phase, level, stages, pop, sid,
                 _apply, path, f_model, f_weights, f_solver, f_mean, device, search, selection, shape_values,

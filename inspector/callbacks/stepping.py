@@ -144,7 +144,8 @@ def register(dash_app, app):
         State(ids.INPUT_KIND, "value"), State(ids.INPUT_VALUE, "value"), State(ids.INPUT_SEED, "value"),
         State(ids.LABEL_CLASSES, "value"), State(ids.PRE_RESIZE, "value"), State(ids.PRE_CROP, "value"),
         State(ids.PRE_CHANNEL_SWAP, "value"), State(ids.PRE_RAW_SCALE, "value"), State(ids.PRE_MEAN, "value"),
-        State(ids.SESSION, "data"), prevent_initial_call=True)
+        State(ids.SESSION, "data"), prevent_initial_call=True,
+        running=[(Output(ids.RUN_BUSY, "style"), {"display": "inline-block"}, {"display": "none"})])
     @guarded(4, "running")
     def run_cb(*args):
         device = args[len(ACTIONS) - 1]

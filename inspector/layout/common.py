@@ -122,3 +122,9 @@ def upload(id_, label, accept=None, max_size=-1):
 def field(label, control, cls="field", title=None):
     """A control with its label on the left."""
     return html.Label([html.Span(label, className="field-label"), control], className=cls, title=title)
+
+
+def busy(id_, text):
+    """A progress note shown while a callback runs on the server (Dash's ``running``), made
+    visible after a moment (assets/inspector.css: a quick answer does not flash it)."""
+    return html.Span("⟳ " + text, id=id_, className="busy", role="status", style={"display": "none"})

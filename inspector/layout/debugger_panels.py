@@ -14,7 +14,9 @@ JOB_ACTIONS = (("solver", "solver iterations"), ("forward_backward", "Forward + 
 COMPARE_KINDS = (("steps", "two timeline steps"), ("device", "CPU vs GPU (this net, these inputs)"),
                  ("weights", "these weights vs the fillers' (before loading weights)"),
                  ("file", "this run vs a Caffe log, a report (.json) or a snapshot (.caffemodel)"),
-                 ("onnx", "this net vs an ONNX model (a port: each layer's own arithmetic)"))
+                 ("onnx", "this net vs an ONNX model (a port: each layer's own arithmetic)"),
+                 ("torch", "this net vs a PyTorch module (.py + .pth: a port)"),
+                 ("tensors", "this net vs a runtime's tensors (.npz dump: TensorRT, OpenVINO, NCNN, an NPU)"))
 
 
 def _labelled(label, child, cls="aria-wrap"):
@@ -109,19 +111,39 @@ def compare_tab(limit):
                     [{"label": label, "value": key} for key, label in COMPARE_KINDS], "steps",
                     id=ids.COMPARE_KIND, clearable=False, className="small-dropdown wide"))),
                 html.Div([
-                    field("Step A", _labelled("Compare step A", dcc.Dropdown(id=ids.COMPARE_A,
-                                                                             className="step-dropdown"))),
-                    field("Step B", _labelled("Compare step B", dcc.Dropdown(id=ids.COMPARE_B,
-                                                                             className="step-dropdown"))),
+                    html.Div([
+                        field("Step A", _labelled("Compare step A", dcc.Dropdown(id=ids.COMPARE_A,
+                                                                                 className="step-dropdown"))),
+                        field("Step B", _labelled("Compare step B", dcc.Dropdown(id=ids.COMPARE_B,
+                                                                                 className="step-dropdown"))),
+                    ], id=ids.COMPARE_STEPS, className="inline"),
                     field("rtol", dcc.Input(id=ids.COMPARE_RTOL, type="number", value=1e-3, min=0,
                                             className="num-input")),
                 ], className="inline"),
-                upload(ids.COMPARE_UPLOAD, "Caffe log / report .json / .caffemodel / .onnx",
-                       ".log,.txt,.json,.caffemodel,.onnx",
-                       limit),
+                html.Div(field("Factory", _labelled("PyTorch factory: the class or function that makes the module",
+                                                    dcc.Input(id=ids.COMPARE_FACTORY, type="text", debounce=False,
+                                                              className="path-input",
+                                                              placeholder="the class or function in the .py that "
+                                                                          "makes the module (e.g. make)")),
+                               title="the class or function of the uploaded .py that returns the nn.Module; empty: "
+                                     "the file's only nn.Module class"),
+                         id=ids.COMPARE_TORCH_BOX, style={"display": "none"}),
+                _labelled("Compare with a file", upload(
+                    ids.COMPARE_UPLOAD, "Caffe log / report .json / .caffemodel / port: .onnx, PyTorch .py + .pth, "
+                    "tensors .npz", ".log,.txt,.json,.caffemodel,.onnx,.py,.pth,.pt,.npz", limit)),
                 html.Div([button(ids.COMPARE_BUTTON, "Compare", cls="btn primary"),
                           button(ids.COMPARE_CLEAR, "Clear", "stop colouring the graph by the comparison")],
                          className="inline")),
+        html.Div([
+            html.Div(id=ids.COMPARE_WEIGHTS_TEXT),
+            html.Div([
+                _labelled("Load the net's .caffemodel",
+                          upload(ids.COMPARE_LOAD_WEIGHTS, "Load the net's .caffemodel", ".caffemodel,.h5", limit),
+                          cls="aria-wrap inline-upload"),
+                button(ids.COMPARE_COPY_WEIGHTS, "Copy the port's weights into this net",
+                       "give this net's layers the weights of the port's ops paired with them, then compare again"),
+            ], className="inline"),
+        ], id=ids.COMPARE_WEIGHTS_NOTICE, className="compare-weights-notice", style={"display": "none"}),
         html.Div(id=ids.COMPARE_SUMMARY, className="compare-summary"),
         dcc.Graph(id=ids.COMPARE_CHART, figure=message_figure("nothing compared yet"), config={"displaylogo": False}),
         html.Div(id=ids.COMPARE_TABLE),

@@ -9,7 +9,7 @@ from inspector import ids
 
 from ..views.cyto import stylesheet
 from ..views.view_models import COLOUR_MODES
-from .common import button, field
+from .common import busy, button, field
 
 GRAPH_OPTIONS = (("fold_splits", "fold splits"), ("fold_inplace", "fold in-place"),
                  ("labels", "edge labels (blob shapes)"), ("ghosts", "filtered-out layers"))
@@ -140,17 +140,22 @@ def navigation_bar():
     ], className="inline navbar")
 
 
+def graph_head():
+    """The graph's legend and caption, in a row of their own above it (over the graph, they
+    covered its top: the first frame's title, the first nodes)."""
+    return html.Div([html.Div(id=ids.GRAPH_LEGEND, className="graph-legend"), busy(ids.GRAPH_BUSY, "drawing…"),
+                     html.Div(id=ids.GRAPH_TITLE, className="graph-title")], className="graph-head")
+
+
 def graph_canvas():
     """The graph (dash-cytoscape: preset positions from our layout, pan/zoom and
-    hit testing in the browser), its legend, the overview and the hover box."""
+    hit testing in the browser), the overview and the hover box."""
     return html.Div([
         cyto.Cytoscape(id=ids.GRAPH, className="net-graph", elements=[], stylesheet=stylesheet(),
                        layout={"name": "preset", "fit": False, "animate": False},
                        style={"width": "100%", "height": "100%"}, minZoom=0.005, maxZoom=3.0,
                        wheelSensitivity=0.4, boxSelectionEnabled=False, autoungrabify=True,
                        userPanningEnabled=True, userZoomingEnabled=True),
-        html.Div(id=ids.GRAPH_LEGEND, className="graph-legend"),
-        html.Div(id=ids.GRAPH_TITLE, className="graph-title"),
         html.Canvas(id=ids.MINIMAP, className="minimap", width=170, height=230, title="overview: click to go there"),
         html.Button("\u00d7", id=ids.MINIMAP_TOGGLE, className="minimap-toggle", title="hide the overview",
                     n_clicks=0, **{"aria-label": "Hide overview", "aria-pressed": "true"}),
@@ -162,6 +167,7 @@ def graph_panel():
     return html.Div([
         stepping_bar(),
         navigation_bar(),
+        graph_head(),
         graph_canvas(),
         dcc.Store(id=ids.SEARCH_PICK), dcc.Store(id=ids.FOCUS), dcc.Store(id=ids.BLOCK_TOGGLE),
         dcc.Store(id=ids.GRAPH_META), dcc.Store(id=ids.GRAPH_CLIENT),

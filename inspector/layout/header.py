@@ -1,11 +1,13 @@
 """The load bar: examples, a path under the model root, uploads, NetState,
 device, report export, and where load errors appear."""
+import os
+
 from dash import dcc, html
 
 from inspector import ids
 
 from ..adapters import REPORT_FORMATS
-from .common import button, field, upload
+from .common import busy, button, field, upload
 
 
 def header(config, examples, gpu, steps=None):
@@ -55,7 +57,8 @@ def header(config, examples, gpu, steps=None):
             dcc.Download(id=ids.DOWNLOAD),
         ], className="bar bar2"),
         html.Div([html.Div(id=ids.LOAD_STATUS, className="load-status"),
-                  html.Div(id=ids.RUN_MESSAGE, className="run-message")], className="status-row"),
+                  html.Div(id=ids.RUN_MESSAGE, className="run-message"),
+                  busy(ids.LOAD_BUSY, "loading the net…"), busy(ids.RUN_BUSY, "running…")], className="status-row"),
         html.Div(id=ids.LOAD_ERROR, className="load-error-wrap"),
         standin_box(),
         html.Div([html.Span(id=ids.ERROR_TEXT), html.Button("×", id=ids.ERROR_DISMISS, n_clicks=0,
@@ -88,6 +91,10 @@ def standin_children(stand_ins, hints=None, failed=False):
     form = []
     for s in stand_ins:
         where = " (looked for at %s)" % s.path if s.path and s.path != s.source else ""
+        if s.source and not os.path.isabs(s.source) and s.path.endswith(s.source):
+            where = (" (relative: looked for in the server's working directory, %s, where Caffe opens it, "
+                     "then beside the prototxt and under the model root)" % (s.path[:-len(s.source)].rstrip("/")
+                                                                             or "/"))
         items.append(html.Li([
             html.B("layer %s (%s): " % (s.layer, s.type)),
             html.Span("%s %s is %s%s" % (s.field, "'%s'" % s.source if s.source else "", s.reason, where),
@@ -166,7 +173,7 @@ def load_status(session):
         return "no net loaded"
     from ..views.panel_models import analysis_totals
     g = ld.graph
-    bits = ["%s" % (g.name or "net"), "%s" % g.phase_name, "%d layers" % len(g.layers),
+    bits = [g.shown_name, "%s" % g.phase_name, "%d layers" % len(g.layers),
             "%d blobs" % len(g.blobs), "%d filtered out" % len(g.ghosts), "%d splits" % len(g.splits),
             "memory %s" % _mib(g.memory_used_bytes)]
     totals = analysis_totals(ld.analysis)
@@ -181,6 +188,7 @@ def load_status(session):
                      + ("" if ld.solver is not None else " (%s)" % ld.solver_note))
     if spec.mean:
         files.append("mean " + session.upload_names.get("mean", spec.mean))
+    files.extend(ld.cache.get("sources_found", ()))
     return html.Div([html.Span(" · ".join(bits), className="status-net"),
                      html.Span(" — " + "; ".join(str(f) for f in files), className="status-files")])
 

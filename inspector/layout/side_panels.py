@@ -5,16 +5,23 @@ from dash import dcc, html
 from inspector import ids
 from inspector.views import figures
 
-from .common import cell_table, field, kv_table, plot_config, section, table, upload
+from .common import busy, cell_table, field, kv_table, plot_config, section, table, upload
 from .debugger_panels import compare_tab, npy_controls, timeline_tab, training_tab
 
 
 def details_tab():
     return html.Div([
-        html.Div("Click a layer or a blob in the graph.", id=ids.DETAILS, className="details", role="region",
-                 **{"aria-label": "Details"}),
+        # while the server builds a layer's or a blob's details (a first click, a search pick), the
+        # panel says so at once, the details before it dimmed under the note
+        dcc.Loading(html.Div("Click a layer or a blob in the graph.", id=ids.DETAILS, className="details",
+                             role="region", **{"aria-label": "Details"}),
+                    id=ids.DETAILS_LOADING, target_components={ids.DETAILS: "children"},
+                    overlay_style={"visibility": "visible", "opacity": 0.55}, delay_show=150,
+                    custom_spinner=html.Div("⟳ loading the details…", className="recomputing", role="status"),
+                    parent_className="findings-loading"),
         html.Div([
             html.Div([
+                busy(ids.BLOB_BUSY, "drawing the blob's charts…"),
                 field("Show", dcc.RadioItems(["data", "diff"], "data", id=ids.BLOB_WHICH, inline=True)),
                 field("Batch item", dcc.Input(id=ids.FMAP_ITEM, type="number", value=0, min=0, step=1,
                                               className="num-input")),

@@ -115,6 +115,44 @@ def check_file_access(param, model_root, state=None, skip=None):
                                         % (lp.name, name, value, real, how, root), layer=lp.name)
 
 
+DATA_TYPES = ("Data", "ImageData", "HDF5Data", "WindowData")     # the layers whose source Init opens
+
+
+def relative_sources_found(param, model_path=None, model_root=None, cwd=None, private_model_dir=False,
+                           confined=False):
+    """Relative data sources that are not where Caffe opens them (the working directory) but
+    beside the prototxt or under the model root: each such ``source`` in ``param`` (a copy
+    the caller builds from) is rewritten to where it is; returns one line per source found,
+    saying where it was looked for and where it is.  ``private_model_dir``: the model is an
+    upload (its folder is the server's, not the user's: not looked in); ``confined``: a
+    model from the page, whose files must lie under the model root (``../`` is not followed out)."""
+    cwd = cwd or os.getcwd()
+    root = os.path.realpath(model_root) if model_root else None
+    places = []
+    if model_path and not private_model_dir:
+        places.append(("beside the prototxt", os.path.dirname(os.path.abspath(model_path))))
+    if model_root:
+        places.append(("under the model root", os.path.realpath(model_root)))
+    found = []
+    for lp in param.layer:
+        if lp.type not in DATA_TYPES:
+            continue
+        for name, value in _file_fields(lp):
+            if not name.endswith(".source") or os.path.isabs(value) or os.path.exists(_opened_at(value, cwd)):
+                continue
+            for where, folder in places:
+                at = os.path.join(folder, value)
+                if confined and (root is None or os.path.commonpath([root, os.path.realpath(at)]) != root):
+                    continue
+                if os.path.exists(at):
+                    getattr(lp, name.split(".")[0]).source = at
+                    found.append("layer '%s' %s = %r: not in the server's working directory (%s, where Caffe "
+                                 "opens a relative path); found %s, %s (used)" % (lp.name, name, value, cwd,
+                                                                                   where, at))
+                    break
+    return found
+
+
 def relative_path_hint(param, layer, model_path=None, cwd=None, private_model_dir=False):
     """Where the missing relative files of ``layer`` were looked for (the
     server's working directory, as Caffe opens them), and whether they are in
@@ -409,19 +447,22 @@ def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=Non
     import engine
     from engine.instruments.debug import Recorder
     with engine.using_mode(device), engine.memory_budget(max_bytes or None), engine.net_limits(limits):
-        net, solver, source, note, mean = build_net(spec, allow_python, model_root)
+        net, solver, source, note, mean, found = build_net(spec, allow_python, model_root)
         graph, analysis = _graph_and_analysis(spec, net, source)
         recorder = Recorder(net, stats=True, sentinel=False)
         inputs = tuple(l.index for l in graph.layers if l.type == "Input" or l.stand_in)
-    return Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
-                  spec=spec, source_param=source, solver=solver, solver_note=note,
-                  analysis=analysis, mean=mean, max_bytes=max_bytes or None)
+    loaded = Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
+                    spec=spec, source_param=source, solver=solver, solver_note=note,
+                    analysis=analysis, mean=mean, max_bytes=max_bytes or None)
+    loaded.cache["sources_found"] = tuple(found)       # the load status says where they were found
+    return loaded
 
 
 def build_net(spec, allow_python=False, model_root=None):
     """What the engine reads and builds for ``spec`` (:func:`build` without the page's graph and
     records, under its device, budget and limits): ``(net, solver, NetParameter as read, a note
-    on the solver, mean array)``.  The load check (state/guard.py) runs this much."""
+    on the solver, mean array, relative sources found elsewhere)``.  The load check
+    (state/guard.py) runs this much."""
     import engine
     if not spec.model:
         raise PathRefused("no model file")
@@ -430,6 +471,10 @@ def build_net(spec, allow_python=False, model_root=None):
     # stood in by an Input shaped from its params: the net opens structure-only (engine.core.standins)
     can_read = root_reader(model_root) if model_root is not None and not spec.trusted else None
     source = read_source(spec.model)
+    # a relative data source opens from the working directory, as in Caffe, else beside the
+    # prototxt or under the model root, where a model's data usually is
+    found = relative_sources_found(source, spec.model, model_root, private_model_dir=spec.uploaded,
+                                   confined=model_root is not None and not spec.trusted)
     if model_root is not None and not spec.trusted:
         check_file_access(source, model_root, state=(phase, level, stages),
                           skip=lambda lp: engine.missing_data_source(lp, can_read) is not None)
@@ -451,4 +496,4 @@ def build_net(spec, allow_python=False, model_root=None):
         if spec.weights:
             net.copy_from(spec.weights)
     mean = _read_mean(spec.mean) if spec.mean else None
-    return net, solver, source, note, mean
+    return net, solver, source, note, mean, found

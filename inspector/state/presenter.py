@@ -7,6 +7,7 @@ the Loaded per view option, so a recolour after a step costs only the view
 model and the figure.
 """
 import threading
+import zlib
 from collections import OrderedDict
 
 import numpy as np
@@ -54,6 +55,18 @@ def _shared(key, make, keep=48):
 def structure_key(graph):
     """What the drawing depends on: the layers and their wiring (graph.key) and the blobs' shapes."""
     return graph.key, tuple(b.shape for b in graph.blobs)
+
+
+def drawing_scope(loaded):
+    """The prefix of a drawing's element ids (cyto.elements' ``scope``): one per structure
+    (structure_key: layers, wiring, shapes), so that a net of another structure shares no
+    element with the net drawn before it (the page would patch an element of the same id,
+    keeping what the new one lacks), while the same structure built again (a phase switch
+    of a deploy net, a reload) is patched in place, as fast as a recolour."""
+    cache = loaded.cache
+    if "scope" not in cache:
+        cache["scope"] = "n%08x" % zlib.crc32(repr(structure_key(loaded.graph)).encode())
+    return cache["scope"]
 
 
 def blocks(loaded):
@@ -128,8 +141,8 @@ def states(loaded):
     return layer_states(loaded.graph, loaded.runlog)
 
 
-def findings_by_layer(loaded):
-    """{layer: (severity, message)}, the worst health finding per layer, cached per step."""
+def health_rows(loaded):
+    """The health findings of the records (adapters.health_findings), cached per step."""
     steps = loaded.recorder.steps
     # the same findings as the Findings tab (with the net: weights not loaded and root
     # causes fold what they explain), so one finding is one badge; new weights, new key
@@ -137,26 +150,50 @@ def findings_by_layer(loaded):
     key = ("findings", len(steps), steps[-1].id if steps else 0, id(loaded.net), params)
     hit = loaded.cache.get("findings")
     if hit is None or hit[0] != key:
-        hit = (key, vm.worst_findings(adapters.health_findings(steps, loaded.net)))
+        rows = adapters.health_findings(steps, loaded.net)
+        hit = (key, rows, vm.worst_findings(rows))
         loaded.cache["findings"] = hit
     return hit[1]
+
+
+def findings_by_layer(loaded):
+    """{layer: (severity, message)}, the worst health finding per layer, cached per step."""
+    health_rows(loaded)
+    return loaded.cache["findings"][2]
+
+
+def causes(loaded, layer_metrics=None):
+    """The findings' causes, each where it is, and what follows from it (view_models.finding_causes)."""
+    return vm.finding_causes(health_rows(loaded), loaded.graph, layer_metrics if layer_metrics is not None
+                             else metrics(loaded))
 
 
 def graph_view(loaded, colour_by="category", opts=DEFAULT_OPTIONS, selection=None, expanded=None):
     from inspector.state import debugger
     display, layout = display_and_layout(loaded, opts, expanded)
     st = states(loaded)
-    return vm.graph_view(loaded.graph, display, layout, metrics(loaded), st, colour_by, selection,
+    m = metrics(loaded)
+    found, tolerance = causes(loaded, m), None
+    cmp = getattr(loaded, "comparison", None)
+    if colour_by == "reldiff" and cmp is not None:      # Compare: its tolerance, where the runs part
+        tolerance = cmp.rtol
+        fd = getattr(cmp, "first_divergence", None)
+        rel = {i: x.rel_diff for i, x in m.items() if x.rel_diff is not None}
+        why = "%s and %s part here (rtol %g)" % (cmp.label_a, cmp.label_b, cmp.rtol)
+        departs = vm.departure(loaded.graph, getattr(fd, "layer", None), rel, cmp.rtol, why) if fd else None
+        found = ((departs,) if departs else ()) + found
+    return vm.graph_view(loaded.graph, display, layout, m, st, colour_by, selection,
                          loaded.analysis, blob_states(loaded.graph, loaded.runlog, st),
                          opts.labels and not opts.blobs_as_nodes,     # blob nodes carry the blob's label
                          revision=_revision(opts), findings=findings_by_layer(loaded),
-                         marks=vm.step_marks(debugger.shown_steps(loaded)))
+                         marks=vm.step_marks(debugger.shown_steps(loaded)), causes=found, tolerance=tolerance)
 
 
-def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None):
-    """(cytoscape elements, the view) of the loaded net: what the graph callback sends."""
+def graph_elements(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None, scope=""):
+    """(cytoscape elements, the view) of the loaded net: what the graph callback sends;
+    ``scope``: the net's own prefix of the element ids (cyto.elements)."""
     view = graph_view(loaded, colour_by, opts, None, expanded)
-    return cyto.elements(view), view
+    return cyto.elements(view, scope), view
 
 
 def graph_svg(loaded, colour_by="category", opts=DEFAULT_OPTIONS, expanded=None):

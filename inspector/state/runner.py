@@ -398,7 +398,10 @@ def run_to(session, layer):
     if p is not None and (p["kind"] != "solver" or p.get("phase") is not None):
         return "run to cursor %s: " % name + continue_run(session, stop_at=name)
     s = session.cursor_forward if 0 <= session.cursor_forward <= e else 0
-    return "run to %s: " % name + forward_range(session, s, e, resume_end=len(ld.graph.layers) - 1)
+    msg = forward_range(session, s, e, resume_end=len(ld.graph.layers) - 1)
+    if session.paused is not None and session.paused.get("next") == e + 1 and " — " not in msg:
+        msg += " — at the cursor: %s" % name        # it stopped where it was asked to, as a one-shot stop reads
+    return "run to cursor %s: " % name + msg
 
 
 class _StopAt:

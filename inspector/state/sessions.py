@@ -100,6 +100,7 @@ class Loaded:
     training: Any = None
     view_step: Optional[int] = None
     comparison: Any = None
+    weights_from: Optional[str] = None  # weights given in the Compare tab (a .caffemodel, a port's): not the fillers'
 
 
 @dataclass

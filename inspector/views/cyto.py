@@ -73,6 +73,8 @@ def _node_element(node):
         classes.append(node.state)
     if node.mark:
         classes.append(node.mark)
+    if node.flag:
+        classes.append(node.flag)           # "cause" / "symptom": a finding's cause, what follows from it
     return {"data": data, "position": {"x": round(cx, 1), "y": round(cy, 1)}, "classes": " ".join(classes)}
 
 
@@ -92,7 +94,7 @@ def _frame_element(node, box, depth):
     else:
         data["outer"] = 1                   # an outermost frame: zoomed out, its summary beside it
     return {"data": data, "position": {"x": round((x0 + x1) / 2, 1), "y": round((y0 + y1) / 2, 1)},
-            "classes": "group"}
+            "classes": "group" + (" " + node.flag if node.flag else "")}
 
 
 def frame_boxes(view):
@@ -149,8 +151,11 @@ def _segments(points, src, dst):
     return " ".join(str(d) for d in dists), " ".join(str(w) for w in weights)
 
 
-def elements(view):
-    """The cytoscape elements of a GraphView: frames first (outer before inner), then nodes, edges."""
+def elements(view, scope=""):
+    """The cytoscape elements of a GraphView: frames first (outer before inner), then nodes, edges.
+    ``scope`` (a net's own token) prefixes every element id: the page patches an element that
+    keeps its id (dash-cytoscape merges the new data into the old, so a key the new element
+    lacks keeps the old value), and a new net must share no element with the one before it."""
     frames = {n.id: n for n in view.nodes if n.kind == "group"}
     depth = {}
 
@@ -180,6 +185,7 @@ def elements(view):
         seen_ids.add(eid)
         data = {"id": eid, "source": e.src, "target": e.dst, "blob": e.blob,
                 "colour": EDGE_COLOURS.get(e.state, EDGE_IDLE), "hover": hover_lines(e.hover)}
+        data["label"] = data["src_label"] = data["mid_label"] = data["lp"] = ""     # every key, always (scoped())
         if view.labels and e.label and (e.src, e.label) not in labelled:
             labelled.add((e.src, e.label))       # a blob read by several layers: its label once, at its writer
             data["label"] = e.label
@@ -191,6 +197,21 @@ def elements(view):
             classes.append("seg")
         out.append({"data": data, "classes": " ".join(classes)})
     _place_edge_labels(out)
+    return scoped(out, scope) if scope else out
+
+
+_REFS = ("id", "source", "target", "frame")      # the data keys that name an element
+
+
+def scoped(els, scope):
+    """``els`` with every element id (and every reference to one) prefixed by ``scope``."""
+    out = []
+    for el in els:
+        d = dict(el["data"])
+        for k in _REFS:
+            if k in d:
+                d[k] = "%s/%s" % (scope, d[k])
+        out.append(dict(el, data=d))
     return out
 
 
@@ -206,8 +227,23 @@ def _place_edge_labels(els):
     for el in els:
         d = el["data"]
         if "source" in d and d.get("label"):
-            d["mid_label" if per_source[d["source"]] > 1 else "src_label"] = d["label"]
+            where = "mid_label" if per_source[d["source"]] > 1 else "src_label"
+            d[where] = d["label"]
+            d["lp"] = LABEL_CLASS[where]       # its place; the page moves it where it would cover another
+            el["classes"] += " " + LABEL_CLASS[where]
 
+
+# the class that shows an edge's label (its presence, not a data key's: a key an element no longer
+# has keeps its old value in the page, a class list is replaced whole): under the layer that
+# writes the blob, mid-edge, or above the layer that reads it (assets/graph.js moves a label that
+# would cover another label, a frame's title or a node there; where none is free, it hides it:
+# class "lblhide", the blob and its shape are in the edge's hover box)
+LABEL_CLASS = {"src_label": "srclab", "mid_label": "midlab"}
+LABEL_PLACES = ("srclab", "midlab", "tgtlab")
+
+
+CAUSE_COLOUR = "#c2185b"       # a finding's cause (not the selection's red)
+SYMPTOM_COLOUR = "#e8a3bd"      # what follows from it
 
 # drawing order (z-index, compared across nodes and edges): frames (by depth), edges, nodes, the selection
 Z_EDGE, Z_NODE, Z_SEL = 10, 20, 30
@@ -265,17 +301,29 @@ def stylesheet():
             "min-zoomed-font-size": 0, "text-justification": "left", "color": "#1f2d3d",
             "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "2px"}},
         {"selector": "node.group.top", "style": {"font-size": "data(fs)", "min-zoomed-font-size": 0}},
-        {"selector": "edge[label]", "style": {
+        {"selector": "edge.srclab, edge.midlab, edge.tgtlab", "style": {
             "font-size": 10, "font-family": FONT, "color": "#555", "min-zoomed-font-size": 8,
             "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": "1px"}},
-        {"selector": "edge[src_label]", "style": {"source-label": "data(src_label)", "source-text-offset": 16}},
-        {"selector": "edge[mid_label]", "style": {"label": "data(mid_label)"}},
+        {"selector": "edge.srclab", "style": {"source-label": "data(label)", "source-text-offset": 16}},
+        {"selector": "edge.midlab", "style": {"label": "data(label)"}},
+        {"selector": "edge.tgtlab", "style": {"target-label": "data(label)", "target-text-offset": 18}},
+        {"selector": "edge.shifted", "style": {"text-margin-x": "data(lx)", "source-text-margin-x": "data(lx)",
+                                               "target-text-margin-x": "data(lx)"}},
         {"selector": "edge.far", "style": {"text-opacity": 0, "text-background-opacity": 0}},   # zoomed out
         {"selector": "edge.seg", "style": {"curve-style": "segments", "segment-distances": "data(sd)",
                                            "segment-weights": "data(sw)"}},
         {"selector": "edge.stale", "style": {"line-style": "dotted"}},
         {"selector": "edge.ghost", "style": {"line-style": "dashed", "line-color": "#c8c8c8",
                                              "target-arrow-color": "#c8c8c8", "width": 1.0}},
+        # a finding's cause: a red ring outside the node (the border keeps the run state), its
+        # frames a solid red border; what follows from it: a thin dashed ring
+        {"selector": "node.cause", "style": {"outline-color": CAUSE_COLOUR, "outline-width": 4, "outline-offset": 3,
+                                             "outline-style": "solid", "outline-opacity": 1}},
+        {"selector": "node.symptom", "style": {"outline-color": SYMPTOM_COLOUR, "outline-width": 2,
+                                               "outline-offset": 2, "outline-style": "dashed", "outline-opacity": 1}},
+        {"selector": "node.group.cause", "style": {"outline-width": 0, "border-color": CAUSE_COLOUR,
+                                                   "border-style": "solid", "border-width": 3}},
+        {"selector": "node.group.cause.side", "style": {"color": CAUSE_COLOUR}},
         {"selector": ".sel", "style": {"border-color": "#d62728", "border-width": 4, "z-index": Z_SEL}},
         {"selector": "node.group.sel", "style": {"border-style": "solid", "border-width": 3, "z-index": "data(z)"}},
         {"selector": "edge.sel", "style": {"line-color": "#d62728", "target-arrow-color": "#d62728",
@@ -358,7 +406,7 @@ def graph_svg(view, title=""):
                    '<title>%s</title></polyline>' % (" ".join("%.1f,%.1f" % p for p in pts), _esc(d["colour"]),
                                                      dash, _esc(d.get("label") or d["blob"])))
         if d.get("label"):
-            lx, ly = _along(pts, 16.0) if "src_label" in d else _along(pts, None)
+            lx, ly = _along(pts, 16.0) if d["src_label"] else _along(pts, None)
             out.append('<text x="%.1f" y="%.1f" font-size="9" text-anchor="middle" fill="#555" stroke="#ffffff" '
                        'stroke-width="3" paint-order="stroke">%s</text>' % (lx, ly + 3, _esc(d["label"])))
     for el in els:

@@ -78,6 +78,25 @@ def ratios_figure(ratios, top=12):
     return fig
 
 
+TOOLBAR_PX = 40          # room for plotly's toolbar (its modebar, 24 px) at the top of a figure
+TITLE_CHARS = 64         # the characters of a chart title's line that fit a side panel's chart
+
+
+def title_lines(title, width=TITLE_CHARS):
+    """A chart title in lines of at most ``width`` characters, broken between words (a long
+    file name alone: cut in its middle, "…", so both its ends show)."""
+    lines, line = [], ""
+    for word in str(title or "").split(" "):
+        if len(word) > width:
+            word = word[:width // 2 - 1] + "…" + word[-(width // 2 - 1):]
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = (line + " " + word) if line else word
+    return lines + [line] if line else lines
+
+
 def compare_figure(rows, rtol, title=""):
     """``rows``: [(layer label, max rel, ok)] in step order → bars of the
     largest relative difference per layer record (log scale), the tolerance
@@ -94,8 +113,12 @@ def compare_figure(rows, rtol, title=""):
     fig.add_hline(y=max(rtol, 1e-12), line=dict(color="#333", dash="dash", width=1),
                   annotation_text="rtol %g" % rtol, annotation_position="top left")
     ticks = list(range(0, len(rows), max(1, len(rows) // 20)))
-    fig.update_layout(height=300, margin=dict(l=50, r=10, t=30, b=80), font=FONT, plot_bgcolor="white",
-                      title=dict(text=title, font=dict(size=12)),
+    lines = title_lines(title)
+    fig.update_layout(height=300 + 15 * len(lines), margin=dict(l=50, r=10, t=TOOLBAR_PX + 15 * len(lines) + 6, b=80),
+                      font=FONT, plot_bgcolor="white",
+                      # the title below plotly's toolbar (the top TOOLBAR_PX of the figure), never under it
+                      title=dict(text="<br>".join(lines), font=dict(size=12), x=0, xref="container", xanchor="left",
+                                 y=1, yref="container", yanchor="top", pad=dict(l=8, t=TOOLBAR_PX)),
                       yaxis=dict(type="log", title="max relative difference", gridcolor="#eee"),
                       xaxis=dict(tickvals=ticks, ticktext=[labels[t] for t in ticks], tickangle=-45))
     return fig

@@ -220,3 +220,37 @@ def compare_summary(cmp):
         head = "%s and %s part at layer '%s' (%s, %s step %d): %s" % (
             cmp.label_a, cmp.label_b, fd.layer, fd.type, fd.kind, fd.step, detail)
     return head, list(cmp.notes)
+
+
+def port_findings(diagnosis):
+    """A port comparison's diagnosis as the Compare tab lists it: [(where, text)], a finding
+    that holds at many layers once with its count -- a summary the diagnosis has (its
+    evidence names the layers) stands for those layers' own lines; other lines of one kind
+    whose texts differ only in their numbers are merged."""
+    import re
+    covered = set()
+    for d in diagnosis:
+        layers = d.evidence.get("layers") if isinstance(d.evidence, dict) else None
+        if layers and len(layers) > 1:
+            base = d.kind[:-len("_every")] if d.kind.endswith("_every") else d.kind
+            covered.update((layer, k) for layer in layers for k in (base, d.kind))
+    groups, order = {}, []
+    for d in diagnosis:
+        summary = isinstance(d.evidence, dict) and len(d.evidence.get("layers") or ()) > 1
+        if not summary and (d.layer, d.kind) in covered:
+            continue
+        key = (d.kind, re.sub(r"[-+]?\d[\d.]*(e[-+]?\d+)?", "#", d.text.split(" (reproduces")[0]))
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(d)
+    out = []
+    for key in order:
+        ds = groups[key]
+        if len(ds) == 1:
+            out.append((ds[0].layer, ds[0].text))
+        else:
+            names = [d.layer for d in ds]
+            out.append(("%d layers (%s)" % (len(ds), ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")),
+                        ds[0].text))
+    return out

@@ -186,6 +186,9 @@ def stand_in_infos(records):
                  for s in records or ())
 
 
+UNNAMED = "(unnamed)"
+
+
 @dataclass(frozen=True)
 class NetGraph:
     name: str
@@ -213,6 +216,12 @@ class NetGraph:
     @property
     def phase_name(self):
         return "TRAIN" if self.phase == TRAIN else "TEST"
+
+    @property
+    def shown_name(self):
+        """The net's name as the page shows it: a net without one is "(unnamed)" (Caffe gives
+        it none: NetParameter.name is empty), everywhere the page names it."""
+        return self.name or UNNAMED
 
     def layer(self, name):
         """The LayerNode called ``name`` (KeyError if none)."""

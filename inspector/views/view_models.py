@@ -456,6 +456,7 @@ class NodeView:
     height: float = 0.0
     short: str = ""                  # what it shows zoomed out: its name (a frame: name, size and shape)
     inner: Tuple[str, ...] = ()      # a folded block: the blocks folded inside it (at any depth)
+    flag: str = ""                   # "cause": it holds a finding's cause; "symptom": what follows from one
 
 
 @dataclass(frozen=True)
@@ -477,6 +478,9 @@ class ColourScale:
     lo: float
     hi: float
     log: bool
+    palette: Tuple[str, ...] = ()        # low → high ("": the default, _SCALE)
+    below: Optional[str] = None          # what a value under lo is drawn as (a neutral colour), None: no such band
+    below_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -492,6 +496,7 @@ class GraphView:
     labels: bool
     uirevision: str
     marks: Optional["StepMarks"] = None
+    causes: Tuple["Cause", ...] = ()
 
 
 @dataclass(frozen=True)
@@ -531,6 +536,91 @@ def worst_findings(findings):
     return out
 
 
+# ------------------------------------------------------------------ causes, and what follows from them
+CAUSE_BADGES = {"root_cause": "root cause", "nonfinite": "NaN/Inf source", "exploding_gradient": "exploding gradient",
+                "weights_not_loaded": "weights not loaded", "departs": "departs here"}
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A finding that explains others, where it is: the layer the graph marks, what the mark
+    says, and the layers whose trouble follows from it (drawn as its consequences)."""
+    layer: str
+    check: str
+    badge: str
+    message: str
+    symptoms: Tuple[str, ...] = ()
+
+
+def finding_causes(findings, graph=None, metrics=None):
+    """The causes among health findings (adapters.health_findings rows), worst first: a
+    ``root_cause`` (a degenerate parameter upstream of NaN/Inf: every layer holding NaN/Inf
+    follows from it, the NaN/Inf sources included); without one, each NaN/Inf source (what
+    it carried on follows from it); an exploding gradient; weights not loaded (the ReLUs it
+    explains follow from it).  ``metrics``: layer_metrics(), for the layers holding NaN/Inf."""
+    rows = [f for f in findings or () if f.get("layer")]
+    index = {l.name: l.index for l in graph.layers} if graph is not None else {}
+    bad = [graph.layers[i].name for i, m in sorted((metrics or {}).items()) if m.nonfinite] \
+        if graph is not None else []
+
+    def ordered(names, but=()):
+        return tuple(sorted(dict.fromkeys(n for n in names if n not in but), key=lambda n: index.get(n, 1 << 30)))
+
+    roots = [f for f in rows if f.get("check") == "root_cause"]
+    sources = list(dict.fromkeys(f["layer"] for f in rows if f.get("check") == "nonfinite"))
+    out = []
+    for f in roots:
+        out.append(Cause(f["layer"], "root_cause", CAUSE_BADGES["root_cause"], str(f.get("message", "")),
+                         ordered(list(f.get("explains") or ()) + sources + bad, but=(f["layer"],))))
+    if not roots:
+        for name in sources:
+            msg = next(str(f.get("message", "")) for f in rows if f.get("check") == "nonfinite" and f["layer"] == name)
+            out.append(Cause(name, "nonfinite", CAUSE_BADGES["nonfinite"], msg, ordered(bad, but=sources)))
+    for f in rows:
+        if f.get("check") == "exploding_gradient" and f["layer"] not in {c.layer for c in out}:
+            out.append(Cause(f["layer"], "exploding_gradient", CAUSE_BADGES["exploding_gradient"],
+                             str(f.get("message", ""))))
+        elif f.get("check") == "weights_not_loaded" and (f.get("explains") or f.get("severity") != "info"):
+            out.append(Cause(f["layer"], "weights_not_loaded", CAUSE_BADGES["weights_not_loaded"],
+                             str(f.get("message", "")), ordered(f.get("explains") or (), but=(f["layer"],))))
+    return tuple(out)
+
+
+def departure(graph, layer, rel, rtol, message=""):
+    """The Cause a comparison's first departing ``layer`` is drawn as (Compare): the layers
+    after it whose relative difference (``rel``: {layer index: value}) exceeds ``rtol`` follow
+    from it.  None when the layer is not in the graph."""
+    if not layer or not graph.has_layer(layer):
+        return None
+    at = graph.layer(layer).index
+    after = tuple(graph.layers[i].name for i, v in sorted(rel.items())
+                  if i > at and (v != v or v > rtol))
+    return Cause(layer, "departs", CAUSE_BADGES["departs"], message, after)
+
+
+def _cause_marks(causes):
+    """({layer: the Cause marked there}, {layer: the Cause it follows from})."""
+    at, follows = {}, {}
+    for c in causes or ():
+        at.setdefault(c.layer, c)
+    for c in causes or ():
+        for n in c.symptoms:
+            if n not in at:
+                follows.setdefault(n, c)
+    return at, follows
+
+
+def _flag_of(names, at, follows):
+    """("cause" | "symptom" | "", the Cause) of a node drawing the layers ``names``."""
+    for n in names:
+        if n in at:
+            return "cause", at[n]
+    for n in names:
+        if n in follows:
+            return "symptom", follows[n]
+    return "", None
+
+
 _SCALE = ("#440154", "#3b528b", "#21918c", "#5ec962", "#fde725")   # viridis: low → high
 
 
@@ -566,6 +656,35 @@ def value_range(values, q=0.05):
     if hi <= lo:
         lo, hi = vals[0], vals[-1]
     return lo, hi, log
+
+
+# Compare: differences within the comparison's tolerance (rounding) are neutral; above it a
+# warm scale from the tolerance up to the largest difference shown (NaN/Inf: its top)
+ROUNDING_COLOUR = "#dde3ea"
+_DEPARTS = ("#fee08b", "#fdae61", "#f46d43", "#d73027", "#a50026")
+
+
+def reldiff_range(values, rtol=None):
+    """(lo, hi, log) of the relative-difference colouring: from the tolerance (or the smallest
+    value, without one) to the largest finite value, every value shown inside the scale."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    lo = float(rtol) if rtol else (min((v for v in vals if v > 0), default=1e-12))
+    hi = max(vals, default=lo)
+    return lo, max(hi, lo), True
+
+
+def reldiff_colour(value, lo, hi, rounding=True):
+    """The colour of a relative difference: neutral below ``lo`` (the tolerance: rounding)
+    when ``rounding``, else on the warm scale over [lo, hi] (log), NaN/Inf at its top."""
+    if value is None:
+        return NO_DATA_COLOUR
+    if not math.isfinite(value):
+        return _DEPARTS[-1]
+    if rounding and value < lo:
+        return ROUNDING_COLOUR
+    if hi <= lo:
+        return _DEPARTS[-1] if value >= lo else _DEPARTS[0]
+    return scale_colour(max(value, lo), lo, hi, True, _DEPARTS)
 
 
 def scale_colour(value, lo, hi, log=True, palette=_SCALE):
@@ -665,10 +784,11 @@ NUMERIC_MODES = ("data", "diff", "time", "memory", "flops", "param_diff", "updat
 BLOCK_FRAME_FILL = "#f5f7fb"
 
 
-def node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log):
+def node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log, rounding=False):
     """The colour of a layer or block node under ``colour_by`` (a pure
     function of the graph, the per-layer metrics and the mode: the timeline
-    and comparisons feed their own metrics)."""
+    and comparisons feed their own metrics); ``rounding``: relative differences
+    under ``lo`` (the comparison's tolerance) are drawn neutral."""
     if colour_by == "category":
         return layer_meta.category_colour(node.category)
     if colour_by == "backward":
@@ -683,6 +803,8 @@ def node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log):
         return NO_DATA_COLOUR
     if colour_by == "state":
         return STATE_COLOURS[fwd]
+    if colour_by == "reldiff":
+        return reldiff_colour(value, lo, hi, rounding)
     return scale_colour(value, lo, hi, log) if value is not None else NO_DATA_COLOUR
 
 
@@ -725,10 +847,18 @@ def _worst_inside(graph, node, findings):
     return best
 
 
-def _block_label(graph, node, block, metrics, findings):
+def _block_label(graph, node, block, metrics, findings, marked=("", None)):
+    """A folded block's label: name and size, output shape, and its mark: the cause of a
+    finding inside it (⚠ and what), nothing more where what it holds follows from a cause
+    (the node is drawn as a consequence), else ⚠ NaN / ⚠ for what it holds."""
     shape = block_shape(graph, block)
     flag = ""
-    if any(metrics.get(i) is not None and metrics[i].nonfinite for i in node.layers):
+    kind, cause = marked
+    if kind == "cause":
+        flag = " ⚠ " + cause.badge
+    elif kind == "symptom":
+        flag = ""
+    elif any(metrics.get(i) is not None and metrics[i].nonfinite for i in node.layers):
         flag = " ⚠ NaN"
     else:
         worst = _worst_inside(graph, node, findings)
@@ -759,13 +889,15 @@ def _selected(node, graph, sel_kind, sel_name):
 
 def graph_view(graph, display, layout, metrics=None, states=None, colour_by="category",
                selection=None, analysis=None, blob_states=None, labels=True, revision="",
-               findings=None, marks=None):
+               findings=None, marks=None, causes=(), tolerance=None):
     """Everything the graph draws.  ``layout``: graph_layout's Layout or
     CompoundLayout of ``display``; ``states``: run_state.layer_states();
     ``blob_states``: run_state.blob_states(); ``selection``: {"kind", "name"}
     (kinds layer, blob, ghost, block); ``findings``: worst_findings();
-    ``marks``: step_marks(); ``revision``: added to the net's key to keep (or
-    reset) the user's zoom."""
+    ``marks``: step_marks(); ``tolerance``: the comparison's rtol (relative differences
+    under it are rounding, drawn neutral); ``causes``: finding_causes() (each marked where it is, on its
+    layer or the folded block and the frames holding it, and what follows from it drawn as
+    its consequence); ``revision``: added to the net's key to keep (or reset) the user's zoom."""
     metrics = metrics or {}
     analysis = analysis or {}
     blob_states = blob_states or {}
@@ -778,40 +910,60 @@ def graph_view(graph, display, layout, metrics=None, states=None, colour_by="cat
         for node in display.nodes:
             if node.kind in ("layer", "block"):
                 v = _node_value(node, colour_by, graph, metrics, analysis)
-                if v is not None and math.isfinite(v):
+                if v is not None and (math.isfinite(v) or colour_by == "reldiff"):
                     values[node.id] = v
-    lo, hi, log = value_range(list(values.values()))
+    if colour_by == "reldiff":
+        lo, hi, log = reldiff_range(values.values(), tolerance)
+    else:
+        lo, hi, log = value_range(list(values.values()))
+    scaled_ = (lo, hi, log, tolerance is not None)
 
     marks = _visible_marks(display, marks)
     inside = inner_blocks(display.blocks.values())
+    at, follows = _cause_marks(causes)
     nodes = []
     for node in display.nodes:
         x, y = layout.positions.get(node.id, (0.0, 0.0))
         value = values.get(node.id)
+        marked = _flag_of([graph.layers[i].name for i in node.layers], at, follows) \
+            if node.kind in ("layer", "block") else ("", None)
         label, fill, state, hover, members = _node_look(node, graph, display, metrics, analysis, states,
-                                                        blob_states, findings, colour_by, (value, lo, hi, log))
+                                                        blob_states, findings, colour_by, (value,) + scaled_,
+                                                        marked)
         line = STATE_COLOURS.get(state, "#888888") if node.kind != "ghost" else "#aaaaaa"
         width = 3.0 if state in (FRESH, STALE) else 1.0
         inner = (node.block,) + tuple(inside.get(node.block, ())) if node.kind == "block" else ()
         short = display.blocks[node.block].name if node.kind == "block" else node.name
+        if marked[0] == "cause":
+            short = "⚠ " + short
         nodes.append(NodeView(node.id, node.kind, node.block or node.name, x, y, label, fill, value, line, width,
                               state, hover, _selected(node, graph, sel_kind, sel_name),
                               "F:" + node.group if node.group else "", members, _mark(node, marks),
-                              short=short, inner=inner))
-    nodes.extend(_group_views(graph, display, layout, sel_name if sel_kind == "block" else None))
+                              short=short, inner=inner, flag=marked[0]))
+    nodes.extend(_group_views(graph, display, layout, sel_name if sel_kind == "block" else None, at))
     edges = [_edge_view(e, graph, layout, states, sel_kind == "blob" and sel_name == e.blob) for e in display.edges]
-    legend, scale = _legend(colour_by, display, values, lo, hi, log)
-    title = "%s — %s%s%s" % (graph.name or "net", graph.phase_name,
+    legend, scale = _legend(colour_by, display, values, scaled_)
+    title = "%s — %s%s%s" % (graph.shown_name, graph.phase_name,
                              (" level %d" % graph.level) if graph.level else "",
                              (" stages %s" % ",".join(graph.stages)) if graph.stages else "")
     return GraphView(tuple(nodes), tuple(edges), legend, scale, colour_by, title, layout.height,
-                     layout.width, labels, graph.key + revision, marks)
+                     layout.width, labels, graph.key + revision, marks, tuple(causes or ()))
 
 
-def _node_look(node, graph, display, metrics, analysis, states, blob_states, findings, colour_by, scaled):
+def _cause_hover(marked):
+    kind, cause = marked
+    if kind == "cause":
+        return "<br><b>⚠ %s</b> in %s: %s" % (cause.badge, cause.layer, cause.message)
+    if kind == "symptom":
+        return "<br>follows from the %s in %s" % (cause.badge, cause.layer)
+    return ""
+
+
+def _node_look(node, graph, display, metrics, analysis, states, blob_states, findings, colour_by, scaled,
+               marked=("", None)):
     """``(label, fill, state, hover, member layer names)`` of one display node;
-    ``scaled``: (its value, lo, hi, log) of the colour scale."""
-    value, lo, hi, log = scaled
+    ``scaled``: (its value, lo, hi, log) of the colour scale; ``marked``: _flag_of()."""
+    value, lo, hi, log, rounding = scaled
     label = node.label
     members = ()
     if node.kind in ("layer", "block"):
@@ -820,12 +972,15 @@ def _node_look(node, graph, display, metrics, analysis, states, blob_states, fin
             block = display.blocks[node.block]
             state = fwd = _block_state(node, states)
             hover = _block_hover(graph, node, block, metrics, findings, colour_by, value)
-            label = _block_label(graph, node, block, metrics, findings)
+            label = _block_label(graph, node, block, metrics, findings, marked)
         else:
             fwd, _bwd = states[node.layers[-1]] if states else (NOT_RUN, NOT_RUN)
             state = fwd
             hover = _layer_hover(graph, node.layers, metrics, analysis, states)
-        fill = node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log)
+            if marked[0] == "cause":
+                label = "⚠ " + label
+        hover += _cause_hover(marked)
+        fill = node_fill(node, colour_by, graph, metrics, fwd, value, lo, hi, log, rounding)
     elif node.kind == "ghost":
         g = graph.ghosts[node.ghost]
         fill = GHOST_COLOUR
@@ -841,9 +996,10 @@ def _node_look(node, graph, display, metrics, analysis, states, blob_states, fin
     return label, fill, state, hover, members
 
 
-def _group_views(graph, display, layout, selected_block):
+def _group_views(graph, display, layout, selected_block, causes_at=None):
     """A frame per expanded block, at its CompoundLayout box; ``selected_block``:
-    the selected block's id (None: no block is selected)."""
+    the selected block's id (None: no block is selected); ``causes_at``: {layer: Cause}
+    (a frame holding a cause says so, zoomed out too: its summary names it)."""
     boxes = getattr(layout, "boxes", {}) or {}
     kids = child_counts(display.blocks.values())
     out = []
@@ -852,11 +1008,16 @@ def _group_views(graph, display, layout, selected_block):
         bx, by, bw, bh = boxes.get(g, (0.0, 0.0, 0.0, 0.0))
         label = block_label(b, kids.get(g, 0))
         shape = block_shape(graph, b)
+        names = tuple(graph.layers[i].name for i in b.layers)
+        kind, cause = _flag_of(names, causes_at or {}, {})
+        short = label + ("\n" + shape if shape else "")
+        hover = "<b>%s</b> — %d layers (click the frame to select it)" % (b.name, len(b.layers))
+        if cause is not None:
+            short += "\n⚠ %s: %s" % (cause.badge, cause.layer)
+            hover += _cause_hover((kind, cause))
         out.append(NodeView("F:" + g, "group", g, bx, by, label, BLOCK_FRAME_FILL, None, "#9aa8bd", 1.0,
-                            NA, "<b>%s</b> — %d layers (click the frame to select it)" % (b.name, len(b.layers)),
-                            selected_block == g, "F:" + parent if parent else "",
-                            tuple(graph.layers[i].name for i in b.layers), "", bw, bh,
-                            short=label + ("\n" + shape if shape else "")))
+                            NA, hover, selected_block == g, "F:" + parent if parent else "",
+                            names, "", bw, bh, short=short, flag=kind))
     return out
 
 
@@ -899,8 +1060,10 @@ def _edge_view(e, graph, layout, states, selected):
     return EdgeView(tuple(pts), e.kind, state, e.blob, label, hover, selected, e.src, e.dst)
 
 
-def _legend(colour_by, display, values, lo, hi, log):
-    """``(legend entries, ColourScale or None)`` of the colour mode."""
+def _legend(colour_by, display, values, scaled):
+    """``(legend entries, ColourScale or None)`` of the colour mode; ``scaled``: (lo, hi, log,
+    rounding band) of its scale."""
+    lo, hi, log, rounding = scaled
     if colour_by == "category":
         cats = []
         for node in display.nodes:
@@ -914,6 +1077,11 @@ def _legend(colour_by, display, values, lo, hi, log):
     if colour_by == "state":
         return (("ran (fresh)", STATE_COLOURS[FRESH]), ("stale", STATE_COLOURS[STALE]),
                 ("not run", STATE_COLOURS[NOT_RUN])), None
+    if values and colour_by == "reldiff":
+        top = max(values.values())
+        return (), ColourScale(dict(COLOUR_MODES)[colour_by], lo, top if not math.isfinite(top) else hi, True,
+                               _DEPARTS, ROUNDING_COLOUR if rounding else None,
+                               "< %s: within rtol (rounding)" % _fmt(lo) if rounding else "")
     if values:
         return (), ColourScale(dict(COLOUR_MODES)[colour_by], lo, hi, log)
     why = _NO_VALUES.get(colour_by, "no values yet")

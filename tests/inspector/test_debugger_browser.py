@@ -386,7 +386,7 @@ def test_continue_step_over_and_run_to_cursor_by_keys(dash_duo, tmp_path):
     from selenium.webdriver.common.action_chains import ActionChains
     ActionChains(dash_duo.driver).key_down(Keys.CONTROL).send_keys(Keys.F10).key_up(Keys.CONTROL).perform()
     msg = _message_after(dash_duo, msg, "stopped after stem_relu")
-    assert msg.startswith("run to fc: ForwardFromTo(0, 30)")
+    assert msg.startswith("run to cursor fc: ForwardFromTo(0, 30)")
     click_node(dash_duo, "fc", until=details_show(dash_duo, "InnerProduct"))
     _click(dash_duo, ids.RUN_TO)
     msg = _message_after(dash_duo, msg, "at the cursor: fc")

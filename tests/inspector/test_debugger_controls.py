@@ -85,7 +85,9 @@ def test_run_to_cursor_while_stopped_is_continue_with_a_one_shot_stop():
     runner.apply_inputs(s)
     bps.enable(1, False)
     msg = runner.run_to(s, "pool2")
-    assert msg.startswith("run to pool2: ForwardFromTo(0, 4)") and s.paused["next"] == 5
+    # worded as the docs and the one-shot stop are: "run to cursor", "at the cursor"
+    assert msg.startswith("run to cursor pool2: ForwardFromTo(0, 4)") and s.paused["next"] == 5
+    assert msg.endswith(" — at the cursor: pool2")
     assert "ForwardFromTo(5, 8)" in runner.continue_run(s)
 
 

@@ -11,7 +11,7 @@ from inspector_testlib import LENET, RESNET_TINY, SIAMESE, build_loaded, data_ur
 from inspector.callbacks import compare as compare_cb
 from inspector.callbacks import downloads
 from inspector.callbacks import training as training_cb
-from inspector.state import jobs, runner
+from inspector.state import jobs, presenter, runner
 from inspector.state.sessions import ModelSpec, Session, SessionStore
 from inspector.views import debug_figures, debug_views
 
@@ -439,11 +439,42 @@ def test_select_that_layer_opens_the_block_of_the_nan_source(app_ctx):
     with app_ctx.store.use(sid) as s:
         s.loaded = build_loaded(RESNET_TINY, phase="TEST")
         runner.apply_inputs(s)
-        s.loaded.net.params["res2a"][0].data[...] *= 1e38          # overflows float32 inside block res2
+        net = s.loaded.net
+        for layer in net.layers:                 # BatchNorm statistics filled: no root cause upstream
+            if layer.type == "BatchNorm":
+                layer.blobs[1].data[...] = 1.0
+                layer.blobs[2].data[...] = 1.0
+        net.params["res2a"][0].data[...] *= 1e38          # overflows float32 inside block res2
         runner.forward_range(s, "input", "loss")
     sel, tab, expanded, focus = findings.show_nan_layer(app_ctx, sid, 3, [])
     assert sel == {"kind": "layer", "name": "res2a"} and tab == "details"
     assert expanded == ["res2"] and focus == {"kind": "layer", "name": "res2a", "n": "nan-3"}
+
+
+def _overflowing_resnet(session):
+    """The session's net: a small ResNet without weights (BatchNorm statistics unfilled), res2a's
+    weights ×1e38, run forward: NaN/Inf, and a root cause upstream of it."""
+    session.loaded = build_loaded(RESNET_TINY, phase="TEST")
+    runner.apply_inputs(session)
+    session.loaded.net.params["res2a"][0].data[...] *= 1e38
+    runner.forward_range(session, "input", "loss")
+    return session.loaded
+
+
+def test_select_that_layer_goes_to_the_root_cause(app_ctx):
+    # statistics never filled (no weights): the alert leads with the root cause, and the
+    # button selects it (its block opened), not the layer where the first NaN/Inf showed
+    from inspector.callbacks import findings
+    sid = "c3" * 16
+    with app_ctx.store.use(sid) as s:
+        _overflowing_resnet(s)
+        cause = presenter.nan_alert(s.loaded)["root_cause"]["layer"]
+        first = presenter.nan_alert(s.loaded)["layer"]
+    assert cause != first
+    style, text = findings.nan_alert(app_ctx, sid)
+    assert text.startswith("Root cause: ") and cause in text
+    sel, tab, _expanded, focus = findings.show_nan_layer(app_ctx, sid, 4, [])
+    assert sel == {"kind": "layer", "name": cause} and focus["name"] == cause
 
 
 def test_graph_colours_reach_the_cytoscape_elements(trained_store, tmp_path):
@@ -505,3 +536,49 @@ def test_training_charts_without_a_solver_say_there_is_none(app_ctx):
     for fig in (curves_fig, ratios_fig):        # not "run some (Run, or Solver step)": nothing can run
         text = fig.layout.annotations[0].text
         assert "no solver loaded" in text and "Solver step" not in text
+
+
+def test_port_findings_at_many_layers_are_one_line_with_the_count():
+    from engine.ports.compare import Diagnosis
+    eps = "BatchNorm eps 0.001 in the port where Caffe's is 1e-05 (reproduces the port's output to %s)"
+    diags = [Diagnosis("bn1", "batchnorm_eps", eps % "1e-07"),
+             Diagnosis("(every BatchNorm)", "batchnorm_eps_every", "every BatchNorm (3 of 3): eps 0.001",
+                       {"layers": ["bn1", "bn2", "bn3"]}),
+             Diagnosis("bn2", "batchnorm_eps", eps % "2e-07"), Diagnosis("bn3", "batchnorm_eps", eps % "3e-07"),
+             Diagnosis("ip1", "unknown", "no known cause: the layer's own arithmetic departs by 0.3 relative"),
+             Diagnosis("ip2", "unknown", "no known cause: the layer's own arithmetic departs by 0.51 relative"),
+             Diagnosis("prob", "softmax_axis", "Softmax over axis 0 in the port where Caffe's axis is 1")]
+    rows = debug_views.port_findings(diags)
+    assert rows == [("(every BatchNorm)", "every BatchNorm (3 of 3): eps 0.001"),
+                    ("2 layers (ip1, ip2)", "no known cause: the layer's own arithmetic departs by 0.3 relative"),
+                    ("prob", "Softmax over axis 0 in the port where Caffe's axis is 1")]
+    assert debug_views.port_findings([]) == []
+
+
+def test_the_graph_marks_the_cause_where_it_is_and_draws_what_follows_as_its_consequence(app_ctx):
+    from inspector.views import view_models as vm
+    sid = "c4" * 16
+    with app_ctx.store.use(sid) as s:
+        ld = _overflowing_resnet(s)
+        causes = presenter.causes(ld)
+        assert causes[0].check == "root_cause" and causes[0].layer == "stem_bn"
+        bad = {ld.graph.layers[i].name for i, m in presenter.metrics(ld).items() if m.nonfinite}
+        assert bad and set(causes[0].symptoms) >= bad - {"stem_bn"}
+        for expanded in ([], None, [b.id for b in presenter.blocks(ld)]):      # folded, as opened, all open
+            els, view = presenter.graph_elements(ld, "category", presenter.DEFAULT_OPTIONS, expanded)
+            marked = [e for e in els if "cause" in e["classes"].split()]
+            drawn = [e for e in marked if e["data"].get("kind") != "group"]
+            # one node marked: the one drawing stem_bn (itself, or the folded block holding it) ...
+            assert len(drawn) == 1 and "|stem_bn|" in drawn[0]["data"]["members"]
+            assert "⚠" in drawn[0]["data"]["label"] and drawn[0]["data"]["short"].startswith("⚠")
+            # ... and every frame around it, whose summary (shown zoomed out) names the cause
+            frames = [e for e in els if e["data"].get("kind") == "group" and "|stem_bn|" in "|%s|" % "|".join(
+                next(n for n in view.nodes if n.id == e["data"]["id"]).members)]
+            ringed = {e["data"]["id"] for e in marked if e["data"].get("kind") == "group"}
+            assert {e["data"]["id"] for e in frames} == ringed
+            assert all("root cause: stem_bn" in e["data"]["short"] for e in frames)
+            # what carries the NaN on is drawn as a consequence, without a ⚠ of its own
+            follows = [e for e in els if "symptom" in e["classes"].split()]
+            assert follows and not [e for e in els if "⚠ NaN" in e["data"].get("label", "")]
+            assert not [e for e in follows if "⚠" in e["data"]["label"]]
+        assert vm.finding_causes([]) == ()

@@ -260,7 +260,7 @@ let k = 0;
     assert dash_duo.driver.execute_script("return window.__restyled;") <= nodes
     cy_eval(dash_duo, "window.__restyled = 0;")
     # zooming in past 0.95 shows the edge labels and every node's full label: those restyled once
-    labelled = cy_eval(dash_duo, "cy.zoom(1.0); return cy.edges('[label]').length;")
+    labelled = cy_eval(dash_duo, "cy.zoom(1.0); return cy.edges('.srclab, .midlab, .tgtlab').length;")
     wait_for(lambda: dash_duo.driver.execute_script("return window.__restyled;") > 0, what="the labels restyled")
     settle(dash_duo)
     assert 0 < dash_duo.driver.execute_script("return window.__restyled;") <= labelled + nodes
@@ -268,11 +268,11 @@ let k = 0;
 
 def test_labels_by_level_of_detail_and_the_view_after_collapse_all(dash_duo, resnet152):
     _start(dash_duo, resnet152)
-    far = "return [cy.edges('[label]').length, cy.edges('.far').length];"
+    far = "return [cy.edges('.srclab, .midlab, .tgtlab').length, cy.edges('.far').length];"
     labelled, hidden = cy_eval(dash_duo, far)
     assert labelled > 10 and hidden == 0                  # the first view: every label
     # shapes only when a layer of the blob's name made it, and a blob labelled once
-    labels = cy_eval(dash_duo, "return cy.edges('[label]').map(e => e.data('label'));")
+    labels = cy_eval(dash_duo, "return cy.edges('.srclab, .midlab, .tgtlab').map(e => e.data('label'));")
     assert "1×64×56×56" in labels and "data 1×3×224×224" in labels
     cy_eval(dash_duo, "cy.zoom(0.4);")
     wait_for(lambda: cy_eval(dash_duo, far)[1] == cy_eval(dash_duo, far)[0], what="edge labels off when zoomed out")

@@ -432,9 +432,9 @@ def test_compare_tab_this_net_vs_an_onnx_port(app_ctx, tmp_path):
                 b.data[...] = np.random.default_rng(1).uniform(0.5, 1.5, b.data.shape)
         port = pn.build_port(net)
     pn.attr(pn.node(port, "norm1"), "alpha", 0.02 / 5)
-    msg = compare.save_compare_upload(app_ctx, sid, data_url(port.SerializeToString(), "application/octet-stream"),
-                                      "small_port.onnx")
-    assert "this net vs an ONNX model" in msg
+    msg, kind = compare.save_compare_upload(app_ctx, sid, data_url(port.SerializeToString(),
+                                                                   "application/octet-stream"), "small_port.onnx")
+    assert "this net vs an ONNX model" in msg and kind == "onnx"
     cmp, _ = compare.compare(app_ctx, sid, "onnx", rtol=1e-4)
     assert not cmp.ok and cmp.first_divergence.layer == "norm1"
     summary, fig, tbl = compare.compare_outputs(cmp)

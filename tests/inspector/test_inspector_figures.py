@@ -52,7 +52,8 @@ def test_stylesheet_maps_data():
     sel = {r["selector"]: r["style"] for r in sheet}
     assert sel["node[lw]"]["background-color"] == "data(fill)"
     assert sel["node[lw]"]["min-zoomed-font-size"] > 0           # labels by level of detail
-    assert sel["edge[label]"]["min-zoomed-font-size"] > sel["node[lw]"]["min-zoomed-font-size"]
+    edge_text = sel["edge.srclab, edge.midlab, edge.tgtlab"]
+    assert edge_text["min-zoomed-font-size"] > sel["node[lw]"]["min-zoomed-font-size"]
     # frames' names hide with the nodes' (zoom <= 0.5, which cytoscape rounds to 0.5): nested frames'
     # names, a few pixels high and a few apart, ran into each other when zoomed out
     for key in ("node.group", "node[lw]"):
@@ -78,16 +79,31 @@ def test_edge_labels_once_per_blob_and_only_with_labels():
     v = _view()
     fork = vm.EdgeView(((0.0, 0.0), (5.0, -1.0)), "data", FRESH, "x", "x 1×2", "X", src="L0", dst="G0")
     both = vm.GraphView(v.nodes, (v.edges[0], fork), (), None, "category", "t", 2, 10.0, True, "k")
-    edges = [e["data"] for e in cyto.elements(both) if "source" in e["data"]]
-    assert [e.get("label") for e in edges] == ["x 1×2", None]  # x read twice: labelled once, at its writer
-    assert edges[0]["src_label"] == "x 1×2" and "mid_label" not in edges[0]
+    els = [e for e in cyto.elements(both) if "source" in e["data"]]
+    edges = [e["data"] for e in els]
+    assert [e["label"] for e in edges] == ["x 1×2", ""]      # x read twice: labelled once, at its writer
+    assert edges[0]["src_label"] == "x 1×2" and edges[0]["mid_label"] == ""
+    # what shows a label is a class (the page replaces an element's classes whole, not its data)
+    assert ["srclab" in e["classes"].split() for e in els] == [True, False]
     # a layer writing two labelled blobs: each label mid-edge, where the edges have parted
     other = vm.EdgeView(((0.0, 0.0), (5.0, -1.0)), "data", FRESH, "y", "y 3", "Y", src="L0", dst="G0")
     two = vm.GraphView(v.nodes, (v.edges[0], other), (), None, "category", "t", 2, 10.0, True, "k")
-    edges = [e["data"] for e in cyto.elements(two) if "source" in e["data"]]
-    assert [e.get("mid_label") for e in edges] == ["x 1×2", "y 3"] and not [e for e in edges if "src_label" in e]
+    els = [e for e in cyto.elements(two) if "source" in e["data"]]
+    assert [e["data"]["mid_label"] for e in els] == ["x 1×2", "y 3"] and not [e for e in els
+                                                                              if e["data"]["src_label"]]
+    assert all("midlab" in e["classes"].split() and "srclab" not in e["classes"].split() for e in els)
     off = vm.GraphView(v.nodes, (v.edges[0], fork), (), None, "category", "t", 2, 10.0, False, "k")
-    assert not [e for e in cyto.elements(off) if e["data"].get("label") and "source" in e["data"]]
+    assert not [e for e in cyto.elements(off) if "source" in e["data"] and
+                (e["data"]["label"] or set(e["classes"].split()) & {"srclab", "midlab"})]
+
+
+def test_scoped_elements_name_every_element_and_reference_with_the_scope():
+    els = cyto.elements(_view(), scope="n7")
+    plain = cyto.elements(_view())
+    assert [e["data"]["id"] for e in els] == ["n7/" + e["data"]["id"] for e in plain]
+    for e, p in zip(els, plain):
+        for k in ("source", "target", "frame"):
+            assert e["data"].get(k) == (None if k not in p["data"] else "n7/" + p["data"][k])
 
 
 def test_svg_escapes_names():

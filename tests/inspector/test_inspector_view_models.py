@@ -336,3 +336,57 @@ def test_a_step_lands_on_a_drawn_layer_never_on_a_folded_split(tmp_path):
     # with splits drawn, the split itself carries the mark
     shown = presenter.graph_view(ld, "category", vm.DisplayOptions(fold_splits=False))
     assert {n.name: n.mark for n in shown.nodes if n.kind == "layer"}[ld.graph.layers[1].name] == "stopped"
+
+
+def test_relative_difference_scale_covers_every_value_and_rounding_is_neutral():
+    vals = [0.0, 3e-7, 1e-6, 0.00144, 0.02, 0.5]
+    lo, hi, log = vm.reldiff_range(vals, 1e-3)
+    assert (lo, hi, log) == (1e-3, 0.5, True)                 # the tolerance up to the largest value shown
+    assert vm.reldiff_range(vals + [float("inf")], 1e-3)[1] == 0.5
+    colours = [vm.reldiff_colour(v, lo, hi) for v in vals]
+    assert colours[:3] == [vm.ROUNDING_COLOUR] * 3             # within rtol: rounding, neutral
+    assert colours[3] not in (vm.ROUNDING_COLOUR, vm.NO_DATA_COLOUR) and colours[-1] == vm._DEPARTS[-1]
+    assert vm.reldiff_colour(1e-3, lo, hi) == vm._DEPARTS[0]
+    assert vm.reldiff_colour(float("nan"), lo, hi) == vm._DEPARTS[-1]
+    assert vm.reldiff_colour(None, lo, hi) == vm.NO_DATA_COLOUR
+    # without a tolerance: every value on the scale, from the smallest positive one
+    lo, hi, _ = vm.reldiff_range(vals)
+    assert lo == 3e-7 and hi == 0.5 and vm.reldiff_colour(3e-7, lo, hi, rounding=False) == vm._DEPARTS[0]
+
+
+def test_long_chart_titles_are_broken_into_lines_that_fit():
+    from inspector.views import debug_figures as df
+    lines = df.title_lines("this net vs googlenet2_lrn_alpha_conv2_norm2.onnx (each layer's own arithmetic)")
+    assert len(lines) == 2 and all(len(x) <= df.TITLE_CHARS for x in lines)
+    one = df.title_lines("this run vs " + "x" * 100 + ".json")
+    assert all(len(x) <= df.TITLE_CHARS for x in one) and one[-1].endswith(".json") and "…" in one[-1]
+    fig = df.compare_figure([("fwd a", 1e-6, True)], 1e-3, "step 0 vs step 1")
+    assert fig.layout.margin.t >= df.TOOLBAR_PX + 15 and fig.layout.title.pad.t == df.TOOLBAR_PX
+
+
+def test_finding_causes_mark_each_cause_and_what_follows(lenet):
+    g = lenet.graph
+    bad = {g.layer(n).index: vm.LayerMetric(nonfinite=True) for n in ("ip1", "relu1", "ip2", "loss")}
+    # a NaN/Inf source with no root cause upstream: the source is the cause, what carried it on follows
+    rows = [{"severity": "error", "check": "nonfinite", "layer": "ip1", "message": "Inf at ip1"},
+            {"severity": "warning", "check": "exploding_gradient", "layer": "conv2", "message": "|g|/|w| 50"},
+            {"severity": "info", "check": "weights_not_loaded", "layer": "conv1", "message": "fillers"}]
+    causes = vm.finding_causes(rows, g, bad)
+    assert [(c.check, c.layer) for c in causes] == [("nonfinite", "ip1"), ("exploding_gradient", "conv2")]
+    assert causes[0].symptoms == ("relu1", "ip2", "loss") and causes[1].symptoms == ()
+    # a root cause upstream: the NaN/Inf sources follow from it too
+    rows = [{"severity": "error", "check": "root_cause", "layer": "conv1", "message": "unfilled",
+             "explains": ["ip1"]}] + rows[:1]
+    (root,) = vm.finding_causes(rows, g, bad)
+    assert root.layer == "conv1" and root.symptoms == ("ip1", "relu1", "ip2", "loss")
+    # weights not loaded that explain dead ReLUs: the ReLUs follow from it
+    rows = [{"severity": "warning", "check": "weights_not_loaded", "layer": "conv1", "message": "zeros",
+             "explains": ["relu1"]}]
+    (w,) = vm.finding_causes(rows, g, {})
+    assert (w.check, w.layer, w.symptoms) == ("weights_not_loaded", "conv1", ("relu1",))
+    # drawn: the cause's node ringed and flagged ⚠, the ReLU's as a consequence
+    display, layout = presenter.display_and_layout(lenet, presenter.DEFAULT_OPTIONS)
+    view = vm.graph_view(g, display, layout, causes=(w,))
+    flags = {n.name: n.flag for n in view.nodes if n.kind == "layer"}
+    assert flags["conv1"] == "cause" and flags["relu1"] == "symptom" and flags["ip2"] == ""
+    assert next(n for n in view.nodes if n.name == "conv1").label.startswith("⚠ ")

@@ -31,7 +31,7 @@ def _checked(dash_duo, radio_id):
 
 def test_upload_is_checked_in_its_phase_and_relative_paths_say_where(dash_duo, tmp_path, monkeypatch):
     root = tmp_path / "root"
-    (root / "nets" / "digits_lmdb").mkdir(parents=True)
+    (root / "nets").mkdir(parents=True)                # its data nowhere: not in the cwd, beside it or under the root
     (root / "nets" / "reader.prototxt").write_text(RELATIVE_READER)
     upload = tmp_path / "phased.prototxt"
     upload.write_text(PHASED_NET)
@@ -60,16 +60,19 @@ def test_upload_is_checked_in_its_phase_and_relative_paths_say_where(dash_duo, t
     box.clear()
     box.send_keys("nets/reader.prototxt")
     box.send_keys(Keys.ENTER)
-    wait_text(dash_duo, ids.STANDIN_TEXT, "looked for at")
+    # which directory it was looked for in (Caffe's: the working directory), and the two others
+    wait_text(dash_duo, ids.STANDIN_TEXT, "looked for in the server's working directory, %s" % cwd)
+    assert "then beside the prototxt and under the model root" in text_of(dash_duo, ids.STANDIN_TEXT)
 
     def opened():       # where it was looked for, and why (a click on the summary; again if the box re-rendered)
-        if "working directory" not in text_of(dash_duo, ids.STANDIN_TEXT):
+        box = dash_duo.find_element("#%s details" % ids.STANDIN_TEXT)
+        if not box.get_attribute("open"):
             dash_duo.find_element("#%s summary" % ids.STANDIN_TEXT).click()
-        return "working directory" in text_of(dash_duo, ids.STANDIN_TEXT)
+        return dash_duo.find_element("#%s details" % ids.STANDIN_TEXT).get_attribute("open")
     wait_for(opened, what="the details of where the source was looked for")
     text = text_of(dash_duo, ids.STANDIN_TEXT)
     assert str(Path(cwd) / "digits_lmdb") in text and "working directory" in text
-    assert str(root / "nets" / "digits_lmdb") in text and "start the server in %s" % (root / "nets") in text
+    assert "not in the model's folder (%s) either" % (root / "nets") in text
     assert "layer d (Data)" in text and "Reader" in text_of(dash_duo, ids.LOAD_STATUS)
 
 

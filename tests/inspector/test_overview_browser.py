@@ -120,8 +120,8 @@ return new Set(cy.nodes('.block').filter(n => n.data('name').startsWith('res4'))
     full = {lab["name"]: lab for lab in labels if lab["kind"] == "block"}
     assert full["res4b20"]["text"] == "res4b20 · 14 layers\n1×1024×14×14" and not full["res4b20"]["lod"]
     assert all(lab["px"] >= 9.9 for lab in labels)
-    shapes = cy_eval(dash_duo, """return cy.edges('[label]').filter(e => !e.hasClass('far') && e.visible()
-  && e.pstyle('source-label').strValue.indexOf('1×1024×14×14') >= 0).length;""")
+    shapes = cy_eval(dash_duo, """return cy.edges('.srclab, .midlab, .tgtlab').filter(e => !e.hasClass('far')
+  && e.visible() && e.data('label').indexOf('1×1024×14×14') >= 0).length;""")
     assert shapes > 0
     # ... and a double-click opens the block: its layers, named
     p = cy_eval(dash_duo, """

@@ -188,60 +188,67 @@ def test_only_layers_that_survive_filtering_are_checked(root_ctx, tmp_path):
     assert s.loaded.graph.name == "Phased" and s.loaded.spec.phase == "TEST" and s.error is None
 
 
-def test_relative_paths_say_where_they_were_looked_for(tmp_path, monkeypatch):
-    root = tmp_path / "root"
-    (root / "nets").mkdir(parents=True)
-    (root / "nets" / "digits_lmdb").mkdir()                           # beside the model, not in the cwd
-    net = root / "nets" / "reader.prototxt"
-    net.write_text('name: "Reader"\nlayer { name: "d" type: "Data" top: "data" top: "label" '
-                   'data_param { source: "digits_lmdb" backend: LMDB batch_size: 1 } }\n')
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    # from the page, with the model root as working directory's sibling: the cwd path is outside the root,
-    # never opened: the layer is stood in, and says where it was looked for
-    ld = loading.build(ModelSpec(model=str(net)), model_root=str(root))
-    (si,) = ld.graph.stand_ins
-    assert si.path == str(cwd / "digits_lmdb") and "outside the model root" in si.reason
-    # trusted (command line): Caffe opens it from the cwd, where it is missing: stood in; the hint names both places
-    cfg = InspectorConfig(model=str(net), model_root=str(tmp_path))
-    ctx = AppContext(config=cfg, store=SessionStore(4, 3600), examples=cfg.examples())
-    v, err, s, _ = load.handle_load(ctx, new_session_id(), None)
-    assert err is None and s.loaded.graph.stand_ins[0].reason == "not found"
-    hint = load.standin_hints(s)["d"]
-    assert str(cwd / "digits_lmdb") in hint and str(root / "nets" / "digits_lmdb") in hint
-    assert "start the server in %s" % (root / "nets") in hint
-    # started from the model's folder, it loads
-    monkeypatch.chdir(root / "nets")
-    hint = loading.relative_path_hint(__import__("engine.core.upgrade", fromlist=["x"]).read_net_params(str(net)),
-                                      "d", str(net))
-    assert hint is None
+def _digits_lmdb(path, n=2):
+    """A small LMDB of 1×4×4 Datums, as convert_imageset writes them."""
+    import lmdb
+    import numpy as np
+
+    from engine.pycaffe.io import array_to_datum
+    env = lmdb.open(str(path), map_size=1 << 22, subdir=True)
+    with env.begin(write=True) as txn:
+        for i in range(n):
+            txn.put(b"%08d" % i, array_to_datum(np.full((1, 4, 4), i, np.uint8), i).SerializeToString())
+    env.close()
 
 
 RELATIVE_READER = ('name: "Reader"\nlayer { name: "d" type: "Data" top: "data" top: "label" '
                    'data_param { source: "digits_lmdb" backend: LMDB batch_size: 1 } }\n')
 
 
-def test_a_relative_data_path_from_the_page_says_where_it_was_looked_for(tmp_path, monkeypatch):
-    """From the page, by path: the relative source resolves against the working directory,
-    outside the model root: never opened, the layer is stood in (structure only), and the page
-    says where it looked and that the folder is beside the model (start the server there)."""
+def test_a_relative_data_source_is_looked_for_beside_the_prototxt_and_under_the_model_root(tmp_path, monkeypatch):
+    """Caffe opens a relative source from the working directory; the page looks there first,
+    then beside the prototxt and under the model root, and opens it where it is (saying so);
+    found nowhere, the layer is stood in and the page says which directory it was looked for in."""
+    pytest.importorskip("lmdb")
     root = tmp_path / "root"
-    (root / "nets" / "digits_lmdb").mkdir(parents=True)
-    (root / "nets" / "reader.prototxt").write_text(RELATIVE_READER)
+    (root / "nets").mkdir(parents=True)
+    net = root / "nets" / "reader.prototxt"
+    net.write_text(RELATIVE_READER)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
+    _digits_lmdb(root / "nets" / "digits_lmdb")                      # beside the model, not in the cwd
+    for trusted in (False, True):                                    # from the page; from the command line
+        ld = loading.build(ModelSpec(model=str(net), trusted=trusted), model_root=str(root))
+        assert not ld.graph.stand_ins and ld.net.blobs["data"].shape == (1, 1, 4, 4)      # the real data
+        (found,) = ld.cache["sources_found"]
+        assert "not in the server's working directory (%s" % cwd in found
+        assert "found beside the prototxt, %s (used)" % (root / "nets" / "digits_lmdb") in found
+    # under the model root (the path relative to it), not beside the model
+    (root / "nets" / "digits_lmdb").rename(root / "digits_lmdb")
+    ld = loading.build(ModelSpec(model=str(net)), model_root=str(root))
+    assert not ld.graph.stand_ins and "found under the model root, %s" % (root / "digits_lmdb") in \
+        ld.cache["sources_found"][0]
+    # from the page, never followed out of the model root ("../" beside the prototxt)
+    (root / "digits_lmdb").rename(tmp_path / "digits_lmdb")
+    escaping = root / "nets" / "escape.prototxt"
+    escaping.write_text(RELATIVE_READER.replace('"digits_lmdb"', '"../../digits_lmdb"'))
+    ld = loading.build(ModelSpec(model=str(escaping)), model_root=str(root))
+    assert not ld.cache["sources_found"] and ld.graph.stand_ins[0].layer == "d"
+    # found nowhere: stood in (structure only); the notice says which directory it was looked in
+    (tmp_path / "digits_lmdb").rename(tmp_path / "elsewhere_lmdb")
     cfg = InspectorConfig(model_root=str(root), max_upload_bytes=8 << 20)
     ctx = AppContext(config=cfg, store=SessionStore(4, 3600), examples=cfg.examples())
-    sid = new_session_id()
-    v, err, s, _ = load.handle_load(ctx, sid, ids.MODEL_PATH_OPEN, path="nets/reader.prototxt")
-    assert err is None and s.loaded.graph.name == "Reader"
+    v, err, s, _ = load.handle_load(ctx, new_session_id(), ids.MODEL_PATH_OPEN, path="nets/reader.prototxt")
+    assert err is None and s.loaded.graph.name == "Reader" and not s.loaded.cache["sources_found"]
     (si,) = s.loaded.graph.stand_ins
-    assert si.layer == "d" and "outside the model root" in si.reason
+    assert si.layer == "d" and si.path == str(cwd / "digits_lmdb") and "outside the model root" in si.reason
+    from inspector.layout.header import standin_children
+    text = str(standin_children(s.loaded.graph.stand_ins)[0])
+    assert "looked for in the server's working directory, %s, where Caffe opens it, then beside the prototxt " \
+           "and under the model root" % cwd in text
     hint = load.standin_hints(s)["d"]
     assert str(cwd / "digits_lmdb") in hint and "working directory" in hint
-    assert str(root / "nets" / "digits_lmdb") in hint and "start the server in %s" % (root / "nets") in hint
 
 
 def test_an_upload_is_checked_in_the_phase_it_opens_in(root_ctx):

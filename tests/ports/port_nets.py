@@ -52,6 +52,42 @@ layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
 """
 
 
+# a non-first convolution, Scale on a blob whose W equals its C (6), PReLU per channel,
+# Eltwise SUM with coefficients, a grouped Deconvolution, MAX pooling with padding
+MIX = """
+name: "mix"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 6 dim: 6 } } }
+layer { name: "conv0" type: "Convolution" bottom: "data" top: "conv0"
+        convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "conv1" type: "Convolution" bottom: "conv0" top: "conv1"
+        convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 }
+                            bias_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "scale1" type: "Scale" bottom: "conv1" top: "conv1" scale_param { bias_term: true
+        filler { type: "uniform" min: 0.5 max: 1.5 } bias_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "prelu1" type: "PReLU" bottom: "conv1" top: "conv1"
+        prelu_param { filler { type: "uniform" min: 0.05 max: 0.5 } } }
+layer { name: "conv2" type: "Convolution" bottom: "conv1" top: "conv2"
+        convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "sum" type: "Eltwise" bottom: "conv2" bottom: "conv1" top: "sum"
+        eltwise_param { operation: SUM coeff: 0.5 coeff: -2 } }
+layer { name: "deconv" type: "Deconvolution" bottom: "sum" top: "deconv"
+        convolution_param { num_output: 6 kernel_size: 4 stride: 2 pad: 1 group: 2
+                            weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "pool" type: "Pooling" bottom: "deconv" top: "pool"
+        pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 } }
+"""
+
+# LRN within the channel (ONNX's LRN is across channels only)
+WITHIN = """
+name: "within"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+        convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "norm1" type: "LRN" bottom: "conv1" top: "norm1"
+        lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 norm_region: WITHIN_CHANNEL } }
+"""
+
+
 def make_net(tmp_path, text=SMALL, seed=3, name="net.prototxt", scale_factor=2.0):
     """A TEST net with seeded filler weights and BatchNorm statistics that are not trivial."""
     p = tmp_path / name
@@ -138,11 +174,33 @@ def build_port(net, opset=13, in_place_names="layer"):
                 current[top] = bots[0]
             continue
         elif t == "Eltwise":
-            cur = bots[0]
-            for k, b in enumerate(bots[1:]):
-                o = out if k == len(bots) - 2 else "%s_%d" % (name, k)
-                nodes.append(helper.make_node("Add", [cur, b], [o], name=name if o == out else o))
+            ep = lp.eltwise_param
+            coeff = list(ep.coeff)
+            op = {0: "Mul", 1: "Add", 2: "Max"}[ep.operation]
+            ins = list(bots)
+            if op == "Add" and coeff and any(k != 1 for k in coeff):
+                for k, (b, cf) in enumerate(zip(bots, coeff)):
+                    nodes.append(helper.make_node("Mul", [b, const("%s_c%d" % (name, k), np.float32(cf))],
+                                                  ["%s_x%d" % (name, k)], name="%s_x%d" % (name, k)))
+                ins = ["%s_x%d" % (name, k) for k in range(len(bots))]
+            cur = ins[0]
+            for k, b in enumerate(ins[1:]):
+                o = out if k == len(ins) - 2 else "%s_%d" % (name, k)
+                nodes.append(helper.make_node(op, [cur, b], [o], name=name if o == out else o))
                 cur = o
+        elif t == "PReLU":
+            slope = _arr(layer.blobs[0])
+            if not lp.prelu_param.channel_shared:
+                slope = slope.reshape(-1, 1, 1)
+            nodes.append(helper.make_node("PRelu", [bots[0], const(name + "_slope", slope)], [out], name=name))
+        elif t == "Deconvolution":
+            cp = lp.convolution_param
+            ins = [bots[0], const(name + "_W", _arr(layer.blobs[0]))]
+            if cp.bias_term:
+                ins.append(const(name + "_b", _arr(layer.blobs[1])))
+            nodes.append(helper.make_node("ConvTranspose", ins, [out], name=name, kernel_shape=list(layer.kernel_shape),
+                                          pads=list(layer.pad) + list(layer.pad), strides=list(layer.stride),
+                                          group=int(cp.group)))
         elif t == "Pooling" and lp.pooling_param.global_pooling:
             op = "GlobalMaxPool" if lp.pooling_param.pool == 0 else "GlobalAveragePool"
             nodes.append(helper.make_node(op, [bots[0]], [out], name=name))
@@ -238,24 +296,8 @@ def set_init(model, name, arr):
 
 def rename_all(model, prefix="t"):
     """Every tensor (inputs, outputs, intermediates) renamed, initializers too."""
-    names = {}
-
-    def new(n):
-        if not n:
-            return n
-        if n not in names:
-            names[n] = "%s%d" % (prefix, len(names))
-        return names[n]
-    g = model.graph
-    for vi in list(g.input) + list(g.output) + list(g.value_info):
-        vi.name = new(vi.name)
-    for t in g.initializer:
-        t.name = new(t.name)
-    for n in g.node:
-        n.input[:] = [new(i) for i in n.input]
-        n.output[:] = [new(o) for o in n.output]
-        n.name = ""
-    return model
+    from engine.ports.onnx_port import strip_tensor_names
+    return strip_tensor_names(model, prefix)
 
 
 def randomize(net, seed=0):
@@ -318,9 +360,10 @@ def torch_onnx_port(net, tmp_path, opset=13):
     return path
 
 
-def fuse_bn_scale(model, bn="bn1", scale="scale1"):
+def fuse_bn_scale(model, bn="bn1", scale="scale1", named="scale"):
     """The port with BatchNorm and the Scale after it folded into one BatchNormalization
-    (as converters do): gamma and beta from the Scale, its output named as the Scale's."""
+    (as converters do): gamma and beta from the Scale, its output named as the Scale's
+    (``named="bn"``: as the BatchNorm's, as caffe2onnx does)."""
     n = node(model, bn)
     gamma = init_array(model, scale + "_gamma").reshape(-1)
     beta = init_array(model, scale + "_beta").reshape(-1)
@@ -329,7 +372,90 @@ def fuse_bn_scale(model, bn="bn1", scale="scale1"):
     out = node(model, scale).output[0]
     for k in (scale + "_m", scale):
         model.graph.node.remove(node(model, k))
-    n.output[0] = out
+    if named == "bn":
+        _rewire(model, out, n.output[0])
+    else:
+        n.output[0] = out
+    return model
+
+
+def _rewire(model, old, new):
+    """Every read of tensor ``old`` (and a graph output named so) reads ``new``."""
+    for m in model.graph.node:
+        m.input[:] = [new if i == old else i for i in m.input]
+    for o in model.graph.output:
+        if o.name == old:
+            o.name = new
+
+
+def caffe2onnx_style(net, variance_bug=False):
+    """A port shaped as caffe2onnx makes them: the input renamed ``<blob>_input``, each
+    in-place value named as its layer, every BatchNorm+Scale one BatchNormalization named as
+    the BatchNorm; ``variance_bug``: the variance divided by (scale factor + 1e-5) (its
+    defect), not by the scale factor."""
+    m = build_port(net)
+    for i, layer in enumerate(net.layers):
+        if layer.type == "BatchNorm" and i + 1 < len(net.layers) and net.layers[i + 1].type == "Scale":
+            bn, sc = net.layer_names[i], net.layer_names[i + 1]
+            fuse_bn_scale(m, bn, sc, named="bn")
+            if variance_bug:
+                sf = float(layer.blobs[2].data[0])
+                set_init(m, bn + "_var", init_array(m, bn + "_var") * sf / (sf + 1e-5))
+    for vi in m.graph.input:
+        old = vi.name
+        vi.name = old + "_input"
+        for n in m.graph.node:
+            n.input[:] = [vi.name if i == old else i for i in n.input]
+    return m
+
+
+def mmdnn_style(net):
+    """A port shaped as MMdnn's ONNX emitter makes them: opset 6 (BatchNormalization with
+    is_test, older than onnxruntime runs), an NHWC input ``input_orig`` transposed inside to
+    ``input``, every BatchNorm+Scale one BatchNormalization named as the BatchNorm."""
+    from onnx import helper
+    m = build_port(net)
+    for i, layer in enumerate(net.layers):
+        if layer.type == "BatchNorm" and i + 1 < len(net.layers) and net.layers[i + 1].type == "Scale":
+            fuse_bn_scale(m, net.layer_names[i], net.layer_names[i + 1], named="bn")
+    transposed_input(m, name="input_orig")
+    t = node(m, "to_nchw")
+    _rewire(m, t.output[0], "input")
+    t.output[0] = "input"
+    for n in m.graph.node:
+        if n.op_type == "BatchNormalization":
+            n.attribute.append(helper.make_attribute("is_test", 1))
+        if n.op_type == "Gemm":
+            n.attribute.append(helper.make_attribute("broadcast", 1))
+    for t in m.graph.initializer:              # IR 3: every initializer is a graph input too
+        m.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    m.opset_import[0].version = 6
+    m.ir_version = 3
+    return m
+
+
+def transposed_input(model, perm=(0, 2, 3, 1), drop_batch=False, name="input_nhwc"):
+    """The port taking its input in another layout (NHWC by default; ``drop_batch``: with no
+    batch axis, as MMdnn's HWC ports): the graph input renamed and re-shaped, a Transpose
+    (and an Unsqueeze) in front giving the old input."""
+    from onnx import helper, numpy_helper
+    g = model.graph
+    vi = g.input[0]
+    old = vi.name
+    dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    src = dims[1:] if drop_batch else dims
+    new_dims = [src[k] for k in perm]
+    back = [int(k) for k in np.argsort(perm)]
+    vi.name = name
+    del vi.type.tensor_type.shape.dim[:]
+    for d in new_dims:
+        vi.type.tensor_type.shape.dim.add().dim_value = d
+    nodes = [helper.make_node("Transpose", [name], [old + "_t" if drop_batch else old], perm=back, name="to_nchw")]
+    if drop_batch:
+        g.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "batch_axis"))
+        nodes.append(helper.make_node("Unsqueeze", [old + "_t", "batch_axis"], [old], name="add_batch"))
+    for k, n in enumerate(nodes):
+        g.node.insert(k, n)
     return model
 
 

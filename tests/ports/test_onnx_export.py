@@ -376,3 +376,21 @@ def test_cli_export_onnx_weights_and_refusal(tmp_path):
     assert code == 1 and "layer 'drop' (Dropout)" in err and not (tmp_path / "t.onnx").exists()
     code, out, err = _cli("export-onnx", str(proto), "-o", str(tmp_path / "x.onnx"), "--opset", "9")
     assert code == 1 and "opset 9" in err
+
+
+class _Tty(__import__("io").StringIO):
+    def isatty(self):
+        return True
+
+
+def test_cli_export_onnx_progress_and_no_progress(tmp_path, monkeypatch):
+    """A progress line over the layers on a terminal; --no-progress (as the other commands
+    take it) turns it off."""
+    proto = tmp_path / "chain.prototxt"
+    proto.write_text('name: "chain"\n' + CHAIN)
+    for flag, shown in (([], True), (["--no-progress"], False)):
+        tty = _Tty()
+        monkeypatch.setattr(sys, "stderr", tty)
+        code, out, err = _cli("export-onnx", str(proto), "-o", str(tmp_path / "c.onnx"), *flag)
+        assert code == 0, err
+        assert ("export-onnx [" in tty.getvalue()) == shown, tty.getvalue()

@@ -12,10 +12,16 @@ switching between two thread pools costs when several threads are used.
 Results agree with the two-step form to rounding (the additions happen in a
 different order, as in Caffe's own gemm).  SciPy is imported the first time a
 product takes that path (importing it costs a process 0.2-0.3 s).
+
+``matmul(a, b, out)`` is ``xp.matmul`` for the layers' products: on the host, OpenBLAS runs
+it on the threads its size pays for (``threads.blas_threads``: one for a small product, so
+that OpenBLAS's idle workers are never woken to spin), as ``gemm_acc`` does.
 """
 import threading
 
 import numpy as np
+
+from engine.core.kernels.threads import blas_threads
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _GEMM = None          # {dtype: SciPy's ?gemm} once loaded ({} without SciPy)
@@ -62,13 +68,23 @@ def gemm_acc(a, b, c, work=None):
         b1, tb = _fortran_op(b)
         a1, ta = _fortran_op(a)
         ct = c.T
-        r = _scipy_gemm(c.dtype)(1.0, b1, a1, beta=1.0, c=ct, trans_a=tb, trans_b=ta, overwrite_c=1)
+        with blas_threads(c.size * a.shape[1], "scipy"):
+            r = _scipy_gemm(c.dtype)(1.0, b1, a1, beta=1.0, c=ct, trans_a=tb, trans_b=ta, overwrite_c=1)
         if r is not ct and not np.shares_memory(r, c):   # the wrapper copied: write back
             c[...] = r.T
         return c
-    xp = np if isinstance(c, np.ndarray) else __import__("cupy")
     shape = (a.shape[0], b.shape[1])
     out = work(shape, c.dtype) if work is not None else None
-    out = xp.matmul(a, b, out=out)
+    out = matmul(a, b, out)
     c += out
     return c
+
+
+def matmul(a, b, out=None):
+    """``a @ b`` (into ``out`` when given): NumPy's matmul on the OpenBLAS threads the size
+    of one of its products pays for, or CuPy's."""
+    if isinstance(a, np.ndarray):
+        macs = a.shape[-2] * a.shape[-1] * b.shape[-1] if a.ndim >= 2 and b.ndim >= 2 else a.size
+        with blas_threads(macs):
+            return np.matmul(a, b, out=out)
+    return __import__("cupy").matmul(a, b, out=out)

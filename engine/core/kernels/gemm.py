@@ -30,6 +30,7 @@ import threading
 import numpy as np
 
 from engine.core.kernels import jit as _jit
+from engine.core.kernels import threads as _threads
 
 _MODE = os.environ.get("ENGINE_NUMBA_GEMM", "auto")
 ENABLED = _MODE != "0"      # set False to use NumPy's matmul
@@ -236,7 +237,6 @@ def __getattr__(name):
 _LOCAL = threading.local()
 _POOL = None
 _POOL_LOCK = threading.Lock()
-_BLAS = None
 
 
 def _scratch():
@@ -249,17 +249,7 @@ def _scratch():
 
 def blas_threads():
     """Threads NumPy's BLAS may use now (threadpoolctl), 1 when that cannot be read."""
-    global _BLAS
-    try:
-        if _BLAS is None:
-            from threadpoolctl import ThreadpoolController
-            ctl = ThreadpoolController().select(user_api="blas")
-            libs = [c for c in ctl.lib_controllers if "numpy" in (c.filepath or "")] or ctl.lib_controllers
-            _BLAS = libs[0] if libs else False
-        return max(1, int(_BLAS.get_num_threads())) if _BLAS else 1
-    except Exception:
-        _BLAS = False
-        return 1
+    return _threads.allowed("numpy")
 
 
 def _pool(n):
@@ -278,8 +268,8 @@ def split_run(fn, count, macs, unit=1):
     """Run ``fn(i0, i1)`` over [0, count) split into as many spans (multiples of ``unit``)
     as :func:`blas_threads` allows for ``macs`` multiply-adds (one span, on this thread,
     below 2 x MIN_THREAD_MACS); returns the results in span order."""
-    threads = blas_threads() if macs >= 2 * MIN_THREAD_MACS else 1
-    threads = min(threads, max(1, macs // MIN_THREAD_MACS), max(1, count // unit))
+    threads = _threads.choose_threads(macs, blas_threads(), MIN_THREAD_MACS) if macs >= 2 * MIN_THREAD_MACS else 1
+    threads = min(threads, max(1, count // unit))
     if threads <= 1:
         return [fn(0, count)]
     step = -(-count // threads)

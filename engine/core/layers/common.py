@@ -14,7 +14,7 @@ arrays; the loss layers reuse them.
 import numpy as np
 
 from engine.core.blob import Blob
-from engine.core.kernels.blas import gemm_acc
+from engine.core.kernels.blas import gemm_acc, matmul
 from engine.core.layers.base import Layer, bottom_count, no_flops, per_input_flops, top_count, workspace
 from engine.core.layers.base import fill_param as fill
 from engine.core.layers.registry import register_layer
@@ -118,16 +118,15 @@ class InnerProductLayer(Layer):
         return a.data_memory is not b.data_memory and a.diff_memory is not b.diff_memory
 
     def forward(self, bottom, top):
-        xp = self.xp
         x = bottom[0].get_data().reshape(self.M, self.K)
         if not self._separate(bottom[0], top[0]):
-            y = xp.matmul(x, self._weight())
+            y = matmul(x, self._weight())
             if self.bias_term:
                 y += self.blobs[1].get_data()
             top[0].mut_data().reshape(self.M, self.N)[...] = y
             return
         y = top[0].mut_data().reshape(self.M, self.N)
-        xp.matmul(x, self._weight(), out=y)
+        matmul(x, self._weight(), y)
         if self.bias_term:
             y += self.blobs[1].get_data()
 
@@ -150,9 +149,9 @@ class InnerProductLayer(Layer):
             w = self.blobs[0].get_data()
             w = w.T if self.transpose else w
             if self._separate(bottom[0], top[0]):
-                xp.matmul(td, w, out=bottom[0].mut_diff().reshape(self.M, self.K))
+                matmul(td, w, bottom[0].mut_diff().reshape(self.M, self.K))
             else:
-                bottom[0].mut_diff().reshape(self.M, self.K)[...] = xp.matmul(td, w)
+                bottom[0].mut_diff().reshape(self.M, self.K)[...] = matmul(td, w)
 
 
 # --------------------------------------------------------------------------- Concat

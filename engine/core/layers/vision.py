@@ -21,7 +21,7 @@ from engine.core.kernels import gemm as _gemm
 from engine.core.kernels import im2col as _im2col
 from engine.core.kernels import lrn as _lrn
 from engine.core.kernels import pooling as _pool
-from engine.core.kernels.blas import gemm_acc
+from engine.core.kernels.blas import gemm_acc, matmul
 from engine.core.layers.base import Layer, bottom_count, c_int, no_flops, top_count, workspace
 from engine.core.layers.registry import register_layer
 from engine.core.log import check_failed as _check_failed
@@ -135,7 +135,7 @@ def _matmul(xp, a, b, out):
         for gi in range(a.shape[0]):
             _gemm.matmul(a[gi], b[gi], out[gi])
         return out
-    return xp.matmul(a, b, out=out)
+    return matmul(a, b, out)
 
 
 # ====================================================================== convolution
@@ -395,6 +395,12 @@ class ConvolutionLayer(BaseConvolutionLayer):
     #: tiny ResNet's projection: faster; ResNet-50's 256-512 channels: slower than im2col's
     #: strided copy + GEMM; benchmarks/README.md, issue 24)
     IMPLICIT_STRIDED_1X1_MAX_CHANNELS = 64
+    #: a first convolution (no bottom diff) with a shorter kernel_dim (C x kh x kw) than this
+    #: takes im2col + OpenBLAS for its weight gradient: the implicit GEMM's dW^T (kernel_dim x
+    #: num_output) tiles are then mostly padding (LeNet's conv1, 1 x 5 x 5: 3.7 -> 2.0 ms of
+    #: CPU an iteration; CIFAR-10 quick's conv1, 3 x 5 x 5, is faster implicit: 15.9 vs 18.2;
+    #: benchmarks/README.md, issue 36)
+    IMPLICIT_WEIGHTS_MIN_KERNEL_DIM = 48
 
     def _implicit(self, *arrays):
         """True where the implicit GEMM (engine.core.kernels.conv2d: strides 1 and 2) serves:
@@ -478,7 +484,6 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 and int(np.prod(self.output_shape, dtype=np.int64)) >= self.PER_IMAGE_MIN_PIXELS)
 
     def _forward_1x1(self, bottom, top):
-        xp = self.xp
         W = self.blobs[0].get_data().reshape(self.num_output, self.channels)
         P = int(np.prod(self.output_shape, dtype=np.int64))
         bias = self.blobs[1].get_data().reshape(-1, 1) if self.bias_term else None
@@ -486,12 +491,11 @@ class ConvolutionLayer(BaseConvolutionLayer):
             x = b.get_data().reshape(self.num, self.channels, P)
             y = t.mut_data().reshape(self.num, self.num_output, P)
             for n in range(self.num):
-                xp.matmul(W, x[n], out=y[n])
+                matmul(W, x[n], y[n])
                 if bias is not None:
                     y[n] += bias
 
     def _backward_1x1(self, top, propagate_down, bottom):
-        xp = self.xp
         W = self.blobs[0].get_data().reshape(self.num_output, self.channels)
         need_w = self.get_param_propagate_down(0)
         dW = self.blobs[0].mut_diff().reshape(self.num_output, self.channels) if need_w else None
@@ -503,10 +507,10 @@ class ConvolutionLayer(BaseConvolutionLayer):
             dx = b.mut_diff().reshape(self.num, self.channels, P) if propagate_down[i] else None
             for n in range(self.num):
                 if need_w:              # Caffe's weight GEMM with beta = 1, image by image
-                    xp.matmul(dy[n], x[n].T, out=work)
+                    matmul(dy[n], x[n].T, work)
                     dW += work
                 if dx is not None:
-                    xp.matmul(W.T, dy[n], out=dx[n])
+                    matmul(W.T, dy[n], dx[n])
 
     def forward(self, bottom, top):
         if self._per_image_1x1(self.num):
@@ -555,7 +559,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
             self._backward_depthwise(top, propagate_down, bottom)
             return
         if self._implicit(self.blobs[0].get_data(), *(b.get_data() for b in bottom),
-                          *(t.get_diff() for t in top)):
+                          *(t.get_diff() for t in top)) \
+                and (any(propagate_down) or self.kernel_dim >= self.IMPLICIT_WEIGHTS_MIN_KERNEL_DIM):
             self._backward_implicit(top, propagate_down, bottom)
             return
         need_w = self.get_param_propagate_down(0)
