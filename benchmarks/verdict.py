@@ -76,6 +76,9 @@ def serve(side):
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     mod = _load(side)
     folder = tempfile.mkdtemp(prefix="verdict-%s-" % side)
+    import atexit
+    import shutil
+    atexit.register(shutil.rmtree, folder, True)        # the children's stderr files go with us
     print(json.dumps({"ready": side, "pid": os.getpid()}), flush=True)
     for line in sys.stdin:
         if not line.strip():
