@@ -18,6 +18,7 @@ measures:
   the graph marks the selection in the browser.
 
     python benchmarks/bench_inspector.py [--repeat 3] [--json out.json] [--blob-nodes]
+    python benchmarks/bench_inspector.py --load-check    # what the load check adds to a first load
 """
 import argparse
 import json
@@ -97,6 +98,43 @@ def _round(path, phase, opts, colour_by):
     return out
 
 
+def load_check(nets, repeat=3):
+    """What the load check costs a page's first load of a net (inspector/state/guard.py): the
+    server's build of a net from the page, without a check (before) and with it (after: the
+    net built first in a bounded child, then by the server with the NetParameter the child
+    read), both with every cache emptied (a new upload), medians of ``repeat``.  Rows:
+    (label, before ms, after ms, after / before)."""
+    from inspector.config import InspectorConfig
+    from inspector.state import guard as guard_mod
+    from inspector.state import loading
+    from inspector.state.sessions import ModelSpec
+    settings = loading.settings(InspectorConfig(model_root="/"))
+    g = guard_mod.LoadGuard(cpu_seconds=600, memory_bytes=settings["max_bytes"])
+    g._context()                                       # the fork server, started as the server starts
+
+    def fresh():
+        loading._SOURCES.clear()
+        loading._DRAWN.clear()
+        g._checked.clear()                             # a net not checked before
+        end = time.monotonic() + 30
+        while g._spare is None and time.monotonic() < end:     # as in a server between loads:
+            time.sleep(0.05)                           # a check process waits, forked ahead
+
+    rows = []
+    for path, phase, label in nets:
+        spec = ModelSpec(model=path, phase=phase)
+        before, after = [], []
+        for _ in range(repeat):
+            fresh()
+            before.append(_timed(lambda s=spec: loading.build(s, **settings))[1])
+            fresh()
+            after.append(_timed(lambda s=spec: guard_mod.build_checked(g, s, settings))[1])
+        b, a = statistics.median(before), statistics.median(after)
+        rows.append((label, b, a, a / b))
+    g.shutdown()
+    return rows
+
+
 def _server_start():
     """What the inspector's server does once when it starts (inspector.app.create_app), so
     that no round pays it: every layer type loaded, and the page's modules imported."""
@@ -110,6 +148,8 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--blob-nodes", action="store_true", help="draw blobs as nodes (twice the nodes)")
+    p.add_argument("--load-check", action="store_true",
+                   help="only the cost of the load check on a page's first load (LeNet, GoogLeNet, ResNet-152)")
     a = p.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="bench-inspector-")
     nets = []
@@ -123,6 +163,17 @@ def main(argv=None):
     else:
         print("(GoogLeNet skipped: %s not found)" % GOOGLENET, file=sys.stderr)
     _server_start()
+    if a.load_check:
+        lenet = os.path.join(ROOT, "examples", "lenet", "lenet_train_test.prototxt")
+        rows = load_check([(lenet, "TRAIN", "LeNet train_test")] + nets, a.repeat)
+        print("a page's first load of a net, without / with the load check (ms, median of %d)" % a.repeat)
+        print("%-20s %9s %9s %7s" % ("net", "before", "after", "ratio"))
+        for label, b, af, r in rows:
+            print("%-20s %9.0f %9.0f %7.2f" % (label, b, af, r))
+        if a.json:
+            with open(a.json, "w") as fh:
+                json.dump([dict(zip(("net", "before_ms", "after_ms", "ratio"), r)) for r in rows], fh, indent=1)
+        return
     rows = [bench(f, phase, label, a.repeat, a.blob_nodes) for f, phase, label in nets]
     cols = [("net", "%-20s"), ("layers", "%6s"), ("nodes", "%6s"), ("blocks", "%6s"), ("ranks", "%6.0f"),
             ("build_ms", "%9.0f"), ("layout_ms", "%9.0f"), ("figure_ms", "%9.0f"), ("first_render_ms", "%12.0f"),

@@ -170,7 +170,7 @@ def nets_alive():
 def session_dirs(folder=None):
     folder = folder or tempfile.gettempdir()
     try:
-        return sum(1 for n in os.listdir(folder) if n.startswith("inspector-"))
+        return sum(1 for n in os.listdir(folder) if n.startswith("inspector-%d-" % os.getpid()))
     except OSError:
         return -1
 
@@ -183,6 +183,20 @@ class NetInfo:
     name: str
     layers: list
     types: dict
+
+    def is_split(self, i):
+        return self.types.get(self.layers[i]) == "Split"
+
+    def step_end(self, i):
+        """Where Step ▶ from layer ``i`` ends (inspector/state/runner.py's step_forward): the
+        inserted Split layers right after it run with it (the graph draws them folded into it);
+        from a Split, it and the layer after it."""
+        e = i
+        while self.is_split(e) and e + 1 < len(self.layers):
+            e += 1
+        while e + 1 < len(self.layers) and self.is_split(e + 1):
+            e += 1
+        return e
 
 
 def expected_nets(phase="TRAIN"):
@@ -613,10 +627,11 @@ class Tab:
     def step(self):
         n = len(self.net.layers)
         i = self.cursor if 0 <= self.cursor < n else 0
+        e = self.net.step_end(i)
         self.click("btn-step-forward")
         msg = self._message()
-        if self._check_step(msg, "Forward", i, i) is not None:
-            self.cursor = i + 1 if i + 1 < n else 0
+        if self._check_step(msg, "Forward", i, e) is not None:
+            self.cursor = e + 1 if e + 1 < n else 0
         self.stats.count("steps")
         self.stats.count("stepped " + self.net.key)
 

@@ -45,6 +45,30 @@ def _block_names(depth, stage, count):
     return ["a"] + ["b%d" % i for i in range(1, count)]
 
 
+def _layer_adder(net):
+    """``layer(name, type, bottoms, tops)``: a new LayerParameter at the end of ``net``."""
+    def layer(name, type_, bottoms, tops):
+        l = net.layer.add()
+        l.name, l.type = name, type_
+        l.bottom.extend(bottoms)
+        l.top.extend(tops)
+        return l
+    return layer
+
+
+def _conv_geometry(l, num_output, kernel, stride=1, pad=0):
+    """A Convolution layer's outputs, kernel, stride and pad (the last two only when not the
+    defaults); returns its convolution_param."""
+    p = l.convolution_param
+    p.num_output = num_output
+    p.kernel_size.append(kernel)
+    if stride != 1:
+        p.stride.append(stride)
+    if pad:
+        p.pad.append(pad)
+    return p
+
+
 def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=True, conv1_bias=True):
     """A ResNet NetParameter (``depth`` 50, 101 or 152)."""
     from engine.proto import caffe_pb2
@@ -52,23 +76,11 @@ def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=
         raise ValueError("depth must be one of %s" % sorted(STAGES))
     net = caffe_pb2.NetParameter()
     net.name = "ResNet-%d" % depth
-
-    def layer(name, type_, bottoms, tops):
-        l = net.layer.add()
-        l.name, l.type = name, type_
-        l.bottom.extend(bottoms)
-        l.top.extend(tops)
-        return l
+    layer = _layer_adder(net)
 
     def conv(name, bottom, num_output, kernel, stride=1, pad=0, bias=False):
         l = layer(name, "Convolution", [bottom], [name])
-        p = l.convolution_param
-        p.num_output = num_output
-        p.kernel_size.append(kernel)
-        if stride != 1:
-            p.stride.append(stride)
-        if pad:
-            p.pad.append(pad)
+        p = _conv_geometry(l, num_output, kernel, stride, pad)
         p.bias_term = bias
         if fillers:
             p.weight_filler.type = "msra"
@@ -136,6 +148,82 @@ def resnet(depth=50, batch=1, train=False, image=224, num_classes=1000, fillers=
     else:
         layer("prob", "Softmax", ["fc1000"], ["prob"])
     return net
+
+
+def resnet_preact(depth=1001, batch=64, train=True, image=32, num_classes=10):
+    """He et al.'s pre-activation ResNet for CIFAR ("Identity Mappings in Deep Residual
+    Networks", 2016) as a Caffe train_val NetParameter: ResNet-1001 by default, the
+    deepest ResNet published, and its prototxt the largest real one we know of (4,342
+    layers, 0.96 MB; the limits of engine.core.limits must take it untouched).
+    ``depth`` = 9n + 2: three stages of n bottleneck blocks (widths 16, 32, 64; outputs
+    4x), each BatchNorm + Scale + ReLU -> 1x1 -> BN/Scale/ReLU -> 3x3 -> BN/Scale/ReLU ->
+    1x1, summed (Eltwise) with the input (a 1x1 projection on each stage's first block);
+    Data layers on CIFAR-10 LMDBs (TRAIN and TEST, mean file, mirror), every param's
+    lr_mult/decay_mult written out, msra fillers, SoftmaxWithLoss and Accuracy."""
+    from engine.proto import caffe_pb2
+    if (depth - 2) % 9:
+        raise ValueError("depth must be 9n + 2 (1001, 164, ...)")
+    n = (depth - 2) // 9
+    net = caffe_pb2.NetParameter()
+    net.name = "ResNet-%d-preact-cifar10" % depth
+    layer = _layer_adder(net)
+
+    def conv(name, bottom, num_output, kernel, stride=1, pad=0):
+        l = layer(name, "Convolution", [bottom], [name])
+        for mult in (1, 2):
+            ps = l.param.add()
+            ps.lr_mult, ps.decay_mult = mult, 2 - mult
+        p = _conv_geometry(l, num_output, kernel, stride, pad)
+        p.weight_filler.type = "msra"
+        p.bias_filler.type = "constant"
+        return name
+
+    def bn_relu(bottom, tag):
+        top = "%s_bn" % tag
+        bn = layer("%s_bn" % tag, "BatchNorm", [bottom], [top])
+        for _ in range(3):
+            bn.param.add().lr_mult = 0
+        sc = layer("%s_scale" % tag, "Scale", [top], [top])
+        sc.scale_param.bias_term = True
+        layer("%s_relu" % tag, "ReLU", [top], [top])
+        return top
+
+    for phase, batch_size, source in ((caffe_pb2.TRAIN, batch, "examples/cifar10/cifar10_train_lmdb"),
+                                      (caffe_pb2.TEST, 100, "examples/cifar10/cifar10_test_lmdb")):
+        d = layer("cifar", "Data", [], ["data", "label"])
+        d.include.add().phase = phase
+        d.transform_param.mean_file = "examples/cifar10/mean.binaryproto"
+        d.transform_param.mirror = phase == caffe_pb2.TRAIN
+        d.data_param.source, d.data_param.batch_size = source, batch_size
+        d.data_param.backend = caffe_pb2.DataParameter.LMDB
+    x = conv("conv1", "data", 16, 3, 1, 1)
+    for s, width in enumerate((16, 32, 64)):
+        for k in range(n):
+            tag = "stage%d_block%d" % (s + 1, k + 1)
+            stride = 2 if (k == 0 and s > 0) else 1
+            pre = bn_relu(x, "%s_pre" % tag)
+            shortcut = conv("%s_proj" % tag, pre, 4 * width, 1, stride) if k == 0 else x
+            a = bn_relu(conv("%s_conv1" % tag, pre, width, 1, stride), "%s_conv1" % tag)
+            b = bn_relu(conv("%s_conv2" % tag, a, width, 3, 1, 1), "%s_conv2" % tag)
+            c = conv("%s_conv3" % tag, b, 4 * width, 1)
+            x = "%s_sum" % tag
+            layer(x, "Eltwise", [shortcut, c], [x])
+    x = bn_relu(x, "final")
+    pool = layer("global_pool", "Pooling", [x], ["global_pool"])
+    pool.pooling_param.pool = caffe_pb2.PoolingParameter.AVE
+    pool.pooling_param.global_pooling = True
+    fc = layer("fc10", "InnerProduct", ["global_pool"], ["fc10"])
+    fc.inner_product_param.num_output = num_classes
+    fc.inner_product_param.weight_filler.type = "msra"
+    fc.inner_product_param.bias_filler.type = "constant"
+    layer("loss", "SoftmaxWithLoss", ["fc10", "label"], ["loss"])
+    acc = layer("accuracy", "Accuracy", ["fc10", "label"], ["accuracy"])
+    acc.include.add().phase = caffe_pb2.TEST
+    return net
+
+
+def resnet_preact_prototxt(depth=1001, **kw):
+    return text_format.MessageToString(resnet_preact(depth, **kw))
 
 
 def resnet_prototxt(depth=50, **kw):

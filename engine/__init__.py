@@ -78,6 +78,10 @@ _LAZY = {
     "memory_budget": ("engine.core.blob", "memory_budget"),
     "MemoryBudgetExceeded": ("engine.core.errors", "MemoryBudgetExceeded"),
     "EmptyBlobError": ("engine.core.errors", "EmptyBlobError"),
+    "LimitExceeded": ("engine.core.errors", "LimitExceeded"),
+    "NetLimits": ("engine.core.limits", "NetLimits"),           # the limits every net is read under
+    "net_limits": ("engine.core.limits", "using"),
+    "half_the_memory": ("engine.core.limits", "half_the_memory"),
 }
 
 

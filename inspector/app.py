@@ -14,10 +14,12 @@ from .callbacks.common import error_text
 from .callbacks.first_view import fresh_tab, with_first_view
 from .config import InspectorConfig, data_dir
 from .layout import page, shortcuts_overlay_html
+from .state import cleanup
+from .state.guard import LoadGuard, build_checked
 from .state.jobs import ThreadJobManager
-from .state.loading import build, spec_stamp
+from .state.loading import settings, spec_stamp
 from .state.netstate import initial_spec
-from .state.sessions import SessionStore, new_session_id
+from .state.sessions import SessionStore
 from .state.spares import Spares, first_view
 
 log = logging.getLogger("inspector")
@@ -28,12 +30,15 @@ def create_app(config=None, store=None):
     ``store`` (a new SessionStore by default)."""
     config = config or InspectorConfig()
     store = store or SessionStore(config.max_sessions, config.idle_seconds)
+    cleanup.sweep()          # the folders of servers killed before they could remove them
+    cleanup.keep_big_buffers_apart()     # an upload's buffers leave the RSS when freed
     _load_layer_registry()
     ctx = AppContext(config=config, store=store, examples=config.examples())
+    if config.load_seconds:      # nets from the page: built apart first, bounded (state/guard.py)
+        ctx.guard = LoadGuard(config.load_seconds, memory_bytes=config.max_net_bytes, workers=config.load_workers)
+        ctx.guard.start()
     if config.prebuild and not config.gpu:
-        ctx.spares = Spares(lambda spec: first_view(build(spec, allow_python=config.allow_python_layers,
-                                                          model_root=config.model_root,
-                                                          max_bytes=config.max_net_bytes)),
+        ctx.spares = Spares(lambda spec: first_view(build_checked(ctx.guard, spec, settings(config))),
                             budget=config.spare_bytes, stamp=spec_stamp)
         store.on_close.append(ctx.spares.drop_tab)     # a session that ends takes its spare net along
         ctx.spares.prime(initial_spec(ctx))
@@ -52,7 +57,7 @@ def create_app(config=None, store=None):
 
     def serve_layout():
         store.evict_idle()
-        sid = new_session_id()
+        sid = store.new_id()
         tree = page(config, sid, ctx.examples, gpu, solver_ok)
         if fresh_tab(flask.request if flask.has_request_context() else None):
             tree = with_first_view(ctx, sid, tree)       # the default net drawn with the page
@@ -63,7 +68,71 @@ def create_app(config=None, store=None):
     dash_app.server.config["MAX_CONTENT_LENGTH"] = int(config.max_upload_bytes * 1.4) + 2 ** 20
     register_all(dash_app, ctx)
     dash_app.inspector = ctx
+    _too_large_as_a_load_error(dash_app.server, config)
+    dash_app.shutdown = _shutdown_later(ctx, manager)
     return dash_app
+
+
+def _shutdown_later(ctx, manager):
+    """``shutdown()``: end every session (their upload folders go), stop the load checks, drop the
+    spare nets and remove the job cache this server made.  Also called at the process's exit
+    (inspector.cli turns SIGTERM into one); it holds the app only weakly until then."""
+    import atexit
+    import weakref
+    ctx_ref, manager_ref = weakref.ref(ctx), weakref.ref(manager)
+
+    def shutdown():
+        c, m = ctx_ref(), manager_ref()
+        if c is not None:
+            c.store.close_all()
+            if c.guard is not None:
+                c.guard.shutdown()
+            if c.spares is not None:
+                c.spares.clear()
+        if m is not None:
+            m.remove_cache()
+    atexit.register(shutdown)
+    return shutdown
+
+
+def _drain(request, cap):
+    """Read and drop the body of a refused request (at most ``cap`` bytes, in small pieces): a browser
+    whose upload is not read gets its connection reset instead of the answer."""
+    stream = request.environ.get("wsgi.input")
+    left = min(int(request.content_length or 0), int(cap))
+    try:
+        while left > 0 and stream is not None:
+            chunk = stream.read(min(left, 1 << 16))
+            if not chunk:
+                break
+            left -= len(chunk)
+    except (OSError, ValueError):
+        pass
+
+
+def _too_large_as_a_load_error(server, config):
+    """A request past Flask's limit (an upload past --max-upload-mb by more than the 1.4 x that
+    base64 and the JSON take) is refused with 413 before its body is read, so Dash's page
+    would show nothing at all: the page gets the message any upload over the limit gets, in the
+    load error box, and every output of the callback stays as it was."""
+    from werkzeug.exceptions import RequestEntityTooLarge
+
+    from . import ids
+    from .layout.header import load_error_box
+    from .state.loading import too_large_message
+    from .state.sessions import LoadError
+
+    @server.errorhandler(RequestEntityTooLarge)
+    def too_large(exc):
+        if not flask.request.path.endswith("/_dash-update-component"):
+            return exc
+        from plotly.io.json import to_json_plotly
+        _drain(flask.request, 4 * config.max_upload_bytes + (64 << 20))
+        err = LoadError(message=too_large_message(flask.request.content_length, config.max_upload_bytes),
+                        kind="PathRefused")
+        box = load_error_box(err, "this tab's net")
+        body = {"multi": True, "response": {}, "sideUpdate": {ids.LOAD_ERROR: {"children": box}}}
+        return flask.Response(to_json_plotly(body), status=200, mimetype="application/json")
 
 
 class _Dash(Dash):

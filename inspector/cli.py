@@ -52,11 +52,27 @@ def parse_args(argv=None):
                         "upload or an address is built ahead in its other phase (one per tab) when it fits, "
                         "so that a phase switch takes it at once (default: 2 GiB or a quarter of this "
                         "machine's memory, the lesser; 0: none)")
+    p.add_argument("--max-layers", type=int, default=None,
+                   help="layers a net may have (default 50000; 0: no limit): refused as its text is read")
+    p.add_argument("--max-tops", type=int, default=None,
+                   help="tops a net's layers may have (default 100000; 0: no limit)")
+    p.add_argument("--max-text-mb", type=int, default=None,
+                   help="size of a net's prototxt in MB (default 16; 0: no limit)")
+    p.add_argument("--max-layer-fields", type=int, default=None,
+                   help="fields written in one layer: rules, params, ... (default 10000; 0: no limit)")
+    p.add_argument("--load-seconds", type=float, default=30,
+                   help="a net opened from the page (upload, path, address) is first built in a child process "
+                        "with this much CPU time and the memory of --max-net-mb, and refused past them; the "
+                        "server and the other tabs go on (default 30; 0: no such check)")
+    p.add_argument("--load-workers", type=int, default=2, help="such checks at once (default 2)")
     args = p.parse_args(argv)
-    if args.spare_mb is not None and args.spare_mb < 0:
-        p.error("--spare-mb must be 0 (no spares) or more")
-    if args.max_net_mb is not None and args.max_net_mb < 0:
-        p.error("--max-net-mb must be 0 (no limit) or more")
+    for name in ("spare_mb", "max_net_mb", "max_layers", "max_tops", "max_text_mb", "max_layer_fields",
+                 "load_seconds"):
+        if getattr(args, name) is not None and getattr(args, name) < 0:
+            p.error("--%s must be 0 (%s) or more" % (name.replace("_", "-"), "no spares" if name == "spare_mb"
+                                                      else "no check" if name == "load_seconds" else "no limit"))
+    if args.load_workers < 1:
+        p.error("--load-workers must be 1 or more")
     return args
 
 
@@ -69,7 +85,14 @@ def config_from_args(args):
     max_net = default_max_net_bytes() if max_net_mb is None else (int(max_net_mb) << 20 or None)
     spare_mb = getattr(args, "spare_mb", None)
     spare = default_spare_bytes() if spare_mb is None else int(spare_mb) << 20
+    import engine
+    limits = engine.NetLimits().with_flags(text_mb=getattr(args, "max_text_mb", None),
+                                           layers=getattr(args, "max_layers", None),
+                                           tops=getattr(args, "max_tops", None),
+                                           fields=getattr(args, "max_layer_fields", None))
     return InspectorConfig(
+        net_limits=limits, load_seconds=getattr(args, "load_seconds", 30.0),
+        load_workers=getattr(args, "load_workers", 2),
         model=args.model, weights=args.weights, solver=args.solver,
         phase=args.phase or (default_phase(args.model) if args.model else None),
         stages=tuple(args.stage), level=args.level, gpu=args.gpu, host=args.host, port=args.port,
@@ -87,11 +110,28 @@ def main(argv=None):
     from inspector import create_app
     settle_startup()
     app = create_app(config)
+    stop_on_sigterm()
     print("Caffe Inspector on http://%s:%d/" % (config.host, config.port), file=sys.stderr)
-    if args.serve == "waitress":
-        serve_waitress(app, config.host, config.port, args.threads)
-        return
-    app.run(host=config.host, port=config.port, debug=args.debug)
+    try:
+        if args.serve == "waitress":
+            serve_waitress(app, config.host, config.port, args.threads)
+        else:
+            app.run(host=config.host, port=config.port, debug=args.debug)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        app.shutdown()         # sessions (their uploads), load checks, spare nets, the job cache
+
+
+def stop_on_sigterm():
+    """SIGTERM (and SIGHUP) end the server as Ctrl+C does: the servers stop serving and the
+    server's files go (app.shutdown); a kill -9 leaves them to the next start's sweep."""
+    import signal
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
 
 
 def settle_startup():

@@ -2,7 +2,7 @@
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -24,14 +24,16 @@ BUNDLED_EXAMPLES = (
 
 
 def default_max_net_bytes():
-    """Half of the machine's memory (psutil; 4 GiB where it cannot be read): the default
-    budget of one net (``--max-net-mb``), so that one tab's net cannot take the server's
-    memory from the others."""
-    try:
-        import psutil
-        return int(psutil.virtual_memory().total // 2)
-    except Exception:  # pragma: no cover - psutil is a requirement
-        return 4 << 30
+    """Half of the machine's memory (engine.half_the_memory): the default budget of one net
+    (``--max-net-mb``), so that one tab's net cannot take the server's memory from the others."""
+    import engine
+    return engine.half_the_memory()
+
+
+def default_net_limits():
+    """The limits a net from the page is read under (engine.NetLimits: text, layers, tops)."""
+    import engine
+    return engine.NetLimits()
 
 
 def default_spare_bytes():
@@ -72,6 +74,12 @@ class InspectorConfig:
     # address, built ahead in its other phase; one per tab, those primed longest ago dropped
     # first) may need all together (net.memory_required_bytes).  0: no tab has a spare
     spare_bytes: int = field(default_factory=default_spare_bytes)
+    # a net's text, layers and tops (engine.NetLimits; --max-text-mb, --max-layers, --max-tops)
+    net_limits: Any = field(default_factory=default_net_limits)
+    # a net from the page is first built in a bounded child process (inspector.state.guard): its CPU
+    # seconds (0: no check), and how many such checks run at once
+    load_seconds: float = 30.0
+    load_workers: int = 2
 
     def examples(self):
         """[(label, absolute path, phase)] of the bundled examples that exist."""

@@ -22,6 +22,7 @@ import engine
 from engine import TEST, TRAIN, Net
 from engine.core.blob import INT_MAX, Blob, blob_count, memory_budget
 from engine.core.errors import MemoryBudgetExceeded, ShapeError
+from engine.core.limits import LAYER_OVERHEAD
 from engine.proto import caffe_pb2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,10 +129,12 @@ def test_memory_required_counts_every_blob_of_a_real_net():
 
 def test_the_budget_refuses_at_the_blob_that_passes_it(shared_dir):
     p = _param(shared_dir / "zoo" / "models" / "bvlc_reference_caffenet" / "deploy.prototxt")
-    need = Net.from_param(p, TEST).memory_required_bytes
+    built = Net.from_param(p, TEST)
+    # the blobs' memory, and each layer's own (engine.core.limits.LAYER_OVERHEAD)
+    need = built.memory_required_bytes + len(built.layers) * LAYER_OVERHEAD
     with memory_budget(need):
         net = Net.from_param(p, TEST)                           # exactly enough
-    assert net.memory_required_bytes == need
+    assert net.memory_required_bytes == built.memory_required_bytes
     with memory_budget(need - 1):
         with pytest.raises(MemoryBudgetExceeded) as ei:
             Net.from_param(p, TEST)
@@ -157,11 +160,12 @@ def test_a_net_far_past_the_budget_allocates_nothing_of_it():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert ei.value.layer == "data" and ei.value.needed == 2 * 4 * 1024 ** 3
+    assert ei.value.layer == "data" and ei.value.needed == 2 * 4 * 1024 ** 3 + LAYER_OVERHEAD
     assert str(ei.value).startswith("the net needs at least 8.0 GiB of memory, more than the budget of 64.0 MiB "
-                                    "(its blobs' data and diff and its work buffers, counted at Init up to a blob "
-                                    "of shape 1024 1024 1024 (1073741824), which passed the budget): refused before "
-                                    "that memory is allocated (layer 'data', type Input)")
+                                    "(its blobs' data and diff, its work buffers and 16.0 KiB for its 1 layer "
+                                    "themselves, counted at Init up to a blob of shape 1024 1024 1024 (1073741824), "
+                                    "which passed the budget): refused before that memory is allocated (layer "
+                                    "'data', type Input)")
     assert peak < 8 << 20, peak
 
 

@@ -17,11 +17,11 @@ import numpy as np
 
 from engine.core import backend
 from engine.core.errors import EmptyBlobError, MemoryBudgetExceeded, NetError, ShapeError
+from engine.core.limits import LAYER_OVERHEAD, MAX_BLOB_AXES
 from engine.core.log import check_failed, human_bytes, shape_string
 from engine.core.types import Array
 from engine.proto import caffe_pb2
 
-MAX_BLOB_AXES = 32
 INT_MAX = 0x7fffffff
 _ASUM_LANES = 16
 _ASUM_ROWS = 1 << 12            # rows of 16 per block (256 KiB)
@@ -74,18 +74,22 @@ class MemoryLedger:
         self.budget = None if budget is None else int(budget)
         self.blob_bytes = 0
         self.buffer_bytes = 0
+        self.overhead_bytes = 0     # the layers' own (limits.LAYER_OVERHEAD each): budgeted, not in total
+        self.layers = 0
 
     @property
     def total(self) -> int:
         return self.blob_bytes + self.buffer_bytes
 
     def _check(self, what: str) -> None:
-        if self.budget is not None and self.total > self.budget:
+        needed = self.total + self.overhead_bytes
+        if self.budget is not None and needed > self.budget:
             raise MemoryBudgetExceeded(
                 "the net needs at least %s of memory, more than the budget of %s (its blobs' data and "
-                "diff and its work buffers, counted at Init up to %s, which passed the budget): refused "
-                "before that memory is allocated" % (human_bytes(self.total), human_bytes(self.budget), what),
-                needed=self.total, budget=self.budget)
+                "diff, its work buffers and %s for its %d layer%s themselves, counted at Init up to %s, which "
+                "passed the budget): refused before that memory is allocated"
+                % (human_bytes(needed), human_bytes(self.budget), human_bytes(self.overhead_bytes), self.layers,
+                   "" if self.layers == 1 else "s", what), needed=needed, budget=self.budget)
 
 
 _LEDGERS = threading.local()
@@ -126,6 +130,20 @@ def declare_bytes(nbytes: int, what: str) -> None:
         ledger._check(what)
 
 
+def declare_layer(name: str) -> None:
+    """Layer ``name`` about to be made: its own memory (limits.LAYER_OVERHEAD) counted against the
+    active ledgers' budgets (not in their ``total``, the blobs' memory Caffe reports)."""
+    for ledger in _ledgers():
+        ledger.overhead_bytes += LAYER_OVERHEAD
+        ledger.layers += 1
+        if ledger.budget is not None and ledger.total + ledger.overhead_bytes > ledger.budget:
+            try:
+                ledger._check("layer %s" % name)
+            except MemoryBudgetExceeded as e:
+                e.layer = name
+                raise
+
+
 def declare_buffer(shape: Sequence[int], what: str, dtype: Any = np.float32) -> int:
     """A layer's work buffer that Caffe keeps as a Blob (e.g. ``col_buffer_``): Blob::Reshape's
     INT_MAX check on ``shape`` (:func:`blob_count`), and its bytes declared to the active
@@ -148,10 +166,13 @@ def blob_count(shape, what=None):
     make them, so that a net Caffe refuses is refused before its memory is asked for."""
     shape = tuple(int(d) for d in shape)
 
-    def where():        # (the message's tail, made only for an error)
-        return "" if what is None else " (%s of shape %s)" % (what, " ".join(str(d) for d in shape))
+    def where():        # (the message's tail, made only for an error; a long shape is cut short)
+        dims = " ".join(str(d) for d in shape[:MAX_BLOB_AXES])
+        if len(shape) > MAX_BLOB_AXES:
+            dims += " ... (%d axes)" % len(shape)
+        return "" if what is None else " (%s of shape %s)" % (what, dims)
     if len(shape) > MAX_BLOB_AXES:
-        raise ShapeError("Blob shape has %d axes; at most %d are allowed%s" % (len(shape), MAX_BLOB_AXES, where()))
+        raise ShapeError(check_failed("shape.size() <= kMaxBlobAxes", len(shape), MAX_BLOB_AXES).rstrip() + where())
     count = 1
     for d in shape:
         if d < 0:

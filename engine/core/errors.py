@@ -17,15 +17,51 @@ class ParseError(CaffeError):
     ``path``, ``line`` and ``column`` (1-based; ``None`` when unknown) say where.
     """
 
-    def __init__(self, message, path=None, line=None, column=None):
+    def __init__(self, message, path=None, line=None, column=None, layer=None, field=None, layer_line=None):
         self.path, self.line, self.column = path, line, column
+        self.layer, self.field, self.layer_line = layer, field, layer_line
+        self.blob = None
         where = path or "<string>"
         if line is not None:
             where += ":%d" % line
             if column is not None:
                 where += ":%d" % column
-        super().__init__("%s: %s" % (where, message))
+        super().__init__("%s: %s%s" % (where, message, self.where_in_net()))
         self.detail = message
+
+    def where_in_net(self):
+        """`` [layer NAME, field a.b; the layer begins at line N]`` (what is known of it), or ""."""
+        bits = []
+        if self.layer:
+            bits.append("layer %s" % _short(self.layer))
+        if self.field:
+            bits.append("field %s" % _short(self.field))
+        if not bits:
+            return ""
+        tail = ", ".join(bits)
+        if self.layer and self.layer_line is not None and self.layer_line != self.line:
+            tail += "; the layer begins at line %d" % self.layer_line
+        return " [%s]" % tail
+
+
+def _short(text, most=200):
+    """``text`` cut to its first ``most`` characters (a name in a message: a layer's name may be
+    megabytes long in a hostile file)."""
+    text = str(text)
+    return text if len(text) <= most else "%s... (%s characters)" % (text[:most], "{:,}".format(len(text)))
+
+
+class LimitExceeded(ParseError):
+    """A net over one of the limits every net is read under (``engine.core.limits``: its text,
+    its layers, its tops, the axes of a shape), refused while its text is scanned, before any
+    of it is parsed or built.  ``limit``: which one (``"text"``, ``"layers"``, ``"tops"``,
+    ``"axes"``), ``value``: what the net has (at least), ``maximum``: the limit, ``flag``: the
+    command-line flag that raises it (None for Caffe's own axes limit)."""
+
+    def __init__(self, message, path=None, line=None, column=None, layer=None, field=None, layer_line=None,
+                 limit="", value=0, maximum=0, flag=None):
+        super().__init__(message, path, line, column, layer=layer, field=field, layer_line=layer_line)
+        self.limit, self.value, self.maximum, self.flag = limit, int(value), int(maximum), flag
 
 
 class NetError(CaffeError):

@@ -11,11 +11,13 @@ The array helpers follow pycaffe's ``caffe.io`` (``blobproto_to_array``,
 ``array_to_blobproto``, ``array_to_datum``, ``datum_to_array``).
 """
 import os
+import re
 
 import numpy as np
 from google.protobuf import message as _pb_message
 from google.protobuf import text_format
 
+from engine.core import source_map
 from engine.core.errors import ParseError, ShapeError
 from engine.proto import caffe_pb2
 
@@ -99,16 +101,38 @@ def parse_prototxt(text, message_cls, path=None):
             raise ParseError("invalid UTF-8 byte 0x%02x in text-format %s"
                              % (data[exc.start], _type_name(message_cls)),
                              path, line, column) from None
+    root_kind = _NET_KINDS.get(message_cls.DESCRIPTOR.name)
+    if root_kind is not None:       # a net's layers, tops, axes and text: refused before any parsing
+        source_map.check_limits(text, path, root_kind=root_kind)
     msg = message_cls()
     try:
         text_format.Parse(text, msg)
     except text_format.ParseError as exc:
         line, column = exc.GetLine(), exc.GetColumn()
-        detail = _strip_location(str(exc), line, column)
+        detail = _shorten_echo(_strip_location(str(exc), line, column))
+        where = source_map.context_at(text, line, column, root_kind=root_kind or "other") if line else None
         raise ParseError("Error parsing text-format %s: %s" % (_type_name(message_cls), detail),
-                         path, line, column) from None
+                         path, line, column, layer=where.layer if where else None,
+                         field=where.field if where else None,
+                         layer_line=where.layer_line if where else None) from None
     _check_required(msg, path, "Error parsing text-format %s" % _type_name(message_cls))
     return msg
+
+
+# messages whose text holds nets: the limits of engine.core.limits apply to them
+_NET_KINDS = {"NetParameter": "net", "SolverParameter": "solver"}
+_ECHO = re.compile(r"^'(.*)': ", re.S)
+_ECHO_MAX = 160
+
+
+def _shorten_echo(detail):
+    """protobuf's message echoes the whole line it failed on (``'<line>': <what>``): a line of
+    megabytes is cut to its first characters."""
+    m = _ECHO.match(detail)
+    if m is None or len(m.group(1)) <= _ECHO_MAX:
+        return detail
+    return "'%s...' (%s characters): %s" % (m.group(1)[:_ECHO_MAX], "{:,}".format(len(m.group(1))),
+                                            detail[m.end():])
 
 
 def read_prototxt(path, message_cls):
@@ -148,8 +172,23 @@ def parse_binary(data, message_cls, path=None):
     if data and not msg.ListFields():
         raise ParseError("%s: %d bytes decode to no known %s field"
                          % (what, len(data), _type_name(message_cls)), path)
+    if message_cls.DESCRIPTOR.name == "NetParameter":
+        _check_layer_count(msg, path)
     _check_required(msg, path, "not a valid %s (%s)" % (message_cls.DESCRIPTOR.name, kind))
     return msg
+
+
+def _check_layer_count(msg, path):
+    """A caffemodel's layers against the limit on a net's layers (engine.core.limits)."""
+    from engine.core import limits
+    from engine.core.errors import LimitExceeded
+    lim = limits.current().max_layers
+    n = len(msg.layer) + len(msg.layers)
+    if lim is not None and n > lim:
+        flag = limits.NetLimits.FLAGS["layers"]
+        raise LimitExceeded("the caffemodel has {:,} layers, more than the limit of {:,}; this limit is there for "
+                            "nets no real net comes near (raise it with {})".format(n, lim, flag), path,
+                            limit="layers", value=n, maximum=lim, flag=flag)
 
 
 def read_binary(path, message_cls):

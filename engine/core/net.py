@@ -26,11 +26,12 @@ import numpy as np
 from google.protobuf import text_format
 
 from engine.core import backend
-from engine.core.blob import Blob, memory_ledger
+from engine.core import limits as net_limits
+from engine.core.blob import Blob, declare_layer, memory_ledger
 from engine.core.errors import CaffeError, EmptyBlobError, NetError, ShapeError, UnknownLayerTypeError, mark_layer
 from engine.core.layers.base import Layer, loss_weight  # noqa: F401  (Layer: annotations)
+from engine.core.log import check_failed, num
 from engine.core.log import net_log as log
-from engine.core.log import num
 from engine.core.source_map import NetSource, guess_field, layer_signature
 from engine.core.vectors import BlobVec, DtypeVec, IntVec, LayerVec, StringVec
 from engine.core.weights import read_weights
@@ -140,6 +141,28 @@ def _call_translated(fn, *args):
             raise
         raise err from e
 
+# The layer types whose factory (layer_factory.cpp) picks an engine, and the param holding it.
+# A CPU-only Caffe (no USE_CUDNN, as the reference build) knows no CUDNN engine.
+_ENGINE_PARAMS = {"Convolution": "convolution_param", "Deconvolution": "convolution_param",
+                  "Pooling": "pooling_param", "LRN": "lrn_param", "ReLU": "relu_param",
+                  "Sigmoid": "sigmoid_param", "Softmax": "softmax_param", "TanH": "tanh_param",
+                  "SoftmaxWithLoss": "softmax_param"}      # its inner Softmax is made by the factory
+_CUDNN = 2          # every *Parameter.Engine: DEFAULT 0, CAFFE 1, CUDNN 2
+
+
+def _check_engine(lp):
+    """layer_factory.cpp's ``LOG(FATAL) << "Layer " << name << " has unknown engine."`` for
+    ``engine: CUDNN`` on the CPU, where Caffe is built without cuDNN (CPU_ONLY); on the GPU the
+    engine takes it as a cuDNN build does (the same arithmetic)."""
+    field_name = _ENGINE_PARAMS.get(lp.type)
+    if field_name is None or not lp.HasField(field_name) or backend.mode() != "CPU":
+        return
+    if getattr(lp, field_name).engine == _CUDNN:
+        raise NetError("Layer %s has unknown engine. (a Caffe built without cuDNN, as every CPU-only one, knows "
+                       "no CUDNN engine; engine: CAFFE or DEFAULT runs here)" % lp.name, layer=lp.name,
+                       field="engine")
+
+
 class Net:
     """pycaffe's Net: ``Net(model_file, phase, level=0, stages=None, weights=None)``
     or the deprecated ``Net(model_file, weights, phase)``.
@@ -228,7 +251,7 @@ class Net:
         try:
             # What the blobs declare (data and diff, tops, params, layers' own buffers) is
             # counted as Init goes, before any of it is allocated (memory is used lazily).
-            with memory_ledger() as ledger:
+            with memory_ledger(net_limits.current().max_net_bytes) as ledger:
                 self._init(in_param, filter_net, insert_splits)
             self.memory_required_bytes = ledger.total
         except Exception as e:
@@ -268,7 +291,7 @@ class Net:
                 del rec.transcript[:]
                 self._stand_in = ({**(given or {}), **shapes}, can_read)
                 try:
-                    with memory_ledger() as ledger:
+                    with memory_ledger(net_limits.current().max_net_bytes) as ledger:
                         self._init(in_param, filter_net, insert_splits)
                 except CaffeError as again:
                     same = same + 1 if str(again) == str(e) else 0
@@ -436,6 +459,7 @@ class Net:
             raise NetError("propagate_down param must be specified either 0 or bottom_size times "
                            "(layer '%s': %d vs. %d)" % (lp.name, len(lp.propagate_down), len(lp.bottom)),
                            layer=lp.name, field="propagate_down")
+        _check_engine(lp)
         kwargs = {"dtype": self._dtype}
         if lp.type == "Python":
             kwargs["model_dir"] = os.path.dirname(os.path.abspath(self.model_file)) if self.model_file else None
@@ -450,6 +474,7 @@ class Net:
         """One iteration of Init's layer loop: create, wire bottoms and tops, SetUp,
         params and the first need-backward decision."""
         lp = param.layer[layer_id]
+        declare_layer(lp.name)              # its own memory, against the net's budget
         layer = self._create_layer(lp)
         self._layers.append(layer)
         self._layer_name_list.append(lp.name)
@@ -718,17 +743,17 @@ class Net:
 
     # -------------------------------------------------------------- running
     def _check_range(self, start, end, forward=True):
+        """ForwardFromTo's ``CHECK_GE(start, 0); CHECK_LT(end, layers_.size())`` (BackwardFromTo's
+        ``CHECK_GE(end, 0); CHECK_LT(start, layers_.size())``).  ``layers_.size()`` is unsigned, so
+        a negative index fails the second check too: an empty net's Forward, ForwardFromTo(0, -1),
+        fails ``Check failed: end < layers_.size() (-1 vs. 0)`` as in Caffe."""
         n = len(self._layers)
-        if forward:
-            if start < 0:
-                raise NetError("ForwardFromTo: start %d < 0" % start)
-            if end >= n:
-                raise NetError("ForwardFromTo: end %d >= number of layers %d" % (end, n))
-        else:
-            if end < 0:
-                raise NetError("BackwardFromTo: end %d < 0" % end)
-            if start >= n:
-                raise NetError("BackwardFromTo: start %d >= number of layers %d" % (start, n))
+        first, last = ("start", "end") if forward else ("end", "start")
+        low, high = (start, end) if forward else (end, start)
+        if low < 0:
+            raise NetError(check_failed("%s >= 0" % first, low, 0).rstrip())
+        if not 0 <= high < n:
+            raise NetError(check_failed("%s < layers_.size()" % last, high, n).rstrip())
 
     def ForwardFromTo(self, start: int, end: int) -> float:
         """Run layers start..end (inclusive); return the weighted loss."""

@@ -31,7 +31,7 @@ Where Caffe CHECK-fails or LOG(FATAL)s, a :class:`~engine.core.errors.NetError`
 """
 import os
 
-from engine.core.errors import NetError, ParseError, SolverError
+from engine.core.errors import LimitExceeded, NetError, ParseError, SolverError
 from engine.core.log import check_failed, upgrade_log
 from engine.proto import caffe_pb2
 
@@ -668,11 +668,14 @@ def _read_or_die(reader, what, path):
     from engine.core import io
     try:
         return getattr(io, reader)(path)
+    except LimitExceeded:
+        raise
     except ParseError as exc:
         if exc.detail.startswith("File not found"):
             raise
         raise ParseError("Failed to parse %s file: %s: %s" % (what, path, exc.detail),
-                         exc.path, exc.line, exc.column) from None
+                         exc.path, exc.line, exc.column, layer=exc.layer, field=exc.field,
+                         layer_line=exc.layer_line) from None
 
 
 def read_net_params(path):

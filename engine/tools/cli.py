@@ -1115,6 +1115,8 @@ def usage_text(ap):
     lines = ["%s: Caffe's command line on the engine" % ap.prog,
              "usage: %s <command> <args>     (as caffe <command> <args>)" % ap.prog, "", "commands:"]
     lines += ["  %-26s %s" % (n, helps.get(n, "")) for n in names]
+    lines += ["", "  Limits of every command (any spelling, anywhere on the line):"]
+    lines += ["    --%-17s %s" % (n, h) for n, (_kw, h) in BUDGET_FLAGS.items()]
     lines += ["", "  Flags of caffe's commands, spelled -flag value, -flag=value, --flag value or --flag=value:"]
     lines += ["    -%-15s %s" % (n, kw["help"]) for n, kw in sorted(CAFFE_FLAGS.items())]
     lines += ["", "%s <command> --help: a command's own arguments and flags." % ap.prog,
@@ -1165,12 +1167,85 @@ def _caffe_spelling(ap, argv, out, err):
         return argv, EXIT_USAGE
 
 
+# ---------------------------------------------------------------------- budgets and early checks
+# The limits every command reads and builds nets under (engine.core.limits), as flags of every
+# command, in any of gflags' spellings: flag -> (NetLimits.with_flags keyword, help)
+BUDGET_FLAGS = {
+    "max-net-mb": ("net_mb", "memory one net may declare at Init, its layers' own included; a net past it is "
+                             "refused before its memory is allocated (default: half of this machine's memory; "
+                             "0: no limit)"),
+    "max-layers": ("layers", "layers of a net (default 50000; 0: no limit)"),
+    "max-tops": ("tops", "tops of a net's layers (default 100000; 0: no limit)"),
+    "max-text-mb": ("text_mb", "size of a net's prototxt in MB (default 16; 0: no limit)"),
+    "max-layer-fields": ("fields", "fields written in one layer: rules, params, ... (default 10000; 0: no limit)"),
+}
+
+
+def _take_budget_flags(argv):
+    """``(argv without the budget flags, {keyword: value})``: ``--max-layers N``, ``-max-layers=N``,
+    ``--max_layers N``, ... anywhere before a ``run`` command's script (whose own flags they are
+    not).  A value that is not a whole number of 0 or more is a UsageError."""
+    if argv[:1] == ["run"]:
+        return argv, {}
+    rest, found = [], {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        name, eq, value = a.lstrip("-").replace("_", "-").partition("=")
+        if a.startswith("-") and name in BUDGET_FLAGS:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError("--%s needs a value" % name)
+                value = argv[i + 1]
+                i += 1
+            try:
+                number = int(value)
+            except ValueError:
+                number = -1
+            if number < 0:
+                raise UsageError("--%s must be a whole number, 0 (no limit) or more (got %r)" % (name, value))
+            found[BUDGET_FLAGS[name][0]] = number
+        else:
+            rest.append(a)
+        i += 1
+    return rest, found
+
+
+def _budget(flags):
+    """The NetLimits of a command: the defaults, the command line's memory budget (half the RAM)
+    and its flags."""
+    from engine.core import limits
+    base = limits.NetLimits(max_net_bytes=limits.half_the_memory())
+    return base.with_flags(**flags)
+
+
+# the attributes of a command's arguments that name a file it writes ("-": stdout)
+_OUTPUTS = ("output", "report", "json", "output_file")
+
+
+def _check_before_work(args):
+    """What a command would only find out after its work: an output file whose folder does not
+    exist, ``time``'s iterations.  Raised before any net is read."""
+    import errno
+    for attr in _OUTPUTS:
+        value = getattr(args, attr, None)
+        if not isinstance(value, str) or not value or value == "-":
+            continue
+        folder = os.path.dirname(os.path.abspath(value))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(errno.ENOENT, "the folder %s does not exist (nothing was run)" % folder, value)
+    if args.command == "time" and getattr(args, "iterations", 1) is not None and args.iterations < 1:
+        from engine.core.errors import CaffeError
+        raise CaffeError("time: --iterations must be at least 1 (got %d)" % args.iterations)
+
+
 def main(argv=None, out=None, err=None, prog=None, command=None):
     """Run the command line; returns the exit code (see the module doc).  ``prog``: the name
     usage and --help print (default: the console script's name, from sys.argv[0], when
     ``argv`` is None; else ``python -m engine``); ``command``: a tool that is one command
     (a build shim's ``convert_mnist_data.bin``): ``argv`` are that command's arguments, and
     its usage names ``prog`` alone."""
+    from engine.core import limits
     from engine.core.errors import CaffeError  # debug.NonFiniteError is one
     out = out or sys.stdout
     err = err or sys.stderr
@@ -1179,6 +1254,11 @@ def main(argv=None, out=None, err=None, prog=None, command=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if command is not None:
         argv = [command] + argv
+    try:
+        argv, budget_flags = _take_budget_flags(argv)
+    except UsageError as e:
+        err.write("usage error: %s\n" % e)
+        return EXIT_USAGE
     ap = make_parser(only="run" if argv[:1] == ["run"] else None, prog=prog)
     if command is not None:
         ap.command_parsers[command].prog = prog
@@ -1200,7 +1280,8 @@ def main(argv=None, out=None, err=None, prog=None, command=None):
     if quiet:
         level = logging.ERROR
     try:
-        with _Logging(level, err):
+        _check_before_work(args)
+        with _Logging(level, err), limits.using(_budget(budget_flags)):
             code = args.func(args, out, err)
         out.flush()
         return EXIT_OK if code is None else int(code)

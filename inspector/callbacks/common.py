@@ -29,6 +29,7 @@ class AppContext:
     store: Any             # SessionStore
     examples: List[tuple]  # [(label, path, phase)]
     spares: Any = None     # spares.Spares: nets built ahead, for the next tab and phase switches (None: none)
+    guard: Any = None      # guard.LoadGuard: nets from the page built apart first, bounded (None: not checked)
 
 
 def error_text(exc):

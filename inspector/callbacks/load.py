@@ -11,7 +11,7 @@ from dash.exceptions import PreventUpdate
 
 import engine
 from inspector import ids
-from inspector.state import debugger, loading, runner, urlstate
+from inspector.state import cleanup, debugger, guard, loading, runner, urlstate
 
 from ..layout.header import load_error_box, load_status, standin_children
 from ..state.inputs import InputSettings
@@ -78,9 +78,9 @@ def next_spec(app, session, trigger, example=None, path=None, upload=None, phase
         kind = UPLOAD_KINDS[trigger]
         contents, filename = upload
         saved = loading.save_upload(session, kind, filename, contents, app.config.max_upload_bytes)
-        if kind == "model":
+        if kind == "model":     # its phase (None): the net's own, decided once its load check read it
             return ModelSpec(model=saved, label="uploaded %s" % os.path.basename(str(filename)), uploaded=True,
-                             mean=cur.mean, phase=default_phase(saved))
+                             mean=cur.mean, phase=None)
         return replace(cur, **{kind: saved})
     if trigger == ids.STANDIN_APPLY:
         if failed_stand_ins(session):
@@ -132,7 +132,7 @@ def _path_spec(app, path):
     """The spec of a prototxt named by a path under the model root (raises PathRefused)."""
     real = loading.resolve_model_path(path, app.config.model_root)
     return ModelSpec(model=real, label=os.path.relpath(real, os.path.realpath(app.config.model_root)),
-                     phase=default_phase(real))
+                     phase=None)      # the net's own, decided once its load check read it (state/guard.py)
 
 
 def _hide_uploads(session, err):
@@ -147,11 +147,13 @@ def _hide_uploads(session, err):
 
 
 def _path_hint(spec, err):
-    """Where a failing layer's relative files were looked for (or "")."""
-    if not err.layer or not spec.model:
+    """Where a failing layer's relative files were looked for (or ""): from the NetParameter its
+    load check read (loading.read_source's), for an error of Init; a file that does not parse, or
+    is over a limit, has none to give."""
+    if not err.layer or not spec.model or err.kind in ("ParseError", "LimitExceeded", "LoadBounded"):
         return ""
     try:
-        param = engine.read_net_params(spec.model)
+        param = loading.read_source(spec.model, copy=False)
     except (engine.CaffeError, OSError):    # the file's own error is already shown
         return ""
     return loading.relative_path_hint(param, err.layer, spec.model, private_model_dir=spec.uploaded) or ""
@@ -228,9 +230,10 @@ def load(app, session, spec, device=None):
         session.device = device if device == "CPU" or runner.adapters.gpu_available() else "CPU"
     try:
         loaded = _spare(app, session, spec)
-        if loaded is None:
-            loaded = loading.build(spec, allow_python=app.config.allow_python_layers, device=session.device,
-                                   model_root=app.config.model_root, max_bytes=app.config.max_net_bytes)
+        if loaded is None:       # a net from the page is first built apart, bounded (state/guard.py)
+            loaded = guard.build_checked(getattr(app, "guard", None), spec, loading.settings(app.config),
+                                         session.device)
+        spec = loaded.spec       # (its phase decided, when it was the net's own)
     except Exception as exc:  # noqa: BLE001 - every failure is shown in the page
         err = loading.load_error(exc, spec.model)
         if type(exc).__name__ == "PythonLayerRefused":
@@ -296,13 +299,25 @@ def spec_from_address(app, session, search):
             spec = initial_spec(app)
             if not problems and (state.phase or state.level or state.stages):
                 spec = replace(spec, phase=state.phase or spec.phase, level=state.level, stages=state.stages)
-    elif session.loaded is not None and _net_key(app, session, session.loaded.spec) == _net_key(app, session, spec):
+    elif session.loaded is not None and _net_key(app, session, session.loaded.spec) == \
+            _net_key(app, session, _phase_as_loaded(session, spec)):
         spec = None
     err = None
     if problems:
         err = loading.load_error(urlstate.AddressError("; ".join(problems)))
         err.kind = "address"
     return spec, state, err, named
+
+
+def _phase_as_loaded(session, spec):
+    """``spec`` with the net's own phase when it names none and is the loaded net's file (decided
+    from the NetParameter the tab holds: nothing is parsed here)."""
+    ld = session.loaded
+    if spec.phase is not None or ld is None or ld.source_param is None or not spec.model or not ld.spec.model:
+        return spec
+    if os.path.realpath(spec.model) != os.path.realpath(ld.spec.model):
+        return spec
+    return replace(spec, phase=default_phase(ld.source_param))
 
 
 def _fallback(app, session, failed, device):
@@ -558,6 +573,9 @@ def register(dash_app, app):
         shapes = [(i["top"], v) for i, v in zip(shape_ids or [], shape_values or []) if isinstance(i, dict)]
         r = handle_load_full(app, sid, trigger, device=device, search=search, example=example, path=path,
                              upload=upload, phase=phase, level=level, stages=stages, data_shapes=shapes)
+        if upload is not None:
+            del upload, contents, c_model, c_weights, c_solver, c_mean
+            cleanup.give_memory_back()       # what the upload's request took leaves the server's RSS
         if r.noop:
             if trigger == ids.LEVEL and level is None:      # an emptied (or non-numeric) Level box:
                 out = [no_update] * n_out                   # show the loaded net's level again

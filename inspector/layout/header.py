@@ -35,7 +35,8 @@ def header(config, examples, gpu, steps=None):
                 upload(ids.UPLOAD_WEIGHTS, "caffemodel", ".caffemodel,.h5", limit),
                 upload(ids.UPLOAD_SOLVER, "solver", ".prototxt,.pbtxt,.txt", limit),
                 upload(ids.UPLOAD_MEAN, "mean", ".binaryproto", limit),
-            ], className="uploads", title="Upload files (max %d MiB each)" % (limit // 2 ** 20)),
+            ], className="uploads", title="Upload files (max %d MiB each)" % (limit // 2 ** 20),
+               **{"data-max-bytes": str(limit)}),         # assets/upload_limit.js: a file over it says so
             html.Div([
                 dcc.Dropdown([{"label": f, "value": f} for f in REPORT_FORMATS], "json",
                              id=ids.REPORT_FORMAT, clearable=False, className="small-dropdown"),
@@ -146,6 +147,8 @@ def load_error_box(err, shown=None):
         where.append(html.Span(err.where, className="err-where"))
     if err.layer:
         where.append(html.Span("layer %s" % err.layer, className="err-layer"))
+    if getattr(err, "field", None):
+        where.append(html.Span("field %s" % err.field, className="err-field"))
     if err.blob:
         where.append(html.Span("blob %s" % err.blob, className="err-blob"))
     if err.kind == "not in this net":          # the net loaded; the address named something it lacks

@@ -19,13 +19,14 @@ raises :class:`Cancelled` after the layer in progress when the token is set
 """
 import itertools
 import os
-import tempfile
 import threading
 import time
 
 from dash import DiskcacheManager
 
 from engine.instruments.observer import NetObserver
+
+from .cleanup import owned_tempdir
 
 
 class Cancelled(Exception):
@@ -68,11 +69,13 @@ class ThreadJobManager(DiskcacheManager):
 
     def __init__(self, cache_dir=None, expire=3600):
         import diskcache
-        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="caffe-inspector-jobs-")
+        # without a --cache-dir: caffe-inspector-jobs-<pid>-*, marked as this server's, removed at exit
+        # (and by the next server's sweep after a SIGKILL: state/cleanup.py)
+        self.cache_dir = cache_dir or owned_tempdir("caffe-inspector-jobs-")
+        self.owns_cache_dir = not cache_dir
         if not cache_dir:
             import atexit
-            import shutil
-            atexit.register(shutil.rmtree, self.cache_dir, True)
+            atexit.register(self.remove_cache)
         os.makedirs(self.cache_dir, exist_ok=True)
         self._owned = set()
         super().__init__(diskcache.Cache(self.cache_dir), expire=expire)
@@ -81,6 +84,16 @@ class ThreadJobManager(DiskcacheManager):
         # job handles look like pids to Dash (ints); start high so that no
         # reader mistakes one for a real process
         self._ids = itertools.count(1_000_000_001)
+
+    def remove_cache(self):
+        """Remove the cache folder this manager made (none given): the server is going away."""
+        if self.owns_cache_dir:
+            import shutil
+            try:
+                self.handle.close()
+            except Exception:  # noqa: BLE001 - the folder goes either way
+                pass
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
 
     # ------------------------------------------------------------ which functions are ours
     def own(self, fn):

@@ -204,8 +204,10 @@ def resolve_model_path(path, root):
     lies inside ``root``; raises PathRefused otherwise."""
     if not path or not str(path).strip():
         raise PathRefused("no path given")
-    root_real = os.path.realpath(root)
     p = str(path).strip()
+    if "\0" in p:
+        raise PathRefused("%r contains a NUL byte (\\x00), which no file name can hold: refused" % p)
+    root_real = os.path.realpath(root)
     full = p if os.path.isabs(p) else os.path.join(root_real, p)
     real = os.path.realpath(full)
     if os.path.commonpath([root_real, real]) != root_real:
@@ -226,6 +228,14 @@ def safe_filename(name):
     return base[:120]
 
 
+def too_large_message(size, max_bytes):
+    """What the page says of an upload over ``--max-upload-mb`` (``size``: its bytes, or of the
+    request that carried it; None: not known)."""
+    of = "" if size is None else " of %s bytes" % "{:,}".format(int(size))
+    return ("upload%s larger than the limit of %d bytes (--max-upload-mb %g): refused before it was read"
+            % (of, max_bytes, max_bytes / 2 ** 20))
+
+
 def decode_upload(contents, max_bytes):
     """The bytes of a dcc.Upload ``contents`` data URL (size-checked)."""
     if not contents or "," not in contents:
@@ -233,13 +243,13 @@ def decode_upload(contents, max_bytes):
     header, b64 = contents.split(",", 1)
     # base64 is 4/3 the size: refuse before decoding anything too large
     if len(b64) * 3 // 4 > max_bytes + 3:
-        raise PathRefused("upload larger than the limit of %d bytes" % max_bytes)
+        raise PathRefused(too_large_message(None, max_bytes))
     try:
         data = base64.b64decode(b64, validate=False)
     except (binascii.Error, ValueError) as e:
         raise PathRefused("upload is not valid base64: %s" % e) from None
     if len(data) > max_bytes:
-        raise PathRefused("upload of %d bytes is larger than the limit of %d bytes" % (len(data), max_bytes))
+        raise PathRefused(too_large_message(len(data), max_bytes))
     return data
 
 
@@ -282,6 +292,7 @@ def load_error(exc, default_path=None):
             err.line, err.column = exc.line, getattr(exc, "column", None)
     err.layer = getattr(exc, "layer", None)
     err.blob = getattr(exc, "blob", None)
+    err.field = getattr(exc, "field", None) if isinstance(getattr(exc, "field", None), str) else None
     err.stand_ins = stand_in_infos(getattr(exc, "stand_ins", ()))
     if isinstance(exc, PathRefused):
         err.path = None
@@ -295,6 +306,35 @@ def _read_mean(path):
     while arr.ndim > 3 and arr.shape[0] == 1:
         arr = arr[0]
     return arr
+
+
+CACHED_BYTES = 128 << 20       # what each of the caches below may hold, all its entries together (estimated)
+LAYER_BYTES = 16 << 10         # a layer's share of a NetGraph and its analysis (engine.core.limits.LAYER_OVERHEAD)
+
+
+def _bound(cache, keep, size_of):
+    """Drop the oldest entries of ``cache`` (an OrderedDict, newest last) past ``keep`` of them or
+    past CACHED_BYTES together by ``size_of(key, value)`` (the newest is kept even alone past it):
+    a few nets of 50,000 layers, or of megabyte names, would otherwise hold the server's memory
+    after their tabs went."""
+    sizes = [size_of(k, v) for k, v in cache.items()]
+    total = sum(sizes)
+    i = 0
+    while len(cache) > keep or (len(cache) > 1 and total > CACHED_BYTES):
+        cache.popitem(last=False)
+        total -= sizes[i]
+        i += 1
+
+
+def _source_size(_key, param):
+    return param.ByteSize()
+
+
+def _drawn_size(key, hit):
+    """A graph and analysis: its layers' share, and the Init transcript its key holds (the text
+    of the net and every name, which the graph holds too)."""
+    transcript = key[-1] if isinstance(key, tuple) and key else ()
+    return len(hit[0].layers) * LAYER_BYTES + 2 * sum(len(m) for _lvl, m in transcript)
 
 
 _SOURCES = OrderedDict()       # (real path, mtime, size) -> NetParameter as read (upgraded, unfiltered)
@@ -333,8 +373,7 @@ def read_source(path, keep=8, copy=True):
         if key is not None:
             with _SOURCES_LOCK:
                 _SOURCES[key] = hit
-                while len(_SOURCES) > keep:
-                    _SOURCES.popitem(last=False)
+                _bound(_SOURCES, keep, _source_size)
     if not copy:
         return hit
     out = type(hit)()
@@ -376,56 +415,85 @@ def _graph_and_analysis(spec, net, source, keep=8):
     if key is not None:
         with _DRAWN_LOCK:
             _DRAWN[key] = hit
-            while len(_DRAWN) > keep:
-                _DRAWN.popitem(last=False)
+            _bound(_DRAWN, keep, _drawn_size)
     return hit
 
 
-def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=None):
+def remember_source(path, param):
+    """Keep ``param`` as what :func:`read_source` gives for the file at ``path`` as it is now
+    (the load check read it already: inspector.state.guard)."""
+    key = file_version(path)
+    if key is None:
+        return
+    with _SOURCES_LOCK:
+        _SOURCES[key] = param
+        _SOURCES.move_to_end(key)
+        _bound(_SOURCES, 8, _source_size)
+
+
+def settings(config):
+    """What :func:`build` takes from the server's settings (an InspectorConfig), for every net
+    a tab opens: Python layers, the model root, the memory budget, the limits of a net."""
+    return dict(allow_python=config.allow_python_layers, model_root=config.model_root,
+                max_bytes=config.max_net_bytes, limits=config.net_limits)
+
+
+def build(spec, allow_python=False, device="CPU", model_root=None, max_bytes=None, limits=None):
     """A Loaded net for ``spec`` (raises on any failure).  With ``model_root``,
     an untrusted spec (from the page) may read files only under it.  With ``max_bytes``,
     a net (with its solver's) that declares more memory at Init is refused
-    (engine.MemoryBudgetExceeded) before that memory is allocated."""
+    (engine.MemoryBudgetExceeded) before that memory is allocated.  ``limits``: the
+    engine.NetLimits it is read under (None: those in force)."""
     import engine
     from engine.instruments.debug import Recorder
+    with engine.using_mode(device), engine.memory_budget(max_bytes or None), engine.net_limits(limits):
+        net, solver, source, note, mean, found = build_net(spec, allow_python, model_root)
+        graph, analysis = _graph_and_analysis(spec, net, source)
+        recorder = Recorder(net, stats=True, sentinel=False)
+        inputs = tuple(l.index for l in graph.layers if l.type == "Input" or l.stand_in)
+    loaded = Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
+                    spec=spec, source_param=source, solver=solver, solver_note=note,
+                    analysis=analysis, mean=mean, max_bytes=max_bytes or None)
+    loaded.cache["sources_found"] = tuple(found)       # the load status says where they were found
+    return loaded
+
+
+def build_net(spec, allow_python=False, model_root=None):
+    """What the engine reads and builds for ``spec`` (:func:`build` without the page's graph and
+    records, under its device, budget and limits): ``(net, solver, NetParameter as read, a note
+    on the solver, mean array, relative sources found elsewhere)``.  The load check
+    (state/guard.py) runs this much."""
+    import engine
     if not spec.model:
         raise PathRefused("no model file")
     phase, level, stages = spec.state()
     # a data layer whose source is missing (or, opened from the page, outside the model root) is
     # stood in by an Input shaped from its params: the net opens structure-only (engine.core.standins)
     can_read = root_reader(model_root) if model_root is not None and not spec.trusted else None
-    with engine.using_mode(device), engine.memory_budget(max_bytes or None):
-        source = read_source(spec.model)
-        # a relative data source opens from the working directory, as in Caffe, else beside the
-        # prototxt or under the model root, where a model's data usually is
-        found = relative_sources_found(source, spec.model, model_root, private_model_dir=spec.uploaded,
-                                       confined=model_root is not None and not spec.trusted)
-        if model_root is not None and not spec.trusted:
-            check_file_access(source, model_root, state=(phase, level, stages),
-                              skip=lambda lp: engine.missing_data_source(lp, can_read) is not None)
-        solver = None
-        note = ""
-        if spec.solver:
-            if phase != 0:
-                note = "the solver steps the TRAIN net: switch the phase to TRAIN to use it"
-            else:
-                solver = adapters.build_solver(spec.solver, spec.model, spec.state(),
-                                               allow_python=allow_python, weights=spec.weights)
-        if solver is not None:
-            net = solver.net
+    source = read_source(spec.model)
+    # a relative data source opens from the working directory, as in Caffe, else beside the
+    # prototxt or under the model root, where a model's data usually is
+    found = relative_sources_found(source, spec.model, model_root, private_model_dir=spec.uploaded,
+                                   confined=model_root is not None and not spec.trusted)
+    if model_root is not None and not spec.trusted:
+        check_file_access(source, model_root, state=(phase, level, stages),
+                          skip=lambda lp: engine.missing_data_source(lp, can_read) is not None)
+    solver = None
+    note = ""
+    if spec.solver:
+        if phase != 0:
+            note = "the solver steps the TRAIN net: switch the phase to TRAIN to use it"
         else:
-            net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None,
-                             allow_python=allow_python, param=source,     # the file is read once
-                             structure_only=True, data_shapes=dict(spec.data_shapes), can_read=can_read)
-            net.model_file = spec.model
-            if spec.weights:
-                net.copy_from(spec.weights)
-        graph, analysis = _graph_and_analysis(spec, net, source)
-        recorder = Recorder(net, stats=True, sentinel=False)
-        inputs = tuple(l.index for l in graph.layers if l.type == "Input" or l.stand_in)
-        mean = _read_mean(spec.mean) if spec.mean else None
-    loaded = Loaded(net=net, graph=graph, recorder=recorder, runlog=RunLog(input_layers=inputs),
-                    spec=spec, source_param=source, solver=solver, solver_note=note,
-                    analysis=analysis, mean=mean, max_bytes=max_bytes or None)
-    loaded.cache["sources_found"] = tuple(found)       # the load status says where they were found
-    return loaded
+            solver = adapters.build_solver(spec.solver, spec.model, spec.state(),
+                                           allow_python=allow_python, weights=spec.weights)
+    if solver is not None:
+        net = solver.net
+    else:
+        net = engine.Net(spec.model, phase, level=level, stages=list(stages) or None,
+                         allow_python=allow_python, param=source,     # the file is read once
+                         structure_only=True, data_shapes=dict(spec.data_shapes), can_read=can_read)
+        net.model_file = spec.model
+        if spec.weights:
+            net.copy_from(spec.weights)
+    mean = _read_mean(spec.mean) if spec.mean else None
+    return net, solver, source, note, mean, found

@@ -29,8 +29,19 @@ class RunRefused(ValueError):
 
 def _loaded(session):
     if session.loaded is None:
-        raise RunRefused("no net is loaded (if this page sat idle, its session expired: reload the page)")
+        raise RunRefused(session.no_net)
     return session.loaded
+
+
+def _no_layers(ld, forward=True):
+    """A net with no layers (``name: "x"`` alone: Caffe's Init takes it) runs as Caffe's does: its
+    Forward is ForwardFromTo(0, -1), which fails ``Check failed: end < layers_.size() (-1 vs. 0)``
+    (its Backward, BackwardFromTo(-1, 0), the start's twin); the engine raises that NetError."""
+    if not ld.graph.layers:
+        if forward:
+            ld.net.ForwardFromTo(0, -1)
+        else:
+            ld.net.BackwardFromTo(-1, 0)
 
 
 def _mode(session):
@@ -180,6 +191,7 @@ def forward_range(session, start, end, resume_end=None, label=None):
     """ForwardFromTo(start, end) on exactly that range.  ``resume_end``: where Continue
     runs to after this (default ``end``: a breakpoint stop resumes the same range)."""
     ld = _loaded(session)
+    _no_layers(ld)
     s, e = _layer_index(ld.graph, start), _layer_index(ld.graph, end)
     if s > e:
         raise RunRefused("ForwardFromTo needs start <= end (got %d > %d)" % (s, e))
@@ -273,6 +285,7 @@ def backward_range(session, start, end, resume_end=None, label=None):
     """BackwardFromTo(start, end): from the later layer down to the earlier.
     ``resume_end``: where Continue runs down to after a stop (default ``end``)."""
     ld = _loaded(session)
+    _no_layers(ld, forward=False)
     s, e = _layer_index(ld.graph, start), _layer_index(ld.graph, end)
     if s < e:
         s, e = e, s
@@ -314,6 +327,7 @@ def step_forward(session):
     splits right after it (they copy its output, and the graph draws them folded into
     it), or, when the cursor is on a split, that split and the layer after it."""
     ld = _loaded(session)
+    _no_layers(ld)
     layers = ld.graph.layers
     i = session.cursor_forward if 0 <= session.cursor_forward < len(layers) else 0
     e = i
@@ -351,6 +365,7 @@ def step_over(session, expanded=None, selection=None):
 
 def step_backward(session):
     ld = _loaded(session)
+    _no_layers(ld, forward=False)
     n = len(ld.graph.layers)
     i = session.cursor_backward if 0 <= session.cursor_backward < n else n - 1
     p = session.paused

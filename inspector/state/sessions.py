@@ -12,7 +12,6 @@ own lock; callbacks work on a session inside ``with store.use(sid) as s:``.
 """
 import re
 import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -20,6 +19,8 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
+
+from .cleanup import owned_tempdir
 
 _SID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -61,6 +62,7 @@ class LoadError:
     column: Optional[int] = None
     layer: Optional[str] = None
     blob: Optional[str] = None
+    field: Optional[str] = None         # the layer's field at fault (convolution_param.kernel_size), when known
     hint: str = ""                      # what to do about it (e.g. where relative paths were looked for)
     fallback: bool = False              # the page opened the default net instead (a fresh tab)
     stand_ins: tuple = ()               # a structure-only net that did not build: its stood-in data (StandInInfo)
@@ -133,12 +135,17 @@ class Session:
     reveal: Any = None                  # {"kind", "name", "n"}: a layer the graph should select and show
     reveals: int = 0                    # how many reveals were asked (their "n")
     first_view: Optional[Dict[str, Any]] = None   # what the tab's page was sent with (inspector/app.py)
+    # how the session began: "new" (a page this server sent), or for a tab whose session is gone
+    # "idle" / "crowded" (this server let it go: --idle-minutes / --max-sessions), or "unknown"
+    # (an id this server never gave out: it was restarted since the page was opened)
+    origin: str = "new"
+    no_net: str = "no net is loaded"    # what a run says while no net is loaded (no_net_message)
     _dir: Optional[str] = field(default=None, repr=False)
 
     @property
     def upload_dir(self):
-        if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="inspector-%s-" % self.id[:8])
+        if self._dir is None:      # inspector-<pid>-<session>-*, marked as this server's (state/cleanup.py)
+            self._dir = owned_tempdir("inspector-", self.id[:8] + "-")
         return self._dir
 
     def close(self):
@@ -150,6 +157,34 @@ class Session:
             self._dir = None
 
 
+REMEMBERED = 100_000      # session ids a store remembers having given out, and having let go (32 bytes each)
+
+
+def _remember(table, key, value):
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > REMEMBERED:
+        table.popitem(last=False)
+
+
+def no_net_message(session, store=None):
+    """Why a tab has no net to run, and what to do: its session was let go by this server (idle,
+    or for newer tabs), or it is from before the server was restarted."""
+    origin = getattr(session, "origin", "new")
+    if origin == "idle":
+        minutes = " (--idle-minutes %g)" % (store.idle_seconds / 60) if store is not None else ""
+        return "no net is loaded: this tab sat idle past the server's limit%s and its session ended; reload " \
+               "the page to open its net again" % minutes
+    if origin == "crowded":
+        limit = " (--max-sessions %d)" % store.max_sessions if store is not None else ""
+        return "no net is loaded: the server let this tab's session go for newer tabs%s; reload the page to " \
+               "open its net again" % limit
+    if origin == "unknown":
+        return "no net is loaded: the server was restarted since this page was opened, and the tab's net went " \
+               "with it; reload the page to open its net again"
+    return "no net is loaded"
+
+
 class SessionStore:
     """Sessions by id, bounded and evicted when idle."""
 
@@ -159,6 +194,8 @@ class SessionStore:
         self.clock = clock
         self._sessions = OrderedDict()
         self._lock = threading.Lock()
+        self._issued = OrderedDict()     # ids handed to pages (new_id), the latest REMEMBERED
+        self._gone = OrderedDict()       # id -> why its session ended ("idle", "crowded"), the latest REMEMBERED
         self.evicted = 0
         self.on_close = []          # functions of a session id, called as its session ends (its spare net goes)
 
@@ -171,12 +208,21 @@ class SessionStore:
     def ids(self):
         return list(self._sessions)
 
+    def new_id(self):
+        """A session id for a page this server sends (remembered, so that its first callback is
+        known for a new tab, not one from before a restart)."""
+        sid = new_session_id()
+        with self._lock:
+            _remember(self._issued, sid, True)
+        return sid
+
     def _evict_locked(self, keep=None):
         now = self.clock()
         gone = []
         for sid, s in list(self._sessions.items()):
             if sid != keep and now - s.last_used > self.idle_seconds:
                 gone.append(self._sessions.pop(sid))
+                _remember(self._gone, sid, "idle")
         while len(self._sessions) > self.max_sessions:
             sid = next(iter(self._sessions))
             if sid == keep:
@@ -185,6 +231,7 @@ class SessionStore:
                 if sid == keep:
                     break
             gone.append(self._sessions.pop(sid))
+            _remember(self._gone, sid, "crowded")
         return gone
 
     def evict_idle(self):
@@ -210,9 +257,15 @@ class SessionStore:
             s = self._sessions.get(sid) if sid else None
             created = False
             if s is None:
+                origin = "new"
                 if not valid_session_id(sid):
                     sid = new_session_id()
-                s = Session(id=sid, created=now, last_used=now)
+                elif sid in self._gone:
+                    origin = self._gone[sid]
+                elif sid not in self._issued:
+                    origin = "unknown"
+                s = Session(id=sid, created=now, last_used=now, origin=origin)
+                s.no_net = no_net_message(s, self)
                 self._sessions[sid] = s
                 created = True
             s.last_used = now
@@ -263,6 +316,20 @@ class SessionStore:
         end = time.monotonic() + limit
         while s is not None and s.waiting > 0 and time.monotonic() < end:
             time.sleep(poll)
+
+    def close_all(self):
+        """End every session (the server is going away): their upload folders are removed."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+        for s in sessions:
+            if s.lock.acquire(timeout=5):      # a callback still running past that: its folder goes anyway
+                try:
+                    s.close()
+                finally:
+                    s.lock.release()
+            else:
+                s.close()
 
     def drop(self, sid):
         with self._lock:

@@ -80,6 +80,15 @@ class Spares:
         self._ready = {}             # key -> (Loaded, stamp): the shared spares
         self._busy = set()
         self._tabs: "OrderedDict[Any, _TabSpare]" = OrderedDict()    # owner -> its spare, primed longest ago first
+        self.closed = False          # clear(): the server is going away, no more spares
+
+    def clear(self):
+        """Drop every spare net and build no more (the server is going away)."""
+        with self._changed:
+            self.closed = True
+            self._ready.clear()
+            self._tabs.clear()
+            self._changed.notify_all()
 
     @staticmethod
     def _key(spec):
@@ -118,7 +127,7 @@ class Spares:
         """Start building a spare for ``spec`` unless one is ready or on its way."""
         key = self._key(spec)
         with self._lock:
-            if key in self._ready or key in self._busy:
+            if self.closed or key in self._ready or key in self._busy:
                 return
             self._busy.add(key)
         threading.Thread(target=self._work, args=(spec, key), daemon=True, name="inspector-spare").start()
@@ -168,6 +177,8 @@ class Spares:
             self._tabs.pop(owner, None)              # a build under way is dropped when it ends
             self._changed.notify_all()
             need = int(need or 0)
+            if self.closed:
+                return False
             if not self._make_room_locked(owner, need):
                 log.info("no spare net of %s in its other phase: it needs %d bytes, the spare budget is %s",
                          getattr(spec, "model", spec), need, self.budget)

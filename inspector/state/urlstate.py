@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 from urllib.parse import quote, unquote
 
-from .netstate import PHASES, default_phase, initial_spec
+from .netstate import PHASES, initial_spec
 
 SOURCES = ("example", "model", "cli", "upload")    # where the net comes from (one of them per address)
 SELECT_KINDS = ("layer", "blob", "ghost", "block")
@@ -234,5 +234,6 @@ def spec_for(app, session, state):
         else:
             spec = ModelSpec(model=real, label=os.path.relpath(real, os.path.realpath(cfg.model_root)))
             phase = None
-    phase = state.phase or phase or default_phase(spec.model)
+    # no phase named: the net's own (None), decided once the load check read the file (state/guard.py)
+    phase = state.phase or phase
     return replace(spec, phase=phase, level=int(state.level or 0), stages=tuple(state.stages))

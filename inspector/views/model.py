@@ -325,14 +325,13 @@ def _written(lp):
 
 
 def _rule_stages(param):
-    stages = []
+    stages = {}                 # (a dict keeps the order and finds a stage at once: linear in the rules)
     if param is None:
         return ()
     for lp in param.layer:
         for rule in list(lp.include) + list(lp.exclude):
             for s in list(rule.stage) + list(rule.not_stage):
-                if s not in stages:
-                    stages.append(s)
+                stages.setdefault(s, None)
     return tuple(stages)
 
 

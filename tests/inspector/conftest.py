@@ -258,3 +258,4 @@ def serve(expect, request):
     for server, pool in made:
         pool.shutdown(wait=True)
         server.stop()
+        server.app.shutdown()        # its sessions' folders, its load checks (inspector/app.py)

@@ -127,7 +127,8 @@ def test_idle_sessions_are_evicted_and_the_page_says_so(tmp_path, monkeypatch):
         # an old tab's next step: a message in the page, not an error
         tabs[0].click("btn-step-forward")
         msg = tabs[0].props["run-message.children"]
-        assert msg.startswith("⚠") and "session expired" in msg and "reload the page" in msg
+        assert msg.startswith("⚠") and "this tab sat idle past the server's limit (--idle-minutes 1) and its " \
+                                         "session ended; reload the page" in msg
         assert stats.http_errors == [] and stats.banners == [] and stats.violations == []
     finally:
         pool.shutdown()

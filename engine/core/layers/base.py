@@ -87,6 +87,14 @@ def per_input_flops(layer, bottoms, tops):
     return 0, bottom_count(bottoms), True, "in"
 
 
+def c_int(value):
+    """``value`` as Caffe holds a uint32 field in an ``int`` (``kernel_shape_data[i] =
+    conv_param.kernel_size(0)``, ``size_ = lrn_param().local_size()``, ...): wrapped to 32-bit
+    two's complement, so 4294967295 is -1 and Caffe's checks see what they see."""
+    value = int(value) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
 def check_eq(layer, a, b, expr, message=""):
     """CHECK_EQ(a, b) inside a layer: raises the layer's error with glog's text."""
     if a != b:

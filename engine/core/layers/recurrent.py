@@ -15,7 +15,7 @@ the last timestep into the first (h_T -> h_0, c_T -> c_0) unless
 import numpy as np
 
 from engine.core.errors import LayerError
-from engine.core.layers.base import Layer, top_count
+from engine.core.layers.base import Layer, c_int, top_count
 from engine.core.layers.registry import register_layer
 from engine.core.log import check_failed as _check_failed
 from engine.core.log import layer_log
@@ -34,11 +34,6 @@ def _layer(net_param, type_=None, name=None, template=None):
 
 
 
-def _c_int(value):
-    """``value`` as Caffe's ``const int num_output = ...num_output()`` holds it: the uint32
-    field (or an int product) wrapped to 32-bit two's complement."""
-    value = int(value) & 0xFFFFFFFF
-    return value - (1 << 32) if value >= 1 << 31 else value
 
 class RecurrentLayer(Layer):
     """RecurrentLayer: the unrolled-net machinery shared by RNN and LSTM."""
@@ -279,12 +274,12 @@ class RecurrentLayer(Layer):
         ``ip_outputs`` outputs, no bias), ``biased`` (the same with the bias), an Eltwise SUM,
         a Scale over axis 0 and a Slice over axis 0."""
         rp = self.layer_param.recurrent_param
-        num_output = _c_int(rp.num_output)
+        num_output = c_int(rp.num_output)
         if not num_output > 0:
             raise self.error(_check_failed("num_output > 0", num_output, 0, "num_output must be positive"))
         hidden = caffe_pb2.LayerParameter()
         hidden.type = "InnerProduct"
-        hidden.inner_product_param.num_output = _c_int(ip_outputs) & 0xFFFFFFFF   # set_num_output(int)
+        hidden.inner_product_param.num_output = c_int(ip_outputs) & 0xFFFFFFFF   # set_num_output(int)
         hidden.inner_product_param.bias_term = False
         hidden.inner_product_param.axis = 2
         hidden.inner_product_param.weight_filler.CopyFrom(rp.weight_filler)
@@ -422,13 +417,13 @@ class RNNLayer(RecurrentLayer):
         return ["h_%d" % self.T]
 
     def recurrent_input_shapes(self):
-        return [(1, self.N, _c_int(self.layer_param.recurrent_param.num_output))]
+        return [(1, self.N, c_int(self.layer_param.recurrent_param.num_output))]
 
     def output_blob_names(self):
         return ["o"]
 
     def fill_unrolled_net(self, net_param):
-        num_output = _c_int(self.layer_param.recurrent_param.num_output)
+        num_output = c_int(self.layer_param.recurrent_param.num_output)
         hidden, biased, sum_p, scale_p, slice_p = self._templates(num_output)
         tanh_p = caffe_pb2.LayerParameter()
         tanh_p.type = "TanH"
@@ -483,14 +478,14 @@ class LSTMLayer(RecurrentLayer):
         return ["h_%d" % self.T, "c_T"]
 
     def recurrent_input_shapes(self):
-        d = _c_int(self.layer_param.recurrent_param.num_output)
+        d = c_int(self.layer_param.recurrent_param.num_output)
         return [(1, self.N, d), (1, self.N, d)]
 
     def output_blob_names(self):
         return ["h"]
 
     def fill_unrolled_net(self, net_param):
-        num_output = _c_int(self.layer_param.recurrent_param.num_output)
+        num_output = c_int(self.layer_param.recurrent_param.num_output)
         hidden, biased, sum_p, scale_p, slice_p = self._templates(num_output * 4)
         split_p = caffe_pb2.LayerParameter()
         split_p.type = "Split"

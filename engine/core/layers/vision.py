@@ -22,7 +22,7 @@ from engine.core.kernels import im2col as _im2col
 from engine.core.kernels import lrn as _lrn
 from engine.core.kernels import pooling as _pool
 from engine.core.kernels.blas import gemm_acc, matmul
-from engine.core.layers.base import Layer, bottom_count, no_flops, top_count, workspace
+from engine.core.layers.base import Layer, bottom_count, c_int, no_flops, top_count, workspace
 from engine.core.layers.registry import register_layer
 from engine.core.log import check_failed as _check_failed
 from engine.core.log import shape_string
@@ -88,12 +88,16 @@ def _conv_geometry(layer, bottom, min_spatial=0, tail=")."):
                                   "dimension (%s specified %d times; %d spatial dims%s"
                                   % (cond, label, label, nd, ns, tail))
             out = [default if nd == 0 else values[0 if nd == 1 else i] for i in range(ns)]
-        if nonzero_msg:
+        out = [c_int(v) for v in out]           # Caffe keeps them in Blob<int>: 4294967295 is -1
+        # Caffe checks the kernel either way, a repeated stride only: stride_h/w are not checked (a
+        # negative one makes a negative output dim, refused by Blob::Reshape; 0 divides by zero in
+        # Caffe, refused here with the stride's message)
+        if nonzero_msg and not (has_hw and name == "stride" and all(v != 0 for v in out)):
             for i in range(ns):
                 if out[i] <= 0:
                     raise layer.error(_check_failed("%s_data[i] > 0" % ("kernel_shape" if name == "kernel"
                                                                        else name), out[i], 0, nonzero_msg))
-        return [int(v) for v in out]
+        return out
 
     kernel = per_dim("kernel", list(cp.kernel_size), cp.HasField("kernel_h") or cp.HasField("kernel_w"),
                      cp.kernel_h, cp.kernel_w, None, "Filter dimensions must be nonzero.")
@@ -927,10 +931,10 @@ class LRNLayer(Layer):
 
     def layer_setup(self, bottom, top):
         lp = self.layer_param.lrn_param
-        self.size = int(lp.local_size)
-        if self.size % 2 != 1:
-            raise self.error(_check_failed("size_ % 2 == 1", self.size % 2, 1,
-                                           "LRN only supports odd values for local_size"))
+        self.size = c_int(lp.local_size)        # Caffe's int size_: 4294967295 is -1
+        odd = int(math.fmod(self.size, 2))      # C's %: -1 % 2 is -1
+        if odd != 1:
+            raise self.error(_check_failed("size_ % 2 == 1", odd, 1, "LRN only supports odd values for local_size"))
         self.pre_pad = (self.size - 1) // 2
         self.alpha, self.beta, self.k = lp.alpha, lp.beta, lp.k
         self.norm_region = lp.norm_region
