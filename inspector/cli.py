@@ -65,9 +65,17 @@ def parse_args(argv=None):
                         "with this much CPU time and the memory of --max-net-mb, and refused past them; the "
                         "server and the other tabs go on (default 30; 0: no such check)")
     p.add_argument("--load-workers", type=int, default=2, help="such checks at once (default 2)")
+    p.add_argument("--run-seconds", type=float, default=120,
+                   help="a run asked from the page (Forward, Backward, Step, Continue, a solver step) stops "
+                        "after the first layer that ends past this many seconds, as at a breakpoint: the "
+                        "request is answered and Continue goes on (default 120; 0: no limit)")
+    p.add_argument("--max-layer-gflop", type=float, default=2000,
+                   help="a run from the page is refused before it starts when one of its layers needs more "
+                        "than this many GFLOP for one forward pass of its batch (a layer cannot be stopped "
+                        "halfway; default 2000; 0: no limit)")
     args = p.parse_args(argv)
     for name in ("spare_mb", "max_net_mb", "max_layers", "max_tops", "max_text_mb", "max_layer_fields",
-                 "load_seconds"):
+                 "load_seconds", "run_seconds", "max_layer_gflop"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             p.error("--%s must be 0 (%s) or more" % (name.replace("_", "-"), "no spares" if name == "spare_mb"
                                                       else "no check" if name == "load_seconds" else "no limit"))
@@ -93,6 +101,7 @@ def config_from_args(args):
     return InspectorConfig(
         net_limits=limits, load_seconds=getattr(args, "load_seconds", 30.0),
         load_workers=getattr(args, "load_workers", 2),
+        run_seconds=getattr(args, "run_seconds", 120.0), max_layer_gflop=getattr(args, "max_layer_gflop", 2000.0),
         model=args.model, weights=args.weights, solver=args.solver,
         phase=args.phase or (default_phase(args.model) if args.model else None),
         stages=tuple(args.stage), level=args.level, gpu=args.gpu, host=args.host, port=args.port,

@@ -80,6 +80,11 @@ class InspectorConfig:
     # seconds (0: no check), and how many such checks run at once
     load_seconds: float = 30.0
     load_workers: int = 2
+    # a run asked from the page stops after the first layer that ends past this many seconds
+    # (a breakpoint-like stop: Continue goes on; 0: no limit), and is refused before it starts
+    # when one layer needs more than this many GFLOP forward (a layer cannot stop halfway; 0: none)
+    run_seconds: float = 120.0
+    max_layer_gflop: float = 2000.0
 
     def examples(self):
         """[(label, absolute path, phase)] of the bundled examples that exist."""

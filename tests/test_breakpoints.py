@@ -289,3 +289,24 @@ def test_solver_watch_stops_a_solve_on_loss_jump_update_ratio_and_layers(tmp_pat
     with bp.SolverWatch(s, bp.Breakpoints(["loss.nonfinite"]), action=lambda: asked.append(1) or 0):
         s.solve()
     assert s.iter == 3 and len(asked) == 3 and s.net.debug_observers == []
+
+
+def test_a_time_limit_stops_a_range_between_layers_not_after_its_last(lenet):
+    rec = Recorder(lenet)
+    bps = bp.Breakpoints()                            # no breakpoint at all: the limit alone stops it
+    n = len(lenet.layers)
+    limit = bp.TimeLimit(0.0, "--run-seconds 0")      # already past when the first layer ends
+    res = bp.run_forward(lenet, 0, n - 1, bps, recorder=rec, time_limit=limit)
+    assert res.hit.time_limit and res.hit.breakpoint_id == bp.TIME_LIMIT_ID and res.last == 0
+    assert res.hit.message == "time limit reached: 0 s (--run-seconds 0)" and res.hit.layer == "digits"
+    assert res.hit.describe().startswith("time limit reached: 0 s (--run-seconds 0) (forward, ran ")
+    assert [l.layer for l in rec.steps[-1].layers] == ["digits"] and bps.hits == [res.hit]
+    assert lenet.debug_observers == [rec]
+    # from there on, a layer a request: the range's last layer is not a stop (nothing is left)
+    res = bp.run_forward(lenet, n - 1, n - 1, bps, recorder=rec, time_limit=limit)
+    assert res.hit is None and res.last == n - 1
+    res = bp.run_backward(lenet, n - 1, 0, bps, recorder=rec, time_limit=limit)
+    assert res.hit.time_limit and res.hit.direction == "backward" and res.last == n - 1
+    # a limit not reached changes nothing: Caffe's loss
+    res = bp.run_forward(lenet, 0, n - 1, bps, recorder=rec, time_limit=bp.TimeLimit(3600.0))
+    assert res.hit is None and res.loss == pytest.approx(float(lenet.blobs["loss"].data), rel=1e-6)

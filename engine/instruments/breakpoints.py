@@ -38,11 +38,17 @@ BackwardFromTo and stop after the layer that fired (the rest of the range does
 not run; the Recorder, when attached, has recorded the layers that ran).
 :meth:`Breakpoints.watching` does the same around any code (a solver step).
 Every hit is counted on its breakpoint and kept in :attr:`Breakpoints.hits`.
+
+A :class:`TimeLimit` given to them (``time_limit=``) stops the run the same way after the
+first layer that ends past it: a hit with ``breakpoint_id`` :data:`TIME_LIMIT_ID` (no
+breakpoint of the list; nothing counted), so a caller that must answer within a bound (the
+inspector's page) stops between layers and can go on later from where it stopped.
 """
 import difflib
 import math
 import re
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from typing import List, Optional
 
 import numpy as np
@@ -58,6 +64,7 @@ PARAM_STATS = ("update_ratio",)
 OPS = (">=", "<=", ">", "<")
 SOLVER_KINDS = ("loss_jump", "loss_nonfinite", "loss")
 MAX_HITS = 1000
+TIME_LIMIT_ID = 0         # a Hit's breakpoint_id when a TimeLimit stopped the run (breakpoints count from 1)
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf"
 _STAT_RE = re.compile(r"^(?P<target>.+?)(?:\.(?P<which>data|diff))?\.(?P<stat>%s)\s*(?P<op>>=|<=|>|<)\s*"
@@ -249,7 +256,14 @@ class Hit:
 
     @property
     def message(self):
+        if self.breakpoint_id == TIME_LIMIT_ID:
+            return "time limit reached: %s" % self.condition
         return "break: %s: %s" % (self.layer or "?", self.condition)
+
+    @property
+    def time_limit(self):
+        """Whether a :class:`TimeLimit` stopped the run (not a breakpoint)."""
+        return self.breakpoint_id == TIME_LIMIT_ID
 
     def describe(self):
         """The message with what was measured."""
@@ -268,6 +282,28 @@ class Hit:
         d = asdict(self)
         d["message"] = self.message
         return d
+
+
+@dataclass
+class TimeLimit:
+    """A run may go on until ``seconds`` have passed since ``started`` (time.monotonic()); the
+    layer that ends past it is the last that runs.  ``flag``: what sets it, named in the hit
+    ("--run-seconds 120")."""
+    seconds: float
+    flag: str = ""
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed(self):
+        return time.monotonic() - self.started
+
+    def passed(self):
+        return self.elapsed() > self.seconds
+
+    def hit(self, name, i, direction):
+        what = "%g s" % self.seconds
+        if self.flag:
+            what += " (%s)" % self.flag
+        return Hit(TIME_LIMIT_ID, what, name, i, direction, detail="ran %.1f s" % self.elapsed())
 
 
 @dataclass
@@ -360,9 +396,20 @@ class Breakpoints:
             self._refs[key] = resolve(net, target, params_first)
         return self._refs[key]
 
-    def check_layer(self, net, i, direction, recorder=None):
+    def check_layer(self, net, i, direction, recorder=None, time_limit=None):
         """After layer ``i`` ran in ``direction`` ("forward" or "backward"): the
-        first enabled breakpoint whose condition holds, as a Hit (counted), or None."""
+        first enabled breakpoint whose condition holds, as a Hit (counted), or None;
+        then ``time_limit`` (a :class:`TimeLimit`): its hit once it has passed."""
+        hit = self._check_conditions(net, i, direction, recorder)
+        if hit is None and time_limit is not None and time_limit.passed():
+            hit = time_limit.hit(net.layer_names[i], i, direction)
+            hit.iteration = getattr(recorder, "iteration", None)
+            self.hits.append(hit)
+            if len(self.hits) > MAX_HITS:
+                del self.hits[: len(self.hits) - MAX_HITS]
+        return hit
+
+    def _check_conditions(self, net, i, direction, recorder):
         bps = self._enabled(False)
         if not bps:
             return None
@@ -505,21 +552,27 @@ class Breakpoints:
         return None
 
     # ------------------------------------------------------------ watching a net
-    def watching(self, net, recorder=None):
+    def watching(self, net, recorder=None, time_limit=None):
         """``with bps.watching(net, rec):`` layers run inside raise
-        :class:`BreakpointHit` after the layer a condition fired on."""
-        return _Watch(self, net, recorder)
+        :class:`BreakpointHit` after the layer a condition fired on (or the first that
+        ends past ``time_limit``)."""
+        return _Watch(self, net, recorder, time_limit)
 
 
 class _Watch(NetObserver):
     """A net debug observer (after the Recorder in ``net.debug_observers``)."""
 
-    def __init__(self, bps, net, recorder):
+    def __init__(self, bps, net, recorder, time_limit=None):
         super().__init__(net)
-        self.bps, self.recorder = bps, recorder
+        self.bps, self.recorder, self.time_limit = bps, recorder, time_limit
+        self._last = None
+
+    def begin(self, kind, start, end):
+        self._last = end          # the time limit does not stop a range after its last layer: it is done
 
     def after_layer(self, kind, i):
-        hit = self.bps.check_layer(self.net, i, kind, self.recorder)
+        limit = self.time_limit if i != self._last else None
+        hit = self.bps.check_layer(self.net, i, kind, self.recorder, limit)
         if hit is not None:
             raise BreakpointHit(hit)
 
@@ -593,9 +646,10 @@ class SolverWatch:
         return float(losses[(iteration - self._start) % size])
 
 
-def run_forward(net, start, end, bps, recorder=None):
-    """Net::ForwardFromTo(start, end), stopping after the layer a breakpoint fired on."""
-    with bps.watching(net, recorder):
+def run_forward(net, start, end, bps, recorder=None, time_limit=None):
+    """Net::ForwardFromTo(start, end), stopping after the layer a breakpoint fired on (or
+    the first layer that ends past ``time_limit``)."""
+    with bps.watching(net, recorder, time_limit):
         try:
             loss = net.ForwardFromTo(start, end)
             return RunResult(float(loss), None, end)
@@ -603,9 +657,10 @@ def run_forward(net, start, end, bps, recorder=None):
             return RunResult(partial_loss(net, start, e.hit.layer_index), e.hit, e.hit.layer_index)
 
 
-def run_backward(net, start, end, bps, recorder=None):
-    """Net::BackwardFromTo(start, end) (start >= end), stopping after the layer a breakpoint fired on."""
-    with bps.watching(net, recorder):
+def run_backward(net, start, end, bps, recorder=None, time_limit=None):
+    """Net::BackwardFromTo(start, end) (start >= end), stopping after the layer a breakpoint
+    fired on (or the first layer that ends past ``time_limit``)."""
+    with bps.watching(net, recorder, time_limit):
         try:
             net.BackwardFromTo(start, end)
             return RunResult(None, None, end)

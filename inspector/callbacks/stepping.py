@@ -24,7 +24,7 @@ def act(app, sid, action, start=None, end=None, selection=None, settings=None, d
     """Run one stepping action; returns (run version, message).  Continue on a stopped
     solver run answers (run version, RESUME_JOB): the page's job runner goes on with it
     (progress, Cancel), see :func:`inspector.callbacks.training.run_job`."""
-    with app.store.use(sid) as s:
+    with app.store.use(sid) as s, runner.bounded(s, app.config):
         try:
             if action == ids.CONTINUE and s.paused is not None and s.paused["kind"] == "solver":
                 s.solver_resume += 1

@@ -7,8 +7,11 @@
 - :func:`breakpoints` gives a session's :class:`Breakpoints` (kept across
   loads: conditions name layers and blobs, not objects).
 - :func:`run_forward` / :func:`run_backward` run a range, stopping on a hit
-  when any breakpoint is enabled, else as Net::ForwardFromTo / BackwardFromTo;
-  :func:`solver_iteration` runs one solver iteration under the breakpoints.
+  when any breakpoint is enabled or the request's time limit has passed
+  (``session.run_limit``, a TimeLimit: the page's ``--run-seconds``), else as
+  Net::ForwardFromTo / BackwardFromTo; :func:`watching` does the same around a
+  solver iteration.  :func:`check_cost` refuses, before it starts, a run with a
+  layer over the server's ``--max-layer-gflop`` (one layer cannot be stopped halfway).
 - :func:`latest_records` gives the records the graph shows: the live ones, or
   those as they were after the timeline step being viewed (:func:`shown_steps`:
   the steps its marks come from).
@@ -17,6 +20,10 @@
 """
 from engine.instruments import breakpoints as bp
 from engine.instruments.history import DEFAULT_BUDGET, Timeline
+
+
+class RunRefused(ValueError):
+    """The action cannot run (no net, bad range, no solver, a layer over the server's limit)."""
 
 ACTIONS = ("forward", "backward", "forward_backward", "solver_iteration")
 
@@ -48,31 +55,62 @@ def active(bps):
     return bps is not None and bps.active
 
 
+def _limit(session):
+    return getattr(session, "run_limit", None)
+
+
+def check_cost(session, loaded, lo, hi, what="forward"):
+    """Refuse a run of layers ``lo``..``hi`` (either order) when one of them needs more
+    FLOPs for its forward pass than ``session.max_layer_flops`` (the server's
+    ``--max-layer-gflop``; None: no limit): the time limit stops a run only between
+    layers, so no single layer may take longer than the server can wait."""
+    cap = getattr(session, "max_layer_flops", None)
+    if not cap or loaded is None:
+        return
+    g = loaded.graph
+    a, b = sorted((int(lo), int(hi)))
+    for i in range(max(a, 0), min(b, len(g.layers) - 1) + 1):
+        layer = g.layers[i]
+        flops = (loaded.analysis.get(layer.name) or {}).get("flops")
+        if flops and flops > cap:
+            raise RunRefused(
+                "%s (%s) needs %.4g GFLOP for one forward pass of its batch%s, over this server's "
+                "limit of %.4g GFLOP per layer (--max-layer-gflop): the %s does not run here. Run "
+                "it with python -m engine (debug, time), or start the server with a higher "
+                "--max-layer-gflop (0: no limit)" % (
+                    layer.name, layer.type, flops / 1e9, "" if what == "forward" else " (about twice that backward)",
+                    cap / 1e9, what))
+
+
 def run_forward(session, loaded, start, end):
-    """(loss, Hit or None).  With enabled breakpoints the range stops after the
-    layer that fired."""
-    bps = breakpoints(session, create=False)
-    if not active(bps):
+    """(loss, Hit or None).  With enabled breakpoints (or the request's time limit) the
+    range stops after the layer that fired (or the first that ended past the limit)."""
+    check_cost(session, loaded, start, end)
+    bps, limit = breakpoints(session, create=False), _limit(session)
+    if not active(bps) and limit is None:
         return float(loaded.net.ForwardFromTo(start, end)), None
-    res = bp.run_forward(loaded.net, start, end, bps, recorder=loaded.recorder)
+    res = bp.run_forward(loaded.net, start, end, breakpoints(session), recorder=loaded.recorder, time_limit=limit)
     return res.loss, res.hit
 
 
 def run_backward(session, loaded, start, end):
-    bps = breakpoints(session, create=False)
-    if not active(bps):
+    check_cost(session, loaded, start, end, "backward")
+    bps, limit = breakpoints(session, create=False), _limit(session)
+    if not active(bps) and limit is None:
         loaded.net.BackwardFromTo(start, end)
         return None
-    return bp.run_backward(loaded.net, start, end, bps, recorder=loaded.recorder).hit
+    return bp.run_backward(loaded.net, start, end, breakpoints(session), recorder=loaded.recorder,
+                           time_limit=limit).hit
 
 
 def watching(session, loaded):
-    """A context manager that stops layers on a breakpoint hit (raises
-    :class:`engine.instruments.breakpoints.BreakpointHit`); a no-op without enabled ones."""
-    bps = breakpoints(session, create=False)
-    if not active(bps):
+    """A context manager that stops layers on a breakpoint hit or past the request's time
+    limit (raises :class:`engine.instruments.breakpoints.BreakpointHit`); a no-op without
+    either."""
+    bps, limit = breakpoints(session, create=False), _limit(session)
+    if not active(bps) and limit is None:
         return _Nothing()
-    return bps.watching(loaded.net, loaded.recorder)
+    return breakpoints(session).watching(loaded.net, loaded.recorder, limit)
 
 
 class _Nothing:

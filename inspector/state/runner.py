@@ -13,18 +13,31 @@ stops when cancelled, when a breakpoint fires, or when the net was replaced.
 import logging
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-from engine.instruments.breakpoints import BreakpointHit
+from engine.instruments.breakpoints import BreakpointHit, TimeLimit
 from inspector import adapters
 from inspector.state import debugger, jobs, training
 from inspector.state import inputs as inp
 
+RunRefused = debugger.RunRefused      # the action cannot run (no net, bad range, no solver, a layer too costly)
 
-class RunRefused(ValueError):
-    """The action cannot run (no net, bad range, no solver)."""
+
+@contextmanager
+def bounded(session, config):
+    """A page's run inside: stopped between layers past ``--run-seconds`` (a TimeLimit, as a
+    breakpoint stops it) and refused up front for a layer over ``--max-layer-gflop``."""
+    seconds, gflop = getattr(config, "run_seconds", 0), getattr(config, "max_layer_gflop", 0)
+    session.run_limit = TimeLimit(float(seconds), "--run-seconds %g" % seconds) if seconds else None
+    session.max_layer_flops = float(gflop) * 1e9 if gflop else None
+    try:
+        yield session
+    finally:
+        session.run_limit = None
+        session.max_layer_flops = None
 
 
 def _loaded(session):
@@ -559,6 +572,7 @@ def solver_step_checked(session, resume=None, remaining=0):
             resume = None                      # stopped between iterations: a whole new one
     label = "solver iteration %d" % it if resume is None else \
         "continue: solver iteration %d from %s %s" % (it, resume["layer"], resume["phase"])
+    debugger.check_cost(session, ld, 0, len(ld.graph.layers) - 1, "solver iteration")
     with _Tracking(session, "solver_iteration", label) as tr, _mode(session):
         try:
             with debugger.watching(session, ld):

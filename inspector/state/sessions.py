@@ -140,6 +140,11 @@ class Session:
     # (an id this server never gave out: it was restarted since the page was opened)
     origin: str = "new"
     no_net: str = "no net is loaded"    # what a run says while no net is loaded (no_net_message)
+    # while a run the page asked is in progress (callbacks/stepping.py: act): its time limit
+    # (engine.instruments.breakpoints.TimeLimit, --run-seconds) and the FLOPs one layer may need
+    # (--max-layer-gflop); None outside such a request (a background job has Cancel instead)
+    run_limit: Any = None
+    max_layer_flops: Optional[float] = None
     _dir: Optional[str] = field(default=None, repr=False)
 
     @property

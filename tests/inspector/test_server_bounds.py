@@ -227,3 +227,64 @@ def test_the_servers_caches_of_parsed_nets_are_bounded_by_size(tmp_path, monkeyp
     big.write_text(relu_net(400, "big"))
     loading.read_source(str(big))
     assert [key[0] for key in loading._SOURCES] == [str(big)]      # the newest stays, even alone past it
+
+
+# ---------------------------------------------------------------- a run from the page bounded
+def conv_net(n, side=128, channels=32):
+    """An Input and ``n`` 3x3 convolutions: a forward of some seconds, a layer at a time."""
+    text = ('name: "convs"\nlayer { name: "data" type: "Input" top: "data" '
+            'input_param { shape { dim: 2 dim: %d dim: %d dim: %d } } }\n' % (channels, side, side))
+    bottom = "data"
+    for i in range(n):
+        text += ('layer { name: "conv%d" type: "Convolution" bottom: "%s" top: "conv%d" convolution_param '
+                 '{ num_output: %d kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.01 } } }\n'
+                 % (i, bottom, i, channels))
+        bottom = "conv%d" % i
+    return text
+
+
+def test_a_run_past_run_seconds_stops_between_layers_and_continue_goes_on(serve):
+    srv = serve(prebuild=False, run_seconds=1e-6)      # every layer ends past it: one layer per request
+    a, b = srv.tab(), srv.tab()
+    names = a.net.layers                               # digits, conv1, pool1, ..., loss
+    msg = a.click("btn-forward")["run-message.children"]
+    assert msg.startswith("ForwardFromTo(0, 8): %s → %s" % (names[0], names[8])) and \
+        "stopped after %s: time limit reached: 1e-06 s (--run-seconds 1e-06) (forward, ran " % names[0] in msg, msg
+    store = srv.app.inspector.store
+    assert store.get(a.sid).paused == {"kind": "forward", "next": 1, "end": 8, "layer": names[0]}
+    other_tab_goes_on(b)
+    stops = [msg]
+    for _ in range(12):                                # Continue: a layer further each time, then the end
+        msg = a.click("btn-continue")["run-message.children"]
+        stops.append(msg)
+        if "time limit" not in msg:
+            break
+    assert len(stops) == 9 and stops[-1].startswith("continue: ForwardFromTo(8, 8)"), stops
+    assert "stopped after %s: time limit reached" % names[2] in stops[2], stops
+    assert store.get(a.sid).paused is None
+    no_http_errors(srv)
+
+
+def test_a_slow_forward_answers_after_run_seconds_with_the_layers_it_ran(serve, tmp_path):
+    srv = serve(prebuild=False, run_seconds=0.3)
+    a = srv.tab()
+    out = upload(a, "convs.prototxt", conv_net(60))
+    assert "convs" in lt._text(out.get("load-status.children") or ""), load_error(out)
+    msg = a.click("btn-forward")["run-message.children"]
+    assert "time limit reached: 0.3 s (--run-seconds 0.3)" in msg, msg
+    stopped = srv.app.inspector.store.get(a.sid).paused
+    assert stopped["kind"] == "forward" and 1 <= stopped["next"] <= 60 and stopped["end"] == 60, stopped
+    no_http_errors(srv)
+
+
+def test_a_layer_over_max_layer_gflop_is_refused_before_the_run_starts(serve):
+    srv = serve(prebuild=False, max_layer_gflop=0.01)   # LeNet's conv1: 0.0376 GFLOP at batch 64
+    a = srv.tab()
+    assert step(a).startswith("step: ForwardFromTo(0, 0)")   # the data layer is cheap
+    a.cursor = 1
+    msg = a.click("btn-forward")["run-message.children"]
+    assert msg.startswith("⚠ conv1 (Convolution) needs 0.0376 GFLOP for one forward pass of its batch, over "
+                          "this server's limit of 0.01 GFLOP per layer (--max-layer-gflop)"), msg
+    msg = a.click("btn-forward-backward")["run-message.children"]
+    assert "conv1 (Convolution) needs" in msg and "--max-layer-gflop" in msg, msg
+    no_http_errors(srv)
