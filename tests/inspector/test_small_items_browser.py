@@ -29,7 +29,8 @@ def test_upload_box_names_its_file_an_unnamed_net_and_run_to_cursor(dash_duo, tm
     net = tmp_path / "tiny_unnamed_net.prototxt"
     net.write_text(UNNAMED)
     start_app(dash_duo)
-    assert _box(dash_duo, ids.UPLOAD_MODEL).strip().endswith("prototxt")         # nothing chosen yet
+    wait_for(lambda: _box(dash_duo, ids.UPLOAD_MODEL).strip().endswith("prototxt"),   # nothing chosen yet
+             what="the upload box's label")
     dash_duo.find_element("#%s input[type=file]" % ids.UPLOAD_MODEL).send_keys(str(net))
     # the box shows the file chosen, and keeps showing it once the net it holds is loaded
     wait_for(lambda: "tiny_unnamed_net.prototxt" in _box(dash_duo, ids.UPLOAD_MODEL), what="the file in its box")
