@@ -87,3 +87,19 @@ def test_leveldb_readers_share_one_handle(tmp_path):
     # the last reader closed it: a writer may open it again
     store = db.open_db(str(tmp_path / "d"), "leveldb", db.WRITE)
     store.close()
+
+
+@pytest.mark.parametrize("kept,other", [("lmdb", "leveldb"), ("leveldb", "lmdb")])
+def test_a_store_open_as_one_backend_is_not_read_as_the_other(tmp_path, kept, other):
+    """Found by benchmarks/fuzz_caffe.py (seed 20261207): with an LMDB open for reading in
+    the process, a Data layer naming the same folder with backend LEVELDB got the LMDB's
+    shared handle and read it, where Caffe's LevelDB refuses the folder."""
+    pytest.importorskip("plyvel")
+    _write(tmp_path / "d", kept, [("a", b"1")])
+    store = db.open_db(str(tmp_path / "d"), kept, db.READ)
+    try:
+        with pytest.raises(DBError, match="Failed to open %s" % other if other == "leveldb" else "LMDB"):
+            db.open_db(str(tmp_path / "d"), other, db.READ)
+        assert db.open_db(str(tmp_path / "d"), kept, db.READ).cursor().value() == b"1"
+    finally:
+        store.close()

@@ -77,9 +77,11 @@ _readers = {}
 _readers_lock = threading.Lock()
 
 
-def _acquire_reader(path, opener):
-    """The shared read handle of ``path`` (opened by ``opener()`` the first time) and its key."""
-    key = os.path.realpath(path)
+def _acquire_reader(path, opener, backend):
+    """The shared read handle of ``path`` as a ``backend`` store (opened by ``opener()`` the
+    first time) and its key.  The backend is part of the key: a folder open as an LMDB is not
+    a LevelDB (Caffe opens it with the backend the net names, and LevelDB refuses it)."""
+    key = (backend, os.path.realpath(path))
     with _readers_lock:
         entry = _readers.get(key)
         if entry is None:
@@ -143,7 +145,7 @@ class LMDB:
             raise DBError("cannot open LMDB at %s: No such file or directory" % path)
         try:
             if mode == READ:
-                self.env, self._shared = _acquire_reader(path, lambda: _open_lmdb_reader(lmdb, path))
+                self.env, self._shared = _acquire_reader(path, lambda: _open_lmdb_reader(lmdb, path), "lmdb")
             else:
                 self.env = lmdb.open(path, map_size=10 << 20, subdir=True)
         except lmdb.Error as e:
@@ -239,7 +241,7 @@ class LevelDB:
         plyvel = _plyvel()
         self.path = path
         if mode == READ:
-            self.db, self._shared = _acquire_reader(path, lambda: self._open(plyvel, path, mode))
+            self.db, self._shared = _acquire_reader(path, lambda: self._open(plyvel, path, mode), "leveldb")
         else:
             self.db = self._open(plyvel, path, mode)
         if log:

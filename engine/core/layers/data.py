@@ -414,15 +414,20 @@ class _DBCursor:
 
 
 def _data_backend(layer_name, declared, source):
-    """The backend to read ``source`` with: the declared one, or the one on disk when they
-    differ (Caffe would fail to open it; the engine reads it and warns)."""
+    """The backend to read ``source`` with: the declared one, as Caffe (its default LEVELDB).
+    A store of the other kind on disk is refused as Caffe's db refuses it, with a hint
+    naming the backend the folder holds."""
     name = db.backend_name(int(declared))
     found = db.detect_backend(source)
     if found is not None and found != name:
-        layer_log.warning("Data layer '%s': backend is %s but %s is an %s; reading it as %s (Caffe "
-                          "would fail to open it: set data_param.backend: %s)", layer_name, name.upper(),
-                          source, _DB_LABEL[found], _DB_LABEL[found], found.upper())
-        return found
+        hint = "(%s is an %s: set data_param.backend: %s)" % (source, _DB_LABEL[found], found.upper())
+        try:
+            db.open_db(source, name, db.READ).close()
+        except db.MissingLevelDB:
+            raise _layer_error("Data", layer_name, "Check failed: status.ok() Failed to open leveldb %s %s"
+                               % (source, hint)) from None
+        except db.DBError as e:
+            raise _layer_error("Data", layer_name, "%s %s" % (e, hint)) from None
     return name
 
 
