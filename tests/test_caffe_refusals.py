@@ -39,6 +39,20 @@ def test_a_convolutions_kernel_and_stride_are_caffes_int(tmp_path):
     assert build(tmp_path, conv % "kernel_size: 3 stride_h: 1 stride_w: 2").blobs["c"].shape == (2, 2, 3, 2)
 
 
+def test_a_negative_pad_is_refused_with_a_message_not_a_crash(tmp_path):
+    """pad_h 4294967295 is -1 in Caffe's int and its im2col crops the input; the engine refuses
+    it by name (found by fuzz_caffe.py, seed 4242: a bare broadcasting error before)."""
+    for layer_type in ("Convolution", "Deconvolution"):
+        conv = ('layer { name: "c" type: "%s" bottom: "data" top: "c" convolution_param { num_output: 2 '
+                'kernel_h: 3 kernel_w: 2 %%s } }' % layer_type)
+        with pytest.raises(CaffeError, match=r"a negative pad: pad h of -1 \(the uint32 field 4294967295 read "
+                                             r"into Caffe's int\).*layer 'c', type %s" % layer_type):
+            build(tmp_path, conv % "pad_h: 4294967295 pad_w: 0")
+        with pytest.raises(CaffeError, match=r"a negative pad: pad w of -2"):
+            build(tmp_path, conv % "pad_h: 0 pad_w: 4294967294")
+        assert build(tmp_path, conv % "pad_h: 1 pad_w: 0").blobs["c"].shape[1] == 2
+
+
 @pytest.mark.parametrize("layer", [
     'layer { name: "d" type: "Deconvolution" bottom: "data" top: "d" convolution_param { num_output: 2 kernel_size: 2 '
     'engine: CUDNN } }',

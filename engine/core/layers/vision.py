@@ -106,6 +106,15 @@ def _conv_geometry(layer, bottom, min_spatial=0, tail=")."):
     pad = per_dim("pad", list(cp.pad), cp.HasField("pad_h") or cp.HasField("pad_w"),
                   cp.pad_h, cp.pad_w, 0, None)
     dilation = per_dim("dilation", list(cp.dilation), False, 0, 0, 1, None)
+    for i, p in enumerate(pad):
+        if p < 0:
+            # Caffe holds a pad of 2^32-1 and up in its int (-1, ...) and its im2col then reads
+            # the image from inside its border; the engine's kernels pad with zeros only, so it
+            # refuses such a net instead of computing something else (found by fuzz_caffe.py,
+            # seed 4242: a bare broadcasting error before)
+            raise layer.error("a negative pad: pad %s of %d (the uint32 field %d read into Caffe's int), which "
+                              "Caffe's im2col takes as a crop of the input; the engine does not run negative pads"
+                              % ("of dimension %d" % i if ns != 2 else "hw"[i], p, p & 0xFFFFFFFF))
     return channel_axis, ns, kernel, stride, pad, dilation
 
 
