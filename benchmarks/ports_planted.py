@@ -31,7 +31,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import engine  # noqa: E402
-from benchmarks import ports_converters  # noqa: E402
+from benchmarks import onnx_edit, ports_converters  # noqa: E402
 
 
 # ---------------------------------------------------------------------- nets
@@ -52,71 +52,9 @@ def build(proto, seed=0):
 
 
 # ---------------------------------------------------------------------- the port's parts
-def _init(m, name):
-    from onnx import numpy_helper
-    for t in m.graph.initializer:
-        if t.name == name:
-            return numpy_helper.to_array(t)
-    raise KeyError(name)
-
-
-def _set(m, name, arr):
-    from onnx import numpy_helper
-    for k, t in enumerate(m.graph.initializer):
-        if t.name == name:
-            dtype = numpy_helper.to_array(t).dtype
-            m.graph.initializer[k].CopyFrom(numpy_helper.from_array(np.asarray(arr, dtype=dtype), name))
-            for vi in m.graph.input:             # IR 3 (MMdnn's): initializers are graph inputs too
-                if vi.name == name:
-                    del vi.type.tensor_type.shape.dim[:]
-                    for d in np.shape(arr):
-                        vi.type.tensor_type.shape.dim.add().dim_value = int(d)
-            return
-    raise KeyError(name)
-
-
-def _add_init(m, name, arr):
-    from onnx import numpy_helper
-    m.graph.initializer.append(numpy_helper.from_array(np.asarray(arr), name))
-    return name
-
-
-def _node(m, name):
-    for n in m.graph.node:
-        if n.name == name:
-            return n
-    raise KeyError(name)
-
-
-def _attr(n, key, value):
-    from onnx import helper
-    for a in n.attribute:
-        if a.name == key:
-            n.attribute.remove(a)
-            break
-    n.attribute.append(helper.make_attribute(key, value))
-
-
-def _get_attr(n, key, default=None):
-    from onnx import helper
-    for a in n.attribute:
-        if a.name == key:
-            return helper.get_attribute_value(a)
-    return default
-
-
-def _rewire(m, old, new):
-    for n in m.graph.node:
-        n.input[:] = [new if i == old else i for i in n.input]
-    for o in m.graph.output:
-        if o.name == old:
-            o.name = new
-
-
-def _insert_before(m, node, new_nodes):
-    idx = list(m.graph.node).index(node)
-    for k, n in enumerate(new_nodes):
-        m.graph.node.insert(idx + k, n)
+_init, _set, _add_init = onnx_edit.init_array, onnx_edit.set_init, onnx_edit.add_init
+_node, _attr, _get_attr = onnx_edit.node, onnx_edit.attr, onnx_edit.get_attr
+_rewire, _insert_before = onnx_edit.rewire, onnx_edit.insert_before
 
 
 def _layer(net, name):

@@ -3,6 +3,7 @@ weights (a faithful port, then bugs planted by editing it), for the port debugge
 import numpy as np
 
 import engine
+from benchmarks import onnx_edit
 
 SMALL = """
 name: "small"
@@ -259,39 +260,7 @@ def build_port(net, opset=13, in_place_names="layer"):
 
 
 # ---------------------------------------------------------------------- planting bugs
-def node(model, name):
-    for n in model.graph.node:
-        if n.name == name:
-            return n
-    raise KeyError(name)
-
-
-def attr(n, key, value):
-    from onnx import helper
-    for a in n.attribute:
-        if a.name == key:
-            n.attribute.remove(a)
-            break
-    n.attribute.append(helper.make_attribute(key, value))
-
-
-def init_array(model, name):
-    from onnx import numpy_helper
-    for t in model.graph.initializer:
-        if t.name == name:
-            return numpy_helper.to_array(t)
-    raise KeyError(name)
-
-
-def set_init(model, name, arr):
-    """Replace an initializer's value (keeping its dtype)."""
-    from onnx import numpy_helper
-    for k, t in enumerate(model.graph.initializer):
-        if t.name == name:
-            dtype = numpy_helper.to_array(t).dtype
-            model.graph.initializer[k].CopyFrom(numpy_helper.from_array(np.asarray(arr, dtype=dtype), name))
-            return
-    raise KeyError(name)
+node, attr, init_array, set_init = onnx_edit.node, onnx_edit.attr, onnx_edit.init_array, onnx_edit.set_init
 
 
 def rename_all(model, prefix="t"):
@@ -379,13 +348,7 @@ def fuse_bn_scale(model, bn="bn1", scale="scale1", named="scale"):
     return model
 
 
-def _rewire(model, old, new):
-    """Every read of tensor ``old`` (and a graph output named so) reads ``new``."""
-    for m in model.graph.node:
-        m.input[:] = [new if i == old else i for i in m.input]
-    for o in model.graph.output:
-        if o.name == old:
-            o.name = new
+_rewire = onnx_edit.rewire
 
 
 def caffe2onnx_style(net, variance_bug=False):

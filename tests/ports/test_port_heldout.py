@@ -10,6 +10,7 @@ pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
 import engine  # noqa: E402
+from benchmarks import onnx_edit  # noqa: E402
 from engine.ports import build_onnx_model, randomize_params  # noqa: E402
 from engine.ports.compare import compare_port  # noqa: E402
 from engine.ports.onnx_port import strip_tensor_names  # noqa: E402
@@ -58,15 +59,16 @@ def _port(net):
     return build_onnx_model(net).model
 
 
-def _node(m, name):
-    return next(n for n in m.graph.node if n.name == name)
+_node, _set_attr = onnx_edit.node, onnx_edit.attr
 
 
-def _set_attr(n, key, value):
-    for a in list(n.attribute):
-        if a.name == key:
-            n.attribute.remove(a)
-    n.attribute.append(helper.make_attribute(key, value))
+def _dropout_as_caffe2onnx(m, name):
+    """Node ``name`` made a Dropout keeping ``ratio`` at opset 13, as caffe2onnx writes it
+    (onnxruntime refuses such a node)."""
+    n = _node(m, name)
+    n.op_type = "Dropout"
+    _set_attr(n, "ratio", 0.5)
+    return n
 
 
 def _init(m, name):
@@ -86,9 +88,7 @@ def test_a_port_stopping_part_way_without_names_departs_where_it_stops(tmp_path)
     still the Dropout (not "the outputs differ though no layer's check departs")."""
     net = _net(tmp_path, POOLED, "pooled")
     m = _port(net)
-    n = _node(m, "drop2/dropout")
-    n.op_type = "Dropout"
-    n.attribute.append(helper.make_attribute("ratio", 0.5))
+    _dropout_as_caffe2onnx(m, "drop2/dropout")
     r = compare_port(net, strip_tensor_names(m))
     assert not r.faithful and r.first_departing == "drop2", r.format()
     assert "the port cannot run here: node" in r.message and "ratio" in r.message
@@ -99,9 +99,7 @@ def test_a_port_stopping_part_way_without_names_departs_where_it_stops(tmp_path)
     # it, but only for a shape): still where the port stops
     net = _net(tmp_path, FUSE, "fuse")
     m = _port(net)
-    n = _node(m, "drop1/dropout")
-    n.op_type = "Dropout"
-    n.attribute.append(helper.make_attribute("ratio", 0.5))
+    _dropout_as_caffe2onnx(m, "drop1/dropout")
     r = compare_port(net, strip_tensor_names(m))
     assert r.first_departing == "drop1" and "the port cannot run here" in r.message, r.format()
 
