@@ -25,6 +25,7 @@ from engine.instruments.history import DEFAULT_BUDGET, Timeline
 class RunRefused(ValueError):
     """The action cannot run (no net, bad range, no solver, a layer over the server's limit)."""
 
+
 ACTIONS = ("forward", "backward", "forward_backward", "solver_iteration")
 
 
