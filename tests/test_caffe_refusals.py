@@ -39,18 +39,23 @@ def test_a_convolutions_kernel_and_stride_are_caffes_int(tmp_path):
     assert build(tmp_path, conv % "kernel_size: 3 stride_h: 1 stride_w: 2").blobs["c"].shape == (2, 2, 3, 2)
 
 
-def test_a_negative_pad_is_refused_with_a_message_not_a_crash(tmp_path):
-    """pad_h 4294967295 is -1 in Caffe's int and its im2col crops the input; the engine refuses
-    it by name (found by fuzz_caffe.py, seed 4242: a bare broadcasting error before)."""
-    for layer_type in ("Convolution", "Deconvolution"):
+def test_a_negative_pad_runs_as_caffe_runs_it_and_too_big_a_crop_is_refused(tmp_path):
+    """pad_h 4294967295 is -1 in Caffe's int: its im2col and pooling crop the input, and so
+    does the engine (the numbers: tests/layers/test_negative_pads.py).  A crop that leaves a
+    negative output is refused at the top's shape, as Caffe's Blob::Reshape refuses it."""
+    # a 5 x 5 input, kernel 3 x 2: (5 - 2 - 3) + 1 = 1 rows; a Deconvolution's (5 - 1) + 3 + 2 = 9
+    for layer_type, shape in (("Convolution", (2, 2, 1, 4)), ("Deconvolution", (2, 2, 9, 6))):
         conv = ('layer { name: "c" type: "%s" bottom: "data" top: "c" convolution_param { num_output: 2 '
                 'kernel_h: 3 kernel_w: 2 %%s } }' % layer_type)
-        with pytest.raises(CaffeError, match=r"a negative pad: pad h of -1 \(the uint32 field 4294967295 read "
-                                             r"into Caffe's int\).*layer 'c', type %s" % layer_type):
-            build(tmp_path, conv % "pad_h: 4294967295 pad_w: 0")
-        with pytest.raises(CaffeError, match=r"a negative pad: pad w of -2"):
-            build(tmp_path, conv % "pad_h: 0 pad_w: 4294967294")
+        assert build(tmp_path, conv % "pad_h: 4294967295 pad_w: 0").blobs["c"].shape == shape
         assert build(tmp_path, conv % "pad_h: 1 pad_w: 0").blobs["c"].shape[1] == 2
+    with pytest.raises(CaffeError, match=r"negative dimension.*layer 'c', type Convolution"):
+        build(tmp_path, 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" convolution_param { '
+                        'num_output: 2 kernel_size: 3 pad: 4294967293 } }')
+    pool = 'layer { name: "p" type: "Pooling" bottom: "data" top: "p" pooling_param { kernel_size: 3 pad: %d } }'
+    assert build(tmp_path, pool % 4294967295).blobs["p"].shape == (2, 3, 1, 1)
+    with pytest.raises(CaffeError, match=r"negative dimension.*layer 'p', type Pooling"):
+        build(tmp_path, pool % 4294967293)
 
 
 @pytest.mark.parametrize("layer", [

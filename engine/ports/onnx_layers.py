@@ -150,21 +150,43 @@ def _spatial_reshape(c, x, shape, channel_axis):
     return c.reshape(x, (n,) + tuple(shape[channel_axis:]), "batch_view")
 
 
+def crop_negative_pads(c, x, spatial, pad, what="crop"):
+    """``x`` (N, C, *spatial) cropped by ``-p`` at both ends of each dim whose pad ``p`` is
+    negative (caffe.proto's uint32 pad of 2^31 and up, held in Caffe's int: its im2col reads
+    from inside the image); the pads left (0 there)."""
+    dims = [i for i, p in enumerate(pad) if p < 0]
+    if dims:
+        x = c.slice(x, [-pad[i] for i in dims], [spatial[i] + pad[i] for i in dims], [2 + i for i in dims], what)
+    return x, [max(p, 0) for p in pad]
+
+
 def _conv_nodes(c, op, name, what):
     """One ``op`` (Conv or ConvTranspose) node per bottom with the layer's geometry; a
-    channel axis other than 1 is viewed as (batch, C, spatial...) and the output reshaped."""
+    channel axis other than 1 is viewed as (batch, C, spatial...) and the output reshaped.
+    A negative pad crops a Conv's input, and grows a ConvTranspose's output by zeros (where
+    Caffe's deconvolution writes only its bias)."""
     L = c.layer
     if L.num_spatial_axes < 1:
         c.refuse("a %s with no spatial axis (channel axis last)" % what)
+    grow = [max(-p, 0) for p in L.pad] if op == "ConvTranspose" else [0] * len(L.pad)
     ins = [c.param_const(0, "weight")]
-    if L.bias_term:
-        ins.append(c.param_const(1, "bias"))
+    bias = c.param_const(1, "bias") if L.bias_term else None
+    if bias is not None and not any(grow):
+        ins.append(bias)
     outs = []
     for i, shape in enumerate(c.bottom_shapes):
+        tag = "" if len(c.bottom_shapes) == 1 else str(i)
         x = _spatial_reshape(c, c.x(i), shape, L.channel_axis)
-        y = c.node(op, [x] + ins, name if len(c.bottom_shapes) == 1 else "%s%d" % (name, i),
-                   kernel_shape=list(L.kernel_shape), strides=list(L.stride), pads=list(L.pad) * 2,
-                   dilations=list(L.dilation), group=int(L.group))
+        pads = [max(p, 0) for p in L.pad]
+        if op == "Conv":
+            x, pads = crop_negative_pads(c, x, shape[L.channel_axis + 1:], L.pad, "crop" + tag)
+        y = c.node(op, [x] + ins, name + tag, kernel_shape=list(L.kernel_shape), strides=list(L.stride),
+                   pads=pads * 2, dilations=list(L.dilation), group=int(L.group))
+        if any(grow):
+            y = c.pad(y, [0, 0] + grow + [0, 0] + grow, "grow" + tag)
+            if bias is not None:
+                b = c.reshape(bias, (1, L.num_output) + (1,) * L.num_spatial_axes, "bias_view" + tag)
+                y = c.node("Add", [y, b], "bias" + tag)
         outs.append(c.reshape(y, c.top_shapes[i], "out%d" % i) if L.channel_axis != 1 else y)
     return outs
 
@@ -191,8 +213,9 @@ def _im2col(c):
     if ns < 1:
         c.refuse("Im2col with no spatial axis")
     out_sp = list(L.out_spatial)
-    if any(L.pad):
-        x = c.pad(x, [0, 0] + list(L.pad) + [0, 0] + list(L.pad))
+    x, pad = crop_negative_pads(c, x, shape[ca + 1:], list(L.pad))
+    if any(pad):
+        x = c.pad(x, [0, 0] + pad + [0, 0] + pad)
     # Each kernel offset is a strided slice of the padded image (an exact copy); Caffe's
     # column order is channel-major, then kernel offset: (N, C, K, out...) -> (N, C*K, out...).
     parts = []
@@ -216,6 +239,17 @@ def pooling_nodes(c, x, geom, method, n_tops=1, global_pooling=False, what="pool
     (N, C, H, W) with Caffe's geometry ``geom`` (kernel, stride, pad, pooled size).  Returns
     [top] or, for MAX with a mask top, [top, mask]."""
     PP = caffe_pb2.PoolingParameter
+    if geom.ph < 0 or geom.pw < 0:
+        # A negative pad (caffe.proto's uint32 of 2^31 and up, held in Caffe's int): every window
+        # starts -pad inside the image.  MAX's windows end at the image's end, AVE's (sum and
+        # divisor) at H + pad: the same as Caffe's pooling with no pad of the image cropped
+        # at the start (MAX) or at both ends (AVE), keeping Caffe's pooled size.
+        if method == PP.MAX and n_tops > 1:
+            c.refuse("a MAX pooling's mask top with a negative pad (its indices count in the uncropped image)")
+        cut = [max(-geom.ph, 0), max(-geom.pw, 0)]
+        end = [geom.H, geom.W] if method == PP.MAX else [geom.H - cut[0], geom.W - cut[1]]
+        x = c.slice(x, cut, end, [2, 3], what + "/crop")
+        geom = geom._replace(H=end[0] - cut[0], W=end[1] - cut[1], ph=max(geom.ph, 0), pw=max(geom.pw, 0))
     C, H, W = geom.C, geom.H, geom.W
     kh, kw, sh, sw, ph, pw, PH, PW = geom.kh, geom.kw, geom.sh, geom.sw, geom.ph, geom.pw, geom.PH, geom.PW
     # Caffe's rule: the last window starts inside the padded image ((PH-1)*sh < H + ph when

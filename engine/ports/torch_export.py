@@ -109,8 +109,12 @@ class CaffeAvgPool2d(nn.Module):
         any_pad = bool(ph or pw)
         oh = caffe_pooled_size(H, kh, sh, ph, self.ceil_mode, any_pad)
         ow = caffe_pooled_size(W, kw, sw, pw, self.ceil_mode, any_pad)
-        eh = max((oh - 1) * sh + kh - ph - H, 0)
-        ew = max((ow - 1) * sw + kw - pw - W, 0)
+        if ph < 0 or pw < 0:
+            # a negative pad (Caffe's int): the windows, sum and divisor, end at H + pad; the
+            # start is cut by F.pad below
+            x = x[:, :, :H + min(ph, 0), :W + min(pw, 0)]
+        eh = max((oh - 1) * sh + kh - ph - x.shape[2], 0)
+        ew = max((ow - 1) * sw + kw - pw - x.shape[3], 0)
         # every window of the padded input is whole: its mean times kh*kw is its sum (to an ulp;
         # avg_pool2d's divisor_override has no ONNX form: torch.onnx drops it and averages)
         sums = F.avg_pool2d(F.pad(x, (pw, ew, ph, eh)), (kh, kw), (sh, sw))[:, :, :oh, :ow] * float(kh * kw)
@@ -119,6 +123,31 @@ class CaffeAvgPool2d(nn.Module):
         count_h = torch.clamp(hs + kh, max=H + ph) - hs
         count_w = torch.clamp(ws + kw, max=W + pw) - ws
         return sums / (count_h[:, None] * count_w[None, :]).to(x.dtype)
+''',
+    "negative_pad_conv": '''
+class CaffeNegativePadConv(nn.Module):
+    """Caffe's convolution with a negative pad (caffe.proto's uint32 pad of 2^31 and up, held
+    in Caffe's int): a Convolution reads its input cropped by -pad at both ends; a
+    Deconvolution's output grows by -pad at both ends, where only its bias lands."""
+
+    def __init__(self, conv, pad):
+        super().__init__()
+        self.conv, self.pad = conv, tuple(pad)
+
+    def forward(self, x):
+        c = self.conv
+        cut = [max(-p, 0) for p in self.pad]
+        if not isinstance(c, nn.modules.conv._ConvTransposeNd):
+            for axis, n in enumerate(cut, start=2):
+                if n:
+                    x = x.narrow(axis, n, x.shape[axis] - 2 * n)
+            return c(x)
+        fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[len(cut) - 1]
+        y = fn(x, c.weight, None, c.stride, c.padding, 0, c.groups, c.dilation)
+        y = F.pad(y, [n for n in reversed(cut) for _ in (0, 1)])
+        if c.bias is not None:
+            y = y + c.bias.view((1, -1) + (1,) * len(cut))
+        return y
 ''',
     "lrn_within": '''
 class CaffeLRNWithinChannel(nn.Module):
@@ -466,7 +495,7 @@ def torch_source(net, class_name=None, model_file=None, weights_file=None, state
         w("    %s -> self.%s\n" % (n.ljust(width), a))
     w('"""\n')
     w("import torch\nimport torch.nn as nn\n")
-    if any(h in helpers for h in ("max_pool", "ave_pool", "lrn_within")):
+    if any(h in helpers for h in ("max_pool", "ave_pool", "lrn_within", "negative_pad_conv")):
         w("import torch.nn.functional as F\n")
     w("\n__all__ = [%r, \"CAFFE_LAYERS\"]\n" % cls)
     for h in helpers:
@@ -524,8 +553,8 @@ def _lower(net, i, layer, bots):
         opts = ["kernel_size=%s" % _tuple(layer.kernel_shape)]
         if any(v != 1 for v in layer.stride):
             opts.append("stride=%s" % _tuple(layer.stride))
-        if any(v != 0 for v in layer.pad):
-            opts.append("padding=%s" % _tuple(layer.pad))
+        if any(v > 0 for v in layer.pad):
+            opts.append("padding=%s" % _tuple([max(v, 0) for v in layer.pad]))
         if any(v != 1 for v in layer.dilation):
             opts.append("dilation=%s" % _tuple(layer.dilation))
         if layer.group != 1:
@@ -533,6 +562,9 @@ def _lower(net, i, layer, bots):
         if not layer.bias_term:
             opts.append("bias=False")
         ctor = "%s(%d, %d, %s)" % (cls, layer.channels, layer.num_output, ", ".join(opts))
+        if min(layer.pad) < 0:
+            return ("CaffeNegativePadConv(%s, pad=%s)" % (ctor, _tuple(layer.pad)),
+                    {"conv." + k: v for k, v in state.items()}, ["negative_pad_conv"], x)
         return ctor, state, [], x
     if t == "Pooling":
         PP = caffe_pb2.PoolingParameter
@@ -548,7 +580,7 @@ def _lower(net, i, layer, bots):
         k, s, p = (layer.kernel_h, layer.kernel_w), (layer.stride_h, layer.stride_w), (layer.pad_h, layer.pad_w)
         args = "kernel_size=%s, stride=%s, padding=%s, ceil_mode=%s" % (_tuple(k), _tuple(s), _tuple(p), ceil)
         if layer.pool == PP.MAX:
-            if p[0] <= k[0] // 2 and p[1] <= k[1] // 2 and _torch_pool_size(H, k[0], s[0], p[0], ceil) == \
+            if 0 <= p[0] <= k[0] // 2 and 0 <= p[1] <= k[1] // 2 and _torch_pool_size(H, k[0], s[0], p[0], ceil) == \
                     layer.pooled_height and _torch_pool_size(W, k[1], s[1], p[1], ceil) == layer.pooled_width:
                 return "nn.MaxPool2d(%s)" % args, {}, [], x
             return "CaffeMaxPool2d(%s)" % args.replace("ceil_mode=", "ceil_mode="), {}, ["max_pool"], x

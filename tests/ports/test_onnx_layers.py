@@ -37,6 +37,19 @@ CASES = [
     ("conv_channel_axis_2", {"data": (2, 3, 4, 6, 6)},
      _L("conv", "Convolution", "data", "conv", "convolution_param { num_output: 2 kernel_size: 3 axis: 2 %s }" % W),
      {}),
+    # a negative pad (caffe.proto's uint32 of 2^31 and up, -1 in Caffe's int): a crop of the input
+    ("conv_negative_pad", {"data": (2, 3, 9, 8)},
+     _L("conv", "Convolution", "data", "conv", "convolution_param { num_output: 4 kernel_size: 3 stride: 2 "
+        "pad_h: 4294967295 pad_w: 1 %s }" % W), {}),
+    ("deconv_negative_pad", {"data": (1, 3, 4, 5)},
+     _L("deconv", "Deconvolution", "data", "deconv", "convolution_param { num_output: 2 kernel_size: 3 "
+        "stride: 2 pad: 4294967295 %s }" % W), {}),
+    ("im2col_negative_pad", {"data": (1, 2, 6, 5)},
+     _L("cols", "Im2col", "data", "cols", "convolution_param { kernel_size: 2 stride: 2 pad: 4294967295 }"), {}),
+    ("pool_negative_pad", {"data": (2, 3, 9, 10)},
+     _L("pmax", "Pooling", "data", "pmax", "pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 4294967295 }")
+     + _L("pave", "Pooling", "data", "pave", "pooling_param { pool: AVE kernel_size: 3 stride: 2 "
+          "pad_h: 4294967295 pad_w: 1 }"), {}),
     ("conv_two_bottoms", {"a": (1, 2, 5, 5), "b": (1, 2, 5, 5)},
      _L("conv", "Convolution", ["a", "b"], ["ca", "cb"], "convolution_param { num_output: 3 kernel_size: 3 %s }"
         % W), {}),

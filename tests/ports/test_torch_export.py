@@ -44,6 +44,35 @@ def test_traps_net_equals_the_engine_on_every_blob(tmp_path):
     assert "CaffeLRNWithinChannel(3, 0.5, 0.75)" in src
 
 
+def test_negative_pads_equal_the_engine(tmp_path):
+    """A negative pad (caffe.proto's uint32 of 2^31 and up, -1 in Caffe's int): a convolution's
+    input cropped, a deconvolution's output grown around its bias, pooling windows starting
+    inside the image (MAX's ending at the image's end, AVE's at H + pad)."""
+    import engine
+    W = 'weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" }'
+    path = tmp_path / "negative_pads.prototxt"
+    path.write_text(
+        'name: "negative_pads"\n'
+        'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 20 dim: 19 } } }\n'
+        'layer { name: "c" type: "Convolution" bottom: "data" top: "c" convolution_param { num_output: 4 '
+        'kernel_size: 3 pad_h: 4294967295 pad_w: 1 %s } }\n'
+        'layer { name: "p" type: "Pooling" bottom: "c" top: "p" pooling_param { pool: MAX kernel_size: 3 '
+        'stride: 2 pad: 4294967295 } }\n'
+        'layer { name: "a" type: "Pooling" bottom: "p" top: "a" pooling_param { pool: AVE kernel_size: 2 '
+        'stride: 1 pad_h: 4294967295 pad_w: 1 } }\n'
+        'layer { name: "d" type: "Deconvolution" bottom: "a" top: "d" convolution_param { num_output: 2 '
+        'kernel_size: 3 stride: 2 pad: 4294967295 %s } }\n' % (W, W))
+    net = engine.Net(str(path), engine.TEST)
+    res = export_torch(net, tmp_path / "model.py")
+    v = verify_torch(net, res.path, res.state_dict_path)
+    assert v.ok and v.max_rel < 1e-5, v.format()
+    assert len(v.rows) == 4
+    assert "self.c = CaffeNegativePadConv(nn.Conv2d(3, 4, kernel_size=(3, 3), padding=(0, 1)), pad=(-1, 1))" \
+        in res.source
+    assert re.search(r"self\.p = CaffeMaxPool2d\(.*padding=\(-1, -1\)", res.source)
+    assert re.search(r"self\.a = CaffeAvgPool2d\(.*padding=\(-1, 1\)", res.source)
+
+
 def test_module_is_plain_readable_and_independent_of_the_engine(tmp_path):
     net, _ = pn.make_net(tmp_path, pn.TRAPS)
     res = export_torch(net, tmp_path / "model.py")

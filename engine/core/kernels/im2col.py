@@ -230,6 +230,15 @@ def _col2im_gpu(cols, nb, C, S, kernel, pad, stride, dilation, O):
 
 
 # ------------------------------------------------------------------ public
+def _negative_pads(S, pad):
+    """A negative pad (Caffe keeps a pad of 2^31 and up, read from its uint32 field, in an int)
+    makes Caffe's im2col start every window inside the image: the same columns as cropping
+    ``-pad`` from both ends and padding nothing.  The crop of each spatial dim, and the pads
+    that go with it."""
+    crop = tuple(slice(-p, s + p) if p < 0 else slice(None) for p, s in zip(pad, S))
+    return crop, tuple(max(p, 0) for p in pad)
+
+
 def _gpu_2d(a, kernel, n_elems):
     return is_gpu(a) and len(kernel) == 2 and n_elems < 2 ** 31
 
@@ -242,6 +251,9 @@ def im2col(x, kernel, pad, stride, dilation, O, out=None, batch_last=False, pad_
     ``pad_work`` one for the zero-padded copy of the batch (CPU)."""
     kernel, pad, stride, dilation, O = (tuple(int(v) for v in t)
                                         for t in (kernel, pad, stride, dilation, O))
+    if min(pad, default=0) < 0:
+        crop, pad = _negative_pads(x.shape[2:], pad)
+        x = x[(slice(None), slice(None)) + crop]
     n = x.shape[0] * x.shape[1] * int(np.prod(O, dtype=np.int64)) * int(np.prod(kernel, dtype=np.int64))
     if _gpu_2d(x, kernel, max(n, x.size)) and not batch_last:
         return _im2col_gpu(x, kernel, pad, stride, dilation, O, out)
@@ -253,6 +265,15 @@ def col2im(cols, nb, C, S, kernel, pad, stride, dilation, O, work=None, batch_la
     into ``work`` when a scratch array is given and big enough)."""
     kernel, pad, stride, dilation, O, S = (tuple(int(v) for v in t)
                                            for t in (kernel, pad, stride, dilation, O, S))
+    if min(pad, default=0) < 0:
+        # the cropped image's columns summed back, and 0 where no window reads (the border)
+        crop, inner_pad = _negative_pads(S, pad)
+        inner_S = tuple(len(range(s)[c]) for s, c in zip(S, crop))
+        inner = col2im(cols, nb, C, inner_S, kernel, inner_pad, stride, dilation, O, work, batch_last)
+        xp = _xp(cols)
+        full = xp.zeros((nb, C) + S, dtype=cols.dtype)
+        full[(slice(None), slice(None)) + crop] = inner
+        return full
     if _gpu_2d(cols, kernel, max(cols.size, nb * C * int(np.prod(S, dtype=np.int64)))) and not batch_last:
         return _col2im_gpu(cols, nb, C, S, kernel, pad, stride, dilation, O)
     return col2im_generic(cols, nb, C, S, kernel, pad, stride, dilation, O, work, batch_last)

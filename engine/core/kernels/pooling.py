@@ -24,14 +24,33 @@ FLT_MIN = float(np.finfo(np.float32).tiny)
 PoolGeom = namedtuple("PoolGeom", "N C H W kh kw sh sw ph pw PH PW")
 
 
-def _padded(x, g, fill):
+def _placement(g, window_end):
+    """Where the image goes in the padded array: (rows, columns) of the image read, (rows,
+    columns) they fill, and the padded array's (Hp, Wp).
+
+    A negative pad (Caffe keeps a pad of 2^31 and up, read from its uint32 field, in an int)
+    starts every window ``-pad`` inside the image: the rows before are dropped.  The rows after
+    are read up to ``window_end`` (``"image"``: MAX's windows end at the image's end; ``"padded"``:
+    AVE's at ``H + pad``, before it)."""
+    src, dst, ext = [], [], []
+    for size, pad, P, stride, k in ((g.H, g.ph, g.PH, g.sh, g.kh), (g.W, g.pw, g.PW, g.sw, g.kw)):
+        start = max(-pad, 0)
+        end = size + min(pad, 0) if window_end == "padded" else size
+        end = max(end, start)
+        at = max(pad, 0)
+        src.append(slice(start, end))
+        dst.append(slice(at, at + end - start))
+        ext.append(max(at + end - start, (P - 1) * stride + k))
+    return src, dst, ext
+
+
+def _padded(x, g, fill, window_end="image"):
     """x (N, C, H, W) padded so every window (including ceil-rounded ones) fits."""
-    Hp = max(g.ph + g.H, (g.PH - 1) * g.sh + g.kh)
-    Wp = max(g.pw + g.W, (g.PW - 1) * g.sw + g.kw)
+    src, dst, (Hp, Wp) = _placement(g, window_end)
     if g.ph == 0 and g.pw == 0 and Hp == g.H and Wp == g.W:
         return x
     xp = np.full((g.N, g.C, Hp, Wp), fill, dtype=x.dtype)
-    xp[:, :, g.ph:g.ph + g.H, g.pw:g.pw + g.W] = x
+    xp[:, :, dst[0], dst[1]] = x[:, :, src[0], src[1]]
     return xp
 
 
@@ -169,7 +188,7 @@ def _ave_fwd_cpu(x, g, top):
         sums = np.cumsum(x.reshape(g.N, g.C, -1), axis=-1)[..., -1]
         np.divide(sums, x.dtype.type(g.H * g.W), out=top[..., 0, 0])
         return
-    ph = _Phases(_padded(x, g, 0), g)
+    ph = _Phases(_padded(x, g, 0, "padded"), g)
     acc = np.zeros(top.shape, dtype=x.dtype)
     for i in range(g.kh):
         for j in range(g.kw):
@@ -179,10 +198,9 @@ def _ave_fwd_cpu(x, g, top):
 
 
 def _ave_bwd_cpu(dtop, g, dx):
-    Hp = max(g.ph + g.H, (g.PH - 1) * g.sh + g.kh)
-    Wp = max(g.pw + g.W, (g.PW - 1) * g.sw + g.kw)
+    src, dst, (Hp, Wp) = _placement(g, "padded")
     grad = dtop / ave_pool_size(g).astype(dtop.dtype)
-    if Hp == g.H and Wp == g.W:
+    if g.ph == 0 and g.pw == 0 and Hp == g.H and Wp == g.W:
         acc = dx
     else:
         acc = np.empty((g.N, g.C, Hp, Wp), dtype=dtop.dtype)
@@ -202,7 +220,9 @@ def _ave_bwd_cpu(dtop, g, dx):
     for (ri, rj), p in phases.items():
         acc[:, :, ri::g.sh, rj::g.sw] = p
     if acc is not dx:
-        dx[...] = acc[:, :, g.ph:g.ph + g.H, g.pw:g.pw + g.W]
+        if src[0].stop - src[0].start != g.H or src[1].stop - src[1].start != g.W:
+            dx[...] = 0                 # a negative pad: no window reads the border
+        dx[:, :, src[0], src[1]] = acc[:, :, dst[0], dst[1]]
 
 
 def _sto_windows(x, g):

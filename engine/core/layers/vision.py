@@ -106,15 +106,8 @@ def _conv_geometry(layer, bottom, min_spatial=0, tail=")."):
     pad = per_dim("pad", list(cp.pad), cp.HasField("pad_h") or cp.HasField("pad_w"),
                   cp.pad_h, cp.pad_w, 0, None)
     dilation = per_dim("dilation", list(cp.dilation), False, 0, 0, 1, None)
-    for i, p in enumerate(pad):
-        if p < 0:
-            # Caffe holds a pad of 2^32-1 and up in its int (-1, ...) and its im2col then reads
-            # the image from inside its border; the engine's kernels pad with zeros only, so it
-            # refuses such a net instead of computing something else (found by fuzz_caffe.py,
-            # seed 4242: a bare broadcasting error before)
-            raise layer.error("a negative pad: pad %s of %d (the uint32 field %d read into Caffe's int), which "
-                              "Caffe's im2col takes as a crop of the input; the engine does not run negative pads"
-                              % ("of dimension %d" % i if ns != 2 else "hw"[i], p, p & 0xFFFFFFFF))
+    # A pad of 2^31 and up is negative in Caffe's int (found by fuzz_caffe.py, seed 4242): its
+    # im2col then reads from inside the image, a crop, which engine.core.kernels.im2col does too.
     return channel_axis, ns, kernel, stride, pad, dilation
 
 
@@ -453,7 +446,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
     def _depthwise(self, *arrays):
         """True where the direct depthwise loops (engine.core.kernels.depthwise) serve:
         2-D, group = channels = num_output, on the host."""
-        return (not self.on_gpu and self.channel_axis == 1
+        return (not self.on_gpu and self.channel_axis == 1 and min(self.pad) >= 0
                 and _depthwise.applies(self.group, self.channels, self.num_output, self.num_spatial_axes,
                                        *arrays))
 
@@ -783,23 +776,25 @@ class PoolingLayer(Layer):
         if self.global_pooling:
             self.kernel_h, self.kernel_w = bottom[0].height, bottom[0].width
         elif has("kernel_size"):
-            self.kernel_h = self.kernel_w = pp.kernel_size
+            self.kernel_h = self.kernel_w = c_int(pp.kernel_size)
         else:
-            self.kernel_h, self.kernel_w = pp.kernel_h, pp.kernel_w
+            self.kernel_h, self.kernel_w = c_int(pp.kernel_h), c_int(pp.kernel_w)
         if not self.kernel_h > 0:
             raise self.error(_check_failed("kernel_h_ > 0", self.kernel_h, 0,
                                            "Filter dimensions cannot be zero."))
         if not self.kernel_w > 0:
             raise self.error(_check_failed("kernel_w_ > 0", self.kernel_w, 0,
                                            "Filter dimensions cannot be zero."))
+        # Caffe holds these uint32 fields in ints: a pad of 2^31 and up is negative there, which
+        # its loops (and engine.core.kernels.pooling) take as windows starting inside the image
         if not has("pad_h"):
-            self.pad_h = self.pad_w = pp.pad
+            self.pad_h = self.pad_w = c_int(pp.pad)
         else:
-            self.pad_h, self.pad_w = pp.pad_h, pp.pad_w
+            self.pad_h, self.pad_w = c_int(pp.pad_h), c_int(pp.pad_w)
         if not has("stride_h"):
-            self.stride_h = self.stride_w = pp.stride
+            self.stride_h = self.stride_w = c_int(pp.stride)
         else:
-            self.stride_h, self.stride_w = pp.stride_h, pp.stride_w
+            self.stride_h, self.stride_w = c_int(pp.stride_h), c_int(pp.stride_w)
         if self.global_pooling:
             if not (self.pad_h == 0 and self.pad_w == 0 and self.stride_h == 1 and self.stride_w == 1):
                 raise self.error("Check failed: pad_h_ == 0 && pad_w_ == 0 && stride_h_ == 1 && "
