@@ -119,7 +119,7 @@ def main(argv=None):
     from inspector import create_app
     settle_startup()
     app = create_app(config)
-    stop_on_sigterm()
+    stop_on_signals()
     print("Caffe Inspector on http://%s:%d/" % (config.host, config.port), file=sys.stderr)
     try:
         if args.serve == "waitress":
@@ -132,15 +132,55 @@ def main(argv=None):
         app.shutdown()         # sessions (their uploads), load checks, spare nets, the job cache
 
 
-def stop_on_sigterm():
-    """SIGTERM (and SIGHUP) end the server as Ctrl+C does: the servers stop serving and the
-    server's files go (app.shutdown); a kill -9 leaves them to the next start's sweep."""
+#: seconds a server has, after SIGTERM, SIGINT or SIGHUP, to end by itself (its sessions closed,
+#: its job cache and uploads removed, Python's exit run); past them, whatever is stuck (a
+#: thread in a read, a child process joined by Python's exit), it removes its own folders and ends
+EXIT_GRACE_SECONDS = 30.0
+
+
+def stop_on_signals(grace=EXIT_GRACE_SECONDS):
+    """SIGTERM, SIGINT (Ctrl+C) and SIGHUP end the server: the servers stop serving and the
+    server's files go (app.shutdown), and the process ends within ``grace`` seconds even when
+    something in it hangs (:func:`_end_within`); a kill -9 leaves its files to the next start's
+    sweep."""
     import signal
 
     def stop(signum, _frame):
+        _end_within(grace, 128 + signum)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise SystemExit(128 + signum)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
+
+
+_deadline = []
+
+
+def _end_within(seconds, code):
+    """From the first stop signal on: a daemon thread that, ``seconds`` later, removes the
+    server's own folders (inspector.state.cleanup.remove_own) and ends the process with ``code``
+    (a process that ended by itself before then never gets there)."""
+    import os
+    import threading
+    import time
+
+    if _deadline:
+        return
+
+    def end():
+        time.sleep(seconds)
+        from inspector.state import cleanup
+        try:
+            cleanup.remove_own()
+        finally:
+            sys.stderr.write("the server had not ended %g s after the signal; its folders were removed and it "
+                             "ends now\n" % seconds)
+            sys.stderr.flush()
+            os._exit(code)
+    t = threading.Thread(target=end, name="inspector-exit-deadline", daemon=True)
+    _deadline.append(t)
+    t.start()
 
 
 def settle_startup():

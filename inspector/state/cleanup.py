@@ -9,6 +9,9 @@ process in the folder's name and writes an ``.owner`` file inside (its pid and s
 - A session's folder goes with the session; at a normal exit, SIGTERM or SIGINT the server
   closes every session and removes the job cache (inspector.cli installs the handlers;
   create_app registers the exit).
+- Whatever is stuck at the end (a thread in a read, a child process being joined by Python's
+  exit), a server given SIGTERM, SIGINT or SIGHUP ends within inspector.cli's
+  ``EXIT_GRACE_SECONDS``: it then removes its own folders (:func:`remove_own`) and exits.
 - A server killed with SIGKILL removes nothing; the next server to start calls :func:`sweep`,
   which removes the folders of ours whose owner process is gone (no process of that pid, or
   another process that has reused it since: its start time differs).  Folders of a live
@@ -78,6 +81,32 @@ def sweep(folder=None):
     if gone:
         log.warning("removed %d folders left by servers that ended without removing them: %s", len(gone),
                     ", ".join(gone))
+    return gone
+
+
+def remove_own(folder=None):
+    """Remove this process's own folders (:data:`PREFIXES` with its pid, its ``.owner`` file
+    naming it) from ``folder`` (the temporary folder): what :func:`sweep` would remove after it
+    ended, removed by the process itself as it ends.  Returns them."""
+    folder = folder or tempfile.gettempdir()
+    pid = os.getpid()
+    gone = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return gone
+    for name in names:
+        if not any(name.startswith("%s%d-" % (prefix, pid)) for prefix in PREFIXES):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            with open(os.path.join(path, OWNER_FILE)) as f:
+                owner = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if owner == pid and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
     return gone
 
 

@@ -175,7 +175,7 @@ def test_the_server_settles_its_imports_before_it_builds_a_net(monkeypatch):
             order.append("shutdown")
 
     monkeypatch.setattr(cli, "settle_startup", lambda: order.append("settle"))
-    monkeypatch.setattr(cli, "stop_on_sigterm", lambda: order.append("signals"))
+    monkeypatch.setattr(cli, "stop_on_signals", lambda: order.append("signals"))
     monkeypatch.setattr(inspector, "create_app", lambda config: order.append("create") or Server())
     cli.main(["--no-prebuild"])
     assert order == ["settle", "create", "signals", "serve", "shutdown"]     # its files go as it ends

@@ -117,3 +117,38 @@ def test_a_pid_reused_by_another_process_is_not_the_owner(tmp_path):
     (other / cleanup.OWNER_FILE).write_text("1 %r\n" % cleanup._start_time(1))
     assert cleanup.sweep(str(tmp_path)) == [str(folder)]      # the same pid, started later: its owner is gone
     assert not folder.exists() and other.is_dir()
+
+
+STUCK = r'''
+import sys, threading, time
+sys.path.insert(0, %r)
+from inspector import cli
+from inspector.state import cleanup
+cli.stop_on_signals(grace=1)
+folder = cleanup.owned_tempdir("inspector-", "stuck")
+threading.Thread(target=threading.Event().wait, name="stuck").start()   # Python's exit waits for it forever
+print(folder, flush=True)
+while True:
+    time.sleep(0.1)
+'''
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_server_with_something_stuck_still_ends_after_the_grace_and_removes_its_folders(tmp_path, sig):
+    """Whatever hangs at the end (here a thread Python's exit joins forever), a stop signal ends
+    the process once inspector.cli's grace has passed, and its own folders go with it."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", STUCK % ROOT], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        folder = proc.stdout.readline().strip()
+        assert os.path.isdir(folder) and os.path.basename(folder).startswith("inspector-%d-" % proc.pid)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=GUARD)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 128 + sig
+    assert "had not ended 1 s after the signal" in proc.stderr.read()
+    assert not os.path.exists(folder) and ours(tmp_path, proc.pid) == []
