@@ -187,6 +187,8 @@ class PortComparison:
     message: str = ""
     input_layouts: List[Dict[str, Any]] = field(default_factory=list)   # inputs transposed for the port
     proves_nothing: bool = False     # every compared value constant (a net without weights): no evidence
+    reference: str = "net"           # which side is right: the Caffe net ("net") or the port ("port":
+                                     # a Caffe net converted from it, compare-port --reference torch)
 
     def row(self, label):
         for r in self.rows:
@@ -227,7 +229,10 @@ class PortComparison:
         """The table, the matching summary, the first departing layer and the diagnosis."""
         out = io.StringIO()
         w = out.write
-        w("Port %s vs net %s (rtol %g)\n" % (self.port, self.net, self.rtol))
+        if self.reference == "port":
+            w("Net %s (converted) vs its reference %s (rtol %g)\n" % (self.net, self.port, self.rtol))
+        else:
+            w("Port %s vs net %s (rtol %g)\n" % (self.port, self.net, self.rtol))
         for lay in self.input_layouts:
             w("Input layout: %s\n" % lay["text"])
         head = ("layer", "type", "value", "shape", "port tensor (how)", "own rel", "end-to-end rel", "status")

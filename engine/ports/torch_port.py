@@ -802,6 +802,7 @@ def compare_torch(net, module, state_dict=None, inputs=None, preprocess=None, rt
                         "that the Caffe layer does not: change the Caffe net to match" % (label, result.net))
     result.notes[:] = list(dict.fromkeys(graph.notes + notes))
     if reference == "torch":                     # the port of the texts is the module, the reference here
+        result.reference = "port"
         for d in result.diagnosis:
             d.text = re.sub(r"\bthe port\b", "the PyTorch module", d.text)
     if graph.failure and _not_explained(result):

@@ -226,6 +226,8 @@ def test_command_reference_torch(tmp_path):
                            "--torch", "%s:make" % py, "--reference", "torch"])
     assert code == 3, out + err
     assert "First departing layer: bn1 (BatchNorm)" in out and "reference: the PyTorch module" in out
+    assert out.startswith("Net ") and "(converted) vs its reference " in out.splitlines()[0], out
+    assert compare_torch(net, module).format().startswith("Port ")      # the other way: the usual header
     code, out, err = tn.run_cli(["compare-port", str(proto), "--onnx", "x.onnx", "--reference", "torch"])
     assert code == 2 and "--reference torch goes with --torch" in err
 
