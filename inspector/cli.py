@@ -67,7 +67,8 @@ def parse_args(argv=None):
     p.add_argument("--load-workers", type=int, default=2, help="such checks at once (default 2)")
     p.add_argument("--run-seconds", type=float, default=120,
                    help="a run asked from the page (Forward, Backward, Step, Continue, a solver step) stops "
-                        "after the first layer that ends past this many seconds, as at a breakpoint: the "
+                        "after the first layer (a solver step's test pass: the test iteration) that ends past this "
+                        "many seconds, as at a breakpoint: the "
                         "request is answered and Continue goes on (default 120; 0: no limit)")
     p.add_argument("--max-layer-gflop", type=float, default=2000,
                    help="a run from the page is refused before it starts when one of its layers needs more "

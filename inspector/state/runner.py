@@ -603,7 +603,9 @@ def solver_step_checked(session, resume=None, remaining=0):
     msg = "solver iteration %d (now iter %d): loss %.6g (smoothed %.6g), lr %s" % (
         point.iteration, ld.solver.iter, point.loss, point.smoothed,
         "%.6g" % point.lr if point.lr is not None else "—")
-    if tested:
+    if isinstance(tested, training.StoppedTestPass):
+        msg += "; " + tested.text()
+    elif tested:
         msg += "; test: " + ", ".join("%s %.4g" % kv for kv in tested.items())
     if hit is not None:
         msg += " — " + debugger.hit_text(hit)

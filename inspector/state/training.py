@@ -254,9 +254,24 @@ def solver_iteration(loaded, resume=None):
     return h.train[-1], update
 
 
+@dataclass
+class StoppedTestPass:
+    """A test pass the page's run limit (``--run-seconds``) ended before its last iteration: its
+    partial means are not Caffe's, so nothing is recorded."""
+    done: int
+    of: int
+    limit: str
+
+    def text(self):
+        return "test pass stopped after %d of %d test iterations: time limit reached: %s; not recorded" % (
+            self.done, self.of, self.limit)
+
+
 def maybe_test(session, loaded, force=False):
     """Run the test net when the solver file asks for it at this iteration
-    (Solver::Test: test_iter forward passes, the mean of every output)."""
+    (Solver::Test: test_iter forward passes, the mean of every output).  Under a run limit
+    (``session.run_limit``: the page's --run-seconds) a pass that reaches it stops between two
+    of its iterations: a :class:`StoppedTestPass`, nothing recorded."""
     h = history(loaded)
     st = h.settings
     it = int(loaded.solver.iter)
@@ -266,7 +281,13 @@ def maybe_test(session, loaded, force=False):
     net.ShareTrainedLayersWith(loaded.solver.net)
     sums = {}
     n = max(st.test_iter, 1)
-    for _ in range(n):
+    limit = getattr(session, "run_limit", None)
+    for k in range(n):
+        if k and limit is not None and limit.passed():
+            stopped = StoppedTestPass(k, n, "%g s (%s)" % (limit.seconds, limit.flag) if limit.flag
+                                  else "%g s" % limit.seconds)
+            h.add_log([("WARNING", "Iteration %d, Testing net (#0): %s" % (it, stopped.text()))])
+            return stopped
         _outs, _loss = net.Forward()
         for k, v in _scalar_outputs(net).items():
             sums[k] = sums.get(k, 0.0) + v

@@ -63,6 +63,26 @@ def test_solver_iterations_fill_the_history(trained_store):
         assert any(m.startswith("Iteration 2, lr = ") for m in texts)
 
 
+def test_a_test_pass_past_the_pages_run_limit_stops_and_records_nothing(trained_store):
+    """The page's --run-seconds bounds a solver step's test pass too: it stops between two
+    test iterations once the limit has passed, says so, and records no partial mean."""
+    from engine.instruments.breakpoints import TimeLimit
+    from inspector.state import training
+    store, sid = trained_store
+    with store.use(sid) as s:
+        full = training.maybe_test(s, s.loaded, force=True)             # no limit: the whole pass
+        assert {"accuracy", "loss"} <= set(full) and len(s.loaded.training.test) == 1
+        s.run_limit = TimeLimit(-1.0, "--run-seconds 0")                 # already passed
+        s.loaded.training.settings.test_iter = 3
+        stopped = training.maybe_test(s, s.loaded, force=True)
+        s.run_limit = None
+        assert isinstance(stopped, training.StoppedTestPass) and (stopped.done, stopped.of) == (1, 3)
+        assert stopped.text() == ("test pass stopped after 1 of 3 test iterations: time limit reached: -1 s "
+                                  "(--run-seconds 0); not recorded")
+        assert len(s.loaded.training.test) == 1                          # nothing recorded
+        assert s.loaded.training.log[-1] == ("WARNING", "Iteration 0, Testing net (#0): " + stopped.text())
+
+
 def test_transcript_filter_iteration_shows_iteration_lines(trained_store):
     from inspector.state import presenter
     store, sid = trained_store
