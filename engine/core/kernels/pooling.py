@@ -480,6 +480,9 @@ extern "C" __global__ void ave_pool_bwd(const int total, const T* dtop, %(g)s, T
         const int wstart = j * sw - pw;
         const int hend = min(hstart + kh, H + ph);
         const int wend = min(wstart + kw, W + pw);
+        // a negative pad: the window may not reach this element (it starts inside the image,
+        // AVE's ends at H + pad); Caffe's CPU loop adds only over the window's own elements
+        if (h - ph < hstart || h - ph >= hend || w - pw < wstart || w - pw >= wend) continue;
         const int pool_size = (hend - hstart) * (wend - wstart);
         gradient += ds[i * PW + j] / pool_size;
       }
