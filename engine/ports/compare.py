@@ -440,8 +440,8 @@ class _Comparer:
             raise PortError("the port %s has inputs the net does not: %s" % (port.label, ", ".join(missing)))
         self.notes.extend(port.notes)
         self.pvals = port.run_all(port_feeds)
-        if port.failure:
-            self.notes.append("onnxruntime cannot run the whole port; run node by node it stops at %s" % port.failure)
+        if port.failure and port.failure_note():
+            self.notes.append(port.failure_note())
         self.match: Dict[int, str] = {}
         self.how: Dict[int, str] = {}
         self.owner: Dict[str, int] = {}

@@ -14,6 +14,9 @@ from engine.ports.port_graph import PortGraph, PortNode
 class OnnxPort(PortGraph):
     """An ONNX model's graph: its tensors in order, who makes them, what each depends on."""
 
+    def failure_note(self):
+        return "onnxruntime cannot run the whole port; run node by node it stops at %s" % self.failure
+
     def __init__(self, model, label):
         self.onnx = require("onnx", "onnx", "compare-port")
         self.ort = require("onnxruntime", "onnx", "compare-port")

@@ -93,6 +93,11 @@ class PortGraph:
         self.order.append(name)
         self.anc[name] = anc
 
+    def failure_note(self) -> Optional[str]:
+        """The comparison's note when the port could not run whole (``failure`` set), or None
+        where the caller says it itself (a PyTorch module: compare_torch)."""
+        return None
+
     # ------------------------------------------------------------------ topology
     def op(self, tensor: str) -> Optional[str]:
         """The type of the op making ``tensor`` (None for a graph input or constant)."""

@@ -284,6 +284,8 @@ def test_a_node_onnxruntime_cannot_run_is_the_first_departure(nets):
     assert not r.faithful and r.first_departing == "drop", r.format()
     assert "the port cannot run here: node drop (Dropout)" in r.message and "ratio" in r.message
     assert r.row("pw").status == "ok"                      # what runs before it is still checked
+    assert any(n.startswith("onnxruntime cannot run the whole port; run node by node it stops at node drop "
+                            "(Dropout)") for n in r.notes), r.notes
 
 
 def test_a_port_made_from_other_weights_is_said_so(nets, tmp_path):
