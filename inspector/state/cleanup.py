@@ -50,21 +50,28 @@ def owned_tempdir(prefix, tag=""):
     return path
 
 
-def owner_gone(path):
-    """Whether the folder ``path`` is ours (it has an ``.owner`` file) and its owner has ended."""
+def _owner(path):
+    """(pid, start time) from the folder's ``.owner`` file, or None: not marked, not known to be ours."""
     try:
         with open(os.path.join(path, OWNER_FILE)) as f:
             pid_text, started_text = f.read().split()[:2]
-        pid, started = int(pid_text), float(started_text)
+        return int(pid_text), float(started_text)
     except (OSError, ValueError):
-        return False                 # not marked: not known to be ours
-    now = _start_time(pid)
-    return now is None or (now > 0 and abs(now - started) > 1.0)
+        return None
 
 
-def sweep(folder=None):
-    """Remove the folders a killed server left in ``folder`` (the temporary folder): those of
-    ours (:data:`PREFIXES`, an ``.owner`` file) whose owner process has ended.  Returns them."""
+def owner_gone(path):
+    """Whether the folder ``path`` is ours (it has an ``.owner`` file) and its owner has ended."""
+    owner = _owner(path)
+    if owner is None:
+        return False
+    now = _start_time(owner[0])
+    return now is None or (now > 0 and abs(now - owner[1]) > 1.0)
+
+
+def _remove_folders(folder, prefixes, which):
+    """Remove the folders (not links) in ``folder`` (the temporary folder) whose names start
+    with one of ``prefixes`` and for which ``which(path)`` holds.  Returns them."""
     folder = folder or tempfile.gettempdir()
     gone = []
     try:
@@ -72,12 +79,17 @@ def sweep(folder=None):
     except OSError:
         return gone
     for name in names:
-        if not name.startswith(PREFIXES):
-            continue
         path = os.path.join(folder, name)
-        if os.path.isdir(path) and not os.path.islink(path) and owner_gone(path):
+        if name.startswith(prefixes) and os.path.isdir(path) and not os.path.islink(path) and which(path):
             shutil.rmtree(path, ignore_errors=True)
             gone.append(path)
+    return gone
+
+
+def sweep(folder=None):
+    """Remove the folders a killed server left in ``folder`` (the temporary folder): those of
+    ours (:data:`PREFIXES`, an ``.owner`` file) whose owner process has ended.  Returns them."""
+    gone = _remove_folders(folder, PREFIXES, owner_gone)
     if gone:
         log.warning("removed %d folders left by servers that ended without removing them: %s", len(gone),
                     ", ".join(gone))
@@ -88,26 +100,9 @@ def remove_own(folder=None):
     """Remove this process's own folders (:data:`PREFIXES` with its pid, its ``.owner`` file
     naming it) from ``folder`` (the temporary folder): what :func:`sweep` would remove after it
     ended, removed by the process itself as it ends.  Returns them."""
-    folder = folder or tempfile.gettempdir()
     pid = os.getpid()
-    gone = []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return gone
-    for name in names:
-        if not any(name.startswith("%s%d-" % (prefix, pid)) for prefix in PREFIXES):
-            continue
-        path = os.path.join(folder, name)
-        try:
-            with open(os.path.join(path, OWNER_FILE)) as f:
-                owner = int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-        if owner == pid and os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-            gone.append(path)
-    return gone
+    return _remove_folders(folder, tuple("%s%d-" % (prefix, pid) for prefix in PREFIXES),
+                           lambda path: (_owner(path) or (None,))[0] == pid)
 
 
 # ---------------------------------------------------------------------- memory handed back
