@@ -82,3 +82,11 @@ def mode(request):
         backend.set_mode_cpu()
     yield request.param
     backend.set_mode_cpu()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The in-process servers' session folders (upload folders, job caches a test made
+    without a server's exit to remove them) go with the test process: nothing left in the
+    temporary folder (inspector.state.cleanup.remove_own: only this process's own)."""
+    from inspector.state import cleanup
+    cleanup.remove_own()
